@@ -1,0 +1,155 @@
+"""Abstract tuning knobs: the words tables use, their legal values, and their normal form.
+
+A table says ``ucx_rndv_thresh: intra:32KB,inter:128KB``; this module checks that against the UCX
+version the table names and normalises it to ``intra:32kb,inter:128kb``. Mapping knobs to
+environment variables per MPI flavour belongs to the module renderer, not here.
+
+Each knob has one validator ``(value, ucx_version) -> normal value`` raising KnobError with the fix.
+Adding a knob is one entry in KNOBS.
+"""
+import re
+
+from .units import SizeError, format_size, parse_size
+
+
+class KnobError(ValueError):
+    def __init__(self, problem, fix):
+        self.problem = problem
+        self.fix = fix
+        super().__init__(problem)
+
+
+def version_tuple(text):
+    """'1.18.1' -> (1, 18, 1); None stays None. Raises KnobError for anything else."""
+    if text is None:
+        return None
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?$", str(text).strip())
+    if not m:
+        raise KnobError("'%s' is not a version" % (text,), "write it as MAJOR.MINOR[.PATCH], e.g. 1.18.1")
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+UCX_KEYED_THRESH = (1, 17)  # UCX_RNDV_THRESH accepts intra:/inter: from UCX 1.17 on
+
+# Transport names UCX_TLS accepts (aliases and concrete transports, UCX 1.11 - 1.18).
+UCX_TRANSPORTS = frozenset("""
+    all self sm shm mm posix sysv xpmem cma knem tcp ib rc rc_v rc_x rc_verbs rc_mlx5 ud ud_v ud_x
+    ud_verbs ud_mlx5 dc dc_x dc_mlx5 cuda cuda_copy cuda_ipc gdr_copy rocm rocm_copy rocm_ipc
+    rocm_gdr ze ze_copy ze_ipc srd ugni
+""".split())
+
+
+def _size_or_special(value, what):
+    try:
+        return parse_size(value, allow_special=True)
+    except SizeError as exc:
+        raise KnobError(str(exc), "write %s as auto, inf, or a size such as 32kb" % what)
+
+
+def ucx_tls(value, ucx_version=None):
+    if isinstance(value, list):
+        value = ",".join(str(v) for v in value)
+    if not isinstance(value, str) or not value.strip():
+        raise KnobError("UCX_TLS must be a comma-separated list of transports",
+                        "write e.g. self,sm,rc or all")
+    text = value.strip().lower()
+    negate = text.startswith("^")
+    names = [t.strip() for t in text.lstrip("^").split(",")]
+    for name in names:
+        if name not in UCX_TRANSPORTS:
+            raise KnobError("unknown UCX transport '%s'" % name,
+                            "use transports UCX knows (e.g. all, self, sm, rc, ud, dc, tcp)")
+    if len(set(names)) != len(names):
+        raise KnobError("a transport is named twice in '%s'" % value, "name each transport once")
+    return ("^" if negate else "") + ",".join(names)
+
+
+def ucx_rndv_thresh(value, ucx_version=None):
+    """A size, or UCX >= 1.17's ``[default,]intra:X,inter:Y`` form, checked for the UCX version."""
+    parts = [p.strip() for p in str(value).split(",")] if isinstance(value, str) else [value]
+    default, keys = None, {}
+    for part in parts:
+        if isinstance(part, str) and ":" in part:
+            key, _, size = part.partition(":")
+            key = key.strip().lower()
+            if key not in ("intra", "inter"):
+                raise KnobError("unknown threshold key '%s'" % key, "use intra: or inter:")
+            if key in keys:
+                raise KnobError("'%s:' is given twice" % key, "give each key once")
+            keys[key] = _size_or_special(size, "the %s: value" % key)
+        else:
+            if default is not None:
+                raise KnobError("two default values in '%s'" % value,
+                                "give one default, e.g. auto,intra:32kb")
+            default = _size_or_special(part, "the threshold")
+    if keys:
+        if ucx_version is not None and ucx_version < UCX_KEYED_THRESH:
+            raise KnobError("UCX %s accepts no intra:/inter: keys (they came in UCX 1.17)"
+                            % ".".join(map(str, ucx_version)),
+                            "give a single value such as 32kb, or raise the table's ucx_version")
+        if default is None and len(keys) == 1:
+            lone = next(iter(keys))
+            raise KnobError("a lone '%s:' key is a fatal error in UCX >= 1.17" % lone,
+                            "give both keys (intra:X,inter:Y) or a default plus the key (auto,%s:X)" % lone)
+    out = [] if default is None else [format_size(default)]
+    out += ["%s:%s" % (k, format_size(keys[k])) for k in ("intra", "inter") if k in keys]
+    return ",".join(out)
+
+
+def ucx_zcopy_thresh(value, ucx_version=None):
+    return format_size(_size_or_special(value, "UCX_ZCOPY_THRESH"))
+
+
+def _choice(name, allowed, fix=None):
+    def check(value, ucx_version=None):
+        text = str(value).strip().lower() if not isinstance(value, bool) else None
+        if text not in allowed:
+            raise KnobError("%s must be one of %s, not %r" % (name, ", ".join(allowed), value),
+                            fix or "use one of: %s" % ", ".join(allowed))
+        return text
+    return check
+
+
+def nps(value, ucx_version=None):
+    if isinstance(value, bool) or value not in (1, 2, 4):
+        raise KnobError("nps (NUMA nodes per socket) must be 1, 2 or 4, not %r" % (value,),
+                        "write the BIOS setting as a number: 1, 2 or 4")
+    return value
+
+
+def _algorithm(value, ucx_version=None):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
+        raise KnobError("a coll_tuned algorithm is a number from 0 (automatic) to 16, not %r" % (value,),
+                        "see `ompi_info --param coll tuned --level 9` for the numbers")
+    return value
+
+
+COMPONENTS = ("none", "ucc", "hcoll")
+
+KNOBS = {
+    "ucx_tls": ucx_tls,
+    "ucx_rndv_thresh": ucx_rndv_thresh,
+    "ucx_zcopy_thresh": ucx_zcopy_thresh,
+    "component": _choice("component", COMPONENTS),
+    "nps": nps,
+    "mapping": _choice("mapping", ("block", "cyclic")),
+    "pml": _choice("pml", ("default", "ob1", "ucx", "cm"),
+                   "use default (Open MPI's own choice), ob1, ucx or cm"),
+    "osc": _choice("osc", ("default", "ucx", "rdma", "sm", "pt2pt"),
+                   "use default (Open MPI's own choice), ucx, rdma, sm or pt2pt"),
+    "coll_tuned_alltoall_algorithm": _algorithm,
+    "coll_tuned_allgather_algorithm": _algorithm,
+    "coll_tuned_allreduce_algorithm": _algorithm,
+    "coll_tuned_bcast_algorithm": _algorithm,
+}
+
+
+def normalise(name, value, ucx_version=None):
+    """Normal form of one knob value; KnobError (with the fix) when the knob or value is bad."""
+    if name not in KNOBS:
+        raise KnobError("unknown knob '%s'" % name,
+                        "use one of: %s (or add it to tunedmpi/knobs.py)" % ", ".join(sorted(KNOBS)))
+    if value is None:
+        raise KnobError("%s has no value" % name,
+                        "give a value, or leave the knob out and list it under unstated")
+    return KNOBS[name](value, ucx_version)

@@ -1,0 +1,472 @@
+"""Tuning-table schema: load a table, check every rule, return normalised Python objects.
+
+The schema is documented in tuning-tables/README.md. ``load_table`` raises InputErrors listing
+every problem (file, line, key, fix); a table that loads is safe to render into modulefiles.
+"""
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from . import knobs, yamlsrc
+from .errors import InputError, InputErrors
+from .units import SizeError, format_size, parse_size
+
+SCHEMA_VERSION = 1
+COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")
+ONE_SIDED = ("put", "get", "acc", "get_acc", "fop", "cas")
+OPERATIONS = COLLECTIVES + ONE_SIDED
+FINDING_ABOUT = ("ucc_vs_none", "hcoll_vs_none", "ucc_vs_hcoll", "untuned_vs_tuned",
+                 "ucx_vs_default", "rndv", "nps", "mapping", "other")
+EFFECTS = ("better", "worse", "neutral")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Knobs that carry inter-node behaviour: a 2+-node collective case must state them.
+INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
+
+TOP_KEYS = {"schema", "platform", "title", "mpi", "ucx_version", "provenance", "baseline", "cases"}
+PROVENANCE_REQUIRED = ("document", "platform", "benchmark", "command", "method", "date")
+PROVENANCE_OPTIONAL = ("source", "url", "mpi", "ucx", "msglog_max", "notes", "campaign")
+CASE_KEYS = {"nodes", "ppn", "collective", "section", "settings", "unstated", "findings", "choice", "notes"}
+
+
+@dataclass
+class Band:
+    lo: int                 # bytes, inclusive
+    hi: Optional[int]       # bytes, exclusive; None = no upper end
+
+    def label(self):
+        from .units import format_human
+        if self.hi is None:
+            return ">= %s" % format_human(self.lo)
+        if self.lo == 0:
+            return "< %s" % format_human(self.hi)
+        return "%s - <%s" % (format_human(self.lo), format_human(self.hi))
+
+
+@dataclass
+class Finding:
+    text: str
+    about: str
+    en: str = ""
+    bands: List[dict] = field(default_factory=list)   # {"band": Band, "effect": str}
+
+
+@dataclass
+class Choice:
+    band: Band
+    component: str
+    basis: List[int]
+
+
+@dataclass
+class Case:
+    nodes: int
+    ppn: int
+    collective: str
+    section: str
+    settings: Dict[str, Dict[str, object]]    # component -> knob -> normal value
+    unstated: Dict[str, str] = field(default_factory=dict)
+    findings: List[Finding] = field(default_factory=list)
+    choice: List[Choice] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    line: int = 0
+
+    @property
+    def key(self):
+        return (self.nodes, self.ppn, self.collective)
+
+
+@dataclass
+class Table:
+    path: str
+    platform: str
+    title: str
+    mpi_flavour: str
+    mpi_version: str
+    ucx_version: Optional[tuple]
+    provenance: dict
+    baseline: Dict[str, object]
+    baseline_text: str
+    cases: List[Case]
+
+    def case(self, nodes, ppn, collective):
+        for c in self.cases:
+            if c.key == (nodes, ppn, collective):
+                return c
+        return None
+
+    @property
+    def name(self):
+        return "%s-%s" % (self.mpi_flavour, self.mpi_version)
+
+
+class _Checker:
+    """Walks one Source, collecting every error instead of stopping at the first."""
+
+    def __init__(self, src):
+        self.src = src
+        self.errors = []
+
+    def err(self, keypath, problem, fix):
+        self.errors.append(self.src.error(keypath, problem, fix))
+
+    def unknown_keys(self, mapping, allowed, keypath, what):
+        for key in mapping:
+            if key not in allowed:
+                self.err(keypath + (key,), "unknown key in %s" % what,
+                         "remove it or use one of: %s" % ", ".join(sorted(allowed)))
+
+    def mapping(self, value, keypath, what):
+        if not isinstance(value, dict):
+            self.err(keypath, "%s must be a mapping (key: value lines)" % what,
+                     "indent its entries under the key")
+            return None
+        return value
+
+    def text(self, container, key, keypath, required=True, nullable=False):
+        value = container.get(key)
+        if key not in container:
+            if required:
+                self.err(keypath, "missing key '%s'" % key, "add %s: <text>" % key)
+            return None
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.err(keypath + (key,), "'%s' must be non-empty text" % key,
+                     "write it as a quoted string" + (" or null when not stated" if nullable else ""))
+            return None
+        return value
+
+    def positive_int(self, container, key, keypath):
+        value = container.get(key)
+        if key not in container:
+            self.err(keypath, "missing key '%s'" % key, "add %s: <whole number>" % key)
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.err(keypath + (key,), "'%s' must be a whole number >= 1, not %r" % (key, value),
+                     "write e.g. %s: 2" % key)
+            return None
+        return value
+
+    def size(self, value, keypath, allow_none=False):
+        if value is None and allow_none:
+            return None
+        try:
+            result = parse_size(value)
+        except SizeError as exc:
+            self.err(keypath, str(exc), "write a size such as 0, 512, 4kb or 32KB"
+                     + (", or null for no upper end" if allow_none else ""))
+            return False
+        return result
+
+    def knob(self, name, value, keypath, ucx_version):
+        try:
+            return knobs.normalise(name, value, ucx_version)
+        except knobs.KnobError as exc:
+            self.err(keypath, exc.problem, exc.fix)
+            return None
+
+
+def load_table(path, text=None):
+    """Load and check one table. Raises InputErrors (every problem) or InputError (unreadable)."""
+    src = yamlsrc.load(path, text)
+    ck = _Checker(src)
+    table = _check_table(ck, src.data)
+    if ck.errors:
+        raise InputErrors(ck.errors)
+    return table
+
+
+def _check_table(ck, doc):
+    root = ()
+    if not ck.mapping(doc, root, "a tuning table"):
+        return None
+    ck.unknown_keys(doc, TOP_KEYS, root, "the table")
+    if doc.get("schema") != SCHEMA_VERSION:
+        ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+               "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION)
+    platform = ck.text(doc, "platform", root)
+    if platform and not NAME.match(platform):
+        ck.err(("platform",), "platform '%s' is not a plain name" % platform,
+               "use lower-case letters, digits, '.', '-' and '_'")
+    parent = os.path.basename(os.path.dirname(os.path.abspath(ck.src.path)))
+    if platform and os.path.isfile(ck.src.path) and parent != "tuning-tables" and parent != platform:
+        ck.err(("platform",), "platform '%s' differs from the directory '%s'" % (platform, parent),
+               "keep each table in tuning-tables/<platform>/ with the same platform name")
+    ck.text(doc, "title", root, required=False)
+
+    mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") if "mpi" in doc else None
+    if "mpi" not in doc:
+        ck.err(root, "missing key 'mpi'", "add mpi: {flavour: openmpi, version: 5.0.6}")
+    flavour = version = None
+    if mpi:
+        ck.unknown_keys(mpi, {"flavour", "version"}, ("mpi",), "mpi")
+        flavour = ck.text(mpi, "flavour", ("mpi",))
+        if flavour and flavour not in ("openmpi", "hpcx"):
+            ck.err(("mpi", "flavour"), "unsupported MPI flavour '%s'" % flavour, "use openmpi or hpcx")
+        version = mpi.get("version")
+        if version is None:
+            ck.err(("mpi",), "missing key 'version'", "add version: 5.0.6")
+        else:
+            try:
+                knobs.version_tuple(str(version))
+            except knobs.KnobError as exc:
+                ck.err(("mpi", "version"), exc.problem, exc.fix)
+
+    ucx_version = None
+    if "ucx_version" not in doc:
+        ck.err(root, "missing key 'ucx_version'",
+               "add ucx_version: \"1.18\" (or null when the source does not say); it decides threshold syntax")
+    elif doc["ucx_version"] is not None:
+        try:
+            ucx_version = knobs.version_tuple(str(doc["ucx_version"]))
+        except knobs.KnobError as exc:
+            ck.err(("ucx_version",), exc.problem, exc.fix + " (quote it: \"1.18\")")
+
+    provenance = _check_provenance(ck, doc)
+    baseline, baseline_text = _check_baseline(ck, doc, ucx_version)
+
+    cases = []
+    if "cases" not in doc:
+        ck.err(root, "missing key 'cases'", "add cases: with one entry per (nodes, ppn, collective)")
+    elif not isinstance(doc["cases"], list) or not doc["cases"]:
+        ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
+    else:
+        seen = {}
+        for i, raw in enumerate(doc["cases"]):
+            case = _check_case(ck, raw, ("cases", i), ucx_version)
+            if case is None:
+                continue
+            if case.key in seen:
+                ck.err(("cases", i), "duplicate case nodes=%d ppn=%d %s (first at line %d)"
+                       % (case.key + (seen[case.key],)), "merge the two cases into one")
+            else:
+                seen[case.key] = case.line
+            cases.append(case)
+    if ck.errors:
+        return None
+    return Table(path=ck.src.path, platform=platform, title=doc.get("title") or "",
+                 mpi_flavour=flavour, mpi_version=str(version), ucx_version=ucx_version,
+                 provenance=provenance, baseline=baseline, baseline_text=baseline_text, cases=cases)
+
+
+def _check_provenance(ck, doc):
+    kp = ("provenance",)
+    if "provenance" not in doc:
+        ck.err((), "missing key 'provenance'",
+               "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED))
+        return {}
+    prov = ck.mapping(doc["provenance"], kp, "provenance")
+    if not prov:
+        return {}
+    ck.unknown_keys(prov, set(PROVENANCE_REQUIRED) | set(PROVENANCE_OPTIONAL), kp, "provenance")
+    for key in PROVENANCE_REQUIRED:
+        ck.text(prov, key, kp, nullable=(key == "date"))
+    return prov
+
+
+def _check_baseline(ck, doc, ucx_version):
+    kp = ("baseline",)
+    if "baseline" not in doc:
+        ck.err((), "missing key 'baseline'",
+               "add baseline: {text: <the study's untuned settings>, knobs: {...}}")
+        return {}, ""
+    base = ck.mapping(doc["baseline"], kp, "baseline")
+    if not base:
+        return {}, ""
+    ck.unknown_keys(base, {"text", "knobs"}, kp, "baseline")
+    text = ck.text(base, "text", kp)
+    out = {}
+    raw = base.get("knobs")
+    if not isinstance(raw, dict) or not raw:
+        ck.err(kp + ("knobs",), "baseline.knobs must list the untuned values",
+               "write e.g. knobs: {ucx_rndv_thresh: auto, component: hcoll}")
+    else:
+        for name, value in raw.items():
+            out[name] = ck.knob(name, value, kp + ("knobs", name), ucx_version)
+    return out, text or ""
+
+
+def _check_case(ck, raw, kp, ucx_version):
+    if not ck.mapping(raw, kp, "a case"):
+        return None
+    ck.unknown_keys(raw, CASE_KEYS, kp, "a case")
+    nodes = ck.positive_int(raw, "nodes", kp)
+    ppn = ck.positive_int(raw, "ppn", kp)
+    coll = raw.get("collective")
+    if coll not in OPERATIONS:
+        ck.err(kp + ("collective",), "collective must be one of %s, not %r" % (", ".join(OPERATIONS), coll),
+               "use a lower-case operation name, e.g. alltoall")
+        coll = None
+    section = ck.text(raw, "section", kp)
+
+    unstated = {}
+    if "unstated" in raw:
+        un = ck.mapping(raw["unstated"], kp + ("unstated",), "unstated")
+        for name, why in (un or {}).items():
+            if name not in knobs.KNOBS:
+                ck.err(kp + ("unstated", name), "unknown knob '%s'" % name,
+                       "list only knobs from tunedmpi/knobs.py")
+            elif not isinstance(why, str) or not why.strip():
+                ck.err(kp + ("unstated", name), "say why the source gives no value",
+                       "write e.g. %s: \"the study compares only NPS here\"" % name)
+            else:
+                unstated[name] = why
+
+    settings = {}
+    if "settings" not in raw:
+        ck.err(kp, "missing key 'settings'", "add settings: {none: {...}, ucc: {...}, hcoll: {...}}")
+    else:
+        sets = ck.mapping(raw["settings"], kp + ("settings",), "settings")
+        if sets is not None and not sets:
+            ck.err(kp + ("settings",), "settings is empty", "give the knobs of at least one component")
+        for comp, values in (sets or {}).items():
+            skp = kp + ("settings", comp)
+            if comp not in knobs.COMPONENTS:
+                ck.err(skp, "unknown component '%s'" % comp, "use none, ucc or hcoll")
+                continue
+            if coll in ONE_SIDED and comp != "none":
+                ck.err(skp, "one-sided operations use no collective component",
+                       "put their knobs under settings.none")
+                continue
+            if not ck.mapping(values, skp, "a component's settings"):
+                continue
+            out = {}
+            for name, value in values.items():
+                if name == "component":
+                    ck.err(skp + (name,), "the component is the settings key, not a knob",
+                           "remove component: here")
+                    continue
+                if name in unstated:
+                    ck.err(skp + (name,), "'%s' is both given and listed as unstated" % name,
+                           "keep the value or the unstated entry, not both")
+                out[name] = ck.knob(name, value, skp + (name,), ucx_version)
+            if nodes and nodes >= 2 and coll in COLLECTIVES:
+                _check_inter_node(ck, out, unstated, skp)
+            settings[comp] = out
+
+    findings = []
+    if "findings" in raw:
+        if not isinstance(raw["findings"], list):
+            ck.err(kp + ("findings",), "findings must be a list", "write each finding as '- text: ...'")
+        else:
+            for j, f in enumerate(raw["findings"]):
+                findings.append(_check_finding(ck, f, kp + ("findings", j)))
+    choice = []
+    if "choice" in raw:
+        choice = _check_choice(ck, raw["choice"], kp + ("choice",), settings, len(findings))
+    notes = raw.get("notes") or []
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        ck.err(kp + ("notes",), "notes must be a list of strings", "write each note as '- \"...\"'")
+        notes = []
+    if None in (nodes, ppn, coll, section):
+        return None
+    return Case(nodes=nodes, ppn=ppn, collective=coll, section=section, settings=settings,
+                unstated=unstated, findings=findings, choice=choice, notes=notes,
+                line=ck.src.line(kp))
+
+
+def _check_inter_node(ck, values, unstated, skp):
+    for name in INTER_NODE_KNOBS:
+        if name not in values and name not in unstated:
+            ck.err(skp, "a 2+-node case needs inter-node values: '%s' is missing" % name,
+                   "give %s, or list it under unstated with the reason" % name)
+    thresh = values.get("ucx_rndv_thresh")
+    if thresh and "intra:" in thresh and "inter:" not in thresh:
+        ck.err(skp + ("ucx_rndv_thresh",), "a 2+-node case gives only an intra-node threshold",
+               "add the inter: value the study measured, e.g. intra:32kb,inter:128kb")
+
+
+def _check_band(ck, raw, kp):
+    lo = ck.size(raw.get("from", None), kp + ("from",)) if "from" in raw else 0
+    hi = ck.size(raw.get("to"), kp + ("to",), allow_none=True)
+    if lo is False or hi is False:
+        return None
+    if hi is not None and hi <= lo:
+        ck.err(kp, "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
+               "'to' is exclusive and must be larger than 'from'")
+        return None
+    return Band(lo, hi)
+
+
+def _check_finding(ck, raw, kp):
+    if not ck.mapping(raw, kp, "a finding"):
+        return Finding(text="", about="other")
+    ck.unknown_keys(raw, {"text", "about", "en", "bands"}, kp, "a finding")
+    text = ck.text(raw, "text", kp) or ""
+    about = raw.get("about")
+    if about not in FINDING_ABOUT:
+        ck.err(kp + ("about",), "about must be one of %s, not %r" % (", ".join(FINDING_ABOUT), about),
+               "say which comparison the finding makes")
+    bands = []
+    for b, rb in enumerate(raw.get("bands") or []):
+        bkp = kp + ("bands", b)
+        if not ck.mapping(rb, bkp, "a band"):
+            continue
+        ck.unknown_keys(rb, {"from", "to", "effect"}, bkp, "a band")
+        band = _check_band(ck, rb, bkp)
+        if rb.get("effect") not in EFFECTS:
+            ck.err(bkp + ("effect",), "effect must be better, worse or neutral, not %r" % rb.get("effect"),
+                   "write effect: better|worse|neutral")
+        elif band:
+            bands.append({"band": band, "effect": rb["effect"]})
+    return Finding(text=text, about=about or "other", en=raw.get("en") or "", bands=bands)
+
+
+def _check_choice(ck, raw, kp, settings, nfindings):
+    if not isinstance(raw, list):
+        ck.err(kp, "choice must be a list of bands", "write each band as '- {from: 0, to: 32kb, component: ucc}'")
+        return []
+    out = []
+    for i, rc in enumerate(raw):
+        ckp = kp + (i,)
+        if not ck.mapping(rc, ckp, "a choice"):
+            continue
+        ck.unknown_keys(rc, {"from", "to", "component", "basis"}, ckp, "a choice")
+        band = _check_band(ck, rc, ckp)
+        comp = rc.get("component")
+        if comp not in settings:
+            ck.err(ckp + ("component",), "component %r has no settings in this case" % (comp,),
+                   "choose one of: %s" % ", ".join(settings) if settings else "add its settings first")
+        basis = rc.get("basis") or []
+        if not isinstance(basis, list) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 <= b < nfindings for b in basis):
+            ck.err(ckp + ("basis",), "basis must list indexes of this case's findings (0..%d)" % (nfindings - 1),
+                   "name the findings the choice comes from, e.g. basis: [0, 2]")
+            basis = []
+        if band and out and band.lo < (out[-1].band.hi if out[-1].band.hi is not None else float("inf")):
+            ck.err(ckp, "choice bands overlap or are out of order",
+                   "sort the bands by 'from' and let each start where the previous ends")
+        if band:
+            out.append(Choice(band=band, component=comp, basis=basis))
+    return out
+
+
+def find_tables(paths):
+    """Expand files and directories into the list of table files (``*.yaml`` except README-like)."""
+    found = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith((".yaml", ".yml")):
+                        found.append(os.path.join(root, name))
+        else:
+            found.append(p)
+    return found
+
+
+def load_all(paths):
+    """Load every table; raise InputErrors with all problems of all files."""
+    tables, errors = [], []
+    for path in find_tables(paths):
+        try:
+            tables.append(load_table(path))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise InputErrors(errors)
+    return tables

@@ -1,0 +1,56 @@
+"""Message and threshold sizes: parse the ways people write them, write them back as UCX does.
+
+``32KB`` = ``32kb`` = ``32k`` = ``32768`` = 32768 bytes, written back as ``32kb``. Units are binary
+(UCX's memunits: k = 1024). ``auto`` and ``inf`` are UCX's special values and stay words.
+"""
+import re
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+          "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
+SPECIAL = ("auto", "inf")
+
+
+class SizeError(ValueError):
+    pass
+
+
+def parse_size(value, allow_special=False):
+    """Bytes as an int, or ``'auto'``/``'inf'`` when ``allow_special``. Raises SizeError."""
+    if isinstance(value, bool):
+        raise SizeError("%r is not a size" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise SizeError("a size cannot be negative")
+        return value
+    if not isinstance(value, str):
+        raise SizeError("%r is not a size" % (value,))
+    text = value.strip().lower()
+    if text in SPECIAL:
+        if allow_special:
+            return text
+        raise SizeError("'%s' is not allowed here, give a number of bytes" % value)
+    m = _SIZE.match(text)
+    if not m or m.group(2) not in _UNITS:
+        raise SizeError("'%s' is not a size (write e.g. 512, 4kb, 32KB, 1mb)" % value)
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def format_size(value):
+    """UCX syntax: ``auto``/``inf`` as is, else the largest exact unit in lower case (32kb, 1mb)."""
+    if isinstance(value, str):
+        return value
+    for unit, factor in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+        if value and value % factor == 0:
+            return "%d%s" % (value // factor, unit)
+    return str(value)
+
+
+def format_human(value):
+    """Message sizes in prose and reports: 512B, 32KB, 1MB (as the studies write them)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    text = format_size(value)
+    return text.upper() if text[-1] == "b" else text + "B"
