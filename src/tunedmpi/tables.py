@@ -127,7 +127,7 @@ class _Checker:
         value = container.get(key)
         if key not in container:
             if required:
-                self.err(keypath, "missing key '%s'" % key, "add %s: <text>" % key)
+                self.err(keypath + (key,), "missing key '%s'" % key, "add %s: <text>" % key)
             return None
         if value is None and nullable:
             return None
@@ -140,7 +140,7 @@ class _Checker:
     def positive_int(self, container, key, keypath):
         value = container.get(key)
         if key not in container:
-            self.err(keypath, "missing key '%s'" % key, "add %s: <whole number>" % key)
+            self.err(keypath + (key,), "missing key '%s'" % key, "add %s: <whole number>" % key)
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             self.err(keypath + (key,), "'%s' must be a whole number >= 1, not %r" % (key, value),
@@ -189,15 +189,17 @@ def _check_table(ck, doc):
     if platform and not NAME.match(platform):
         ck.err(("platform",), "platform '%s' is not a plain name" % platform,
                "use lower-case letters, digits, '.', '-' and '_'")
-    parent = os.path.basename(os.path.dirname(os.path.abspath(ck.src.path)))
-    if platform and os.path.isfile(ck.src.path) and parent != "tuning-tables" and parent != platform:
+    # Inside a tuning-tables/ tree the directory names the platform; elsewhere (tests) it is free.
+    dirs = os.path.abspath(ck.src.path).split(os.sep)[:-1]
+    parent = dirs[-1] if dirs else ""
+    if platform and "tuning-tables" in dirs[:-1] and parent != platform:
         ck.err(("platform",), "platform '%s' differs from the directory '%s'" % (platform, parent),
                "keep each table in tuning-tables/<platform>/ with the same platform name")
     ck.text(doc, "title", root, required=False)
 
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") if "mpi" in doc else None
     if "mpi" not in doc:
-        ck.err(root, "missing key 'mpi'", "add mpi: {flavour: openmpi, version: 5.0.6}")
+        ck.err(("mpi",), "missing key 'mpi'", "add mpi: {flavour: openmpi, version: 5.0.6}")
     flavour = version = None
     if mpi:
         ck.unknown_keys(mpi, {"flavour", "version"}, ("mpi",), "mpi")
@@ -206,7 +208,7 @@ def _check_table(ck, doc):
             ck.err(("mpi", "flavour"), "unsupported MPI flavour '%s'" % flavour, "use openmpi or hpcx")
         version = mpi.get("version")
         if version is None:
-            ck.err(("mpi",), "missing key 'version'", "add version: 5.0.6")
+            ck.err(("mpi", "version"), "missing key 'version'", "add version: 5.0.6")
         else:
             try:
                 knobs.version_tuple(str(version))
@@ -215,7 +217,7 @@ def _check_table(ck, doc):
 
     ucx_version = None
     if "ucx_version" not in doc:
-        ck.err(root, "missing key 'ucx_version'",
+        ck.err(("ucx_version",), "missing key 'ucx_version'",
                "add ucx_version: \"1.18\" (or null when the source does not say); it decides threshold syntax")
     elif doc["ucx_version"] is not None:
         try:
@@ -228,7 +230,7 @@ def _check_table(ck, doc):
 
     cases = []
     if "cases" not in doc:
-        ck.err(root, "missing key 'cases'", "add cases: with one entry per (nodes, ppn, collective)")
+        ck.err(("cases",), "missing key 'cases'", "add cases: with one entry per (nodes, ppn, collective)")
     elif not isinstance(doc["cases"], list) or not doc["cases"]:
         ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
     else:
@@ -253,7 +255,7 @@ def _check_table(ck, doc):
 def _check_provenance(ck, doc):
     kp = ("provenance",)
     if "provenance" not in doc:
-        ck.err((), "missing key 'provenance'",
+        ck.err(kp, "missing key 'provenance'",
                "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED))
         return {}
     prov = ck.mapping(doc["provenance"], kp, "provenance")
@@ -268,7 +270,7 @@ def _check_provenance(ck, doc):
 def _check_baseline(ck, doc, ucx_version):
     kp = ("baseline",)
     if "baseline" not in doc:
-        ck.err((), "missing key 'baseline'",
+        ck.err(kp, "missing key 'baseline'",
                "add baseline: {text: <the study's untuned settings>, knobs: {...}}")
         return {}, ""
     base = ck.mapping(doc["baseline"], kp, "baseline")
@@ -315,7 +317,7 @@ def _check_case(ck, raw, kp, ucx_version):
 
     settings = {}
     if "settings" not in raw:
-        ck.err(kp, "missing key 'settings'", "add settings: {none: {...}, ucc: {...}, hcoll: {...}}")
+        ck.err(kp + ("settings",), "missing key 'settings'", "add settings: {none: {...}, ucc: {...}, hcoll: {...}}")
     else:
         sets = ck.mapping(raw["settings"], kp + ("settings",), "settings")
         if sets is not None and not sets:
@@ -337,13 +339,16 @@ def _check_case(ck, raw, kp, ucx_version):
                     ck.err(skp + (name,), "the component is the settings key, not a knob",
                            "remove component: here")
                     continue
-                if name in unstated:
-                    ck.err(skp + (name,), "'%s' is both given and listed as unstated" % name,
-                           "keep the value or the unstated entry, not both")
                 out[name] = ck.knob(name, value, skp + (name,), ucx_version)
             if nodes and nodes >= 2 and coll in COLLECTIVES:
                 _check_inter_node(ck, out, unstated, skp)
             settings[comp] = out
+
+    # `unstated` covers the components that leave a knob out; given by all, it says nothing.
+    for name in unstated:
+        if settings and all(name in values for values in settings.values()):
+            ck.err(kp + ("unstated", name), "'%s' is listed as unstated but every component gives it" % name,
+                   "remove the unstated entry, or the values the source does not give")
 
     findings = []
     if "findings" in raw:

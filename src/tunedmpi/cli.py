@@ -1,0 +1,83 @@
+"""`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
+import argparse
+import sys
+
+from . import paths, tablefmt, tables
+from .errors import InputError, InputErrors
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+def cmd_check(args):
+    found = tables.find_tables(args.paths or [str(paths.tables_dir())])
+    if not found:
+        raise InputError(" ".join(args.paths) or str(paths.tables_dir()), None, None,
+                         "no tables found", "give a table file or a directory holding *.yaml tables")
+    loaded = tables.load_all(found)
+    for t in loaded:
+        nset = sum(len(c.settings) for c in t.cases)
+        print("ok  %s: %s %s, %d cases, %d settings" % (t.path, t.platform, t.name, len(t.cases), nset))
+    return EXIT_OK
+
+
+def _select(args):
+    loaded = tables.load_all(tables.find_tables(args.paths or [str(paths.tables_dir())]))
+    if args.platform:
+        chosen = [t for t in loaded if t.platform == args.platform]
+        if not chosen:
+            raise InputError("--platform", None, "platform", "no table for platform '%s'" % args.platform,
+                             "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})))
+        return chosen
+    return loaded
+
+
+def cmd_tables(args):
+    chosen = _select(args)
+    if args.format == "csv":
+        if len(chosen) != 1:
+            raise InputError("--platform", None, "platform", "CSV needs exactly one table, %d match" % len(chosen),
+                             "add --platform, one of: %s" % ", ".join(sorted({t.platform for t in chosen})))
+        sys.stdout.write(tablefmt.to_csv(chosen[0]))
+    else:
+        sys.stdout.write("\n".join(tablefmt.grid(t) for t in chosen))
+    return EXIT_OK
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="tunedmpi", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+
+    p = sub.add_parser("check", help="validate tuning tables (exit 2 on any problem)")
+    p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("tables", help="print tuning tables as grids or CSV")
+    p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
+    p.add_argument("--platform", help="only this platform's table")
+    p.add_argument("--format", choices=("grid", "csv"), default="grid")
+    p.set_defaults(func=cmd_tables)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except InputErrors as exc:
+        for e in exc.errors:
+            print("error: " + e.format(), file=sys.stderr)
+        print("%d problem(s) found" % len(exc.errors), file=sys.stderr)
+        return EXIT_INPUT
+    except InputError as exc:
+        print("error: " + exc.format(), file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

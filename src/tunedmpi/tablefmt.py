@@ -1,0 +1,92 @@
+"""Print tables for people: a nodes × ppn grid per collective and component, or CSV rows."""
+import csv
+import io
+
+from .units import format_size
+
+CSV_COLUMNS = ("nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",
+               "ucx_zcopy_thresh", "nps", "mapping")
+
+
+def csv_rows(table):
+    """One row per (case, component), values as UCX writes them, empty where the study has none."""
+    for case in sorted(table.cases, key=lambda c: (c.nodes, c.ppn, c.collective)):
+        for comp, values in case.settings.items():
+            row = {"nodes": case.nodes, "ppn": case.ppn, "collective": case.collective, "component": comp}
+            for col in CSV_COLUMNS[4:]:
+                value = values.get(col)
+                row[col] = "" if value is None else str(value).lower()
+            yield row
+
+
+def to_csv(table):
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in csv_rows(table):
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def _short_size(text):
+    return text.replace("kb", "k").replace("mb", "m").replace("gb", "g")
+
+
+def cell(values):
+    """Compact text of one setting: transports, rndv (i=intra, e=inter), zcopy, NPS, placement."""
+    parts = []
+    if values.get("ucx_tls"):
+        tls = values["ucx_tls"]
+        parts.append(tls[len("self,sm,"):] if tls.startswith("self,sm,") else tls)
+    if values.get("ucx_rndv_thresh"):
+        rndv = values["ucx_rndv_thresh"].replace("intra:", "i").replace("inter:", "e").replace(",", "/")
+        parts.append("r" + _short_size(rndv))
+    if values.get("ucx_zcopy_thresh"):
+        parts.append("z" + _short_size(str(values["ucx_zcopy_thresh"])))
+    if values.get("nps"):
+        parts.append("N%s" % values["nps"])
+    if values.get("mapping"):
+        parts.append({"block": "blk", "cyclic": "cyc"}[values["mapping"]])
+    for knob in ("pml", "osc"):
+        if values.get(knob):
+            parts.append("%s=%s" % (knob, values[knob]))
+    return " ".join(parts) or "-"
+
+
+LEGEND = ("cell: [transports after self,sm] r<rndv> (i=intra e=inter) z<zcopy> N<NPS> blk|cyc; "
+          "'?' = the study gives no value, '' = not measured")
+
+
+def grid(table):
+    """Readable text: for each collective and component, rows = nodes, columns = ppn."""
+    lines = ["%s  (%s %s)  %s" % (table.platform, table.mpi_flavour, table.mpi_version, table.path),
+             "  " + LEGEND]
+    nodes = sorted({c.nodes for c in table.cases})
+    ppns = sorted({c.ppn for c in table.cases})
+    colls = []
+    for c in table.cases:
+        if c.collective not in colls:
+            colls.append(c.collective)
+    for coll in colls:
+        comps = []
+        for c in table.cases:
+            if c.collective == coll:
+                comps += [k for k in c.settings if k not in comps]
+        for comp in comps:
+            rows = [["nodes \\ ppn"] + [str(p) for p in ppns]]
+            for n in nodes:
+                row = [str(n)]
+                for p in ppns:
+                    case = table.case(n, p, coll)
+                    if case is None or comp not in case.settings:
+                        row.append("")
+                    else:
+                        text = cell(case.settings[comp])
+                        row.append(text + (" ?" if case.unstated else ""))
+                rows.append(row)
+            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+            lines.append("")
+            lines.append("%s / %s" % (coll, comp))
+            for r in rows:
+                lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return "\n".join(lines) + "\n"
