@@ -1,0 +1,811 @@
+"""Import seed 000 (OCI tutorial, Open MPI 5.0.6 collective tuning on BM.Optimized3.36) as a table.
+
+The seed is a Japanese markdown document with one subsection ``### N-M-K. <Collective>`` per case:
+chapter N = 1, 2, 4, 8 nodes; section M = 8, 16, 32, 36 processes per node; K = 1 Alltoall,
+2 Allgather, 3 Allreduce. This module reads it and returns the tuning table described in
+tuning-tables/README.md as a plain dict, and writes that dict as deterministic YAML::
+
+    PYTHONPATH=src python -m tunedmpi.seedimport SEED_FILE OUT_YAML
+
+Nothing is guessed: a value, sentence or phrase that is not where the document's structure puts it
+stops the import with a SeedError naming the section. Where the document disagrees with itself the
+published N-M-0 summary table wins and the case gets a ``notes`` entry naming both values.
+"""
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+
+import yaml
+
+from . import knobs
+from .units import format_human, format_size, parse_size
+
+SOURCE = "shared/seeds/000_6452ddfe42026a33.txt"
+PLATFORM = "oci-bm-optimized3.36"
+NODES = {1: 1, 2: 2, 3: 4, 4: 8}                  # chapter N -> node count
+PPN = {1: 8, 2: 16, 3: 32, 4: 36}                 # section M -> processes per node
+COLLECTIVES = {1: "alltoall", 2: "allgather", 3: "allreduce"}
+COMPONENT_COLUMNS = {"No COLL": "none", "UCC": "ucc", "HCOLL": "hcoll"}
+COMPONENTS = ("none", "ucc", "hcoll")
+MAPPINGS = {"ブロック分割": "block", "サイクリック分割": "cyclic"}
+SETTING_ORDER = ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh", "nps", "mapping")
+# The four findings bullets, in the order the study always writes them.
+FINDING_ORDER = ("ucc_vs_none", "hcoll_vs_none", "ucc_vs_hcoll", "untuned_vs_tuned")
+FINDINGS_MARK = "以上の結果は、以下のように考察することが出来ます。"
+# The untuned configuration as each subsection states it (1 node omits UCX_ZCOPY_THRESH).
+BASELINE_1NODE = ("UCX_RNDV_THRESH=auto", "coll_hcoll_enable=1", "coll_ucc_enable=0")
+BASELINE_MULTI = ("UCX_RNDV_THRESH=auto", "UCX_ZCOPY_THRESH=auto", "coll_hcoll_enable=1",
+                  "coll_ucc_enable=0")
+
+
+class SeedError(ValueError):
+    """The seed does not have the structure or wording this importer knows; nothing is guessed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Document structure
+# ---------------------------------------------------------------------------------------------
+
+def plain(text):
+    """Drop markdown bold markers and collapse runs of blanks (Japanese text keeps no spaces)."""
+    return re.sub(r"[ \t\u3000]+", " ", text.replace("**", "")).strip()
+
+
+def front_matter_title(text):
+    """The ``title:`` of the YAML front matter between the first two ``---`` lines."""
+    m = re.match(r"^---\n(.*?)\n---\n", text, re.S)
+    if not m:
+        raise SeedError("the seed has no front matter (--- ... ---)")
+    title = yaml.safe_load(m.group(1)).get("title")
+    if not title:
+        raise SeedError("the front matter has no title")
+    return title
+
+
+def split_headings(text):
+    """Map every numbered heading ('0', '1', '1-1', '1-1-1', ...) to (title, body lines)."""
+    sections, key = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(#{1,3}) +(\d+(?:-\d+){0,2})\. +(.*)$", line)
+        if m:
+            key = m.group(2)
+            if key in sections:
+                raise SeedError("heading %s appears twice" % key)
+            sections[key] = (m.group(3).strip(), [])
+        elif re.match(r"^#{1,3} ", line) or line.strip() == "***":
+            key = None                                  # an unnumbered heading or a rule ends it
+        elif key is not None:
+            sections[key][1].append(line)
+    return sections
+
+
+def md_tables(lines):
+    """Every markdown table in ``lines`` as (line index of its header, list of rows of cells)."""
+    tables, rows, start = [], [], None
+    for i, line in enumerate(lines + [""]):
+        if line.lstrip().startswith("|"):
+            row = line.strip()
+            row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
+            cells = [plain(c) for c in row.split("|")]
+            if all(re.fullmatch(r":?-+:?", c) for c in cells):
+                continue                                # the |:---:|-:| alignment row
+            if start is None:
+                start = i
+            rows.append(cells)
+        elif rows:
+            tables.append((start, rows))
+            rows, start = [], None
+    return tables
+
+
+def table_after(lines, marker, section):
+    """The first table after the line containing ``marker``, as {row label: {column: cell}}."""
+    at = [i for i, line in enumerate(lines) if marker in plain(line)]
+    if len(at) != 1:
+        raise SeedError("section %s: expected one line with %r, found %d" % (section, marker, len(at)))
+    for start, rows in md_tables(lines):
+        if start > at[0]:
+            header = rows[0]
+            return {row[0]: dict(zip(header[1:], row[1:])) for row in rows[1:]}
+    raise SeedError("section %s: no table after %r" % (section, marker))
+
+
+def per_component(row, section, what):
+    """A component table row {'No COLL': v, 'UCC': v, 'HCOLL': v} -> {'none': v, ...}."""
+    if row is None or set(row) != set(COMPONENT_COLUMNS):
+        raise SeedError("section %s: the %s row does not have the columns %s"
+                        % (section, what, ", ".join(COMPONENT_COLUMNS)))
+    return {COMPONENT_COLUMNS[col]: value for col, value in row.items()}
+
+
+def knob(name, value, section):
+    """The knob's normal form (tunedmpi.knobs), or a SeedError naming the section."""
+    try:
+        return knobs.normalise(name, value)
+    except knobs.KnobError as exc:
+        raise SeedError("section %s: %s value %r: %s" % (section, name, value, exc.problem))
+
+
+def one_match(pattern, lines, section, what):
+    """The single match of ``pattern`` over the plain lines; anything else is a SeedError."""
+    found = [m for m in (re.search(pattern, plain(line)) for line in lines) if m]
+    if len(found) != 1:
+        raise SeedError("section %s: expected one %s sentence, found %d" % (section, what, len(found)))
+    return found[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 0: platform, command, message-size limits, method
+# ---------------------------------------------------------------------------------------------
+
+def read_overview(lines):
+    """Provenance facts of chapter 0, each read from its own sentence, table or code block."""
+    text = "\n".join(plain(line) for line in lines)
+
+    def find(pattern, what):
+        m = re.search(pattern, text, re.M)
+        if not m:
+            raise SeedError("chapter 0: cannot find the %s" % what)
+        return m
+
+    shape = find(r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効", "shape")
+    os_ver = find(r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS")
+    image = find(r"のイメージ No\.(\d+) です", "image number")
+    ompi = find(r"^- OpenMPI ： (\S+?)（", "Open MPI version")
+    imb = find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version")
+    find(r"2ノード以上の全ての計測は、 クラスタ・ネットワーク の同一リーフスイッチ配下", "leaf-switch note")
+    command = find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command")
+    runs = find(r"テストケース毎に(\d+)回実施し、その最大値と最小値を除く(\d+)回の算術平均をその結果とします",
+                "measurement method")
+    if int(runs.group(1)) - 2 != int(runs.group(2)):
+        raise SeedError("chapter 0: %s runs minus max and min is not %s" % runs.groups())
+
+    msglog = {}
+    limits = table_after(lines, "ここで計測するメッセージサイズの上限", "0")
+    for coll in COLLECTIVES.values():
+        row = limits.get(coll.capitalize())
+        if row is None:
+            raise SeedError("chapter 0: no message-size limit row for %s" % coll)
+        msglog[coll] = {int(col.replace("ノード", "")): int(val) for col, val in row.items()}
+        if sorted(msglog[coll]) != sorted(NODES.values()):
+            raise SeedError("chapter 0: the %s limits do not cover 1, 2, 4 and 8 nodes" % coll)
+    return {
+        "shape": shape.group(1), "os": os_ver.group(1), "image": image.group(1),
+        "openmpi": ompi.group(1), "imb": imb.group(1), "command": command.group(1),
+        "runs": int(runs.group(1)), "kept": int(runs.group(2)), "msglog_max": msglog,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Message-size phrases of the findings
+# ---------------------------------------------------------------------------------------------
+
+UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+SIZE = r"(\d+)(B|KB|MB|GB)"
+# Who is compared with whom: the opening words of each bullet (bold markers already removed).
+SUBJECTS = (
+    (r"UCC は HCOLL に対して", "ucc_vs_hcoll", "UCC vs HCOLL: "),
+    (r"UCC は", "ucc_vs_none", "UCC vs none: "),
+    (r"HCOLL は", "hcoll_vs_none", "HCOLL vs none: "),
+    (r"チューニング未適用は", "untuned_vs_tuned", "Untuned vs tuned: untuned "),
+)
+NO_CHANGE = "チューニング適用による性能の変化無し"
+# One statement: where (optional), a modifier (optional), the effect, and the joint to the next.
+EFFECT = re.compile(r"(?P<where>.*?)(?P<how>大幅に|概ね)?"
+                    r"(?P<effect>性能が大幅に低下|性能が向上|性能が低下|顕著な傾向が無|顕著な傾向無|有意な差無)"
+                    r"(?P<joint>し|く|、)?")
+EFFECTS = {"性能が向上": ("better", "better"), "性能が低下": ("worse", "worse"),
+           "性能が大幅に低下": ("worse", "much worse"), "顕著な傾向無": ("neutral", "no clear trend"),
+           "顕著な傾向が無": ("neutral", "no clear trend"), "有意な差無": ("neutral", "no significant difference")}
+MODIFIERS = {"概ね": "mostly ", "大幅に": "much "}
+WHOLE = (0, None)
+
+
+def size_bytes(number, unit):
+    return int(number) * UNITS[unit]
+
+
+def human(n):
+    return format_human(n)
+
+
+def parse_where(where, previous, section, phrase):
+    """One 'where' expression -> (list of (lo, hi) bands, English). ``previous``: the bands of the
+    statement before it (for それ未満 / それ以上 / それ以外). Sizes are powers of two and inclusive in
+    the text; bands are [lo, hi) in bytes, hi None = no upper end."""
+    where = where.strip()
+    if where.endswith("で") and not where.endswith("まで"):     # "16KB以上で", but "16MBまで"
+        where = where[:-1]
+    if where in ("", "全域"):
+        return [WHOLE], "over the whole range"
+    if where == "ほぼ全域":
+        return [WHOLE], "over almost the whole range"
+    almost = where.endswith("のほぼ全域")           # それ未満のほぼ全域: the range, but not all of it
+    if almost:
+        where = where[:-len("のほぼ全域")]
+    bands, words = [], []
+    for part in re.split(r"と(?!\d+(?:B|KB|MB|GB)の間)", where):   # "2KBと8KBの間" is one range
+        band, word = parse_range(part, previous, section, phrase)
+        bands += band
+        words.append(word)
+    text = ("over almost all of the range " if almost else "") + " and ".join(words)
+    return bands, text
+
+
+def parse_range(part, previous, section, phrase):
+    """One range word -> (bands, English). See parse_where."""
+    m = re.fullmatch(SIZE + r"(以上|以下|未満)", part)
+    if m:
+        x = size_bytes(m.group(1), m.group(2))
+        if m.group(3) == "以上":
+            return [(x, None)], "at >= %s" % human(x)
+        if m.group(3) == "以下":
+            return [(0, 2 * x)], "at <= %s" % human(x)
+        return [(0, x)], "below %s" % human(x)
+    m = re.fullmatch(SIZE + r"(?:から|と)" + SIZE + r"(?:の間|まで)?", part)
+    if m and (m.group(0).find("と") < 0 or part.endswith("の間")):
+        lo, hi = size_bytes(m.group(1), m.group(2)), size_bytes(m.group(3), m.group(4))
+        if hi < lo:
+            raise SeedError("section %s: range %r runs backwards in %r" % (section, part, phrase))
+        return [(lo, 2 * hi)], "from %s to %s" % (human(lo), human(hi))
+    if part in ("それ未満", "それ以下", "それ以上", "それ以外"):
+        if not previous:
+            raise SeedError("section %s: %r has no preceding range in %r" % (section, part, phrase))
+        if previous == [WHOLE]:
+            raise SeedError("section %s: %r follows the whole range in %r" % (section, part, phrase))
+        lo = min(b[0] for b in previous)
+        his = [b[1] for b in previous]
+        hi = None if None in his else max(his)
+        if part in ("それ未満", "それ以下"):
+            if lo == 0:
+                raise SeedError("section %s: nothing lies below the range before %r in %r"
+                                % (section, part, phrase))
+            return [(0, lo)], "below that"
+        if part == "それ以上":
+            if hi is None:
+                raise SeedError("section %s: nothing lies above the range before %r in %r"
+                                % (section, part, phrase))
+            return [(hi, None)], "above that"
+        return complement(previous), "elsewhere"
+    raise SeedError("section %s: cannot read the message-size expression %r in finding %r"
+                    % (section, part, phrase))
+
+
+def complement(bands):
+    """The parts of [0, inf) not covered by ``bands``."""
+    out, at = [], 0
+    for lo, hi in sorted(bands, key=lambda b: b[0]):
+        if lo > at:
+            out.append((at, lo))
+        if hi is None:
+            return out
+        at = max(at, hi)
+    out.append((at, None))
+    return out
+
+
+def parse_finding(phrase, section):
+    """One findings bullet (bold markers removed) -> {text, about, en, bands}.
+
+    Raises SeedError naming the section and the phrase when any part cannot be read."""
+    for pattern, about, label in SUBJECTS:
+        m = re.match(pattern, phrase)
+        if m:
+            break
+    else:
+        if phrase == NO_CHANGE:
+            return {"text": phrase, "about": "untuned_vs_tuned",
+                    "en": "Untuned vs tuned: no change from tuning",
+                    "bands": [band_dict(WHOLE, "neutral")]}
+        raise SeedError("section %s: finding %r names no known comparison" % (section, phrase))
+    rest = phrase[m.end():].strip()
+    bands, words, previous = [], [], None
+    while rest:
+        s = EFFECT.match(rest)
+        if not s or (s.group("joint") is None and s.end() != len(rest)):
+            raise SeedError("section %s: cannot read %r in finding %r" % (section, rest, phrase))
+        effect, effect_en = EFFECTS[s.group("effect")]
+        if s.group("joint") in ("く", "し") and effect != "neutral" and s.end() == len(rest):
+            raise SeedError("section %s: finding %r ends in the middle of a sentence" % (section, phrase))
+        if s.group("joint") == "く" and effect != "neutral":
+            raise SeedError("section %s: unexpected く after %r in %r" % (section, s.group("effect"), phrase))
+        where, how = s.group("where"), MODIFIERS.get(s.group("how") or "", "")
+        if where.startswith("概ね"):                   # "概ね全域で": mostly, over the whole range
+            where, how = where[len("概ね"):], MODIFIERS["概ね"] + how
+        ranges, where_en = parse_where(where, previous, section, phrase)
+        bands += [band_dict(r, effect) for r in ranges]
+        words.append("%s%s %s" % (how, effect_en, where_en))
+        previous = ranges
+        rest = rest[s.end():]
+    check_overlap(bands, section, phrase)
+    return {"text": phrase, "about": about, "en": label + "; ".join(words), "bands": bands}
+
+
+def band_dict(band, effect):
+    return {"from": size_value(band[0]), "to": size_value(band[1]), "effect": effect}
+
+
+def size_value(n):
+    """Bytes as the table writes them: 0, 512, '32kb', None (no upper end)."""
+    if n is None:
+        return None
+    text = format_size(n)
+    return int(text) if text.isdigit() else text
+
+
+def band_bytes(band):
+    return parse_size(band["from"]), (None if band["to"] is None else parse_size(band["to"]))
+
+
+def check_overlap(bands, section, phrase):
+    """Two bands of one finding must not overlap: the study never says two things of one size."""
+    spans = sorted(band_bytes(b) for b in bands)
+    for (lo1, hi1), (lo2, _) in zip(spans, spans[1:]):
+        if hi1 is None or hi1 > lo2:
+            raise SeedError("section %s: bands overlap in finding %r" % (section, phrase))
+
+
+def read_findings(lines, section):
+    """The four bullets after FINDINGS_MARK, parsed and checked to be in FINDING_ORDER."""
+    at = [i for i, line in enumerate(lines) if FINDINGS_MARK in line]
+    if len(at) != 1:
+        raise SeedError("section %s: expected one %r line, found %d" % (section, FINDINGS_MARK, len(at)))
+    bullets = []
+    for line in lines[at[0] + 1:]:
+        if line.startswith("- "):
+            bullets.append(plain(line[2:]))
+        elif line.strip() and bullets:
+            break
+    if len(bullets) != 4:
+        raise SeedError("section %s: expected 4 findings bullets, found %d" % (section, len(bullets)))
+    findings = [parse_finding(b, section) for b in bullets]
+    got = tuple(f["about"] for f in findings)
+    if got != FINDING_ORDER:
+        raise SeedError("section %s: findings compare %s, expected %s" % (section, got, FINDING_ORDER))
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------
+# Component choice (tuning-tables/README.md, "How a component choice is derived")
+# ---------------------------------------------------------------------------------------------
+
+SCORE = {"better": 1, "worse": -1, "neutral": 0}
+
+
+def effect_at(finding, size):
+    """The finding's effect at ``size`` bytes, or None where it says nothing."""
+    for band in finding["bands"]:
+        lo, hi = band_bytes(band)
+        if lo <= size and (hi is None or size < hi):
+            return band["effect"]
+    return None
+
+
+def derive_choice(findings):
+    """Per message-size band, the component the findings 0-2 favour -> (choice rows, notes).
+
+    none scores 0; ucc and hcoll +1/-1/0 from their finding against none; the highest wins; a
+    tie with none keeps none; a ucc/hcoll tie above none goes to the one ucc_vs_hcoll favours, or
+    stays none when ucc_vs_hcoll is neutral or silent there. basis: findings 0 and 1 (always consulted),
+    plus 2 where the tie-break consulted it."""
+    ucc, hcoll, versus = findings[0], findings[1], findings[2]
+    edges = {0}
+    for f in (ucc, hcoll, versus):
+        for band in f["bands"]:
+            edges.update(x for x in band_bytes(band) if x is not None)
+    edges = sorted(edges)
+    rows, notes = [], []
+    for lo, hi in zip(edges, edges[1:] + [None]):
+        score = {"none": 0,
+                 "ucc": SCORE.get(effect_at(ucc, lo), 0),
+                 "hcoll": SCORE.get(effect_at(hcoll, lo), 0)}
+        best = max(score.values())
+        winners = [c for c in COMPONENTS if score[c] == best]
+        basis = [0, 1]
+        if "none" in winners:
+            comp = "none"
+        elif len(winners) == 1:
+            comp = winners[0]
+        else:
+            basis = [0, 1, 2]
+            tie = effect_at(versus, lo)
+            comp = {"better": "ucc", "worse": "hcoll"}.get(tie, "none")
+            if comp == "none":
+                notes.append((lo, hi, tie))
+        rows.append({"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis})
+    return merge_choice(rows), tie_notes(notes)
+
+
+def merge_choice(rows):
+    """Join neighbouring bands that choose the same component (basis: the union)."""
+    out = []
+    for row in rows:
+        if out and out[-1]["component"] == row["component"]:
+            out[-1]["to"] = row["to"]
+            out[-1]["basis"] = sorted(set(out[-1]["basis"]) | set(row["basis"]))
+        else:
+            out.append(dict(row))
+    return out
+
+
+def tie_notes(ties):
+    """One note per band where UCC and HCOLL tie above none and finding 2 cannot break the tie."""
+    notes = []
+    for lo, hi, said in ties:
+        what = "finds no clear difference" if said == "neutral" else "says nothing"
+        notes.append("choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
+                     "%s there, so the tie rule keeps none" % (band_label(lo, hi), what))
+    return notes
+
+
+def band_label(lo, hi):
+    return "[%s, %s)" % (format_size(lo), "inf" if hi is None else format_size(hi))
+
+
+def contradiction_notes(findings):
+    """Bands where findings 0 and 1 order UCC and HCOLL one way and finding 2 the other way."""
+    edges = {0}
+    for f in findings[:3]:
+        for band in f["bands"]:
+            edges.update(x for x in band_bytes(band) if x is not None)
+    edges = sorted(edges)
+    bad = []
+    for lo, hi in zip(edges, edges[1:] + [None]):
+        implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(effect_at(findings[1], lo), 0)
+        said = effect_at(findings[2], lo)
+        if (said == "better" and implied < 0) or (said == "worse" and implied > 0):
+            if bad and bad[-1][1] == lo and bad[-1][2] == said:
+                bad[-1] = (bad[-1][0], hi, said)
+            else:
+                bad.append((lo, hi, said))
+    return ["findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
+            "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
+            "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better",
+                                  said) for lo, hi, said in bad]
+
+
+SAME_BOTH_SIDES = re.compile(r"(性能が(?:向上|低下))しそれ(?:未満|以上|以下|以外)で(?:概ね|大幅に)?\1")
+
+
+def wording_notes(findings):
+    """A finding that says the same on both sides of its own boundary ('X以上で低下しそれ未満で低下')
+    is transcribed as written, but reads like a slip in the study: say so."""
+    return ["finding %d says %s on both sides of its own boundary (%s); transcribed as written, "
+            "possibly a slip in the study" % (i, f["bands"][0]["effect"], f["text"])
+            for i, f in enumerate(findings) if SAME_BOTH_SIDES.search(f["text"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+# ---------------------------------------------------------------------------------------------
+
+def read_baseline(lines, section, expected, notes):
+    """The untuned configuration a subsection compares with; a note when it differs from the rest."""
+    m = one_match(r"全パラメータがデフォルトの組合せ（ (.*?) ）", lines, section, "untuned baseline")
+    knobs_said = tuple(k.strip() for k in m.group(1).split("・"))
+    if knobs_said != expected:
+        notes.append("the untuned baseline here is %s, elsewhere %s"
+                     % (", ".join(knobs_said), ", ".join(expected)))
+    return knobs_said
+
+
+def one_node_settings(lines, section):
+    """1 node: UCX_RNDV_THRESH, NPS and placement per component from the two tables."""
+    rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", section)
+    place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
+    thresh = per_component(rndv.get("UCX_RNDV_THRESH"), section, "UCX_RNDV_THRESH")
+    return {comp: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[comp], section)}
+            for comp in COMPONENTS}, place
+
+
+def placement(place, settings, section):
+    """Add nps and mapping per component from the step's NPS/placement table."""
+    nps = per_component(place.get("NPS"), section, "NPS")
+    mapping = per_component(place.get("MPIプロセス分割方法"), section, "MPIプロセス分割方法")
+    for comp in COMPONENTS:
+        if mapping[comp] not in MAPPINGS:
+            raise SeedError("section %s: unknown placement %r" % (section, mapping[comp]))
+        settings[comp]["nps"] = knob("nps", int(nps[comp]), section)
+        settings[comp]["mapping"] = MAPPINGS[mapping[comp]]
+
+
+def summary_table(lines, section):
+    """N-M-0 (2+ nodes): {collective: {ucx_tls, ucx_rndv_thresh, ucx_zcopy_thresh}}."""
+    table = table_after(lines, "下表は、各MPI集合通信関数の最適な UCX_TLS", section)
+    out = {}
+    for coll in COLLECTIVES.values():
+        row = table.get(coll.capitalize())
+        if row is None:
+            raise SeedError("section %s: the summary table has no %s row" % (section, coll))
+        out[coll] = {name: knob(name, row.get(name.upper()), section)
+                     for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")}
+    return out
+
+
+def cross_check(lines, section, published, one_node, notes):
+    """Compare the step-1/2 sentences and the referenced 1-node optimum with the N-M-0 table.
+
+    Disagreements become notes; the published table values stay (the caller uses them)."""
+    n, m, k = section.split("-")
+    intra = re.search(r"intra:([^,]+)", published["ucx_rndv_thresh"]).group(1)
+    ref = one_match(r"ノード内の UCX_RNDV_THRESH の最適値は、 \[(\d+-\d+-\d+) (\w+)\]\([^)]*\) の"
+                    r"(?: (HCOLL|UCC|No COLL) の)?結果から(\S+?)としています", lines, section,
+                    "intra-node optimum")
+    ref_sec, ref_name, ref_comp, stated = ref.groups()
+    stated = knob("ucx_rndv_thresh", stated, section)
+    expected_ref = "1-%s-%s" % (m, k)
+    if ref_sec != expected_ref or ref_name.lower() != COLLECTIVES[int(k)]:
+        notes.append("the intra-node optimum refers to %s %s, expected %s %s"
+                     % (ref_sec, ref_name, expected_ref, COLLECTIVES[int(k)].capitalize()))
+    if stated != intra:
+        notes.append("step 1 states the intra-node optimum as %s (from %s), the %s-%s-0 table gives "
+                     "intra:%s; the table value is used" % (stated, ref_sec, n, m, intra))
+    comp = COMPONENT_COLUMNS[ref_comp] if ref_comp else "hcoll"
+    ref_value = one_node.get(ref_sec, {}).get(comp, {}).get("ucx_rndv_thresh")
+    if ref_value != stated:
+        notes.append("step 1 states the intra-node optimum as %s from %s, but %s's %s table gives %s"
+                     % (stated, ref_sec, ref_sec, "HCOLL" if comp == "hcoll" else ref_comp, ref_value))
+    steps = (
+        ("ucx_rndv_thresh", r"以上より、 UCX_RNDV_THRESH を (\S+) とした場合", "step 1"),
+        ("ucx_tls", r"以上より、 UCX_TLS を (\S+) とした場合", "step 1"),
+        ("ucx_zcopy_thresh", r"以上より、 UCX_ZCOPY_THRESH を (\S+) とした場合", "step 2"),
+    )
+    for name, pattern, step in steps:
+        said = knob(name, one_match(pattern, lines, section, "%s %s" % (step, name)).group(1), section)
+        if said != published[name]:
+            notes.append("%s sets %s to %s, the %s-%s-0 table gives %s; the table value is used"
+                         % (step, name.upper(), said, n, m, published[name]))
+
+
+def check_headings(sections, n, m, k, key):
+    """The heading words must agree with the chapter/section numbers this importer assumes."""
+    chapter = sections.get(str(n), ("", []))[0]
+    if chapter != "%dノード" % NODES[n]:
+        raise SeedError("chapter %d is titled %r, expected %dノード" % (n, chapter, NODES[n]))
+    sec_title = sections.get("%d-%d" % (n, m), ("", []))[0]
+    if not re.fullmatch(r"(?:ノード当たり)?%d MPIプロセス" % PPN[m], sec_title):
+        raise SeedError("section %d-%d is titled %r, expected %d MPIプロセス" % (n, m, sec_title, PPN[m]))
+    if sections[key][0] != COLLECTIVES[k].capitalize():
+        raise SeedError("section %s is titled %r, expected %s"
+                        % (key, sections[key][0], COLLECTIVES[k].capitalize()))
+
+
+def read_case(sections, n, m, k, one_node):
+    """One case dict in the README's key order."""
+    key = "%d-%d-%d" % (n, m, k)
+    if key not in sections:
+        raise SeedError("the seed has no section %s" % key)
+    check_headings(sections, n, m, k, key)
+    lines = sections[key][1]
+    notes = []
+    case = {"nodes": NODES[n], "ppn": PPN[m], "collective": COLLECTIVES[k], "section": key}
+    if NODES[n] == 1:
+        settings, place = one_node_settings(lines, key)
+        read_baseline(lines, key, BASELINE_1NODE, notes)
+        one_node[key] = settings
+    else:
+        published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[COLLECTIVES[k]]
+        cross_check(lines, key, published, one_node, notes)
+        settings = {comp: dict(published) for comp in COMPONENTS}
+        place = table_after(lines, "NPS とMPIプロセス分割方法を下表", key)
+        read_baseline(lines, key, BASELINE_MULTI, notes)
+    placement(place, settings, key)
+    case["settings"] = {comp: {name: settings[comp][name] for name in SETTING_ORDER if name in settings[comp]}
+                        for comp in COMPONENTS}
+    if NODES[n] == 1:
+        case["unstated"] = {
+            "ucx_tls": "not measured on 1 node: the study varies UCX_TLS only for 2+ nodes (note 1)",
+            "ucx_zcopy_thresh": "not measured on 1 node: the study varies UCX_ZCOPY_THRESH only for "
+                                "2+ nodes (note 3)",
+        }
+    case["findings"] = read_findings(lines, key)
+    choice, ties = derive_choice(case["findings"])
+    case["choice"] = choice
+    notes += wording_notes(case["findings"]) + contradiction_notes(case["findings"]) + ties
+    if notes:
+        case["notes"] = notes
+    return case
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+
+def import_seed(text):
+    """Seed 000 markdown text -> the tuning table as a dict (README key order)."""
+    sections = split_headings(text)
+    title = front_matter_title(text)
+    if "0" not in sections:
+        raise SeedError("the seed has no chapter 0 (概要)")
+    ov = read_overview(sections["0"][1])
+    one_node, cases = {}, []
+    for n in sorted(NODES):                    # 1-node cases first: 2+ nodes refer back to them
+        for m in sorted(PPN):
+            for k in sorted(COLLECTIVES):
+                cases.append(read_case(sections, n, m, k, one_node))
+    platform = ("%s (SMT disabled), cluster network (all 2+-node runs on instances under one leaf "
+                "switch), Oracle Linux %s-based HPC cluster networking image No.%s"
+                % (ov["shape"], ov["os"], ov["image"]))
+    return {
+        "schema": 1,
+        "platform": PLATFORM,
+        "title": title,
+        "mpi": {"flavour": "openmpi", "version": ov["openmpi"]},
+        "ucx_version": None,
+        "provenance": {
+            "document": "OCI HPC tutorial: %s" % title,
+            "source": SOURCE,
+            "platform": platform,
+            "mpi": "Open MPI %s" % ov["openmpi"],
+            "benchmark": "Intel MPI Benchmarks %s (IMB-MPI1)" % ov["imb"],
+            "command": ov["command"],
+            "msglog_max": ov["msglog_max"],
+            "method": "%d runs per case; drop the largest and smallest; arithmetic mean of the other %d"
+                      % (ov["runs"], ov["kept"]),
+            "date": None,
+            "notes": [
+                "The study does not state its UCX version (ucx_version: null). Its UCX_RNDV_THRESH "
+                "values use the intra:/inter: keys, which UCX accepts from 1.17 on, so it ran UCX >= 1.17.",
+                "1 node: the study tunes UCX_RNDV_THRESH, NPS and placement per component; UCX_TLS and "
+                "UCX_ZCOPY_THRESH are varied only for 2+ nodes (notes 1 and 3), so 1-node cases list "
+                "them under unstated.",
+                "1 node: the untuned baseline the study compares with is UCX_RNDV_THRESH=auto, "
+                "coll_hcoll_enable=1, coll_ucc_enable=0 (no UCX_ZCOPY_THRESH); baseline below is the "
+                "2+-node wording, which adds UCX_ZCOPY_THRESH=auto.",
+                "2+ nodes: UCX_TLS, UCX_RNDV_THRESH and UCX_ZCOPY_THRESH are the N-M-0 table of each "
+                "section. Steps 1 and 2 measured them with HCOLL on (the default), NPS1 and block "
+                "placement; step 3 then used them for all three components, so they are the same for "
+                "none, ucc and hcoll. NPS and placement are the step-3 table per component.",
+                "2+ nodes: the intra-node UCX_RNDV_THRESH is the 1-node optimum of the same ppn and "
+                "collective (notes 13-15); each case's step-1 and step-2 sentences and that 1-node "
+                "value were checked against the N-M-0 table, and any disagreement is a case note.",
+                "findings: text verbatim without markdown bold; bands are [from, to) in bytes. The "
+                "study's limits are inclusive powers of two: X以下 -> to 2X, X以上 -> from X, "
+                "X未満 -> to X, XからYの間 (also XからYで, XからYまで, XとYの間) -> from X to 2Y; "
+                "それ未満/それ以下 = below the preceding range, それ以上 = above it, それ以外 = "
+                "everywhere else; 概ね/ほぼ/大幅に change no direction (they are in en).",
+                "choice: derived by tuning-tables/README.md 'How a component choice is derived'; "
+                "basis lists findings 0 and 1 (always consulted) and 2 where the UCC/HCOLL tie-break "
+                "was consulted.",
+            ],
+        },
+        "baseline": {
+            "text": ", ".join(BASELINE_MULTI),
+            "knobs": {"ucx_rndv_thresh": "auto", "ucx_zcopy_thresh": "auto", "component": "hcoll"},
+        },
+        "cases": cases,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML output
+# ---------------------------------------------------------------------------------------------
+
+FLOW_WIDTH = 150          # a mapping of scalars shorter than this is written on one line
+
+
+def scalar(value):
+    """One YAML scalar: plain when it reads back as the same string, else JSON-quoted."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str):
+        raise TypeError("cannot write %r" % (value,))
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def flow(value):
+    """Single-line form of a scalar, a list of scalars or a mapping of those; None if not flat."""
+    if isinstance(value, dict):
+        parts = []
+        for key, item in value.items():
+            inner = flow(item)
+            if inner is None or isinstance(item, dict):
+                return None
+            parts.append("%s: %s" % (scalar(key), inner))
+        return "{%s}" % ", ".join(parts)
+    if isinstance(value, list):
+        parts = [flow(item) for item in value]
+        if any(p is None or isinstance(i, (dict, list)) for p, i in zip(parts, value)):
+            return None
+        return "[%s]" % ", ".join(parts)
+    return scalar(value)
+
+
+def block(value, indent):
+    """Lines of a mapping or list in block style; flat short members go on one line."""
+    pad = " " * indent
+    lines = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            one = flow(item) if isinstance(item, (dict, list)) else scalar(item)
+            if one is not None and (not isinstance(item, (dict, list))
+                                    or len(pad) + len(str(key)) + len(one) + 2 <= FLOW_WIDTH):
+                lines.append("%s%s: %s" % (pad, scalar(key), one))
+            else:
+                lines.append("%s%s:" % (pad, scalar(key)))
+                lines += block(item, indent + 2)
+        return lines
+    for item in value:
+        one = flow(item)
+        if one is not None and (not isinstance(item, dict) or len(pad) + len(one) + 2 <= FLOW_WIDTH):
+            lines.append("%s- %s" % (pad, one))
+        else:
+            inner = block(item, indent + 2)
+            lines.append("%s- %s" % (pad, inner[0].lstrip()))
+            lines += inner[1:]
+    return lines
+
+
+def dump_table(table, seed_digest):
+    """The table as YAML text with a header saying where it comes from and how to regenerate it."""
+    header = [
+        "# GENERATED by tunedmpi.seedimport from %s -- do not edit by hand." % SOURCE,
+        "# seed sha256: %s" % seed_digest,
+        "# Regenerate (from the repository root):",
+        "#   PYTHONPATH=src python -m tunedmpi.seedimport ../%s \\" % SOURCE,
+        "#       tuning-tables/%s/openmpi-%s.yaml" % (PLATFORM, table["mpi"]["version"]),
+        "# Schema: tuning-tables/README.md.",
+    ]
+    text = "\n".join(header + block(table, 0)) + "\n"
+    if yaml.safe_load(text) != table:          # the writer must never change a value
+        raise SeedError("internal error: the YAML written does not read back as the table")
+    return text
+
+
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` via a temporary file in the same directory and os.replace."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path), suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def render_seed_file(seed_path):
+    """Read a seed file and return (table dict, YAML text)."""
+    with open(seed_path, "rb") as fh:
+        raw = fh.read()
+    table = import_seed(raw.decode("utf-8"))
+    return table, dump_table(table, hashlib.sha256(raw).hexdigest())
+
+
+def main(argv=None):
+    """``python -m tunedmpi.seedimport SEED_FILE OUT_YAML``: exit 0, or 2 with the reason."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) != 2 or args[0] in ("-h", "--help"):
+        print("usage: python -m tunedmpi.seedimport SEED_FILE OUT_YAML", file=sys.stderr)
+        return 2
+    seed, out = args
+    try:
+        table, text = render_seed_file(seed)
+        write_atomic(out, text)
+    except (OSError, UnicodeDecodeError, SeedError) as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 2
+    cases = table["cases"]
+    noted = sum(1 for c in cases if c.get("notes"))
+    print("wrote %s: %d cases, %d component settings, %d cases with notes"
+          % (out, len(cases), sum(len(c["settings"]) for c in cases), noted))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
