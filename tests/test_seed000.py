@@ -290,26 +290,26 @@ def test_readme_example_2_1_1():
 
 def test_choice_single_winner_and_ucc_tie_break():
     # 1-4-3: HCOLL alone below 128B, tie broken for HCOLL to 8KB, UCC alone to 128KB, then a tie
-    # that finding 2 calls neutral: none.
+    # that finding 2 calls neutral: HCOLL, which the untuned default already enables.
     assert choice_of("UCC は128B以上で性能が向上",
                      "HCOLL は128KB以上と4KB以下で性能が向上",
                      "UCC は HCOLL に対して8KB以上で顕著な傾向が無くそれ未満で性能が低下") == [
         (0, 8 * KB, "hcoll", [0, 1, 2]), (8 * KB, 128 * KB, "ucc", [0, 1]),
-        (128 * KB, None, "none", [0, 1, 2])]
+        (128 * KB, None, "hcoll", [0, 1, 2])]
     # 2-4-3: both better everywhere; finding 2 decides on both sides of 8KB.
     assert choice_of("UCC は全域で性能が向上", "HCOLL は全域で性能が向上",
                      "UCC は HCOLL に対して8KB以上で概ね性能が向上しそれ未満で性能が低下") == [
         (0, 8 * KB, "hcoll", [0, 1, 2]), (8 * KB, None, "ucc", [0, 1, 2])]
 
 
-def test_choice_keeps_none_when_nothing_is_better_or_the_tie_is_unbroken():
+def test_choice_keeps_none_when_nothing_is_better_and_an_unbroken_tie_takes_hcoll():
     assert choice_of("UCC はほぼ全域で性能が低下", "HCOLL はほぼ全域で性能が低下",
                      "UCC は HCOLL に対して4KBから32KBの間で性能が向上しそれ未満で性能が低下") == [
         (0, None, "none", [0, 1])]
     rows, notes = derive_choice([parse_finding(p, "t") for p in (
         "UCC は全域で性能が向上", "HCOLL はほぼ全域で性能が向上", "UCC は HCOLL に対して顕著な傾向無し")])
-    assert [(r["from"], r["to"], r["component"]) for r in rows] == [(0, None, "none")]
-    assert notes and "tie rule keeps none" in notes[0]
+    assert [(r["from"], r["to"], r["component"]) for r in rows] == [(0, None, "hcoll")]
+    assert notes and "tie rule takes hcoll" in notes[0]
 
 
 def test_committed_notes_name_the_studys_own_inconsistencies(table):

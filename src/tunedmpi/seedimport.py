@@ -389,7 +389,7 @@ def derive_choice(findings):
 
     none scores 0; ucc and hcoll +1/-1/0 from their finding against none; the highest wins; a
     tie with none keeps none; a ucc/hcoll tie above none goes to the one ucc_vs_hcoll favours, or
-    stays none when ucc_vs_hcoll is neutral or silent there. basis: findings 0 and 1 (always consulted),
+    to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent. basis: findings 0 and 1 (always consulted),
     plus 2 where the tie-break consulted it."""
     ucc, hcoll, versus = findings[0], findings[1], findings[2]
     edges = {0}
@@ -412,8 +412,8 @@ def derive_choice(findings):
         else:
             basis = [0, 1, 2]
             tie = effect_at(versus, lo)
-            comp = {"better": "ucc", "worse": "hcoll"}.get(tie, "none")
-            if comp == "none":
+            comp = "ucc" if tie == "better" else "hcoll"
+            if tie not in ("better", "worse"):
                 notes.append((lo, hi, tie))
         rows.append({"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis})
     return merge_choice(rows), tie_notes(notes)
@@ -437,7 +437,8 @@ def tie_notes(ties):
     for lo, hi, said in ties:
         what = "finds no clear difference" if said == "neutral" else "says nothing"
         notes.append("choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
-                     "%s there, so the tie rule keeps none" % (band_label(lo, hi), what))
+                     "%s there, so the tie rule takes hcoll, which the untuned default already enables"
+                     % (band_label(lo, hi), what))
     return notes
 
 
