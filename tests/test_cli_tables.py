@@ -44,3 +44,10 @@ def test_shipped_tables_pass_check(run_cli):
     code, out, err = run_cli("check", ROOT / "tuning-tables")
     assert code == 0, err
     assert "Traceback" not in err
+
+
+def test_import_seed_refuses_a_missing_seed_cleanly(run_cli, tmp_path):
+    out = tmp_path / "t.yaml"
+    code, _, err = run_cli("import-seed", tmp_path / "no-such-seed.txt", out)
+    assert code == 2 and "error:" in err and "Traceback" not in err
+    assert not out.exists(), "nothing half-written"

@@ -43,6 +43,11 @@ def cmd_tables(args):
     return EXIT_OK
 
 
+def cmd_import_seed(args):
+    from . import seedimport
+    return seedimport.main([args.seed, args.out])
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="tunedmpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -57,6 +62,11 @@ def build_parser():
     p.add_argument("--platform", help="only this platform's table")
     p.add_argument("--format", choices=("grid", "csv"), default="grid")
     p.set_defaults(func=cmd_tables)
+
+    p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
+    p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")
+    p.add_argument("out", help="e.g. tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml")
+    p.set_defaults(func=cmd_import_seed)
     return parser
 
 
