@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: all check tables test clean
+.PHONY: all check tables render test clean
 
-all: check tables
+all: check render
 
 $(BIN)/tunedmpi: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,14 @@ $(BIN)/tunedmpi: pyproject.toml
 check: $(BIN)/tunedmpi           ## validate every tuning table
 	$(BIN)/tunedmpi check tuning-tables
 
+render: $(BIN)/tunedmpi          ## write modulefiles/<site>/ for every site
+	$(BIN)/tunedmpi render
+
 tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 	$(BIN)/tunedmpi tables
 
-test: $(BIN)/tunedmpi            ## the whole test suite
+test: $(BIN)/tunedmpi            ## the whole test suite, and committed modulefiles are current
+	$(BIN)/tunedmpi render --check
 	$(BIN)/python -m pytest -q
 
 clean:

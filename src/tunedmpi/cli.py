@@ -43,6 +43,48 @@ def cmd_tables(args):
     return EXIT_OK
 
 
+def cmd_render(args):
+    from . import render, sites
+    names = [args.site] if args.site else sites.site_names()
+    files = render.render_all(names)          # everything rendered before anything is written
+    out = args.out or str(render.modulefiles_dir())
+    if args.check:
+        stale = [rel for rel, text in files.items() if _read(out, rel) != text]
+        for rel in stale:
+            print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
+        if stale:
+            return EXIT_FAIL
+        print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
+        return EXIT_OK
+    for rel, text in files.items():
+        render.write_atomic("%s/%s" % (out, rel), text)
+        print("wrote %s/%s" % (out, rel))
+    return EXIT_OK
+
+
+def _read(root, rel):
+    try:
+        with open("%s/%s" % (root, rel), encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def cmd_explain(args):
+    import os
+    from . import explain, sites
+    env = dict(os.environ)
+    if args.nodes:
+        env["TUNEDMPI_NODES"] = str(args.nodes)
+    if args.ppn:
+        env["TUNEDMPI_PPN"] = str(args.ppn)
+    if args.profile:
+        env["TUNEDMPI_PROFILE"] = args.profile
+    result = explain.select(sites.load_named(args.site), env)
+    sys.stdout.write(explain.describe(result))
+    return EXIT_OK
+
+
 def cmd_import_seed(args):
     from . import seedimport
     return seedimport.main([args.seed, args.out])
@@ -62,6 +104,20 @@ def build_parser():
     p.add_argument("--platform", help="only this platform's table")
     p.add_argument("--format", choices=("grid", "csv"), default="grid")
     p.set_defaults(func=cmd_tables)
+
+    p = sub.add_parser("render", help="write the Lmod modulefiles of every site (or one)")
+    p.add_argument("--site", help="only this site (default: every site in site-configs/)")
+    p.add_argument("--out", help="output directory (default: modulefiles/)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when the files differ from what would be written")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
+    p.add_argument("--site", required=True)
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--ppn", type=int)
+    p.add_argument("--profile")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

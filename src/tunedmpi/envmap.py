@@ -1,0 +1,98 @@
+"""From a table row to environment variables, per MPI flavour and UCX version.
+
+Used at render time (the modulefile carries the result as data) and by `tunedmpi explain`, so the
+module and its Python twin cannot disagree on values. Facts behind each rule: DESIGN.md §5.
+"""
+from collections import OrderedDict
+
+from .units import parse_size
+
+# Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
+WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
+
+# Values equal to the MPI's own defaults, so that every row of a module can set the same names.
+NEUTRAL = OrderedDict([
+    ("UCX_TLS", "all"),
+    ("UCX_RNDV_THRESH", "auto"),
+    ("UCX_ZCOPY_THRESH", "auto"),
+])
+
+PLACEMENT = {
+    # mpirun (PRRTE): only these three variables work; block = by core, cyclic = over NUMA nodes.
+    "block": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "core"),
+                          ("PRTE_MCA_rmaps_default_ranking_policy", "core"),
+                          ("PRTE_MCA_hwloc_default_binding_policy", "core"),
+                          ("SLURM_DISTRIBUTION", "block:block")]),
+    "cyclic": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "numa"),
+                           ("PRTE_MCA_rmaps_default_ranking_policy", "span"),
+                           ("PRTE_MCA_hwloc_default_binding_policy", "core"),
+                           ("SLURM_DISTRIBUTION", "block:cyclic")]),
+}
+
+
+def dominant_component(case, available):
+    """The component the case's choice gives for most weighed sizes; ties and gaps -> none."""
+    if not case.choice:
+        return "none"
+    votes = {}
+    for size in WEIGHED_SIZES:
+        for ch in case.choice:
+            if ch.band.lo <= size and (ch.band.hi is None or size < ch.band.hi):
+                votes[ch.component] = votes.get(ch.component, 0) + 1
+    best = max(votes.values()) if votes else 0
+    winners = [c for c, v in votes.items() if v == best]
+    comp = winners[0] if len(winners) == 1 else "none"
+    return comp if comp in available else "none"
+
+
+def rndv_value(value, ucx_version, multi_node):
+    """UCX >= 1.17 takes the keyed form as is; older UCX takes one value: inter or intra."""
+    if value is None or ":" not in value or ucx_version >= (1, 17):
+        return value
+    parts = dict(p.split(":", 1) if ":" in p else ("", p) for p in value.split(","))
+    return parts.get("inter" if multi_node else "intra") or parts.get("") or "auto"
+
+
+def row_env(site, table, nodes, ppn, profile):
+    """Ordered variables for one row: (env, component per collective, notes)."""
+    env = OrderedDict(NEUTRAL)
+    notes = []
+    comps = {}
+    for case in table.cases:
+        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in ("alltoall", "allgather",
+                                                                          "allreduce", "bcast"):
+            comps[case.collective] = dominant_component(case, site.components)
+    case = table.case(nodes, ppn, profile)
+    comp = comps.get(profile, "none")
+    values = case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
+    multi = nodes >= 2
+    if values.get("ucx_tls") and multi and site.network_transports:
+        env["UCX_TLS"] = values["ucx_tls"]
+    elif values.get("ucx_tls"):
+        notes.append("UCX_TLS %s not set: %s" % (values["ucx_tls"], "single-node row" if not multi
+                                                  else "this site's network has no such transports"))
+    if values.get("ucx_rndv_thresh"):
+        env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi)
+    if values.get("ucx_zcopy_thresh"):
+        env["UCX_ZCOPY_THRESH"] = str(values["ucx_zcopy_thresh"])
+    # Collective components: HCOLL on/off; UCC only for the collectives the table routes to it.
+    has = set(site.components)
+    ucc_colls = sorted(c for c, k in comps.items() if k == "ucc")
+    if "hcoll" in has:
+        env["OMPI_MCA_coll_hcoll_enable"] = "1" if comp == "hcoll" else "0"
+    if "ucc" in has:
+        env["OMPI_MCA_coll_ucc_enable"] = "1" if ucc_colls else "0"
+        # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
+        env["OMPI_MCA_coll_ucc_priority"] = "100" if ucc_colls else "10"
+        if ucc_colls:  # only these collectives go to UCC (unload re-uses the row chosen at load)
+            env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)
+    if values.get("mapping"):
+        env.update(PLACEMENT[values["mapping"]])
+    for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
+        if values.get(knob) and values[knob] != "default":
+            env[var] = values[knob]
+    for knob in sorted(values):
+        if knob.startswith("coll_tuned_"):
+            env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
+            env["OMPI_MCA_" + knob] = str(values[knob])
+    return env, comp, comps, values.get("nps"), notes

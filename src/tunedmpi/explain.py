@@ -1,0 +1,68 @@
+"""`tunedmpi explain`: the Python twin of the tuned module, end to end.
+
+Given a site and an environment it returns exactly what `module load <tuned>` would set; the
+conformance test compares this with real Lmod for hundreds of environments.
+"""
+from collections import OrderedDict
+
+from . import geometry
+from .render import rows_for
+
+
+def node_nps(sockets, online="/sys/devices/system/node/online"):
+    """NUMA nodes per socket of this machine, or None (mirrors node_nps() in the Lua)."""
+    try:
+        with open(online, encoding="ascii") as fh:
+            text = fh.readline().strip()
+    except OSError:
+        return None
+    numa = 0
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            numa += int(b) - int(a) + 1
+        elif part.isdigit():
+            numa += 1
+    if numa == 0 or numa % sockets:
+        return None
+    return numa // sockets
+
+
+def select(site, env):
+    """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}."""
+    geo = geometry.detect(env, site.default_nodes, site.default_ppn)
+    data, names = rows_for(site) if site.table else ({}, [])
+    messages = []
+    profile = env.get("TUNEDMPI_PROFILE") or ""
+    if profile == "":
+        profile = site.default_profile
+    elif profile not in data:
+        messages.append("TUNEDMPI_PROFILE has no table rows here; using " + site.default_profile)
+        profile = site.default_profile
+    head = "site=%s nodes=%d ppn=%d source=%s" % (site.name, geo.nodes, geo.ppn, geo.source)
+    out = OrderedDict()
+    if profile not in data:
+        selection = head + " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
+        return {"env": out, "selection": selection, "row": None, "messages": messages, "geometry": geo}
+    rows = data[profile]
+    match = geometry.choose_row([(r["nodes"], r["ppn"]) for r in rows], geo.nodes, geo.ppn)
+    row = [r for r in rows if (r["nodes"], r["ppn"]) == (match.nodes, match.ppn)][0]
+    nps_note = ""
+    have = node_nps(site.sockets)
+    if row["nps"] and have and have != row["nps"]:
+        nps_note = " nps=table:%d,node:%d" % (row["nps"], have)
+    selection = head + " row=%dx%d match=%s profile=%s component=%s%s" % (
+        match.nodes, match.ppn, match.kind, profile, row["component"], nps_note)
+    for name in names:
+        if name in row["env"]:
+            out[name] = row["env"][name]
+    out["TUNEDMPI_ROW"] = "%s:%dx%d" % (profile, match.nodes, match.ppn)
+    return {"env": out, "selection": selection, "row": row, "messages": messages, "geometry": geo,
+            "match": match}
+
+
+def describe(result):
+    lines = ["TUNEDMPI_SELECTION=%s" % result["selection"]]
+    lines += ["%s=%s" % kv for kv in result["env"].items()]
+    lines += ["# " + m for m in result["messages"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,170 @@
+"""Site-config schema: which table a site uses, how its MPI is found, what its network can do.
+
+Documented in site-configs/README.md. ``load_site`` raises InputErrors naming file, line, key, fix.
+"""
+import os
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from . import knobs, paths, tables, yamlsrc
+from .errors import InputError, InputErrors
+
+SCHEMA_VERSION = 1
+MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?$")
+PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+$")
+TOP_KEYS = {"schema", "site", "description", "table", "mpi", "ucx_version", "interconnect",
+            "hardware", "components", "default_profile", "default_geometry", "modules", "notes"}
+
+
+@dataclass
+class Site:
+    path: str
+    name: str
+    description: str
+    table_ref: Optional[str]          # "<platform>/<mpi>-<version>" or None (nothing measured yet)
+    table: Optional[tables.Table]
+    mpi_flavour: str
+    mpi_version: str
+    base_module: Optional[str]        # a module providing the MPI (e.g. Spack's), or None
+    prefix: Optional[str]             # an install prefix the modules put on the paths, or None
+    ucx_version: tuple
+    network_transports: bool          # may UCX_TLS name network transports (rc, ud, dc)?
+    interconnect: str
+    sockets: int
+    components: List[str]
+    default_profile: str
+    default_nodes: int
+    default_ppn: int
+    tuned_module: str
+    baseline_module: str
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def version(self):
+        return self.mpi_version
+
+
+def load_site(path):
+    src = yamlsrc.load(path)
+    ck = tables._Checker(src)
+    site = _check(ck, src.data, path)
+    if ck.errors:
+        raise InputErrors(ck.errors)
+    return site
+
+
+def _check(ck, doc, path):
+    if not ck.mapping(doc, (), "a site config"):
+        return None
+    ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
+    if doc.get("schema") != SCHEMA_VERSION:
+        ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+               "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION)
+    name = ck.text(doc, "site", ())
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if name and (not tables.NAME.match(name) or name != folder):
+        ck.err(("site",), "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
+               "rename the folder or the site so they match")
+    description = ck.text(doc, "description", ()) or ""
+
+    table = None
+    ref = doc.get("table")
+    if "table" not in doc:
+        ck.err(("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
+    elif ref is not None:
+        if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+$", ref):
+            ck.err(("table",), "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
+                   "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6")
+        else:
+            tpath = paths.tables_dir() / (ref + ".yaml")
+            if not tpath.is_file():
+                ck.err(("table",), "no table %s" % tpath, "create it or name an existing table")
+            else:
+                try:
+                    table = tables.load_table(str(tpath))
+                except (InputError, InputErrors) as exc:
+                    ck.err(("table",), "its table does not pass `tunedmpi check`: %s"
+                           % str(exc).splitlines()[0], "run tunedmpi check %s" % tpath)
+
+    mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
+    ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
+    flavour = ck.text(mpi, "flavour", ("mpi",))
+    version = str(mpi.get("version") or "")
+    if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
+        ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
+    base, prefix = mpi.get("base_module"), mpi.get("prefix")
+    if (base is None) == (prefix is None):
+        ck.err(("mpi",), "give exactly one of mpi.base_module and mpi.prefix",
+               "base_module: a module that provides the MPI (e.g. Spack's), or prefix: its install directory")
+    if base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base)):
+        ck.err(("mpi", "base_module"), "base_module %r is not a module name" % (base,),
+               "write name/version with letters, digits and . _ + -")
+    if prefix is not None and (not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix):
+        ck.err(("mpi", "prefix"), "prefix %r is not a plain path" % (prefix,),
+               "an absolute path, or one relative to the repository, of letters, digits and . _ + - /")
+
+    ucx = None
+    try:
+        ucx = knobs.version_tuple(str(doc.get("ucx_version")))
+    except knobs.KnobError as exc:
+        ck.err(("ucx_version",), exc.problem, "quote the UCX version the MPI uses, e.g. \"1.18\"")
+
+    net = ck.mapping(doc.get("interconnect"), ("interconnect",), "interconnect") or {}
+    ck.unknown_keys(net, {"name", "network_transports"}, ("interconnect",), "interconnect")
+    if not isinstance(net.get("network_transports"), bool):
+        ck.err(("interconnect", "network_transports"), "network_transports must be true or false",
+               "true where UCX may be told to use rc/ud/dc (InfiniBand, RoCE)")
+
+    hw = ck.mapping(doc.get("hardware"), ("hardware",), "hardware") or {}
+    ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, ("hardware",), "hardware")
+    sockets = ck.positive_int(hw, "sockets", ("hardware",))
+
+    comps = doc.get("components")
+    if not isinstance(comps, list) or "none" not in comps or any(c not in knobs.COMPONENTS for c in comps):
+        ck.err(("components",), "components must list what this MPI build has, always with none",
+               "e.g. components: [none, ucc, hcoll]")
+        comps = ["none"]
+
+    profile = doc.get("default_profile")
+    if profile not in tables.OPERATIONS:
+        ck.err(("default_profile",), "default_profile must be one of %s" % ", ".join(tables.OPERATIONS),
+               "name the operation whose optimum sets the global UCX knobs")
+    geo = ck.mapping(doc.get("default_geometry"), ("default_geometry",), "default_geometry") or {}
+    dn = ck.positive_int(geo, "nodes", ("default_geometry",))
+    dp = ck.positive_int(geo, "ppn", ("default_geometry",))
+
+    mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
+    names = {}
+    for key in ("tuned", "baseline"):
+        value = mods.get(key)
+        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
+            ck.err(("modules", key), "modules.%s must be a module name without version" % key,
+                   "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"))
+        names[key] = value
+    if ck.errors:
+        return None
+    return Site(path=str(path), name=name, description=description, table_ref=ref, table=table,
+                mpi_flavour=flavour, mpi_version=version, base_module=base, prefix=prefix,
+                ucx_version=ucx, network_transports=net["network_transports"],
+                interconnect=net.get("name") or "", sockets=sockets, components=list(comps),
+                default_profile=profile, default_nodes=dn, default_ppn=dp,
+                tuned_module=names["tuned"], baseline_module=names["baseline"],
+                notes=list(doc.get("notes") or []))
+
+
+def site_dir():
+    return paths.project_root() / "site-configs"
+
+
+def site_names():
+    d = site_dir()
+    return sorted(p.name for p in d.iterdir() if (p / "site.yaml").is_file()) if d.is_dir() else []
+
+
+def load_named(name):
+    path = site_dir() / name / "site.yaml"
+    if not path.is_file():
+        raise InputError(str(path), None, "site", "no site '%s'" % name,
+                         "use one of: %s" % (", ".join(site_names()) or "(none yet)"))
+    return load_site(str(path))

@@ -1,0 +1,41 @@
+"""Run real Lmod (Debian's `lmod` package) from tests: load modules in clean subshells, read env."""
+import os
+import shlex
+import subprocess
+
+LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
+WATCHED = ("UCX_", "OMPI_MCA_", "PRTE_MCA_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION", "TUNEDMPI_ROW")
+
+
+def available():
+    return os.path.isfile(LMOD_INIT)
+
+
+def load_many(modulepaths, module, envs, extra=""):
+    """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)]."""
+    if not isinstance(modulepaths, (list, tuple)):
+        modulepaths = [modulepaths]
+    script = ["source %s" % LMOD_INIT] + ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
+    for i, env in enumerate(envs):
+        exports = " ".join("export %s=%s;" % (k, shlex.quote(v)) for k, v in env.items())
+        script.append("( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "
+                      "env; echo '@@ERR'; cat /tmp/.lmod_err_$$; echo '@@END' )"
+                      % (exports, module, extra, i))
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_",
+                                  "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES"))}
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(script)], env=clean,
+                          capture_output=True, text=True, timeout=600)
+    results = []
+    for block in proc.stdout.split("@@CASE ")[1:]:
+        head, _, rest = block.partition("\n")
+        envtext, _, err = rest.partition("@@ERR\n")
+        err = err.split("@@END")[0]
+        got = {}
+        for line in envtext.splitlines():
+            name, eq, value = line.partition("=")
+            if eq and name.startswith(WATCHED):
+                got[name] = value
+        results.append((got, err))
+    assert len(results) == len(envs), proc.stderr[-2000:]
+    return results

@@ -1,0 +1,79 @@
+"""Conformance: for hundreds of (geometry, environment) cases over every shipped site, real Lmod's
+`module load` yields exactly the environment `tunedmpi explain` (the Python twin) predicts."""
+import random
+
+import pytest
+
+import lmod
+from conftest import ROOT
+from tunedmpi import explain, sites
+
+pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
+
+JUNK = ["", "0", "-1", "abc", "2.5", "99999999", " 4", "1e3", "0x10"]
+
+
+def value(rng, good):
+    return rng.choice(good) if rng.random() < 0.75 else rng.choice(JUNK)
+
+
+def cases(rng, tmp_path, profiles, n):
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("cn1\n" * 36 + "cn2\n" * 36 + "cn3\n" * 20)
+    counts = ["1", "2", "3", "4", "6", "8", "16", "32", "36", "48", "64", "128", "256", "300"]
+    out = [{}]
+    for _ in range(n):
+        env = {}
+        kind = rng.randrange(7)
+        if kind == 0:
+            env["TUNEDMPI_NODES"] = value(rng, counts)
+            env["TUNEDMPI_PPN"] = value(rng, counts)
+        if kind in (1, 6):
+            env["SLURM_JOB_NUM_NODES" if rng.random() < 0.5 else "SLURM_NNODES"] = value(rng, counts)
+            pick = rng.randrange(3)
+            if pick == 0:
+                env["SLURM_NTASKS_PER_NODE"] = value(rng, counts)
+            elif pick == 1:
+                env["SLURM_TASKS_PER_NODE"] = rng.choice(["36(x2),20", "8", "16(x4)", "2,4(x3)", "x(2)", ""])
+            else:
+                env["SLURM_NTASKS"] = value(rng, counts)
+            if kind == 6:
+                env["TUNEDMPI_PPN"] = value(rng, counts)
+        if kind == 2:
+            if rng.random() < 0.5:
+                env["PBS_NUM_NODES"], env["PBS_NUM_PPN"] = value(rng, counts), value(rng, counts)
+            else:
+                env["PBS_NODEFILE"] = rng.choice([str(nodefile), str(tmp_path / "missing"), ""])
+        if kind == 3:
+            env["LSB_MCPU_HOSTS"] = rng.choice(["a 36 b 36", "a 8", "a 16 b 16 c 16 d 16", "a 36 b",
+                                                "a x b 2", "a 4 a 4"])
+        if kind == 4:
+            env["FLUX_JOB_NNODES"], env["FLUX_JOB_SIZE"] = value(rng, counts), value(rng, counts)
+        if rng.random() < 0.3:
+            env["TUNEDMPI_PROFILE"] = rng.choice(profiles + ["bogus", ""])
+        out.append(env)
+    return out
+
+
+@pytest.mark.parametrize("site_name", sites.site_names())
+def test_lmod_load_equals_explain(site_name, tmp_path):
+    site = sites.load_named(site_name)
+    profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
+    envs = cases(random.Random(site_name), tmp_path, profiles, 70)
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    paths = [ROOT / "modulefiles" / site_name]
+    if site.base_module:  # the site's own MPI module (Nagoya's openmpi_cuda): an empty stand-in
+        base = tmp_path / "base" / (site.base_module + ".lua")
+        base.parent.mkdir(parents=True)
+        base.write_text('whatis("stand-in for the site\'s own MPI module")\n')
+        paths.append(tmp_path / "base")
+    results = lmod.load_many(paths, module, envs)
+    for env, (got, err) in zip(envs, results):
+        want = explain.select(site, env)
+        expected = dict(want["env"], TUNEDMPI_SELECTION=want["selection"])
+        assert got == expected, (env, err)
+        assert "Traceback" not in err and "error" not in err.lower(), (env, err)
+
+
+def test_at_least_200_cases_are_compared():
+    assert sum(71 for _ in sites.site_names()) >= 200
