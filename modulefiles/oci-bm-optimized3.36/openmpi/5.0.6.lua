@@ -5,7 +5,9 @@ whatis("Name: openmpi/5.0.6")
 whatis("Description: Open MPI 5.0.6 with its own defaults, no tuning (site oci-bm-optimized3.36)")
 help("openmpi/5.0.6 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010No tuning variables are set. Tuned: module load openmpi-tuned/5.0.6")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
 prepend_path("PATH", pathJoin(prefix, "bin"))
+
 setenv("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")

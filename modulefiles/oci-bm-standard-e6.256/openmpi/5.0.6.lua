@@ -5,7 +5,9 @@ whatis("Name: openmpi/5.0.6")
 whatis("Description: Open MPI 5.0.6 with its own defaults, no tuning (site oci-bm-standard-e6.256)")
 help("openmpi/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.256 (2 x 128-core AMD EPYC), single-node jobs, Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010No tuning variables are set. Tuned: module load openmpi-tuned/5.0.6")
 
+-- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
 prepend_path("PATH", pathJoin(prefix, "bin"))
+
 setenv("TUNEDMPI_SELECTION", "site=oci-bm-standard-e6.256 untuned baseline: no variables set")
