@@ -3,7 +3,6 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
 from tunedmpi.render import lua_string
 
 NASTY = ['a"b', "a'b", "x]]y", "x]=]y", "line1\nline2", "$(rm -rf /)", "`id`", '"); os.execute("id"); --',

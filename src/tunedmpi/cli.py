@@ -45,6 +45,7 @@ def cmd_tables(args):
 
 def cmd_render(args):
     from . import render, sites
+    from .atomic import write_atomic
     names = [args.site] if args.site else sites.site_names()
     files = render.render_all(names)          # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
@@ -57,7 +58,7 @@ def cmd_render(args):
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
     for rel, text in files.items():
-        render.write_atomic("%s/%s" % (out, rel), text)
+        write_atomic("%s/%s" % (out, rel), text)
         print("wrote %s/%s" % (out, rel))
     return EXIT_OK
 

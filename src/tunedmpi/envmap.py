@@ -5,7 +5,6 @@ module and its Python twin cannot disagree on values. Facts behind each rule: DE
 """
 from collections import OrderedDict
 
-from .units import parse_size
 
 # Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
 WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
@@ -54,7 +53,7 @@ def rndv_value(value, ucx_version, multi_node):
 
 
 def row_env(site, table, nodes, ppn, profile):
-    """Ordered variables for one row: (env, component per collective, notes)."""
+    """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
     env = OrderedDict(NEUTRAL)
     notes = []
     comps = {}
@@ -95,4 +94,4 @@ def row_env(site, table, nodes, ppn, profile):
         if knob.startswith("coll_tuned_"):
             env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
             env["OMPI_MCA_" + knob] = str(values[knob])
-    return env, comp, comps, values.get("nps"), notes
+    return env, comp, values.get("nps"), notes

@@ -57,6 +57,7 @@ def select(site, env):
         if name in row["env"]:
             out[name] = row["env"][name]
     out["TUNEDMPI_ROW"] = "%s:%dx%d" % (profile, match.nodes, match.ppn)
+    messages += row["notes"]
     return {"env": out, "selection": selection, "row": row, "messages": messages, "geometry": geo,
             "match": match}
 

@@ -6,7 +6,6 @@ Keep the two in step: every rule here has one counterpart in render/templates/tu
 """
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 MAX_COUNT = 1000000  # larger "counts" are garbage, not geometry
 _COUNT = re.compile(r"^[0-9]+$")

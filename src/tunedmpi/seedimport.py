@@ -13,13 +13,12 @@ published N-M-0 summary table wins and the case gets a ``notes`` entry naming bo
 """
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 
 import yaml
 
+from .atomic import write_atomic
 from . import knobs
 from .units import format_human, format_size, parse_size
 
@@ -760,24 +759,6 @@ def dump_table(table, seed_digest):
     if yaml.safe_load(text) != table:          # the writer must never change a value
         raise SeedError("internal error: the YAML written does not read back as the table")
     return text
-
-
-def write_atomic(path, text):
-    """Write ``text`` to ``path`` via a temporary file in the same directory and os.replace."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path), suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def render_seed_file(seed_path):

@@ -47,7 +47,7 @@ class Site:
 
 def load_site(path):
     src = yamlsrc.load(path)
-    ck = tables._Checker(src)
+    ck = tables.Checker(src)
     site = _check(ck, src.data, path)
     if ck.errors:
         raise InputErrors(ck.errors)

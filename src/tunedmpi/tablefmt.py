@@ -2,7 +2,6 @@
 import csv
 import io
 
-from .units import format_size
 
 CSV_COLUMNS = ("nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",
                "ucx_zcopy_thresh", "nps", "mapping")

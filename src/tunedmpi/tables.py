@@ -34,14 +34,6 @@ class Band:
     lo: int                 # bytes, inclusive
     hi: Optional[int]       # bytes, exclusive; None = no upper end
 
-    def label(self):
-        from .units import format_human
-        if self.hi is None:
-            return ">= %s" % format_human(self.lo)
-        if self.lo == 0:
-            return "< %s" % format_human(self.hi)
-        return "%s - <%s" % (format_human(self.lo), format_human(self.hi))
-
 
 @dataclass
 class Finding:
@@ -100,7 +92,7 @@ class Table:
         return "%s-%s" % (self.mpi_flavour, self.mpi_version)
 
 
-class _Checker:
+class Checker:
     """Walks one Source, collecting every error instead of stopping at the first."""
 
     def __init__(self, src):
@@ -170,7 +162,7 @@ class _Checker:
 def load_table(path, text=None):
     """Load and check one table. Raises InputErrors (every problem) or InputError (unreadable)."""
     src = yamlsrc.load(path, text)
-    ck = _Checker(src)
+    ck = Checker(src)
     table = _check_table(ck, src.data)
     if ck.errors:
         raise InputErrors(ck.errors)

@@ -1,7 +1,5 @@
 """Render Lmod modulefiles (tuned and untuned baseline) for a site, deterministically and atomically."""
-import os
 import re
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -47,11 +45,12 @@ def rows_for(site):
     for profile in sorted({c.collective for c in table.cases}):
         rows = []
         for case in sorted((c for c in table.cases if c.collective == profile), key=lambda c: (c.nodes, c.ppn)):
-            env, comp, comps, nps, notes = envmap.row_env(site, table, case.nodes, case.ppn, profile)
+            env, comp, nps, notes = envmap.row_env(site, table, case.nodes, case.ppn, profile)
             where = (case.line, "cases[%d x %d %s]" % (case.nodes, case.ppn, profile))
             env = OrderedDict((k, _checked(site, k, v, where)) for k, v in env.items())
             names += [k for k in env if k not in names]
-            rows.append({"nodes": case.nodes, "ppn": case.ppn, "nps": nps, "component": comp, "env": env})
+            rows.append({"nodes": case.nodes, "ppn": case.ppn, "nps": nps, "component": comp, "env": env,
+                         "notes": notes})
         data[profile] = rows
     return data, names
 
@@ -116,21 +115,6 @@ def render_site(site):
     out[base_path] = env.get_template("baseline.lua.j2").render(
         module="%s/%s" % (site.baseline_module, version), help_text=_help(site, False), **common)
     return out
-
-
-def write_atomic(path, text):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix="." + path.name + ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, str(path))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def render_all(names=None):
