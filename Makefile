@@ -10,7 +10,7 @@ all: check render
 $(BIN)/tunedmpi: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,mpi,plots]'
 	touch $@
 
 check: $(BIN)/tunedmpi           ## validate every tuning table
