@@ -11,6 +11,35 @@ def available():
     return os.path.isfile(LMOD_INIT)
 
 
+def clean_env(**extra):
+    """This process's environment without scheduler, tuning, MPI or Lmod state (tests set their own)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_",
+                                "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LM"))}
+    env.update(extra)
+    return env
+
+
+def site_modulepaths(site, tmp_path, root):
+    """The site's generated modulefiles, plus an empty stand-in for the site's own MPI module where
+    it names one (Nagoya's openmpi_cuda does not exist on a build machine)."""
+    paths = [root / "modulefiles" / site.name]
+    if site.base_module:
+        base = tmp_path / "base" / (site.base_module + ".lua")
+        base.parent.mkdir(parents=True, exist_ok=True)
+        base.write_text('whatis("stand-in for the site\'s own MPI module")\n')
+        paths.append(tmp_path / "base")
+    return paths
+
+
+def shell(modulepaths, script, **env):
+    """Run a bash script with Lmod initialised and the modulepaths in use; a CompletedProcess."""
+    head = ["set -u", "source %s" % LMOD_INIT]
+    head += ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
+    return subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(head + [script])],
+                          env=clean_env(**env), capture_output=True, text=True, timeout=600)
+
+
 def load_many(modulepaths, module, envs, extra=""):
     """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)]."""
     if not isinstance(modulepaths, (list, tuple)):
@@ -21,10 +50,7 @@ def load_many(modulepaths, module, envs, extra=""):
         script.append("( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "
                       "env; echo '@@ERR'; cat /tmp/.lmod_err_$$; echo '@@END' )"
                       % (exports, module, extra, i))
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_",
-                                  "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES"))}
-    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(script)], env=clean,
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(script)], env=clean_env(),
                           capture_output=True, text=True, timeout=600)
     results = []
     for block in proc.stdout.split("@@CASE ")[1:]:

@@ -61,12 +61,7 @@ def test_lmod_load_equals_explain(site_name, tmp_path):
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
     envs = cases(random.Random(site_name), tmp_path, profiles, 70)
     module = "%s/%s" % (site.tuned_module, site.mpi_version)
-    paths = [ROOT / "modulefiles" / site_name]
-    if site.base_module:  # the site's own MPI module (Nagoya's openmpi_cuda): an empty stand-in
-        base = tmp_path / "base" / (site.base_module + ".lua")
-        base.parent.mkdir(parents=True)
-        base.write_text('whatis("stand-in for the site\'s own MPI module")\n')
-        paths.append(tmp_path / "base")
+    paths = lmod.site_modulepaths(site, tmp_path, ROOT)
     results = lmod.load_many(paths, module, envs)
     for env, (got, err) in zip(envs, results):
         want = explain.select(site, env)

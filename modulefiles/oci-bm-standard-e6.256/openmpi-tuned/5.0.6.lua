@@ -9,26 +9,26 @@ local SOCKETS = 2
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
 local ROWS = {
   ["allgather"] = {
-    { 1, 32, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "32kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" } } },
-    { 1, 64, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "128kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "128kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "128kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 32, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
   },
   ["allreduce"] = {
-    { 1, 32, 4, "hcoll", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "32kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" } } },
-    { 1, 64, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "64kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "hcoll", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "64kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "hcoll", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "16kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 32, 4, "hcoll", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "64kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 128, 4, "hcoll", { { "UCX_RNDV_THRESH", "64kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 256, 4, "hcoll", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
   },
   ["alltoall"] = {
-    { 1, 32, 0, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "32kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" } } },
-    { 1, 64, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "32kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "16kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "none", { { "UCX_TLS", "all" }, { "UCX_RNDV_THRESH", "16kb" }, { "UCX_ZCOPY_THRESH", "auto" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "OMPI_MCA_coll_ucc_enable", "0" }, { "OMPI_MCA_coll_ucc_priority", "10" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "core" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 32, 0, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
-local NAMES = { "UCX_TLS", "UCX_RNDV_THRESH", "UCX_ZCOPY_THRESH", "OMPI_MCA_coll_hcoll_enable", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
+local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
 
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site oci-bm-standard-e6.256)")
@@ -38,7 +38,11 @@ help("openmpi-tuned/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.25
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
+setenv("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
+prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
+prepend_path("MANPATH", pathJoin(prefix, "share/man"))
+prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"

@@ -8,6 +8,10 @@ help("openmpi/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.256 (2 x
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
+setenv("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
+prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
+prepend_path("MANPATH", pathJoin(prefix, "share/man"))
+prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
 setenv("TUNEDMPI_SELECTION", "site=oci-bm-standard-e6.256 untuned baseline: no variables set")
