@@ -16,6 +16,12 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_",
                                 "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LM"))}
+    # Lmod drops duplicate PATH entries as it edits PATH: start without any, so before/after compare.
+    seen = []
+    for part in env.get("PATH", "").split(":"):
+        if part not in seen:
+            seen.append(part)
+    env["PATH"] = ":".join(seen)
     env.update(extra)
     return env
 

@@ -159,7 +159,7 @@ local function node_nps()
     numa = numa + (b ~= "" and (tonumber(b) - tonumber(a) + 1) or 1)
   end
   if numa == 0 or numa % SOCKETS ~= 0 then return nil end
-  return numa / SOCKETS
+  return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
