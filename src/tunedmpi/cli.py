@@ -91,6 +91,22 @@ def cmd_import_seed(args):
     return seedimport.main([args.seed, args.out])
 
 
+def cmd_validate(args):
+    from . import stats, validate
+    try:
+        if args.submit:
+            return validate.submit(args)
+        results, outdir = validate.campaign(validate.options_from_args(args))
+    except validate.CannotRun as exc:
+        print("validate: cannot run: %s" % exc, file=sys.stderr)
+        return validate.EXIT_CANNOT
+    from .report import verdict_table
+    print(verdict_table(results))
+    print("\nverdict: %s  (%s vs %s; report: %s)" % (results["verdict"], results["modules"]["tuned"],
+                                                   results["modules"]["baseline"], outdir / "report.md"))
+    return results["exit_code"]
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="tunedmpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -120,6 +136,31 @@ def build_parser():
     p.add_argument("--profile")
     p.set_defaults(func=cmd_explain)
 
+    p = sub.add_parser("validate", help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",
+                       description="Rerun IMB collectives and OSU one-sided tests (or the probes) with the "
+                       "untuned baseline and the tuned module, alternating, and decide with statistics whether "
+                       "the tuned module wins. Details: validate/README.md.")
+    p.add_argument("--site", help="site (default: $TUNEDMPI_SITE, else local)")
+    p.add_argument("--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)")
+    p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes and iteration limits (default)")
+    size.add_argument("--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB")
+    p.add_argument("--nodes", type=int, help="nodes (default: the job's, else 1)")
+    p.add_argument("--ppn", type=int, help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
+    p.add_argument("--repetitions", type=int, default=5, help="runs per module and benchmark (default 5)")
+    p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
+    p.add_argument("--out", default="validate-results", help="parent of the new results directory")
+    p.add_argument("--timeout", type=float, help="seconds per run (default 120 quick, 900 full)")
+    p.add_argument("--retries", type=int, default=1, help="extra attempts for a failed run (default 1)")
+    p.add_argument("--tolerance", type=float, default=0.05, help="smallest gain that counts (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
+    p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
+    p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
+    p.add_argument("--sbatch-args", help="extra sbatch options with --submit, e.g. '--partition=x --time=30'")
+    p.set_defaults(func=cmd_validate)
+
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")
     p.add_argument("out", help="e.g. tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml")
@@ -130,6 +171,7 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)[1:]  # the verb's own arguments
     try:
         return args.func(args)
     except InputErrors as exc:

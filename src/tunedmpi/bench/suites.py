@@ -1,0 +1,125 @@
+"""What validate runs: the benchmark sets, their flags scaled to the machine, and the binaries.
+
+Binaries, in this order: IMB_MPI1 / OSU_DIR variables; IMB-MPI1 / osu_* on PATH once the MPI module
+(and, where the site has them, the Spack modules intel-mpi-benchmarks / osu-micro-benchmarks) are
+loaded; else the probes in validate/probes/ built with that MPI's mpicc, labelled "probe".
+"""
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+COLLECTIVES = ("alltoall", "allgather", "allreduce")
+ONE_SIDED = ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
+             "cas_latency", "put_bw", "get_bw")
+BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
+# OSU one-sided window creation and synchronisation: allocate + flush are OSU 7's defaults and the
+# only pair that never crashed under default Open MPI settings on this machine kind (see
+# ../shared/fixtures/README.md); both are written into every command and report.
+WINDOW, SYNC = "allocate", "flush"
+
+# Per set: IMB sizes (log2), repetitions per size and seconds per size; OSU sizes, iterations, warm-up.
+SETS = {
+    "quick": dict(msglog=16, iter=200, time=0.2, osu_max=65536, osu_iter=500, osu_warmup=50,
+                  osu_bw_iter=50, osu_bw_warmup=5),
+    "full": dict(msglog=20, iter=1000, time=10, osu_max=1 << 20, osu_iter=None, osu_warmup=None,
+                 osu_bw_iter=None, osu_bw_warmup=None),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One benchmark program invocation: what it measures and how it is launched."""
+    name: str                    # "collectives" or a one-sided benchmark name
+    family: str                  # "imb" (IMB-MPI1 format) or "osu"
+    expect: Tuple[str, ...]      # benchmark names its output must contain
+    argv: Tuple[str, ...]        # program and arguments (mpirun is added by the runner)
+    ranks: Optional[int]         # fixed rank count (OSU one-sided: 2), None: the job's
+
+
+@dataclass
+class Binaries:
+    suite: str                   # "imb+osu", "imb+probe", "probe+osu" or "probe"
+    imb: Optional[str] = None
+    osu: Dict[str, str] = field(default_factory=dict)
+    probe_coll: Optional[str] = None
+    probe_osc: Optional[str] = None
+    modules: List[str] = field(default_factory=list)   # benchmark modules loaded after the MPI
+
+
+def machine_cache_mb():
+    """The last-level cache in MB (IMB's -off_cache wants it), 0 when unknown."""
+    best = 0
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")) if base.is_dir() else []:
+        try:
+            text = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        num = int(text.rstrip("KMG") or 0)
+        scale = {"K": 1 / 1024, "M": 1, "G": 1024}.get(text[-1:], 1 / (1024 * 1024))
+        best = max(best, num * scale)
+    return max(int(round(best)), 1) if best else 0
+
+
+def imb_args(settings, np, mem_gb):
+    """The studies' IMB flags (-msglog 0:20 -mem 2.3G -off_cache 39,64 -npmin N), scaled here."""
+    args = ["-msglog", "0:%d" % settings["msglog"], "-npmin", str(np),
+            "-iter", str(settings["iter"]), "-time", str(settings["time"]),
+            "-mem", "%.2f" % mem_gb]   # IMB reads "2.3G" as 2.3 and ignores the G: write a number
+    cache = machine_cache_mb()
+    if cache:
+        args += ["-off_cache", "%d,64" % cache]
+    return args
+
+
+def osu_args(settings, name):
+    bw = name.endswith("_bw")
+    args = ["-w", WINDOW, "-s", SYNC]
+    if name not in ("fop_latency", "cas_latency"):  # fixed-size operations
+        args += ["-m", "1:%d" % settings["osu_max"]]
+    it, wu = (settings["osu_bw_iter"], settings["osu_bw_warmup"]) if bw else (settings["osu_iter"], settings["osu_warmup"])
+    if it:
+        args += ["-i", str(it), "-x", str(wu)]
+    return args
+
+
+def mem_per_process_gb(np):
+    """-mem: the studies' 2.3 GB, or a quarter of this machine's memory shared by the ranks."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    except (ValueError, OSError):
+        total = 8.0
+    return max(min(2.3, total / 4 / max(np, 1)), 0.05)
+
+
+def plan(binaries, set_name, np, only=None):
+    """The Run list for a set: one IMB run for the three collectives, one per one-sided test."""
+    settings = SETS[set_name]
+    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
+    runs = []
+    colls = tuple(c for c in COLLECTIVES if c in wanted)
+    if colls:
+        exe = binaries.imb or binaries.probe_coll
+        runs.append(Run("collectives", "imb", colls,
+                        tuple([exe] + imb_args(settings, np, mem_per_process_gb(np)) + list(colls)), None))
+    for name in ONE_SIDED:
+        if name not in wanted:
+            continue
+        if name in binaries.osu:
+            argv = [binaries.osu[name]] + osu_args(settings, name)
+        else:
+            argv = [binaries.probe_osc, name] + osu_args(settings, name)
+        runs.append(Run(name, "osu", (name,), tuple(argv), 2))
+    return runs
+
+
+def find_osu(directory):
+    """{name: path} of the one-sided OSU programs under a directory (OSU_DIR or a Spack prefix)."""
+    found = {}
+    for root, _, files in os.walk(directory):
+        for name in ONE_SIDED:
+            exe = "osu_" + name
+            if exe in files and name not in found and os.access(os.path.join(root, exe), os.X_OK):
+                found[name] = os.path.join(root, exe)
+    return found

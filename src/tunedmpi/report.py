@@ -1,0 +1,187 @@
+"""Write a validation campaign's results: results.json, report.md, plots/*.png and junit.xml.
+
+Everything is derived from the results dict that validate.campaign() builds, so a report can be
+rewritten from results.json alone (`tunedmpi validate --report DIR`).
+"""
+import json
+import os
+import tempfile
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from . import stats
+from .atomic import write_atomic
+
+UNIT = {"latency_us": "latency (us), lower is better", "bandwidth_MBps": "bandwidth (MB/s), higher is better"}
+
+
+def write_all(outdir, results):
+    outdir = Path(outdir)
+    results["plots"] = write_plots(outdir, results)
+    write_atomic(outdir / "results.json", json.dumps(results, indent=1, sort_keys=True) + "\n")
+    write_atomic(outdir / "report.md", markdown(results))
+    write_atomic(outdir / "junit.xml", junit(results))
+
+
+def _fmt(v, digits=2):
+    return "-" if v is None else ("%.*f" % (digits, v))
+
+
+def figures(reps):
+    """{size: seed figure} over repetitions ({size: value} each), for sizes every repetition has."""
+    sizes = stats.common_sizes(reps, [])
+    return {s: stats.seed_figure([r[s] for r in reps]) for s in sizes}
+
+
+def verdict_table(results):
+    rows = ["| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |",
+            "|---|---|---|---|---|---|---|"]
+    for b in results["bands"]:
+        sizes = "%d-%d B (%d)" % (b["sizes"][0], b["sizes"][-1], len(b["sizes"])) if b["sizes"] else "all runs"
+        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
+        rows.append("| %s | %s | %s | %s | %s | **%s** | %s |" % (
+            b["benchmark"], b["band"], sizes, gain, _fmt(b["p_value"], 3), b["verdict"], b["reason"]))
+    return "\n".join(rows)
+
+
+def markdown(results):
+    geo = results["geometry"]
+    probe = "probe" in results["suite"]
+    out = ["# Validation: %s vs %s" % (results["modules"]["tuned"], results["modules"]["baseline"]), "",
+           "**Verdict: %s** (exit %d)" % (results["verdict"], results["exit_code"]), "",
+           "| | |", "|---|---|",
+           "| site | %s |" % results["site"],
+           "| geometry | %d node(s) x %d ppn = %d ranks (%s) |" % (geo["nodes"], geo["ppn"], geo["np"], geo["source"]),
+           "| set | %s, %d repetitions per module, alternating baseline/tuned, %d retry(ies), timeout %.0f s |"
+           % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
+           "| benchmarks | %s%s |" % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),
+           "| OSU one-sided | window %s, synchronisation %s |" % (results["osu_options"]["window"], results["osu_options"]["sync"]),
+           "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"]), ""]
+    out += module_variables(results)
+    out += ["## Method", "",
+            "Per message size the figure is the seed studies' own: of the repetitions, drop the largest and",
+            "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
+            "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
+            "time (tuned/baseline for bandwidth): above 1 the tuned module is faster. A band **wins** when the",
+            "gain is at least %.0f%% and a two-sided exact Mann-Whitney test over the per-repetition band times"
+            % (results["tolerance"] * 100),
+            "gives p < %.2f; it **loses** in the mirror case; otherwise it is a **tie**. A failed or crashed run"
+            % results["alpha"],
+            "counts in the `reliability` row: the module with fewer failures wins it. The module **PASSes** when",
+            "no band loses and at least one wins. Details: validate/README.md.", ""]
+    out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
+    failed = [r for r in results["runs"] if r["status"] != "ok"]
+    if failed:
+        out += ["## Failed runs", "", "| benchmark | module | rep | attempt | status | exit | first problem | log |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in failed:
+            first = (r["problems"] or [""])[0].replace("|", "/")[:120]
+            out.append("| %s | %s | %d | %d | %s | %s | %s | %s |" % (r["run"], r["role"], r["rep"], r["attempt"],
+                                                                      r["status"], r["exit_code"], first, r["log"]))
+        out.append("")
+    out += ["## Figures per message size", ""]
+    for bench, data in results["per_size"].items():
+        if not data["metric"]:
+            out += ["### %s" % bench, "", "no successful run of either module", ""]
+            continue
+        fa, fb = figures(data["baseline"]), figures(data["tuned"])
+        plot = results.get("plots", {}).get(bench)
+        out += ["### %s — %s" % (bench, UNIT[data["metric"]]), ""]
+        if plot:
+            out += ["![%s](%s)" % (bench, plot), ""]
+        out += ["| bytes | baseline | tuned | tuned/baseline |", "|---:|---:|---:|---:|"]
+        for size in sorted(set(fa) | set(fb)):
+            a, b = fa.get(size), fb.get(size)
+            ratio = "-" if not a or b is None else "%.2f" % (b / a)
+            out.append("| %d | %s | %s | %s |" % (size, _fmt(a), _fmt(b), ratio))
+        out.append("")
+    out += ["## Commands", ""] + ["- `%s`: `%s`" % (k, v) for k, v in results["commands"].items()]
+    out += ["", "Each run: `module purge; module load <module>` in a fresh shell, then the command; its log "
+            "(in `logs/`) holds the command, the variables the module set, the exit code and the output.", ""]
+    return "\n".join(out)
+
+
+def module_variables(results):
+    """What each module set (from its first run), and a warning when they set the same tuning."""
+    seen = {}
+    for r in results["runs"]:
+        seen.setdefault(r["role"], r.get("env") or {})
+    if not seen:
+        return []
+    out = ["## Variables the modules set", ""]
+    for role in ("baseline", "tuned"):
+        env = seen.get(role, {})
+        out.append("- **%s** (`%s`): %s" % (role, results["modules"][role], ", ".join(
+            "`%s=%s`" % kv for kv in sorted(env.items()) if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN")))
+            or "nothing"))
+    tuning = {role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")} for role, env in seen.items()}
+    if tuning.get("baseline") == tuning.get("tuned"):
+        out += ["", "**The tuned module sets no tuning variable the baseline does not set at this geometry**:"
+                " every difference below is noise, and the module cannot pass."]
+    return out + [""]
+
+
+def write_plots(outdir, results):
+    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    plots = {}
+    (outdir / "plots").mkdir(exist_ok=True)
+    for bench, data in results["per_size"].items():
+        if not data["metric"]:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for role, colour in (("baseline", "tab:gray"), ("tuned", "tab:blue")):
+            reps = data[role]
+            if not reps:
+                continue
+            sizes = [s for s in sorted(stats.common_sizes(reps, [])) if s > 0]
+            if not sizes:
+                continue
+            fig_v = [stats.seed_figure([r[s] for r in reps]) for s in sizes]
+            ax.plot(sizes, fig_v, marker="o", ms=3, color=colour,
+                    label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)))
+            ax.fill_between(sizes, [min(r[s] for r in reps) for s in sizes],
+                            [max(r[s] for r in reps) for s in sizes], color=colour, alpha=0.2)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(UNIT[data["metric"]])
+        label = " [probe]" if data.get("suite") == "probe" else ""
+        ax.set_title("%s%s: %d x %d" % (bench, label, results["geometry"]["nodes"], results["geometry"]["ppn"]))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        rel = "plots/%s.png" % bench
+        fd, tmp = tempfile.mkstemp(dir=str(outdir / "plots"), suffix=".png")
+        os.close(fd)
+        fig.savefig(tmp, dpi=90)
+        plt.close(fig)
+        os.replace(tmp, str(outdir / rel))
+        plots[bench] = rel
+    return plots
+
+
+def junit(results):
+    """One test case per benchmark x band: lose = failure, no-data = skipped, win/tie = pass."""
+    cases = []
+    for b in results["bands"]:
+        body = ""
+        if b["verdict"] == "lose":
+            body = "<failure message=%s/>" % quoteattr(b["reason"])
+        elif b["verdict"] == "no-data":
+            body = "<skipped message=%s/>" % quoteattr(b["reason"])
+        else:
+            body = "<system-out>%s</system-out>" % escape("%s: %s" % (b["verdict"], b["reason"]))
+        cases.append('  <testcase classname=%s name=%s time="0">%s</testcase>'
+                     % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body))
+    fails = sum(1 for b in results["bands"] if b["verdict"] == "lose")
+    skips = sum(1 for b in results["bands"] if b["verdict"] == "no-data")
+    name = "validate %s %s vs %s" % (results["site"], results["modules"]["tuned"], results["modules"]["baseline"])
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<testsuite name=%s tests="%d" failures="%d" skipped="%d" errors="0" time="%.1f">\n%s\n</testsuite>\n'
+            % (quoteattr(name), len(cases), fails, skips, results["elapsed_s"], "\n".join(cases)))
