@@ -53,10 +53,44 @@ def rndv_value(value, ucx_version, multi_node):
     return parts.get("inter" if multi_node else "intra") or parts.get("") or "auto"
 
 
-def row_env(site, table, nodes, ppn, profile):
-    """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
+# UCX transports that stay inside a node: a UCX_TLS made only of these is meaningful on one node.
+SHARED_MEMORY_TLS = {"self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "mm"}
+
+
+def knob_env(site, values, multi_node):
+    """Variables for one set of knob values (a table row's, or a sweep configuration's)."""
     env = OrderedDict()
     notes = []
+    tls = values.get("ucx_tls")
+    local_only = tls and set(tls.lstrip("^").split(",")) <= SHARED_MEMORY_TLS
+    if tls and (local_only or (multi_node and site.network_transports)):
+        env["UCX_TLS"] = tls
+    elif tls:
+        notes.append("UCX_TLS %s not set: %s" % (tls, "single-node row" if not multi_node
+                                                  else "this site's network has no such transports"))
+    if values.get("ucx_rndv_thresh"):
+        env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi_node)
+    if values.get("ucx_zcopy_thresh"):
+        env["UCX_ZCOPY_THRESH"] = str(values["ucx_zcopy_thresh"])
+    if values.get("mapping"):
+        env.update(PLACEMENT[values["mapping"]])
+    for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
+        if values.get(knob) and values[knob] != "default":
+            env[var] = values[knob]
+    if env.get("OMPI_MCA_pml") == "ucx" and not site.network_transports:
+        # Without an InfiniBand/RoCE device pml ucx disqualifies itself (and the job aborts)
+        # unless it may use any transport and device, e.g. shared memory on one node.
+        env["OMPI_MCA_pml_ucx_tls"] = "any"
+        env["OMPI_MCA_pml_ucx_devices"] = "any"
+    for knob in sorted(values):
+        if knob.startswith("coll_tuned_"):
+            env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
+            env["OMPI_MCA_" + knob] = str(values[knob])
+    return env, notes
+
+
+def row_env(site, table, nodes, ppn, profile):
+    """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
     comps = {}
     for case in table.cases:
         if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES:
@@ -64,16 +98,7 @@ def row_env(site, table, nodes, ppn, profile):
     case = table.case(nodes, ppn, profile)
     comp = comps.get(profile, "none")
     values = case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
-    multi = nodes >= 2
-    if values.get("ucx_tls") and multi and site.network_transports:
-        env["UCX_TLS"] = values["ucx_tls"]
-    elif values.get("ucx_tls"):
-        notes.append("UCX_TLS %s not set: %s" % (values["ucx_tls"], "single-node row" if not multi
-                                                  else "this site's network has no such transports"))
-    if values.get("ucx_rndv_thresh"):
-        env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi)
-    if values.get("ucx_zcopy_thresh"):
-        env["UCX_ZCOPY_THRESH"] = str(values["ucx_zcopy_thresh"])
+    env, notes = knob_env(site, values, nodes >= 2)
     # Collective components, only where the table measured collectives at this geometry.
     # HCOLL has no per-collective switch in Open MPI, so the profile's choice turns it on or off;
     # UCC is routed per collective with coll_ucc_cts.
@@ -86,13 +111,4 @@ def row_env(site, table, nodes, ppn, profile):
         # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
         env["OMPI_MCA_coll_ucc_priority"] = "100"
         env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)  # only these go to UCC
-    if values.get("mapping"):
-        env.update(PLACEMENT[values["mapping"]])
-    for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
-        if values.get(knob) and values[knob] != "default":
-            env[var] = values[knob]
-    for knob in sorted(values):
-        if knob.startswith("coll_tuned_"):
-            env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
-            env["OMPI_MCA_" + knob] = str(values[knob])
     return env, comp, values.get("nps"), notes

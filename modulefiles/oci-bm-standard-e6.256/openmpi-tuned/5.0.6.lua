@@ -10,21 +10,21 @@ local SOCKETS = 2
 local ROWS = {
   ["allgather"] = {
     { 1, 32, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
   },
   ["allreduce"] = {
     { 1, 32, 4, "hcoll", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
-    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "64kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "hcoll", { { "UCX_RNDV_THRESH", "64kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "hcoll", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "64kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 128, 4, "hcoll", { { "UCX_RNDV_THRESH", "64kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
+    { 1, 256, 4, "hcoll", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
   },
   ["alltoall"] = {
     { 1, 32, 0, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
-    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" } } },
+    { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
