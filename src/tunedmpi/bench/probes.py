@@ -1,0 +1,134 @@
+"""Build the validate probes (validate/probes/*.c) with an MPI's own mpicc, once per source and MPI.
+
+The probes stand in for IMB-MPI1 and OSU where neither is installed (DESIGN.md section 7):
+``probe_coll`` prints IMB-MPI1's table format for Alltoall/Allgather/Allreduce, ``probe_osc`` OSU
+7.4's one-sided format; both start their output with a ``# tunedmpi-probe`` line.
+
+A build is cached in ``outdir``: ``<probe>.build-id`` holds a hash of the source text, the compile
+flags and the MPI wrapper's identity (its path, ``mpicc --showme`` / ``-show`` and ``--version``
+output), so switching MPI (another module) or editing a probe rebuilds it, and nothing else does.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Union
+
+from tunedmpi.atomic import write_atomic
+
+PROBES = ("probe_coll", "probe_osc")
+# src/tunedmpi/bench/probes.py -> <repo>/validate/probes
+SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
+CFLAGS = ("-O2",)
+# Which probe runs which benchmark (IMB / OSU names, lower case, without "osu_").
+BENCHMARKS = {
+    "probe_coll": ("alltoall", "allgather", "allreduce"),
+    "probe_osc": ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
+                  "cas_latency", "put_bw", "get_bw"),
+}
+_TIMEOUT = 300
+
+
+class ProbeBuildError(RuntimeError):
+    """No usable mpicc, a missing source, or a failed compile (the message has the compiler output)."""
+
+
+def _run(argv: List[str]) -> Optional[subprocess.CompletedProcess]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _wrapper_identity(mpicc: str) -> str:
+    """What decides the binary besides the source: the wrapper, what it expands to, its compiler."""
+    parts = ["path=" + mpicc, "real=" + os.path.realpath(mpicc)]
+    for flag in ("--showme", "-show"):   # Open MPI; MPICH, Intel MPI, Cray
+        r = _run([mpicc, flag])
+        if r is not None and r.returncode == 0 and r.stdout.strip():
+            parts.append(flag + "=" + r.stdout.strip())
+            break
+    r = _run([mpicc, "--version"])
+    if r is not None and r.returncode == 0:
+        parts.append("version=" + r.stdout.strip())
+    return "\n".join(parts)
+
+
+def _resolve(mpicc: Union[str, os.PathLike]) -> str:
+    found = shutil.which(str(mpicc))
+    if not found:
+        raise ProbeBuildError("mpicc not found: %s (load the MPI module, or pass the wrapper's path)" % mpicc)
+    # Not realpath: Open MPI's mpicc is a symlink to opal_wrapper, which reads its own name.
+    return os.path.abspath(found)
+
+
+def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
+          source_dir: Union[str, os.PathLike, None] = None) -> Dict[str, Path]:
+    """Compile the probes with ``mpicc -O2`` into ``outdir``; returns {probe name: executable}.
+
+    Up-to-date probes are not recompiled. Raises ProbeBuildError with the command and the
+    compiler's output when a compile fails.
+    """
+    wrapper = _resolve(mpicc)
+    identity = _wrapper_identity(wrapper)
+    src_dir = Path(source_dir) if source_dir is not None else SOURCE_DIR
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    built = {}
+    for name in PROBES:
+        src = src_dir / (name + ".c")
+        try:
+            text = src.read_bytes()
+        except OSError as exc:
+            raise ProbeBuildError("probe source %s: %s" % (src, exc.strerror or exc)) from exc
+        digest = hashlib.sha256()
+        for part in (text, " ".join(CFLAGS).encode(), identity.encode()):
+            digest.update(len(part).to_bytes(8, "big") + part)
+        key = digest.hexdigest()
+        exe, stamp = out / name, out / (name + ".build-id")
+        try:
+            current = stamp.read_text().strip() == key and os.access(exe, os.X_OK)
+        except OSError:
+            current = False
+        if not current:
+            _compile(wrapper, src, exe)
+            write_atomic(stamp, key + "\n")
+        built[name] = exe
+    return built
+
+
+def _compile(wrapper: str, src: Path, exe: Path) -> None:
+    # Compile beside the target and rename: a reader never runs half a binary.
+    fd, tmp = tempfile.mkstemp(dir=str(exe.parent), prefix="." + exe.name + ".", suffix=".tmp")
+    os.close(fd)
+    argv = [wrapper, *CFLAGS, "-o", tmp, str(src)]
+    try:
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ProbeBuildError("cannot run %s: %s" % (" ".join(argv), exc)) from exc
+        if r.returncode != 0:
+            output = (r.stdout + r.stderr).strip() or "(no output)"
+            raise ProbeBuildError("compiling %s failed (exit %d): %s\n%s"
+                                  % (src.name, r.returncode, " ".join(argv), output))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, exe)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def command(binaries: Dict[str, Path], benchmark: str, *args: str) -> List[str]:
+    """argv (without mpirun) running ``benchmark`` ("allreduce", "osu_put_bw", ...) with its probe."""
+    name = benchmark.lower()
+    name = name[4:] if name.startswith("osu_") else name
+    if name in BENCHMARKS["probe_coll"]:
+        return [str(binaries["probe_coll"]), *args, name]
+    if name in BENCHMARKS["probe_osc"]:
+        return [str(binaries["probe_osc"]), name, *args]
+    raise ValueError("no probe runs %r (known: %s)"
+                     % (benchmark, ", ".join(b for names in BENCHMARKS.values() for b in names)))
