@@ -22,6 +22,8 @@ EXPECTED = {
     "imb-mpi1_help.txt": "failed",                                  # usage instead of data
     "imb-mpi1_mem0.001_msglog0-20_allreduce_default-ompi.txt": "ok",  # 1 MiB row out-of-mem, noted
     "imb-mpi1_np4-oversubscribe_npmin2_msglog0-12_default-ompi.txt": "ok",
+    "imb-mpi1_oci-flags_mem2.3_default-ompi.txt": "ok",             # the studies' flags, default MPI
+    "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt": "ok",   # -mem 2.3G read as 2.3
     "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt": "ok",
     "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt": "ok",
     "imb-nbc_iallreduce_ialltoall_iallgather_msglog0-20_default-ompi.txt": "ok",

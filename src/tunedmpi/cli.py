@@ -107,6 +107,48 @@ def cmd_validate(args):
     return results["exit_code"]
 
 
+def _store(args):
+    return args.store or str(paths.project_root() / "results-store")
+
+
+def cmd_sweep(args):
+    from . import sites, space, sweep, validate
+    site = sites.load_named(args.site)
+    sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
+    try:
+        cdir, best = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
+                                     args.sbatch_args, args.timeout, args.retries, args.modulepath or ())
+    except validate.CannotRun as exc:
+        print("sweep: %s" % exc, file=sys.stderr)
+        return EXIT_INPUT
+    print("campaign %s complete; best per benchmark:" % cdir)
+    for bench, config in sorted(best.items()):
+        print("  %-16s %s" % (bench, ", ".join("%s=%s" % kv for kv in sorted(config.items())) or "MPI defaults"))
+    print("next: tunedmpi tune --site %s" % site.name)
+    return EXIT_OK
+
+
+def cmd_sweep_task(args):
+    from . import sweep
+    return sweep.run_task(args.campaign_dir, args.stage, args.index)
+
+
+def cmd_ingest(args):
+    from . import ingest
+    cdir, written = ingest.ingest(args.site, args.nodes, args.ppn, args.logs, _store(args), args.campaign,
+                                  args.stage, args.config)
+    for log, path, status in written:
+        print("%s -> %s (%s)" % (log, path, status))
+    return EXIT_OK
+
+
+def cmd_tune(args):
+    from . import tune
+    target, new, old, decisions = tune.tune(args.site, _store(args), args.out, args.campaign)
+    tune.report(target, new, old, decisions)
+    return EXIT_OK
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="tunedmpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -160,6 +202,44 @@ def build_parser():
     p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
     p.add_argument("--sbatch-args", help="extra sbatch options with --submit, e.g. '--partition=x --time=30'")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("sweep", help="measure a site's knob space in stages (resumable; local or Slurm job arrays)")
+    p.add_argument("--site", required=True)
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--ppn", type=int, default=2)
+    p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
+    p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
+    p.add_argument("--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>)")
+    p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
+    p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
+    p.add_argument("--timeout", type=float, help="seconds per run")
+    p.add_argument("--retries", type=int, default=1)
+    p.add_argument("--modulepath", action="append")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("sweep-task", help=argparse.SUPPRESS)   # one Slurm array task of a sweep stage
+    p.add_argument("campaign_dir")
+    p.add_argument("stage")
+    p.add_argument("index", type=int)
+    p.set_defaults(func=cmd_sweep_task)
+
+    p = sub.add_parser("ingest", help="put existing IMB/OSU logs (one repetition each) into the results store")
+    p.add_argument("--site", required=True)
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--ppn", type=int, required=True)
+    p.add_argument("--config", action="append", help="knob=value of these logs (repeat; none = the baseline)")
+    p.add_argument("--campaign")
+    p.add_argument("--stage", default="ingested")
+    p.add_argument("--store")
+    p.add_argument("logs", nargs="+")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("tune", help="choose per case from the results store and write the site's tuning table")
+    p.add_argument("--site", required=True)
+    p.add_argument("--store")
+    p.add_argument("--campaign", action="append", help="only these campaigns (default: all of the site's)")
+    p.add_argument("--out", help="table path (default: tuning-tables/<site>/<mpi>-<version>.yaml)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

@@ -168,3 +168,18 @@ def module_verdict(results):
     if "lose" in verdicts:
         return "FAIL"
     return "PASS" if "win" in verdicts else "FAIL"
+
+
+def relative_times(baseline_reps, candidate_reps, metric):
+    """{size: candidate figure / baseline figure} as a time ratio (< 1: candidate better), sizes >= 1
+    that every repetition of both has; bandwidths are inverted so that lower is always better."""
+    lower = LOWER_IS_BETTER[metric]
+    out = {}
+    for s in common_sizes(baseline_reps, candidate_reps):
+        if s < 1:
+            continue
+        a = seed_figure([r[s] for r in baseline_reps])
+        b = seed_figure([r[s] for r in candidate_reps])
+        if a and b and a > 0 and b > 0:
+            out[s] = b / a if lower else a / b
+    return out

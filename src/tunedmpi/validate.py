@@ -176,13 +176,16 @@ def mpirun_line(run, opts):
     return args + list(run.argv)
 
 
-def run_once(opts, env, binaries, run, role, module, rep, attempt, logdir):
+def measure(opts, env, binaries, run, module, exports, log, title):
+    """One benchmark run: fresh shell, module purge + load, the exports (a sweep configuration's
+    variables), mpirun. Writes the log (title, command, variables, output) and returns a dict:
+    status, exit_code, wall_s, problems, series {benchmark: {metric, suite, points}}, env."""
     argv = mpirun_line(run, opts)
+    sets = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in exports.items())
     envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
-    body = "%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '# ---- output ----'\nexec %s" % (
-        envfile, " ".join(shlex.quote(a) for a in argv))
-    script = module_script(opts, module, binaries.modules, body)
-    code, out, timed_out, wall = shell(script, env, opts.timeout)
+    body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '# ---- output ----'\nexec %s" % (
+        sets, envfile, " ".join(shlex.quote(a) for a in argv))
+    code, out, timed_out, wall = shell(module_script(opts, module, binaries.modules, body), env, opts.timeout)
     # Parse what the benchmark printed, not the module's messages and variables before it.
     head, _, bench_out = out.rpartition("# ---- output ----\n")
     shown = dict(l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l)
@@ -199,14 +202,22 @@ def run_once(opts, env, binaries, run, role, module, rep, attempt, logdir):
     if status == "ok" and missing:
         status = "failed"
         problems.append("no results for %s" % ", ".join(missing))
-    log = logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
-    header = ["# tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d" % (run.name, role, module, rep, attempt),
-              "# command: module purge; module load %s; %s" % (" ".join([module] + binaries.modules), " ".join(argv)),
+    exported = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in exports.items())
+    header = ["# %s" % title,
+              "# command: module purge; module load %s; %s%s" % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
               "# exit code: %s%s, wall time: %.2f s, status: %s" % (code, " (timed out)" if timed_out else "", wall, status),
               "# variables after module load:"]
     log.write_text("\n".join(header) + "\n" + out)
-    return RunRecord(run.name, role, module, rep, attempt, status, code, round(wall, 3),
-                     str(log.relative_to(logdir.parent)), problems, series, shown)
+    return dict(status=status, exit_code=code, wall_s=round(wall, 3), problems=problems, series=series, env=shown,
+                command=" ".join(argv))
+
+
+def run_once(opts, env, binaries, run, role, module, rep, attempt, logdir):
+    log = logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
+    title = "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d" % (run.name, role, module, rep, attempt)
+    m = measure(opts, env, binaries, run, module, {}, log, title)
+    return RunRecord(run.name, role, module, rep, attempt, m["status"], m["exit_code"], m["wall_s"],
+                     str(log.relative_to(logdir.parent)), m["problems"], m["series"], m["env"])
 
 
 def new_results_dir(out, site):

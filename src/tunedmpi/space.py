@@ -1,0 +1,115 @@
+"""Knob-space files for `tunedmpi sweep` (format: docs/regenerate.md), checked like tables are.
+
+A space is split into stages, as in the seed studies' staged search (seed 000: transports x
+thresholds, then the zero-copy threshold, then component x placement x NPS): each stage tries the
+combinations of its own knobs, with every other knob fixed at the best found so far.
+"""
+import hashlib
+import itertools
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import List, Optional
+
+from . import tables, yamlsrc
+from .bench import suites
+from .errors import InputErrors
+
+SCHEMA_VERSION = 1
+TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages"}
+STAGE_KEYS = {"name", "knobs", "only"}
+DEFAULT = "default"   # a knob value meaning "leave the variable unset": the MPI's own default
+BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
+
+
+@dataclass
+class Stage:
+    name: str
+    knobs: "OrderedDict[str, list]"   # knob -> values (normalised; DEFAULT kept as is)
+    only: Optional[List[str]]          # benchmarks this stage is about (None: all)
+
+
+@dataclass
+class Space:
+    path: str
+    benchmarks: List[str]
+    set_name: str
+    repetitions: int
+    stages: List[Stage]
+    digest: str                        # identifies the space's content (campaign names use it)
+
+    def combinations(self, stage):
+        """Every combination of the stage's knob values, DEFAULT values left out of the dict."""
+        names = list(stage.knobs)
+        out = []
+        for values in itertools.product(*(stage.knobs[n] for n in names)):
+            out.append(OrderedDict((n, v) for n, v in zip(names, values) if v != DEFAULT))
+        return out
+
+
+def load_space(path, site):
+    src = yamlsrc.load(path)
+    ck = tables.Checker(src)
+    doc = src.data
+    space = None
+    if ck.mapping(doc, (), "a knob space"):
+        ck.unknown_keys(doc, TOP_KEYS, (), "the knob space")
+        if doc.get("schema") != SCHEMA_VERSION:
+            ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+                   "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION)
+        benches = doc.get("benchmarks")
+        if not isinstance(benches, list) or not benches or any(b not in BENCHMARKS for b in benches):
+            ck.err(("benchmarks",), "benchmarks must be a list drawn from %s" % ", ".join(BENCHMARKS),
+                   "e.g. benchmarks: [alltoall, allgather, allreduce, put_latency]")
+            benches = []
+        set_name = doc.get("set", "quick")
+        if set_name not in suites.SETS:
+            ck.err(("set",), "set must be one of %s, not %r" % (", ".join(suites.SETS), set_name),
+                   "write set: quick (or full)")
+        reps = doc.get("repetitions", 5)
+        if not isinstance(reps, int) or isinstance(reps, bool) or not 2 <= reps <= 50:
+            ck.err(("repetitions",), "repetitions must be a whole number from 2 to 50, not %r" % (reps,),
+                   "write repetitions: 5 (the seed method drops max and min of 5)")
+        stages = []
+        raw_stages = doc.get("stages")
+        if not isinstance(raw_stages, list) or not raw_stages:
+            ck.err(("stages",), "stages must be a non-empty list", "add stages: - {name: ..., knobs: {...}}")
+            raw_stages = []
+        names = set()
+        for i, raw in enumerate(raw_stages):
+            kp = ("stages", i)
+            if not ck.mapping(raw, kp, "a stage"):
+                continue
+            ck.unknown_keys(raw, STAGE_KEYS, kp, "a stage")
+            name = ck.text(raw, "name", kp)
+            if name and (not tables.NAME.match(name) or name in names):
+                ck.err(kp + ("name",), "stage name %r must be a plain, unique name" % name,
+                       "use lower-case letters, digits, - and _")
+            names.add(name)
+            only = raw.get("only")
+            if only is not None and (not isinstance(only, list) or any(b not in benches for b in only)):
+                ck.err(kp + ("only",), "only must list benchmarks of this space", "e.g. only: [allreduce]")
+                only = None
+            knobs = OrderedDict()
+            rk = ck.mapping(raw.get("knobs"), kp + ("knobs",), "knobs") or {}
+            if not rk:
+                ck.err(kp + ("knobs",), "a stage needs at least one knob", "add knobs: {pml: [default, ucx]}")
+            for knob, values in rk.items():
+                vkp = kp + ("knobs", knob)
+                if not isinstance(values, list) or len(values) < 2:
+                    ck.err(vkp, "give a list of at least 2 values", "e.g. %s: [default, ...]" % knob)
+                    continue
+                norm = []
+                for v in values:
+                    nv = v if v == DEFAULT else ck.knob(knob, v, vkp, site.ucx_version)
+                    if nv in norm:
+                        ck.err(vkp, "value %r is listed twice" % (v,), "list each value once")
+                    norm.append(nv)
+                knobs[knob] = norm
+            stages.append(Stage(name, knobs, only))
+        if not ck.errors:
+            digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            space = Space(str(path), list(benches), set_name, reps, stages, digest)
+    if ck.errors:
+        raise InputErrors(ck.errors)
+    return space

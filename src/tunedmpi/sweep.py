@@ -1,0 +1,201 @@
+"""`tunedmpi sweep`: the seed studies' staged search, generalised and measured like validate.
+
+Each stage measures every combination of its knobs (the other knobs at the best found so far for
+each benchmark) against the untuned baseline, which every stage measures again as its control.
+Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...), use the same
+benchmarks, parsers and fresh `module purge; module load <baseline>` shells as validate, with the
+configuration's variables exported on top. Every finished run is one record in the results store
+(store.py); a rerun of the same command skips what exists, so an interrupted sweep loses nothing.
+With --slurm-array each stage is a Slurm job array, one task per configuration.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from . import envmap, paths, sites, space as spacemod, stats, store, validate
+from .bench import suites
+
+
+def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
+    """Same site, space and geometry -> same campaign, so rerunning the command resumes it."""
+    return Path(store_root) / (name or "%s-%dx%d-%s" % (site.name, nodes, ppn, sp.digest))
+
+
+def make_options(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
+    return validate.Options(
+        site=site.name, tuned="", baseline="%s/%s" % (site.baseline_module, site.mpi_version),
+        set_name=sp.set_name, nodes=nodes, ppn=ppn, geometry_source="sweep", repetitions=sp.repetitions,
+        timeout=timeout or (120.0 if sp.set_name == "quick" else 900.0), retries=retries,
+        only=list(sp.benchmarks), modulepaths=[str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths))
+
+
+def stage_plan(sp, stage, best):
+    """[(config, [benchmarks])]: the stage's candidates; the baseline {} first, for every benchmark."""
+    benches = [b for b in sp.benchmarks if not stage.only or b in stage.only]
+    plan = OrderedDict([(store.config_id({}), ({}, list(benches)))])
+    for b in benches:
+        for combo in sp.combinations(stage):
+            config = OrderedDict((k, v) for k, v in best.get(b, {}).items() if k not in stage.knobs)
+            config.update(combo)
+            cid = store.config_id(config)
+            entry = plan.setdefault(cid, (dict(config), []))
+            if b not in entry[1]:
+                entry[1].append(b)
+    return [(cfg, bs) for cfg, bs in plan.values()]
+
+
+def measure_config(ctx, stage, config, benches, rep):
+    """Every missing run of one configuration's repetition; returns how many were measured."""
+    site, opts, env, binaries, cdir = ctx["site"], ctx["opts"], ctx["env"], ctx["binaries"], ctx["dir"]
+    exports, _ = envmap.knob_env(site, config, opts.nodes >= 2)
+    done = 0
+    for run in suites.plan(binaries, opts.set_name, opts.nodes * opts.ppn, benches):
+        path = store.record_path(cdir, stage.name, config, run.name, rep)
+        if store.exists(path):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        logs = []
+        for attempt in range(1, opts.retries + 2):
+            tmp_log = path.with_suffix(".try%d.tmp" % attempt)
+            title = "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d" % (
+                stage.name, store.config_id(config), run.name, rep, attempt)
+            m = validate.measure(opts, env, binaries, run, opts.baseline, exports, tmp_log, title)
+            logs.append(tmp_log.read_text())
+            tmp_log.unlink()
+            if m["status"] == "ok":
+                break
+        record = dict(campaign=cdir.name, stage=stage.name, config=dict(config), config_id=store.config_id(config),
+                      run=run.name, benchmarks=list(run.expect), rep=rep, nodes=opts.nodes, ppn=opts.ppn,
+                      attempts=attempt, source="sweep", exports=exports, **m)
+        store.save(path, record, "\n".join(logs))
+        done += 1
+    return done
+
+
+def stage_best(records, stage_name, benches):
+    """Per benchmark, the configuration with the lowest time relative to this stage's baseline."""
+    by = {}
+    for r in records:
+        if r["stage"] == stage_name and r["status"] == "ok":
+            for b, s in r["series"].items():
+                by.setdefault((b, r["config_id"]), (r["config"], s["metric"], []))[2].append(s["points"])
+    best = {}
+    for b in benches:
+        base = by.get((b, "baseline"))
+        if not base or len(base[2]) < 2:
+            continue
+        scores = []
+        for (bench, cid), (config, metric, reps) in by.items():
+            if bench == b and len(reps) >= 2:
+                rel = stats.relative_times(base[2], reps, metric)
+                if rel:
+                    scores.append((stats.geomean(rel.values()), cid, config))
+        if scores:
+            best[b] = min(scores, key=lambda x: (x[0], x[1]))[2]
+    return best
+
+
+def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
+              retries=1, modulepaths=()):
+    opts = make_options(site, sp, nodes, ppn, timeout, retries, modulepaths)
+    cdir = campaign_dir(store_root, site, sp, nodes, ppn, name)
+    cdir.mkdir(parents=True, exist_ok=True)
+    meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
+                mpi="%s %s" % (site.mpi_flavour, site.mpi_version), ucx=".".join(map(str, site.ucx_version)),
+                baseline_module=opts.baseline, set=sp.set_name, repetitions=sp.repetitions,
+                timeout_s=opts.timeout, retries=retries, modulepaths=list(modulepaths))
+    old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
+    meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    store.save_campaign(cdir, meta)
+    env = validate.run_env(opts)
+    binaries = validate.find_binaries(opts, env, cdir) if not array else None
+    ctx = dict(site=site, opts=opts, env=env, binaries=binaries, dir=cdir)
+    best, started, history = {}, time.monotonic(), []
+    for stage in sp.stages:
+        plan = stage_plan(sp, stage, best)
+        sys.stderr.write("sweep: stage %s: %d configurations x %d repetitions (%s)\n"
+                         % (stage.name, len(plan), sp.repetitions, cdir))
+        if array:
+            submit_array(ctx, stage, plan, sbatch_args)
+        else:
+            total, done = len(plan) * sp.repetitions, 0
+            for rep in range(1, sp.repetitions + 1):   # interleaved: every configuration per repetition
+                for config, benches in plan:
+                    n = measure_config(ctx, stage, config, benches, rep)
+                    done += 1
+                    validate.progress(done, total, started, "stage %s rep %d/%d %s: %s" % (
+                        stage.name, rep, sp.repetitions, store.config_id(config),
+                        "%d run(s) measured" % n if n else "already in the store"))
+        _, records = store.load_campaign(cdir)
+        missing = [(store.config_id(c), rep) for c, benches in plan for rep in range(1, sp.repetitions + 1)
+                   for run in suites.plan(fake_binaries(), sp.set_name, nodes * ppn, benches)
+                   if not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))]
+        if missing:
+            raise validate.CannotRun("%d run(s) of stage %s are missing (e.g. %s rep %d); rerun the same "
+                                     "command to finish them" % (len(missing), stage.name, *missing[0]))
+        found = stage_best(records, stage.name, [b for b in sp.benchmarks if not stage.only or b in stage.only])
+        best.update(found)
+        history.append({"stage": stage.name, "configurations": len(plan),
+                        "best": {b: store.config_id(c) for b, c in found.items()}})
+        for b, c in sorted(found.items()):
+            sys.stderr.write("sweep: after stage %s, best for %s: %s\n" % (stage.name, b, store.config_id(c)))
+    meta["stages"] = history
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    store.save_campaign(cdir, meta)
+    return cdir, best
+
+
+def fake_binaries():
+    """Binaries with placeholder paths: enough to list which runs a plan has."""
+    return suites.Binaries(suite="probe", probe_coll="probe_coll", probe_osc="probe_osc")
+
+
+def submit_array(ctx, stage, plan, sbatch_args):
+    """One Slurm array task per configuration that still misses runs; waits for the array."""
+    cdir, opts = ctx["dir"], ctx["opts"]
+    plan_path = cdir / stage.name / "plan.json"
+    plan_path.parent.mkdir(parents=True, exist_ok=True)
+    from .atomic import write_atomic
+    write_atomic(plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n")
+    todo = [i for i, (c, benches) in enumerate(plan)
+            if any(not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))
+                   for rep in range(1, opts.repetitions + 1)
+                   for run in suites.plan(fake_binaries(), opts.set_name, opts.nodes * opts.ppn, benches))]
+    if not todo:
+        return
+    exe = paths.project_root() / ".venv" / "bin" / "tunedmpi"
+    cmd_line = "%s sweep-task %s %s \"$SLURM_ARRAY_TASK_ID\"" % (
+        shlex.quote(str(exe)) if exe.exists() else "python3 -m tunedmpi.cli", shlex.quote(str(cdir)), shlex.quote(stage.name))
+    script = cdir / stage.name / "array.sh"
+    script.write_text("#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n" % (
+        shlex.quote(str(paths.project_root())), shlex.quote(str(paths.project_root() / "src")), cmd_line))
+    cmd = ["sbatch", "--wait", "--parsable", "--job-name", "tunedmpi-sweep-%s" % stage.name,
+           "--array", ",".join(map(str, todo)), "--nodes", str(opts.nodes), "--ntasks-per-node", str(opts.ppn),
+           "--output", str(cdir / stage.name / "slurm-%A_%a.out")] + shlex.split(sbatch_args or "") + [str(script)]
+    sys.stderr.write("sweep: submitting %d array task(s): %s\n" % (len(todo), " ".join(cmd)))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write("sweep: array job %s ended (sbatch exit %d)\n" % (proc.stdout.strip(), proc.returncode))
+
+
+def run_task(cdir, stage_name, index):
+    """One array task: every missing run of configuration `index` of the stage's plan."""
+    cdir = Path(cdir)
+    meta = json.loads((cdir / "campaign.json").read_text())
+    site = sites.load_named(meta["site"])
+    sp = spacemod.load_space(meta["space"], site)
+    opts = make_options(site, sp, meta["nodes"], meta["ppn"], meta["timeout_s"], meta["retries"], meta["modulepaths"])
+    plan = json.loads((cdir / stage_name / "plan.json").read_text())
+    entry = plan[int(index)]
+    env = validate.run_env(opts)
+    ctx = dict(site=site, opts=opts, env=env, binaries=validate.find_binaries(opts, env, cdir), dir=cdir)
+    stage = next(s for s in sp.stages if s.name == stage_name)
+    n = 0
+    for rep in range(1, opts.repetitions + 1):
+        n += measure_config(ctx, stage, entry["config"], entry["benchmarks"], rep)
+    sys.stderr.write("sweep-task: %s %s: %d run(s) measured\n" % (stage_name, store.config_id(entry["config"]), n))
+    return 0

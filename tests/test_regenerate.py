@@ -1,0 +1,140 @@
+"""Regenerate end to end on this machine: sweep a tiny knob space (2 ranks, probes), resume it,
+tune a table from the store, and ingest real IMB logs. Checks the table written, not which
+configuration wins (that depends on machine noise)."""
+import json
+import subprocess
+
+import pytest
+
+import lmod
+from conftest import FIXTURES, ROOT
+from tunedmpi import sites, space, store, tables
+from tunedmpi.errors import InputErrors
+
+TINY = """schema: 1
+benchmarks: [allreduce, put_latency]
+set: quick
+repetitions: 2
+stages:
+  - name: transport
+    knobs:
+      pml: [default, ucx]
+"""
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([str(ROOT / ".venv/bin/tunedmpi")] + [str(a) for a in args], env=lmod.clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("text,where", [
+    (TINY.replace("pml: [default, ucx]", "pml: [default, ucz]"), "stages[0].knobs.pml"),
+    (TINY.replace("pml: [default, ucx]", "pml: [ucx]"), "give a list of at least 2 values"),
+    (TINY.replace("repetitions: 2", "repetitions: 1"), "repetitions must be a whole number from 2 to 50"),
+    (TINY.replace("allreduce, put_latency", "allreduse"), "benchmarks must be a list"),
+    (TINY + "    only: [alltoall]\n", "only must list benchmarks of this space"),
+    (TINY + "color: blue\n", "unknown key"),
+])
+def test_bad_spaces_name_file_line_and_fix(tmp_path, text, where):
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    with pytest.raises(InputErrors) as exc:
+        space.load_space(str(path), sites.load_named("local"))
+    msg = str(exc.value)
+    assert str(path) + ":" in msg and where in msg and "(fix: " in msg
+
+
+def test_the_local_space_loads():
+    sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
+    assert [s.name for s in sp.stages][:2] == ["transport", "thresholds"]
+    assert len(sp.combinations(sp.stages[0])) == 6 and sp.combinations(sp.stages[0])[0] == {}
+
+
+needs_mpi = pytest.mark.skipif(not lmod.available() or not (ROOT / ".venv/bin/mpicc").exists(),
+                               reason="needs Lmod and the Open MPI wheel (run make)")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("regen")
+    (tmp / "space.yaml").write_text(TINY)
+    proc = cli("sweep", "--site", "local", "--space", tmp / "space.yaml", "--store", tmp / "store")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (cdir,) = store.campaigns(tmp / "store")
+    return tmp, cdir, proc
+
+
+@needs_mpi
+def test_sweep_measures_every_configuration_interleaved(swept):
+    tmp, cdir, proc = swept
+    meta, records = store.load_campaign(cdir)
+    assert meta["site"] == "local" and meta["stages"][0]["configurations"] == 2
+    # 2 configurations x 2 runs (collectives, put_latency) x 2 repetitions
+    assert sorted((r["config_id"].split(".")[0], r["run"], r["rep"]) for r in records) == sorted(
+        (c, run, rep) for c in ("baseline", "pml=ucx") for run in ("collectives", "put_latency") for rep in (1, 2))
+    assert all(r["status"] == "ok" for r in records)
+    ucx = next(r for r in records if r["config"] == {"pml": "ucx"})
+    assert ucx["exports"] == {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"}
+    log = store.record_path(cdir, "transport", {"pml": "ucx"}, "put_latency", 1).with_suffix(".log").read_text()
+    assert "export OMPI_MCA_pml=ucx;" in log and "#   OMPI_MCA_pml=ucx" in log and "# OSU MPI_Put Latency Test" in log
+    order = [l for l in proc.stderr.splitlines() if l.startswith("[")]
+    assert "rep 1/2 baseline" in order[0] and "rep 1/2 pml=ucx" in order[1] and "rep 2/2 baseline" in order[2]
+
+
+@needs_mpi
+def test_rerun_finishes_only_what_is_missing(swept):
+    tmp, cdir, _ = swept
+    victim = store.record_path(cdir, "transport", {"pml": "ucx"}, "collectives", 2)
+    kept = store.record_path(cdir, "transport", {}, "collectives", 1)
+    before = kept.stat().st_mtime_ns
+    victim.unlink()                                   # as if the sweep had been killed before this run
+    proc = cli("sweep", "--site", "local", "--space", tmp / "space.yaml", "--store", tmp / "store")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert victim.is_file() and kept.stat().st_mtime_ns == before
+    measured = [l for l in proc.stderr.splitlines() if "run(s) measured" in l]
+    assert len(measured) == 1 and "rep 2/2 pml=ucx" in measured[0] and "1 run(s) measured" in measured[0]
+
+
+@needs_mpi
+def test_tune_writes_a_checked_table_with_provenance_and_a_diff(swept):
+    tmp, cdir, _ = swept
+    out = tmp / "table" / "local" / "openmpi-5.0.8.yaml"
+    proc = cli("tune", "--site", "local", "--store", tmp / "store", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    t = tables.load_table(str(out))                   # passes every check a table must pass
+    assert t.platform == "local" and t.provenance["campaign"] == cdir.name
+    assert {(c.nodes, c.ppn, c.collective) for c in t.cases} == {(1, 2, "allreduce"), (1, 2, "put")}
+    for c in t.cases:
+        assert c.settings["none"] in ({}, {"pml": "ucx"})
+        assert any("regret vs the per-size oracle" in n for n in c.notes)
+    assert "+ 1x2 allreduce:" in proc.stdout and "| 1x2 put |" in proc.stdout
+    again = cli("tune", "--site", "local", "--store", tmp / "store", "--out", out)
+    assert "(no change in chosen settings)" in again.stdout
+    check = cli("check", out)
+    assert check.returncode == 0, check.stderr
+
+
+def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
+    imb = FIXTURES / "imb"
+    base = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
+    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s", *base)
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
+               "--config", "pml=ucx", "--config", "ucx_rndv_thresh=32kb",
+               imb / "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt")
+    assert proc.returncode == 0, proc.stderr
+    (cdir,) = store.campaigns(tmp_path / "s")
+    meta, records = store.load_campaign(cdir)
+    assert sorted((r["config_id"].split(".")[0], r["rep"]) for r in records) == [
+        ("baseline", 1), ("baseline", 2), ("pml=ucx_ucx_rndv_thresh=32kb", 1)]
+    rec = next(r for r in records if r["config_id"] == "baseline" and r["rep"] == 1)
+    assert rec["series"]["alltoall"]["points"][1048576] == 501.32   # read by eye from the log
+    out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
+    proc = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    t = tables.load_table(str(out))
+    # one repetition of the candidate cannot pass a significance test: the defaults stay
+    assert [c.settings["none"] for c in t.cases] == [{}, {}, {}]
+    bad = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
+              "--config", "pml=ucz", base[0])
+    assert bad.returncode == 2 and "pml" in bad.stderr and "fix:" in bad.stderr
