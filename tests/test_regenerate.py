@@ -138,3 +138,16 @@ def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
     bad = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
               "--config", "pml=ucz", base[0])
     assert bad.returncode == 2 and "pml" in bad.stderr and "fix:" in bad.stderr
+
+
+def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(tmp_path):
+    """The local table's measurements are archived: tune on them must give the committed file."""
+    import tarfile
+    archive = ROOT / "results-archive" / "local-1x2-699ff91eb2.tar.xz"
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, **safe)
+    out = tmp_path / "local" / "openmpi-5.0.8.yaml"
+    proc = cli("tune", "--site", "local", "--store", tmp_path / "results-store", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == (ROOT / "tuning-tables/local/openmpi-5.0.8.yaml").read_text()
