@@ -37,7 +37,7 @@ def test_exit_code_and_summary(campaign):
     assert proc.returncode in (0, 1), proc.stderr[-3000:]      # pass or fail: both are verdicts
     assert proc.returncode == results["exit_code"]
     assert "verdict: %s" % results["verdict"] in proc.stdout
-    assert results["verdict"] == "FAIL"   # the local tuned module has no table yet: it cannot win
+    assert results["verdict"] in ("PASS", "FAIL")
     # progress lines: position, what runs, elapsed and estimate
     assert "[ 1/12] rep 1/2 collectives     baseline ok" in proc.stderr
     assert "[12/12] rep 2/2 put_bw          tuned    ok" in proc.stderr
@@ -87,7 +87,9 @@ def test_report_plots_and_junit(campaign):
     _, outdir, r = campaign
     md = (outdir / "report.md").read_text()
     assert "**Verdict: %s**" % r["verdict"] in md and "probes** (validate/probes)" in md
-    assert md.count("| allreduce | ") == 3 and "sets no tuning variable the baseline does not set" in md
+    assert md.count("| allreduce | ") == 3
+    envs = {x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")} for x in r["runs"]}
+    assert ("sets no tuning variable the baseline does not set" in md) == (envs["tuned"] == envs["baseline"])
     for bench in ("allreduce", "alltoall", "put_latency", "put_bw"):
         png = outdir / "plots" / (bench + ".png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

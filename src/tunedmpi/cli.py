@@ -178,7 +178,7 @@ def build_parser():
     p.add_argument("--profile")
     p.set_defaults(func=cmd_explain)
 
-    p = sub.add_parser("validate", help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",
+    p = sub.add_parser("validate", allow_abbrev=False, help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",
                        description="Rerun IMB collectives and OSU one-sided tests (or the probes) with the "
                        "untuned baseline and the tuned module, alternating, and decide with statistics whether "
                        "the tuned module wins. Details: validate/README.md.")
@@ -200,10 +200,10 @@ def build_parser():
     p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
     p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
     p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
-    p.add_argument("--sbatch-args", help="extra sbatch options with --submit, e.g. '--partition=x --time=30'")
+    p.add_argument("--sbatch-args", help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("sweep", help="measure a site's knob space in stages (resumable; local or Slurm job arrays)")
+    p = sub.add_parser("sweep", allow_abbrev=False, help="measure a site's knob space in stages (resumable; local or Slurm job arrays)")
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--ppn", type=int, default=2)

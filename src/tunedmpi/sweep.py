@@ -115,7 +115,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     env = validate.run_env(opts)
     binaries = validate.find_binaries(opts, env, cdir) if not array else None
     ctx = dict(site=site, opts=opts, env=env, binaries=binaries, dir=cdir)
-    best, started, history = {}, time.monotonic(), []
+    best, history = {}, []
     for stage in sp.stages:
         plan = stage_plan(sp, stage, best)
         sys.stderr.write("sweep: stage %s: %d configurations x %d repetitions (%s)\n"
@@ -123,12 +123,12 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
         if array:
             submit_array(ctx, stage, plan, sbatch_args)
         else:
-            total, done = len(plan) * sp.repetitions, 0
+            total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
             for rep in range(1, sp.repetitions + 1):   # interleaved: every configuration per repetition
                 for config, benches in plan:
                     n = measure_config(ctx, stage, config, benches, rep)
                     done += 1
-                    validate.progress(done, total, started, "stage %s rep %d/%d %s: %s" % (
+                    validate.progress(done, total, stage_started, "stage %s rep %d/%d %s: %s" % (
                         stage.name, rep, sp.repetitions, store.config_id(config),
                         "%d run(s) measured" % n if n else "already in the store"))
         _, records = store.load_campaign(cdir)
