@@ -23,8 +23,9 @@ NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scont
 APT_PACKAGES = "munge slurmctld slurmd slurm-client"  # what provides NEEDED on Debian 12
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
-# Variables of the calling shell that would leak a foreign job or module state into our jobs.
-FOREIGN = ("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_",
+# Variables of the calling shell that would leak a foreign job, sbatch/salloc/srun defaults
+# (SBATCH_PARTITION, ...) or module state into our jobs.
+FOREIGN = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_",
            "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LMOD")
 
 
@@ -66,6 +67,16 @@ def _tail(path, chars=3000):
 
 class SlurmError(RuntimeError):
     pass
+
+
+def _fields(line):
+    """'JobId=3 JobName=x ...' (one job of `scontrol show job -o`) as a dict; first value wins."""
+    info = {}
+    for word in line.split():
+        key, eq, value = word.partition("=")
+        if eq and key not in info:
+            info[key] = value
+    return info
 
 
 class Cluster:
@@ -110,13 +121,18 @@ class Cluster:
 
     def job_info(self, job_id):
         """`scontrol show job` as a dict (JobState, ExitCode, NumNodes, ...)."""
-        out = self.run("scontrol", "show", "job", "-o", job_id).stdout
-        info = {}
-        for word in out.split():
-            key, eq, value = word.partition("=")
-            if eq and key not in info:
-                info[key] = value
-        return info
+        return _fields(self.run("scontrol", "show", "job", "-o", job_id).stdout)
+
+    def jobs(self):
+        """Every job slurmctld still knows (finished ones until MinJobAge has passed), as
+        job_info dicts in job id order."""
+        out = self.run("scontrol", "show", "job", "-o").stdout
+        found = [_fields(line) for line in out.splitlines() if line.startswith("JobId=")]
+        return sorted(found, key=lambda info: int(info["JobId"]))
+
+    def batch_script(self, job_id):
+        """The script Slurm stored for a batch job (readable until the job is purged)."""
+        return self.run("scontrol", "write", "batch_script", job_id, "-").stdout
 
     def diagnostics(self):
         """Daemon logs and status, for assertion messages."""
@@ -267,8 +283,12 @@ class Cluster:
             "SlurmdTimeout=60",
             "InactiveLimit=0",
             "KillWait=5",
-            "MinJobAge=300",
-            "MailProg=/bin/true",  # keep finished jobs visible to `scontrol show job`
+            # Finished jobs stay visible to `scontrol show job` (the only record: no accounting)
+            # for at least 16 s. `sbatch --wait` sleeps 2 s, then 8 s while 8 < MinJobAge/2 is
+            # false; the default 300 stretches its sleeps to 2, 8, 32, 32 ... s (a 12 s job took
+            # 42 s). 0 is no help: Slurm 22.05 raises it to 2 s and purges almost at once.
+            "MinJobAge=16",
+            "MailProg=/bin/true",
             # CPUs as nproc counts them: more than slurmd finds would make the node INVALID
             "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN" % (self.host, self.cpus),
             "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % self.host,

