@@ -1,7 +1,8 @@
 """Against a real one-node Slurm (tests/slurm.py): inside `sbatch` the tuned module reads the job
 geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation's processes;
 validate/run.sh runs in an allocation, and `--submit` goes through `sbatch --wait` from outside one
-and exits with the job's verdict (2 when the job never gave one)."""
+and exits with the job's verdict (2 when the job never gave one); `tunedmpi sweep --slurm-array` runs
+a stage as a job array and, after `scancel` of part of it, a rerun finishes only what is missing."""
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 import lmod
 import slurm
 from conftest import ROOT
-from tunedmpi import explain, sites
+from tunedmpi import explain, sites, store
 
 pytestmark = pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get "
                                 "install %s" % (" ".join(slurm.missing()), slurm.APT_PACKAGES))
@@ -185,12 +186,13 @@ VERDICT_LINE = re.compile(r"^verdict: (PASS|FAIL)  \(openmpi-tuned/5\.0\.8 vs op
 
 class Watcher(threading.Thread):
     """Polls slurmctld while `validate/run.sh --submit` runs, so what Slurm knew about the job is kept
-    after it is purged (there is no accounting): for each new job named tunedmpi-validate, the states
-    seen in order with whether the submitting process was alive then, its last record, its script."""
+    after it is purged (there is no accounting): for each new job named tunedmpi-validate (or
+    `name`), the states seen in order with whether the submitting process was alive then, its last
+    record, its script (unless scripts=False)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, name=VALIDATE_JOB, scripts=True):
         super().__init__(daemon=True)
-        self.cluster, self.proc = cluster, None
+        self.cluster, self.proc, self.name, self.want_scripts = cluster, None, name, scripts
         self.old = {job["JobId"] for job in cluster.jobs()}
         self.seen, self.last, self.scripts, self.errors = {}, {}, {}, []
         self.done = threading.Event()
@@ -199,13 +201,13 @@ class Watcher(threading.Thread):
         alive = self.proc.poll() is None
         for job in self.cluster.jobs():
             jid = job["JobId"]
-            if jid in self.old or job.get("JobName") != VALIDATE_JOB:
+            if jid in self.old or job.get("JobName") != self.name:
                 continue
             self.last[jid] = job
             states = self.seen.setdefault(jid, [])
             if not states or states[-1] != (job["JobState"], alive):
                 states.append((job["JobState"], alive))
-            if jid not in self.scripts:
+            if self.want_scripts and jid not in self.scripts:
                 self.scripts[jid] = self.cluster.batch_script(jid)
 
     def run(self):
@@ -455,3 +457,251 @@ def test_cancelled_job_is_exit_2_not_a_verdict(cluster, tmp_path, when):
     else:
         assert ("RUNNING", True) in s.watcher.seen[jid], s.context()
         assert "CANCELLED" in s.stdout, s.context()   # the job's output, Slurm's notice at its end
+
+
+# -- tunedmpi sweep --slurm-array on the real Slurm --------------------------------------------------
+
+TUNEDMPI = ROOT / ".venv" / "bin" / "tunedmpi"
+SWEEP_JOB = "tunedmpi-sweep-s1"      # the job name of stage s1's array
+SWEEP_SPACE = """schema: 1
+benchmarks: [allreduce]
+set: quick
+repetitions: 2
+stages:
+  - name: s1
+    knobs:
+      pml: [default, ucx]
+      coll_tuned_allreduce_algorithm: [default, 4]
+"""
+# stage s1's plan, in array-task order: the baseline first, then the other combinations
+SWEEP_CONFIGS = [{}, {"coll_tuned_allreduce_algorithm": 4}, {"pml": "ucx"},
+                 {"pml": "ucx", "coll_tuned_allreduce_algorithm": 4}]
+SUBMITTING = re.compile(r"^sweep: submitting (\d+) array task\(s\): (sbatch .*)$", re.M)
+needs_sweep = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
+                                 reason="sweep needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
+
+
+def sweep_cmd(tmp, *extra):
+    return [str(TUNEDMPI), "sweep", "--site", SITE, "--space", str(tmp / "space.yaml"), "--store", str(tmp / "store"),
+            "--slurm-array"] + list(extra)
+
+
+def run_sweep(cluster, tmp, *extra, during=None, timeout=240):
+    """`tunedmpi sweep --slurm-array` from outside any job, in tmp, while a Watcher follows the
+    stage's array. during(watcher, proc) is called every 0.05 s until it returns True."""
+    watcher = Watcher(cluster, name=SWEEP_JOB, scripts=False)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(sweep_cmd(tmp, *extra), env=outside_env(cluster), cwd=tmp, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    watcher.proc = proc
+    watcher.start()
+    try:
+        if during is not None:
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline and not during(watcher, proc):
+                time.sleep(0.05)
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    finally:
+        watcher.finish()
+    return Submitted(returncode=proc.returncode, stdout=stdout, stderr=stderr, watcher=watcher,
+                     wall=time.monotonic() - t0)
+
+
+def arrays(watcher):
+    """{array job id: {task index: last state}} of what the watcher saw (the record of a still
+    pending remainder, say ArrayTaskId 2-3, is listed under that range)."""
+    out = {}
+    for job in list(watcher.last.values()):    # a copy: the watcher's thread adds to it
+        out.setdefault(job["ArrayJobId"], {})[job["ArrayTaskId"]] = job["JobState"]
+    return out
+
+
+def record_files(cdir):
+    """{path relative to the campaign: (mtime_ns, bytes)} of every run record and log."""
+    return {str(p.relative_to(cdir)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(cdir.glob("*/*/*-rep*.*")) if p.suffix in (".json", ".log")}
+
+
+def missing_tasks(cdir):
+    return [i for i, c in enumerate(SWEEP_CONFIGS)
+            if not all(store.record_path(cdir, "s1", c, "collectives", rep).is_file() for rep in (1, 2))]
+
+
+def task_lines(cdir, job):
+    """{task index: the task's output} of one array job."""
+    return {int(p.stem.split("_")[1]): p.read_text() for p in cdir.glob("s1/slurm-%s_*.out" % job)}
+
+
+@pytest.fixture(scope="module")
+def array_swept(cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep-array")
+    (tmp / "space.yaml").write_text(SWEEP_SPACE)
+    s = run_sweep(cluster, tmp)
+    s.tmp = tmp
+    s.cdir = next(iter(store.campaigns(tmp / "store")), None)
+    return s
+
+
+@needs_sweep
+def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept):
+    s, cdir = array_swept, array_swept.cdir
+    ctx = s.context()
+    assert s.returncode == 0 and cdir is not None, ctx
+    assert "campaign %s complete; best per benchmark:" % cdir in s.stdout, ctx
+    # one sbatch --wait --array of every configuration, on a 1 x 2 allocation per task
+    assert SUBMITTING.findall(s.stderr) == [("4", "sbatch --wait --parsable --job-name %s --array 0,1,2,3 --nodes 1 "
+                                             "--ntasks-per-node 2 --output %s/s1/slurm-%%A_%%a.out %s/s1/array.sh"
+                                             % (SWEEP_JOB, cdir, cdir))], ctx
+    (job,) = arrays(s.watcher)
+    assert arrays(s.watcher)[job] == {str(i): "COMPLETED" for i in range(4)}, ctx
+    assert "sweep: array job %s ended (sbatch exit 0)" % job in s.stderr, ctx
+    # the sweep waited: tasks ran while it was alive, and it ended after the last one
+    assert any(("RUNNING", True) in states for states in s.watcher.seen.values()), ctx
+    for rec in s.watcher.last.values():
+        assert (rec["NumNodes"], rec["NumTasks"], rec["StdOut"]) == (
+            "1", "2", "%s/s1/slurm-%s_%s.out" % (cdir, job, rec["ArrayTaskId"])), (rec, ctx)
+    # task i measured configuration i of the plan: every run of it, in its own output file
+    plan = json.loads((cdir / "s1" / "plan.json").read_text())
+    assert [e["config"] for e in plan] == SWEEP_CONFIGS
+    outs = task_lines(cdir, job)
+    assert sorted(outs) == [0, 1, 2, 3], sorted(cdir.glob("s1/*"))
+    for i, config in enumerate(SWEEP_CONFIGS):
+        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(config), outs[i]
+    # every record, made on the job's 1 x 2 ranks
+    _, records = store.load_campaign(cdir)
+    assert sorted((r["config_id"], r["rep"]) for r in records) == sorted(
+        (store.config_id(c), rep) for c in SWEEP_CONFIGS for rep in (1, 2)), ctx
+    for r in records:
+        assert (r["nodes"], r["ppn"], r["status"], r["source"], r["run"]) == (1, 2, "ok", "sweep", "collectives"), r
+        assert r["command"].startswith("mpirun -np 2 ") and r["env"]["TUNEDMPI_PPN"] == "2", r
+    ucx = next(r for r in records if r["config"] == {"pml": "ucx"})
+    assert ucx["exports"]["OMPI_MCA_pml"] == "ucx" and "OMPI_MCA_coll_tuned_allreduce_algorithm" not in ucx["exports"]
+    # the campaign is complete: the stage's best is recorded
+    meta = json.loads((cdir / "campaign.json").read_text())
+    assert meta["finished"] and [(h["stage"], h["configurations"]) for h in meta["stages"]] == [("s1", 4)], meta
+    assert list(meta["stages"][0]["best"]) == ["allreduce"], meta
+
+
+@pytest.fixture(scope="module")
+def cancelled(cluster, tmp_path_factory):
+    """A sweep whose array is partly cancelled: while it runs the same command is started again
+    (it must refuse); once task 0 has finished and task 1 has stored its first repetition, the
+    whole array is cancelled (task 1 killed while running, tasks 2 and 3 while pending). Then the
+    same command is run again, to completion."""
+    tmp = tmp_path_factory.mktemp("sweep-cancel")
+    (tmp / "space.yaml").write_text(SWEEP_SPACE)
+    st = {"cancelled": None, "concurrent": None, "plan": None}
+
+    def during(watcher, proc):
+        cdirs = store.campaigns(tmp / "store")
+        if not cdirs or not watcher.last:
+            return False
+        cdir = cdirs[0]
+        if st["concurrent"] is None:      # the array is queued or running: a second sweep must refuse
+            st["plan"] = (cdir / "s1" / "plan.json").read_bytes()
+            try:
+                st["concurrent"] = subprocess.run(sweep_cmd(tmp), env=outside_env(cluster), cwd=tmp,
+                                                  capture_output=True, text=True, timeout=20)
+            except subprocess.TimeoutExpired as exc:   # it submitted a second array and waits for it
+                st["concurrent"] = exc
+            st["concurrent_plan"] = (cdir / "s1" / "plan.json").read_bytes()
+        if store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file():
+            jobs = sorted(arrays(watcher), key=int)
+            cluster.run("scancel", *jobs)            # the first array (and a second one, had it been submitted)
+            st["cancelled"] = jobs[0]
+            return True
+        return False
+
+    first = run_sweep(cluster, tmp, during=during)
+    first.cdir = store.campaigns(tmp / "store")[0]
+    first.cancelled, first.concurrent, first.plan, first.concurrent_plan = (
+        st["cancelled"], st["concurrent"], st["plan"], st.get("concurrent_plan"))
+    first.missing = missing_tasks(first.cdir)
+    first.files = record_files(first.cdir)
+    first.meta = json.loads((first.cdir / "campaign.json").read_text())
+    first.outs = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.cdir.glob("s1/slurm-*.out")}
+    again = run_sweep(cluster, tmp)
+    return first, again
+
+
+@needs_sweep
+def test_a_second_sweep_refuses_while_the_array_runs(cancelled):
+    first, _ = cancelled
+    c = first.concurrent
+    assert isinstance(c, subprocess.CompletedProcess) and c.returncode == 2, (c, first.context())
+    assert re.search(r"^sweep: array job (\d+) of stage s1 of this campaign is still queued or running; wait for it "
+                     r"to end \(squeue -j \1\) or scancel it, then rerun the same command$", c.stderr, re.M), c.stderr
+    assert not SUBMITTING.search(c.stderr) and c.stdout == "", c
+    assert first.concurrent_plan == first.plan          # plan.json not rewritten under the running tasks
+    assert len(arrays(first.watcher)) == 1, first.context()   # no second array was submitted
+
+
+@needs_sweep
+def test_scancel_of_part_of_the_array_leaves_missing_runs_and_exit_2(cancelled):
+    first, _ = cancelled
+    cdir, ctx = first.cdir, first.context()
+    assert first.cancelled, ctx
+    assert first.returncode == 2, ctx
+    states = arrays(first.watcher)[first.cancelled]
+    assert states.pop("0") == "COMPLETED" and states.pop("1") == "CANCELLED", (states, ctx)
+    assert set(states.values()) == {"CANCELLED"}, (states, ctx)     # 2 and 3 (as one record or two)
+    # task 0 finished, task 1 stored repetition 1 and was killed in repetition 2, 2 and 3 never ran
+    assert first.missing == [1, 2, 3], ctx
+    assert store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file()
+    assert sorted(first.outs) == ["slurm-%s_0.out" % first.cancelled, "slurm-%s_1.out" % first.cancelled], ctx
+    # exit 2 with the message telling the user to rerun (validate.CannotRun -> cli.cmd_sweep)
+    assert ("sweep: 5 run(s) of 3 configuration(s) of stage s1 are missing (e.g. %s rep 2) after array job %s "
+            "(tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun the same command "
+            "to finish them (finished runs are kept)" % (store.config_id(SWEEP_CONFIGS[1]), first.cancelled, cdir,
+                                                         first.cancelled)) in first.stderr.splitlines(), ctx
+    assert "complete" not in first.stdout, ctx
+    assert "finished" not in first.meta and first.meta["started"], first.meta
+
+
+@needs_sweep
+def test_rerun_after_scancel_submits_only_the_missing_configurations(cancelled):
+    first, again = cancelled
+    cdir, ctx = first.cdir, again.context()
+    assert again.returncode == 0, ctx
+    assert "campaign %s complete; best per benchmark:" % cdir in again.stdout, ctx
+    # only the configurations that miss runs are submitted: never task 0's, whose runs all finished
+    ((n, cmd),) = SUBMITTING.findall(again.stderr)
+    assert n == "3" and " --array 1,2,3 " in cmd, ctx
+    (job,) = arrays(again.watcher)
+    assert job != first.cancelled and arrays(again.watcher)[job] == {"1": "COMPLETED", "2": "COMPLETED",
+                                                                     "3": "COMPLETED"}, ctx
+    outs = task_lines(cdir, job)
+    assert sorted(outs) == [1, 2, 3], ctx
+    assert outs[1].strip() == "sweep-task: s1 %s: 1 run(s) measured" % store.config_id(SWEEP_CONFIGS[1]), outs[1]
+    for i in (2, 3):
+        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(SWEEP_CONFIGS[i]), outs[i]
+    # no finished result was touched: same bytes, same mtime; the missing ones exist now
+    now = record_files(cdir)
+    assert {k: now.get(k) for k in first.files} == first.files, ctx
+    assert len(first.files) == 2 * 3 and len(now) == 2 * 8, sorted(now)   # .json + .log per run
+    assert missing_tasks(cdir) == []
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in cdir.glob("s1/slurm-%s_*.out" % first.cancelled)} \
+        == first.outs
+    _, records = store.load_campaign(cdir)
+    assert len(records) == 8 and all((r["nodes"], r["ppn"], r["status"]) == (1, 2, "ok") for r in records), ctx
+    meta = json.loads((cdir / "campaign.json").read_text())
+    assert meta["finished"] and meta["stages"][0]["configurations"] == 4, meta
+
+
+def test_sweep_array_refused_by_sbatch_is_exit_2(cluster, tmp_path):
+    """A job Slurm will not take: sbatch's message and exit 2, not "runs missing, rerun"."""
+    (tmp_path / "space.yaml").write_text(SWEEP_SPACE)
+    s = run_sweep(cluster, tmp_path, "--sbatch-args=--partition=nosuchpartition", timeout=60)
+    assert s.returncode == 2, s.context()
+    assert ("sweep: sbatch did not submit the array job (exit 1): sbatch: error: invalid partition specified: "
+            "nosuchpartition") in s.stderr.splitlines(), s.context()
+    assert "rerun" not in s.stderr and s.watcher.seen == {}, s.context()
+    (cdir,) = store.campaigns(tmp_path / "store")
+    assert record_files(cdir) == {} and not list(cdir.glob("s1/slurm-*.out"))

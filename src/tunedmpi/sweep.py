@@ -136,8 +136,12 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
                    for run in suites.plan(fake_binaries(), sp.set_name, nodes * ppn, benches)
                    if not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))]
         if missing:
-            raise validate.CannotRun("%d run(s) of stage %s are missing (e.g. %s rep %d); rerun the same "
-                                     "command to finish them" % (len(missing), stage.name, *missing[0]))
+            job = ctx.get("arrays", {}).get(stage.name)
+            where = (" after array job %s (tasks cancelled, failed or killed; their output: %s)"
+                     % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))) if job else ""
+            raise validate.CannotRun("%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
+                                     "rerun the same command to finish them (finished runs are kept)"
+                                     % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where))
         found = stage_best(records, stage.name, [b for b in sp.benchmarks if not stage.only or b in stage.only])
         best.update(found)
         history.append({"stage": stage.name, "configurations": len(plan),
@@ -156,30 +160,53 @@ def fake_binaries():
 
 
 def submit_array(ctx, stage, plan, sbatch_args):
-    """One Slurm array task per configuration that still misses runs; waits for the array."""
+    """One Slurm array task per configuration that still misses runs; waits for the array.
+    Refuses (CannotRun) while an array of this stage of this campaign is still queued or running
+    (a second one would measure the same configurations at the same time and rewrite plan.json
+    under its tasks), and when sbatch does not take the job."""
     cdir, opts = ctx["dir"], ctx["opts"]
-    plan_path = cdir / stage.name / "plan.json"
-    plan_path.parent.mkdir(parents=True, exist_ok=True)
-    from .atomic import write_atomic
-    write_atomic(plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n")
+    script = cdir / stage.name / "array.sh"
+    job_name = "tunedmpi-sweep-%s" % stage.name
     todo = [i for i, (c, benches) in enumerate(plan)
             if any(not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))
                    for rep in range(1, opts.repetitions + 1)
                    for run in suites.plan(fake_binaries(), opts.set_name, opts.nodes * opts.ppn, benches))]
     if not todo:
         return
+    try:
+        q = subprocess.run(["squeue", "--noheader", "--name", job_name, "--format", "%F %o",
+                            "--states", "PENDING,RUNNING,SUSPENDED,CONFIGURING"],
+                           capture_output=True, text=True)
+    except OSError as exc:
+        raise validate.CannotRun("--slurm-array needs Slurm's commands (squeue, sbatch) on PATH: %s" % exc)
+    active = sorted({line.split(None, 1)[0] for line in q.stdout.splitlines()
+                     if line.split(None, 1)[1:] == [str(script)]}, key=int) if q.returncode == 0 else []
+    if active:
+        raise validate.CannotRun("array job %s of stage %s of this campaign is still queued or running; wait "
+                                 "for it to end (squeue -j %s) or scancel it, then rerun the same command"
+                                 % (",".join(active), stage.name, ",".join(active)))
+    plan_path = cdir / stage.name / "plan.json"
+    plan_path.parent.mkdir(parents=True, exist_ok=True)
+    from .atomic import write_atomic
+    write_atomic(plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n")
     exe = paths.project_root() / ".venv" / "bin" / "tunedmpi"
     cmd_line = "%s sweep-task %s %s \"$SLURM_ARRAY_TASK_ID\"" % (
         shlex.quote(str(exe)) if exe.exists() else "python3 -m tunedmpi.cli", shlex.quote(str(cdir)), shlex.quote(stage.name))
-    script = cdir / stage.name / "array.sh"
     script.write_text("#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n" % (
         shlex.quote(str(paths.project_root())), shlex.quote(str(paths.project_root() / "src")), cmd_line))
-    cmd = ["sbatch", "--wait", "--parsable", "--job-name", "tunedmpi-sweep-%s" % stage.name,
+    cmd = ["sbatch", "--wait", "--parsable", "--job-name", job_name,
            "--array", ",".join(map(str, todo)), "--nodes", str(opts.nodes), "--ntasks-per-node", str(opts.ppn),
            "--output", str(cdir / stage.name / "slurm-%A_%a.out")] + shlex.split(sbatch_args or "") + [str(script)]
     sys.stderr.write("sweep: submitting %d array task(s): %s\n" % (len(todo), " ".join(cmd)))
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stderr.write("sweep: array job %s ended (sbatch exit %d)\n" % (proc.stdout.strip(), proc.returncode))
+    job = proc.stdout.strip().split(";")[0]     # --parsable: "<id>[;<cluster>]", printed on submission
+    if not job.isdigit():                       # refused: rerunning the same command would not help
+        raise validate.CannotRun("sbatch did not submit the array job (exit %d): %s"
+                                 % (proc.returncode, proc.stderr.strip() or "(no message)"))
+    ctx.setdefault("arrays", {})[stage.name] = job
+    # sbatch --wait exits non-zero when a task failed or was killed, 0 when tasks were cancelled
+    # before they started: the records, not this code, say what is missing (checked by run_sweep)
+    sys.stderr.write("sweep: array job %s ended (sbatch exit %d)\n" % (job, proc.returncode))
 
 
 def run_task(cdir, stage_name, index):
