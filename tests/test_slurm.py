@@ -252,28 +252,22 @@ def outside_env(cluster):
     return env
 
 
-def submit(cluster, cwd, *args, cancel=None, timeout=240):
-    """Run `validate/run.sh --submit ARGS` in cwd from outside any job, as a user would, while a
-    Watcher follows the job. cancel(watcher) -> job id or None: scancel that job once it says so."""
-    watcher = Watcher(cluster)
+def watched(cluster, watcher, argv, cwd, during=None, timeout=240):
+    """Run argv from outside any job, in cwd, as a user would, while the watcher follows its jobs.
+    during(watcher, proc) is called every 0.05 s until it returns True (or the process ends)."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([str(RUN), "--submit"] + [str(a) for a in args], env=outside_env(cluster),
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen([str(a) for a in argv], env=outside_env(cluster), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     watcher.proc = proc
     watcher.start()
     try:
-        if cancel is not None:
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                jid = cancel(watcher)
-                if jid:
-                    cluster.run("scancel", jid)
-                    break
-                time.sleep(0.1)
+        if during is not None:
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline and not during(watcher, proc):
+                time.sleep(0.05)
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException:
-        try:  # our own process group: validate and the sbatch it started
+        try:  # our own process group: the command and the sbatch it started
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
@@ -283,6 +277,18 @@ def submit(cluster, cwd, *args, cancel=None, timeout=240):
         watcher.finish()
     return Submitted(returncode=proc.returncode, stdout=stdout, stderr=stderr, watcher=watcher,
                      wall=time.monotonic() - t0)
+
+
+def submit(cluster, cwd, *args, cancel=None, timeout=240):
+    """`validate/run.sh --submit ARGS` in cwd. cancel(watcher) -> job id or None: scancel that job
+    once it says so."""
+    def during(watcher, proc):
+        jid = cancel(watcher)
+        if jid:
+            cluster.run("scancel", jid)
+        return bool(jid)
+    return watched(cluster, Watcher(cluster), [RUN, "--submit"] + list(args), cwd,
+                   during if cancel is not None else None, timeout)
 
 
 def results_dirs(out):
@@ -488,30 +494,9 @@ def sweep_cmd(tmp, *extra):
 
 def run_sweep(cluster, tmp, *extra, during=None, timeout=240):
     """`tunedmpi sweep --slurm-array` from outside any job, in tmp, while a Watcher follows the
-    stage's array. during(watcher, proc) is called every 0.05 s until it returns True."""
-    watcher = Watcher(cluster, name=SWEEP_JOB, scripts=False)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(sweep_cmd(tmp, *extra), env=outside_env(cluster), cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    watcher.proc = proc
-    watcher.start()
-    try:
-        if during is not None:
-            deadline = time.monotonic() + timeout
-            while proc.poll() is None and time.monotonic() < deadline and not during(watcher, proc):
-                time.sleep(0.05)
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        raise
-    finally:
-        watcher.finish()
-    return Submitted(returncode=proc.returncode, stdout=stdout, stderr=stderr, watcher=watcher,
-                     wall=time.monotonic() - t0)
+    stage's array."""
+    return watched(cluster, Watcher(cluster, name=SWEEP_JOB, scripts=False), sweep_cmd(tmp, *extra), tmp,
+                   during, timeout)
 
 
 def arrays(watcher):
