@@ -120,8 +120,9 @@ def parsed(out):
 def test_build_is_cached_and_follows_the_source(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    for name in probes.PROBES:
-        (src / (name + ".c")).write_bytes((probes.SOURCE_DIR / (name + ".c")).read_bytes())
+    for name in list(probes.PROBES) + ["probe_common"]:
+        ext = ".h" if name == "probe_common" else ".c"
+        (src / (name + ext)).write_bytes((probes.SOURCE_DIR / (name + ext)).read_bytes())
     out = tmp_path / "bin"
     first = probes.build(str(MPICC), out, source_dir=src)
     assert sorted(first) == sorted(probes.PROBES) and all(os.access(p, os.X_OK) for p in first.values())
@@ -133,6 +134,10 @@ def test_build_is_cached_and_follows_the_source(tmp_path):
     probes.build(MPICC, out, source_dir=src)
     assert first["probe_osc"].stat().st_mtime_ns != stamp["probe_osc"], "edited source not rebuilt"
     assert first["probe_coll"].stat().st_mtime_ns == stamp["probe_coll"]
+    with open(src / "probe_common.h", "a") as fh:              # a shared header rebuilds both
+        fh.write("/* edited */\n")
+    probes.build(MPICC, out, source_dir=src)
+    assert first["probe_coll"].stat().st_mtime_ns != stamp["probe_coll"], "edited header not rebuilt"
     assert probes.command(first, "OSU_get_bw", "-m", "8") == [str(first["probe_osc"]), "get_bw", "-m", "8"]
     assert probes.command(first, "Alltoall", "-npmin", "2")[-1] == "alltoall"
     with pytest.raises(ValueError):

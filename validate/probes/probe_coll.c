@@ -114,47 +114,9 @@ enum failure { OK_SAMPLE, FAIL_MEMORY, FAIL_INT_OVERFLOW, FAIL_TIME_OUT };
 
 static int world_rank;
 
-static void die(const char *what, int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, "probe_coll: rank %d: %s failed: %s\n", world_rank, what, msg);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    exit(3);
-}
-
-#define CHECK(call)                          \
-    do {                                     \
-        int rc_ = (call);                    \
-        if (rc_ != MPI_SUCCESS)              \
-            die(#call, rc_);                 \
-    } while (0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "probe_coll: rank %d: cannot allocate %zu bytes\n", world_rank, n);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-        exit(3);
-    }
-    return p;
-}
-
-/* ---------------------------------------------------------------- options */
-
-static char errbuf[512];
-
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define PROBE_NAME "probe_coll"
+#define PROBE_RANK world_rank
+#include "probe_common.h"
 
 /* strict: the whole string must be a number (IMB's sscanf accepts junk) */
 static int to_long(const char *s, long *out)

@@ -110,47 +110,9 @@ typedef struct {
 
 static int rank;
 
-static void die(const char *what, int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, "probe_osc: rank %d: %s failed: %s\n", rank, what, msg);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    exit(3);
-}
-
-#define CHECK(call)                          \
-    do {                                     \
-        int rc_ = (call);                    \
-        if (rc_ != MPI_SUCCESS)              \
-            die(#call, rc_);                 \
-    } while (0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "probe_osc: rank %d: cannot allocate %zu bytes\n", rank, n);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-        exit(3);
-    }
-    return p;
-}
-
-/* ---------------------------------------------------------------- options */
-
-static char errbuf[512];
-
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define PROBE_NAME "probe_osc"
+#define PROBE_RANK rank
+#include "probe_common.h"
 
 static int to_count(const char *s, long min, long max, long *out)
 {

@@ -82,7 +82,8 @@ def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
     for name in PROBES:
         src = src_dir / (name + ".c")
         try:
-            text = src.read_bytes()
+            # the probe and the headers it shares (probe_common.h): either change means a rebuild
+            text = src.read_bytes() + b"".join(h.read_bytes() for h in sorted(src_dir.glob("*.h")))
         except OSError as exc:
             raise ProbeBuildError("probe source %s: %s" % (src, exc.strerror or exc)) from exc
         digest = hashlib.sha256()
