@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 
 .PHONY: all check tables render test clean
 
-all: check render
+all: check render site-configs/local/spack.yaml
 
 $(BIN)/tunedmpi: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ check: $(BIN)/tunedmpi           ## validate every tuning table
 
 render: $(BIN)/tunedmpi          ## write modulefiles/<site>/ for every site
 	$(BIN)/tunedmpi render
+
+# The local Spack environment names the checkout's .venv, which only make knows.
+site-configs/local/spack.yaml: site-configs/local/spack.yaml.in
+	sed 's|@VENV@|$(CURDIR)/$(VENV)|g' $< > $@.tmp && mv $@.tmp $@
 
 tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 	$(BIN)/tunedmpi tables

@@ -123,10 +123,18 @@ def site_config(name):
     return sites.load_named(name)
 
 
+def spack_path(name):
+    """local's spack.yaml is written by make from spack.yaml.in (its externals name the checkout)."""
+    folder = ROOT / "site-configs" / name
+    return folder / ("spack.yaml.in" if name == "local" else "spack.yaml")
+
+
+def spack_text(name):
+    return spack_path(name).read_text(encoding="utf-8").replace("@VENV@", str(ROOT / ".venv"))
+
+
 def spack_yaml(name):
-    path = ROOT / "site-configs" / name / "spack.yaml"
-    with open(path, encoding="utf-8") as fh:
-        return path, yaml.safe_load(fh)["spack"]
+    return spack_path(name), yaml.safe_load(spack_text(name))["spack"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +179,7 @@ def test_package_needs_no_download(pkg):
 def test_package_sites_are_the_site_configs(pkg):
     assert sorted(pkg.consts["SITES"]) == SITE_NAMES
     for name in SITE_NAMES:
-        assert (ROOT / "site-configs" / name / "spack.yaml").is_file(), name
+        assert spack_path(name).is_file(), name
     (args, kwargs), = pkg.calls("variant")
     assert args == ["site"] and kwargs["multi"] is False and kwargs["default"] == "none"
     assert list(kwargs["values"]) == ["none"] + list(pkg.consts["SITES"])
@@ -487,10 +495,7 @@ def make_env(name, tmp_path):
     env_dir = tmp_path / "site-configs" / name
     env_dir.mkdir(parents=True)
     (tmp_path / "spack-repo").symlink_to(REPO)
-    text = (ROOT / "site-configs" / name / "spack.yaml").read_text(encoding="utf-8")
-    if name == "local":       # its externals name this machine kind's checkout; use the one tested
-        text = text.replace("/work/main/.venv", str(ROOT / ".venv"))
-    (env_dir / "spack.yaml").write_text(text)
+    (env_dir / "spack.yaml").write_text(spack_text(name))
     return env_dir
 
 
