@@ -2,10 +2,8 @@
 `mpirun -np 2` of the PyPI Open MPI 5.0.8 wheel (UCX 1.18), and Open MPI, PRRTE and UCX accept every
 variable the module sets: exit 0, no unused-variable warning, no unrecognised value, and every
 OMPI_MCA_ name is a parameter the MPI registers."""
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 

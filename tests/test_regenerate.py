@@ -1,7 +1,6 @@
 """Regenerate end to end on this machine: sweep a tiny knob space (2 ranks, probes), resume it,
 tune a table from the store, and ingest real IMB logs. Checks the table written, not which
 configuration wins (that depends on machine noise)."""
-import json
 import subprocess
 
 import pytest

@@ -92,7 +92,7 @@ def cmd_import_seed(args):
 
 
 def cmd_validate(args):
-    from . import stats, validate
+    from . import validate
     try:
         if args.submit:
             return validate.submit(args)

@@ -139,10 +139,11 @@ def write_plots(outdir, results):
             reps = data[role]
             if not reps:
                 continue
-            sizes = [s for s in sorted(stats.common_sizes(reps, [])) if s > 0]
-            if not sizes:
+            per_size = {s: v for s, v in figures(reps).items() if s > 0}   # log axes: no size 0
+            if not per_size:
                 continue
-            fig_v = [stats.seed_figure([r[s] for r in reps]) for s in sizes]
+            sizes = sorted(per_size)
+            fig_v = [per_size[s] for s in sizes]
             ax.plot(sizes, fig_v, marker="o", ms=3, color=colour,
                     label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)))
             ax.fill_between(sizes, [min(r[s] for r in reps) for s in sizes],

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from . import envmap, paths, sites, space as spacemod, stats, store, validate
+from .atomic import write_atomic
 from .bench import suites
 
 
@@ -77,6 +78,13 @@ def measure_config(ctx, stage, config, benches, rep):
     return done
 
 
+def missing_runs(cdir, stage_name, plan, repetitions):
+    """[(plan index, config, run name, repetition)] whose record is not in the store yet."""
+    return [(i, config, run, rep) for i, (config, benches) in enumerate(plan)
+            for rep in range(1, repetitions + 1) for run in suites.run_names(benches)
+            if not store.exists(store.record_path(cdir, stage_name, config, run, rep))]
+
+
 def stage_best(records, stage_name, benches):
     """Per benchmark, the configuration with the lowest time relative to this stage's baseline."""
     by = {}
@@ -132,9 +140,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
                         stage.name, rep, sp.repetitions, store.config_id(config),
                         "%d run(s) measured" % n if n else "already in the store"))
         _, records = store.load_campaign(cdir)
-        missing = [(store.config_id(c), rep) for c, benches in plan for rep in range(1, sp.repetitions + 1)
-                   for run in suites.plan(fake_binaries(), sp.set_name, nodes * ppn, benches)
-                   if not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))]
+        missing = [(store.config_id(c), rep) for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)]
         if missing:
             job = ctx.get("arrays", {}).get(stage.name)
             where = (" after array job %s (tasks cancelled, failed or killed; their output: %s)"
@@ -154,11 +160,6 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     return cdir, best
 
 
-def fake_binaries():
-    """Binaries with placeholder paths: enough to list which runs a plan has."""
-    return suites.Binaries(suite="probe", probe_coll="probe_coll", probe_osc="probe_osc")
-
-
 def submit_array(ctx, stage, plan, sbatch_args):
     """One Slurm array task per configuration that still misses runs; waits for the array.
     Refuses (CannotRun) while an array of this stage of this campaign is still queued or running
@@ -167,10 +168,7 @@ def submit_array(ctx, stage, plan, sbatch_args):
     cdir, opts = ctx["dir"], ctx["opts"]
     script = cdir / stage.name / "array.sh"
     job_name = "tunedmpi-sweep-%s" % stage.name
-    todo = [i for i, (c, benches) in enumerate(plan)
-            if any(not store.exists(store.record_path(cdir, stage.name, c, run.name, rep))
-                   for rep in range(1, opts.repetitions + 1)
-                   for run in suites.plan(fake_binaries(), opts.set_name, opts.nodes * opts.ppn, benches))]
+    todo = sorted({i for i, _, _, _ in missing_runs(cdir, stage.name, plan, opts.repetitions)})
     if not todo:
         return
     try:
@@ -187,7 +185,6 @@ def submit_array(ctx, stage, plan, sbatch_args):
                                  % (",".join(active), stage.name, ",".join(active)))
     plan_path = cdir / stage.name / "plan.json"
     plan_path.parent.mkdir(parents=True, exist_ok=True)
-    from .atomic import write_atomic
     write_atomic(plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n")
     exe = paths.project_root() / ".venv" / "bin" / "tunedmpi"
     cmd_line = "%s sweep-task %s %s \"$SLURM_ARRAY_TASK_ID\"" % (

@@ -10,7 +10,6 @@ Regret: per message size the oracle is the best configuration measured at that s
 its own stage's baseline); the regret of the chosen configuration is how much slower it is than
 that oracle, as a geometric mean over sizes and at the worst size.
 """
-import datetime
 import os
 import sys
 from collections import OrderedDict
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from . import knobs, paths, sites, stats, store, tables
+from . import paths, sites, stats, store, tables
 from .atomic import write_atomic
 from .bench import suites
 from .errors import InputError

@@ -149,23 +149,19 @@ def module_available(opts, env, name):
 
 
 def build_probes(opts, env, extra, mpicc, workdir):
-    """Build validate/probes with the baseline's mpicc, inside that module's environment."""
-    import hashlib  # one cache folder per mpicc, so alternating MPIs do not rebuild each other's probes
+    """Build validate/probes with the baseline's mpicc, in that module's environment (PATH,
+    LD_LIBRARY_PATH of the compiler it wraps); one cache folder per mpicc."""
+    import hashlib
     cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunedmpi" / "probes"
              / hashlib.sha256(mpicc.encode()).hexdigest()[:12])
-    old = dict(os.environ)
-    try:  # the build runs mpicc, which needs the module's environment (PATH, LD_LIBRARY_PATH)
-        code, out, _, _ = shell(module_script(opts, opts.baseline, extra, "env -0"), env, 120)
-        if code != 0:
-            raise CannotRun("could not load %s to build the probes:\n%s" % (opts.baseline, out[-2000:]))
-        os.environ.clear()
-        os.environ.update(dict(item.split("=", 1) for item in out.split("\0") if "=" in item))
-        return probes.build(mpicc, cache)
+    code, out, _, _ = shell(module_script(opts, opts.baseline, extra, "env -0"), env, 120)
+    if code != 0:
+        raise CannotRun("could not load %s to build the probes:\n%s" % (opts.baseline, out[-2000:]))
+    module_env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+    try:
+        return probes.build(mpicc, cache, env=module_env)
     except probes.ProbeBuildError as exc:
         raise CannotRun("building the probes failed: %s" % exc)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
 
 
 def mpirun_line(run, opts):

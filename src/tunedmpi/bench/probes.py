@@ -37,29 +37,29 @@ class ProbeBuildError(RuntimeError):
     """No usable mpicc, a missing source, or a failed compile (the message has the compiler output)."""
 
 
-def _run(argv: List[str]) -> Optional[subprocess.CompletedProcess]:
+def _run(argv: List[str], env=None) -> Optional[subprocess.CompletedProcess]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def _wrapper_identity(mpicc: str) -> str:
+def _wrapper_identity(mpicc: str, env=None) -> str:
     """What decides the binary besides the source: the wrapper, what it expands to, its compiler."""
     parts = ["path=" + mpicc, "real=" + os.path.realpath(mpicc)]
     for flag in ("--showme", "-show"):   # Open MPI; MPICH, Intel MPI, Cray
-        r = _run([mpicc, flag])
+        r = _run([mpicc, flag], env)
         if r is not None and r.returncode == 0 and r.stdout.strip():
             parts.append(flag + "=" + r.stdout.strip())
             break
-    r = _run([mpicc, "--version"])
+    r = _run([mpicc, "--version"], env)
     if r is not None and r.returncode == 0:
         parts.append("version=" + r.stdout.strip())
     return "\n".join(parts)
 
 
-def _resolve(mpicc: Union[str, os.PathLike]) -> str:
-    found = shutil.which(str(mpicc))
+def _resolve(mpicc: Union[str, os.PathLike], env=None) -> str:
+    found = shutil.which(str(mpicc), path=(env or os.environ).get("PATH"))
     if not found:
         raise ProbeBuildError("mpicc not found: %s (load the MPI module, or pass the wrapper's path)" % mpicc)
     # Not realpath: Open MPI's mpicc is a symlink to opal_wrapper, which reads its own name.
@@ -67,14 +67,15 @@ def _resolve(mpicc: Union[str, os.PathLike]) -> str:
 
 
 def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
-          source_dir: Union[str, os.PathLike, None] = None) -> Dict[str, Path]:
+          source_dir: Union[str, os.PathLike, None] = None, env=None) -> Dict[str, Path]:
     """Compile the probes with ``mpicc -O2`` into ``outdir``; returns {probe name: executable}.
 
+    ``env``: the environment the wrapper runs in (the MPI module's; default this process's).
     Up-to-date probes are not recompiled. Raises ProbeBuildError with the command and the
     compiler's output when a compile fails.
     """
-    wrapper = _resolve(mpicc)
-    identity = _wrapper_identity(wrapper)
+    wrapper = _resolve(mpicc, env)
+    identity = _wrapper_identity(wrapper, env)
     src_dir = Path(source_dir) if source_dir is not None else SOURCE_DIR
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -96,20 +97,20 @@ def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
         except OSError:
             current = False
         if not current:
-            _compile(wrapper, src, exe)
+            _compile(wrapper, src, exe, env)
             write_atomic(stamp, key + "\n")
         built[name] = exe
     return built
 
 
-def _compile(wrapper: str, src: Path, exe: Path) -> None:
+def _compile(wrapper: str, src: Path, exe: Path, env=None) -> None:
     # Compile beside the target and rename: a reader never runs half a binary.
     fd, tmp = tempfile.mkstemp(dir=str(exe.parent), prefix="." + exe.name + ".", suffix=".tmp")
     os.close(fd)
     argv = [wrapper, *CFLAGS, "-o", tmp, str(src)]
     try:
         try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT)
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT, env=env)
         except (OSError, subprocess.SubprocessError) as exc:
             raise ProbeBuildError("cannot run %s: %s" % (" ".join(argv), exc)) from exc
         if r.returncode != 0:

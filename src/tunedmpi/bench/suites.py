@@ -93,24 +93,28 @@ def mem_per_process_gb(np):
     return max(min(2.3, total / 4 / max(np, 1)), 0.05)
 
 
+def run_names(only=None):
+    """The runs a benchmark selection makes, in order: one IMB run for the collectives, then one
+    run per one-sided test. Results are stored and looked up by these names."""
+    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
+    names = ["collectives"] if wanted & set(COLLECTIVES) else []
+    return names + [n for n in ONE_SIDED if n in wanted]
+
+
 def plan(binaries, set_name, np, only=None):
-    """The Run list for a set: one IMB run for the three collectives, one per one-sided test."""
+    """The Run list for a set and a benchmark selection (see run_names)."""
     settings = SETS[set_name]
     wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
     runs = []
-    colls = tuple(c for c in COLLECTIVES if c in wanted)
-    if colls:
-        exe = binaries.imb or binaries.probe_coll
-        runs.append(Run("collectives", "imb", colls,
-                        tuple([exe] + imb_args(settings, np, mem_per_process_gb(np)) + list(colls)), None))
-    for name in ONE_SIDED:
-        if name not in wanted:
-            continue
-        if name in binaries.osu:
-            argv = [binaries.osu[name]] + osu_args(settings, name)
+    for name in run_names(only):
+        if name == "collectives":
+            colls = tuple(c for c in COLLECTIVES if c in wanted)
+            exe = binaries.imb or binaries.probe_coll
+            argv = [exe] + imb_args(settings, np, mem_per_process_gb(np)) + list(colls)
+            runs.append(Run(name, "imb", colls, tuple(argv), None))
         else:
-            argv = [binaries.probe_osc, name] + osu_args(settings, name)
-        runs.append(Run(name, "osu", (name,), tuple(argv), 2))
+            exe = [binaries.osu[name]] if name in binaries.osu else [binaries.probe_osc, name]
+            runs.append(Run(name, "osu", (name,), tuple(exe + osu_args(settings, name)), 2))
     return runs
 
 
