@@ -115,8 +115,8 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps,
 
     Returns one BandResult per band that has sizes in common.
     """
-    lower = LOWER_IS_BETTER[metric]
     sizes = common_sizes(baseline_reps, tuned_reps)
+    rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     out = []
     for name, _, _ in BANDS:
         in_band = [s for s in sizes if band_of(s) == name]
@@ -126,9 +126,8 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps,
             out.append(BandResult(benchmark, name, in_band, None, None, "no-data",
                                   "fewer than 2 successful repetitions of a module"))
             continue
-        fig_a = [seed_figure([r[s] for r in baseline_reps]) for s in in_band]
-        fig_b = [seed_figure([r[s] for r in tuned_reps]) for s in in_band]
-        ratios = [(a / b if lower else b / a) for a, b in zip(fig_a, fig_b) if a > 0 and b > 0]
+        # gain > 1: tuned better; the inverse of the tuned module's relative time
+        ratios = [1 / rel[s] for s in in_band if s in rel]
         gain = geomean(ratios)
         band_a = [geomean([r[s] for s in in_band]) for r in baseline_reps]
         band_b = [geomean([r[s] for s in in_band]) for r in tuned_reps]
