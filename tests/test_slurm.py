@@ -641,7 +641,7 @@ def test_scancel_of_part_of_the_array_leaves_missing_runs_and_exit_2(cancelled):
     assert first.missing == [1, 2, 3], ctx
     assert store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file()
     assert sorted(first.outs) == ["slurm-%s_0.out" % first.cancelled, "slurm-%s_1.out" % first.cancelled], ctx
-    # exit 2 with the message telling the user to rerun (validate.CannotRun -> cli.cmd_sweep)
+    # exit 2 with the message telling the user to rerun (runner.CannotRun -> cli.cmd_sweep)
     assert ("sweep: 5 run(s) of 3 configuration(s) of stage s1 are missing (e.g. %s rep 2) after array job %s "
             "(tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun the same command "
             "to finish them (finished runs are kept)" % (store.config_id(SWEEP_CONFIGS[1]), first.cancelled, cdir,

@@ -93,11 +93,12 @@ def cmd_import_seed(args):
 
 def cmd_validate(args):
     from . import validate
+    from .bench.runner import CannotRun
     try:
         if args.submit:
             return validate.submit(args)
         results, outdir = validate.campaign(validate.options_from_args(args))
-    except validate.CannotRun as exc:
+    except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
     from .report import verdict_table
@@ -112,13 +113,14 @@ def _store(args):
 
 
 def cmd_sweep(args):
-    from . import sites, space, sweep, validate
+    from . import sites, space, sweep
+    from .bench.runner import CannotRun
     site = sites.load_named(args.site)
     sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
     try:
         cdir, best = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
                                      args.sbatch_args, args.timeout, args.retries, args.modulepath or ())
-    except validate.CannotRun as exc:
+    except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
     print("campaign %s complete; best per benchmark:" % cdir)

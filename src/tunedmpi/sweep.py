@@ -2,10 +2,11 @@
 
 Each stage measures every combination of its knobs (the other knobs at the best found so far for
 each benchmark) against the untuned baseline, which every stage measures again as its control.
-Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...), use the same
-benchmarks, parsers and fresh `module purge; module load <baseline>` shells as validate, with the
-configuration's variables exported on top. Every finished run is one record in the results store
-(store.py); a rerun of the same command skips what exists, so an interrupted sweep loses nothing.
+Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...) and made by the
+runner validate also uses (bench/runner.py): the same benchmarks, parsers and fresh `module purge;
+module load <baseline>` shells, with the configuration's variables exported on top. Every finished
+run is one record in the results store (store.py); a rerun of the same command skips what exists,
+so an interrupted sweep loses nothing.
 With --slurm-array each stage is a Slurm job array, one task per configuration.
 """
 import json
@@ -17,9 +18,10 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from . import envmap, paths, sites, space as spacemod, stats, store, validate
+from . import envmap, paths, sites, space as spacemod, stats, store
 from .atomic import write_atomic
 from .bench import suites
+from .bench.runner import CannotRun, Runner, progress
 
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
@@ -27,12 +29,15 @@ def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
     return Path(store_root) / (name or "%s-%dx%d-%s" % (site.name, nodes, ppn, sp.digest))
 
 
-def make_options(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
-    return validate.Options(
-        site=site.name, tuned="", baseline="%s/%s" % (site.baseline_module, site.mpi_version),
-        set_name=sp.set_name, nodes=nodes, ppn=ppn, geometry_source="sweep", repetitions=sp.repetitions,
-        timeout=timeout or (120.0 if sp.set_name == "quick" else 900.0), retries=retries,
-        only=list(sp.benchmarks), modulepaths=[str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths))
+def make_runner(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
+    """Runs as validate makes them, in the site's module tree (+ the admin's module paths)."""
+    return Runner([str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths), nodes, ppn,
+                  timeout or (120.0 if sp.set_name == "quick" else 900.0), retries)
+
+
+def baseline_module(site):
+    """Every configuration is the untuned baseline module plus the configuration's variables."""
+    return "%s/%s" % (site.baseline_module, site.mpi_version)
 
 
 def stage_plan(sp, stage, best):
@@ -52,26 +57,23 @@ def stage_plan(sp, stage, best):
 
 def measure_config(ctx, stage, config, benches, rep):
     """Every missing run of one configuration's repetition; returns how many were measured."""
-    site, opts, env, binaries, cdir = ctx["site"], ctx["opts"], ctx["env"], ctx["binaries"], ctx["dir"]
-    exports, _ = envmap.knob_env(site, config, opts.nodes >= 2)
+    site, sp, runner, binaries, cdir = ctx["site"], ctx["space"], ctx["runner"], ctx["binaries"], ctx["dir"]
+    exports, _ = envmap.knob_env(site, config, runner.nodes >= 2)
     done = 0
-    for run in suites.plan(binaries, opts.set_name, opts.nodes * opts.ppn, benches):
+    for run in suites.plan(binaries, sp.set_name, runner.np, benches):
         path = store.record_path(cdir, stage.name, config, run.name, rep)
         if store.exists(path):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        logs = []
-        for attempt in range(1, opts.retries + 2):
-            tmp_log = path.with_suffix(".try%d.tmp" % attempt)
-            title = "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d" % (
-                stage.name, store.config_id(config), run.name, rep, attempt)
-            m = validate.measure(opts, env, binaries, run, opts.baseline, exports, tmp_log, title)
-            logs.append(tmp_log.read_text())
-            tmp_log.unlink()
-            if m["status"] == "ok":
-                break
+        log_for = lambda attempt: path.with_suffix(".try%d.tmp" % attempt)
+        title_for = lambda attempt: "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d" % (
+            stage.name, store.config_id(config), run.name, rep, attempt)
+        logs = []   # one record per run: its attempts' logs, one after the other
+        for attempt, m in runner.attempts(binaries, run, baseline_module(site), exports, log_for, title_for):
+            logs.append(log_for(attempt).read_text())
+            log_for(attempt).unlink()
         record = dict(campaign=cdir.name, stage=stage.name, config=dict(config), config_id=store.config_id(config),
-                      run=run.name, benchmarks=list(run.expect), rep=rep, nodes=opts.nodes, ppn=opts.ppn,
+                      run=run.name, benchmarks=list(run.expect), rep=rep, nodes=runner.nodes, ppn=runner.ppn,
                       attempts=attempt, source="sweep", exports=exports, **m)
         store.save(path, record, "\n".join(logs))
         done += 1
@@ -110,19 +112,18 @@ def stage_best(records, stage_name, benches):
 
 def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
               retries=1, modulepaths=()):
-    opts = make_options(site, sp, nodes, ppn, timeout, retries, modulepaths)
+    runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
     cdir = campaign_dir(store_root, site, sp, nodes, ppn, name)
     cdir.mkdir(parents=True, exist_ok=True)
     meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
                 mpi="%s %s" % (site.mpi_flavour, site.mpi_version), ucx=".".join(map(str, site.ucx_version)),
-                baseline_module=opts.baseline, set=sp.set_name, repetitions=sp.repetitions,
-                timeout_s=opts.timeout, retries=retries, modulepaths=list(modulepaths))
+                baseline_module=baseline_module(site), set=sp.set_name, repetitions=sp.repetitions,
+                timeout_s=runner.timeout, retries=retries, modulepaths=list(modulepaths))
     old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
-    env = validate.run_env(opts)
-    binaries = validate.find_binaries(opts, env, cdir) if not array else None
-    ctx = dict(site=site, opts=opts, env=env, binaries=binaries, dir=cdir)
+    binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
+    ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     best, history = {}, []
     for stage in sp.stages:
         plan = stage_plan(sp, stage, best)
@@ -136,7 +137,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
                 for config, benches in plan:
                     n = measure_config(ctx, stage, config, benches, rep)
                     done += 1
-                    validate.progress(done, total, stage_started, "stage %s rep %d/%d %s: %s" % (
+                    progress(done, total, stage_started, "stage %s rep %d/%d %s: %s" % (
                         stage.name, rep, sp.repetitions, store.config_id(config),
                         "%d run(s) measured" % n if n else "already in the store"))
         _, records = store.load_campaign(cdir)
@@ -145,7 +146,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
             job = ctx.get("arrays", {}).get(stage.name)
             where = (" after array job %s (tasks cancelled, failed or killed; their output: %s)"
                      % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))) if job else ""
-            raise validate.CannotRun("%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
+            raise CannotRun("%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
                                      "rerun the same command to finish them (finished runs are kept)"
                                      % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where))
         found = stage_best(records, stage.name, [b for b in sp.benchmarks if not stage.only or b in stage.only])
@@ -165,10 +166,10 @@ def submit_array(ctx, stage, plan, sbatch_args):
     Refuses (CannotRun) while an array of this stage of this campaign is still queued or running
     (a second one would measure the same configurations at the same time and rewrite plan.json
     under its tasks), and when sbatch does not take the job."""
-    cdir, opts = ctx["dir"], ctx["opts"]
+    cdir, runner, sp = ctx["dir"], ctx["runner"], ctx["space"]
     script = cdir / stage.name / "array.sh"
     job_name = "tunedmpi-sweep-%s" % stage.name
-    todo = sorted({i for i, _, _, _ in missing_runs(cdir, stage.name, plan, opts.repetitions)})
+    todo = sorted({i for i, _, _, _ in missing_runs(cdir, stage.name, plan, sp.repetitions)})
     if not todo:
         return
     try:
@@ -176,11 +177,11 @@ def submit_array(ctx, stage, plan, sbatch_args):
                             "--states", "PENDING,RUNNING,SUSPENDED,CONFIGURING"],
                            capture_output=True, text=True)
     except OSError as exc:
-        raise validate.CannotRun("--slurm-array needs Slurm's commands (squeue, sbatch) on PATH: %s" % exc)
+        raise CannotRun("--slurm-array needs Slurm's commands (squeue, sbatch) on PATH: %s" % exc)
     active = sorted({line.split(None, 1)[0] for line in q.stdout.splitlines()
                      if line.split(None, 1)[1:] == [str(script)]}, key=int) if q.returncode == 0 else []
     if active:
-        raise validate.CannotRun("array job %s of stage %s of this campaign is still queued or running; wait "
+        raise CannotRun("array job %s of stage %s of this campaign is still queued or running; wait "
                                  "for it to end (squeue -j %s) or scancel it, then rerun the same command"
                                  % (",".join(active), stage.name, ",".join(active)))
     plan_path = cdir / stage.name / "plan.json"
@@ -192,13 +193,13 @@ def submit_array(ctx, stage, plan, sbatch_args):
     script.write_text("#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n" % (
         shlex.quote(str(paths.project_root())), shlex.quote(str(paths.project_root() / "src")), cmd_line))
     cmd = ["sbatch", "--wait", "--parsable", "--job-name", job_name,
-           "--array", ",".join(map(str, todo)), "--nodes", str(opts.nodes), "--ntasks-per-node", str(opts.ppn),
+           "--array", ",".join(map(str, todo)), "--nodes", str(runner.nodes), "--ntasks-per-node", str(runner.ppn),
            "--output", str(cdir / stage.name / "slurm-%A_%a.out")] + shlex.split(sbatch_args or "") + [str(script)]
     sys.stderr.write("sweep: submitting %d array task(s): %s\n" % (len(todo), " ".join(cmd)))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     job = proc.stdout.strip().split(";")[0]     # --parsable: "<id>[;<cluster>]", printed on submission
     if not job.isdigit():                       # refused: rerunning the same command would not help
-        raise validate.CannotRun("sbatch did not submit the array job (exit %d): %s"
+        raise CannotRun("sbatch did not submit the array job (exit %d): %s"
                                  % (proc.returncode, proc.stderr.strip() or "(no message)"))
     ctx.setdefault("arrays", {})[stage.name] = job
     # sbatch --wait exits non-zero when a task failed or was killed, 0 when tasks were cancelled
@@ -212,14 +213,14 @@ def run_task(cdir, stage_name, index):
     meta = json.loads((cdir / "campaign.json").read_text())
     site = sites.load_named(meta["site"])
     sp = spacemod.load_space(meta["space"], site)
-    opts = make_options(site, sp, meta["nodes"], meta["ppn"], meta["timeout_s"], meta["retries"], meta["modulepaths"])
+    runner = make_runner(site, sp, meta["nodes"], meta["ppn"], meta["timeout_s"], meta["retries"], meta["modulepaths"])
     plan = json.loads((cdir / stage_name / "plan.json").read_text())
     entry = plan[int(index)]
-    env = validate.run_env(opts)
-    ctx = dict(site=site, opts=opts, env=env, binaries=validate.find_binaries(opts, env, cdir), dir=cdir)
+    binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks))
+    ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     stage = next(s for s in sp.stages if s.name == stage_name)
     n = 0
-    for rep in range(1, opts.repetitions + 1):
+    for rep in range(1, sp.repetitions + 1):
         n += measure_config(ctx, stage, entry["config"], entry["benchmarks"], rep)
     sys.stderr.write("sweep-task: %s %s: %d run(s) measured\n" % (stage_name, store.config_id(entry["config"]), n))
     return 0

@@ -1,14 +1,14 @@
 """`tunedmpi validate`: rerun the benchmarks with the untuned baseline (A) and the tuned module (B),
 alternating A B A B ..., and decide with statistics (stats.py) whether the tuned module wins.
 
-Every run starts a fresh shell that purges modules and loads exactly one MPI module, so nothing
-leaks between A and B; its command, the variables the module set, its output, exit code and wall
-time go to a log of their own. Results land in a new directory that is never reused (report.py).
+Every run is made by the shared runner (bench/runner.py): a fresh shell that purges modules and
+loads exactly one MPI module, so nothing leaks between A and B; its command, the variables the
+module set, its output, exit code and wall time go to a log of their own. Results land in a new
+directory that is never reused (report.py).
 """
 import datetime
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -17,18 +17,10 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import geometry, paths, report, sites, stats
-from .bench import parse, probes, suites
+from .bench import suites
+from .bench.runner import CannotRun, Runner, progress
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
-LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
-# Variables a module run must not inherit from the caller's shell (the modules set their own).
-INHERITED_TUNING = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "TUNEDMPI_")
-LMOD_STATE = ("LOADEDMODULES", "_LMFILES_", "_ModuleTable", "__LMOD")
-SHOWN = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "SLURM_DISTRIBUTION", "TUNEDMPI_")
-
-
-class CannotRun(Exception):
-    """Validation cannot start here (no Lmod, no MPI, impossible geometry): exit 2."""
 
 
 @dataclass
@@ -67,153 +59,14 @@ class RunRecord:
     env: dict = field(default_factory=dict)   # tuning variables the module set for this run
 
 
-def lmod_init():
-    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(LMOD_INITS):
-        if os.path.isfile(cand):
-            return cand
-    raise CannotRun("Lmod not found (looked for $LMOD_PKG/init/bash and %s); install it "
-                    "(Debian: apt-get install lmod)" % ", ".join(LMOD_INITS))
-
-
-def run_env(opts):
-    """The caller's environment without tuning or Lmod state, plus the geometry being validated."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_TUNING + LMOD_STATE)}
-    env["TUNEDMPI_NODES"], env["TUNEDMPI_PPN"] = str(opts.nodes), str(opts.ppn)
-    if os.geteuid() == 0:  # Open MPI refuses root unless told; CI and containers run as root
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    return env
-
-
-def module_script(opts, module, extra_modules, body):
-    """bash: clean module state, load the MPI module (+ benchmark modules), then body."""
-    lines = ["set -e", "source %s" % shlex.quote(lmod_init()), "module purge >/dev/null 2>&1 || true"]
-    lines += ["module use %s" % shlex.quote(p) for p in opts.modulepaths]
-    lines += ["module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))]
-    return "\n".join(lines + [body])
-
-
-def shell(script, env, timeout):
-    """Run bash in its own process group (a timeout kills mpirun and every rank it started)."""
-    start = time.monotonic()
-    proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    return proc.returncode, out, timed_out, time.monotonic() - start
-
-
-def find_binaries(opts, env, workdir):
-    """IMB/OSU from the environment or modules, else probes built with the baseline's mpicc."""
-    extra = [m for m in suites.BENCH_MODULES.values() if module_available(opts, env, m)]
-    probe_out = "__PROBE_PATHS__"
-    body = ("echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
-            "for d in $(echo \"$PATH\" | tr ':' ' '); do [ -x \"$d/osu_put_latency\" ] && echo \"$d\" && break; done; echo"
-            % probe_out)
-    code, out, _, _ = shell(module_script(opts, opts.baseline, extra, body), env, 120)
-    if code != 0 or probe_out not in out:
-        raise CannotRun("could not load %s to find the MPI (module use %s):\n%s"
-                        % (opts.baseline, " ".join(opts.modulepaths), out[-2000:]))
-    lines = out.split(probe_out, 1)[1].strip("\n").split("\n") + ["", "", "", ""]
-    mpicc, mpirun, imb_path, osu_dir = (l.strip() for l in lines[:4])
-    if not mpirun:
-        raise CannotRun("%s puts no mpirun on PATH" % opts.baseline)
-    imb = os.environ.get("IMB_MPI1") or imb_path or None
-    osu_root = os.environ.get("OSU_DIR") or osu_dir or None
-    osu = suites.find_osu(osu_root) if osu_root else {}
-    if opts.force_probes:
-        imb, osu = None, {}
-    b = suites.Binaries(suite="", imb=imb, osu=osu, modules=extra)
-    need = set(opts.only or suites.COLLECTIVES + suites.ONE_SIDED)
-    if not imb or not need.issubset(set(osu) | set(suites.COLLECTIVES)):
-        if not mpicc:
-            raise CannotRun("no IMB/OSU found and %s has no mpicc to build the probes" % opts.baseline)
-        built = build_probes(opts, env, extra, mpicc, workdir)
-        b.probe_coll, b.probe_osc = str(built["probe_coll"]), str(built["probe_osc"])
-    b.suite = "+".join(["imb" if imb else "probe", "osu" if osu else "probe"])
-    if b.suite == "probe+probe":
-        b.suite = "probe"
-    return b
-
-
-def module_available(opts, env, name):
-    code, _, _, _ = shell("\n".join(["source %s" % shlex.quote(lmod_init())] +
-                                    ["module use %s" % shlex.quote(p) for p in opts.modulepaths] +
-                                    ["module is-avail %s" % shlex.quote(name)]), env, 60)
-    return code == 0
-
-
-def build_probes(opts, env, extra, mpicc, workdir):
-    """Build validate/probes with the baseline's mpicc, in that module's environment (PATH,
-    LD_LIBRARY_PATH of the compiler it wraps); one cache folder per mpicc."""
-    import hashlib
-    cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunedmpi" / "probes"
-             / hashlib.sha256(mpicc.encode()).hexdigest()[:12])
-    code, out, _, _ = shell(module_script(opts, opts.baseline, extra, "env -0"), env, 120)
-    if code != 0:
-        raise CannotRun("could not load %s to build the probes:\n%s" % (opts.baseline, out[-2000:]))
-    module_env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
-    try:
-        return probes.build(mpicc, cache, env=module_env)
-    except probes.ProbeBuildError as exc:
-        raise CannotRun("building the probes failed: %s" % exc)
-
-
-def mpirun_line(run, opts):
-    np = run.ranks or opts.nodes * opts.ppn
-    args = ["mpirun", "-np", str(np)]
-    if run.ranks and opts.nodes > 1:
-        args += ["--map-by", "node"]  # one-sided pairs measure across nodes when there are nodes
-    return args + list(run.argv)
-
-
-def measure(opts, env, binaries, run, module, exports, log, title):
-    """One benchmark run: fresh shell, module purge + load, the exports (a sweep configuration's
-    variables), mpirun. Writes the log (title, command, variables, output) and returns a dict:
-    status, exit_code, wall_s, problems, series {benchmark: {metric, suite, points}}, env."""
-    argv = mpirun_line(run, opts)
-    sets = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in exports.items())
-    envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
-    body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '# ---- output ----'\nexec %s" % (
-        sets, envfile, " ".join(shlex.quote(a) for a in argv))
-    code, out, timed_out, wall = shell(module_script(opts, module, binaries.modules, body), env, opts.timeout)
-    # Parse what the benchmark printed, not the module's messages and variables before it.
-    head, _, bench_out = out.rpartition("# ---- output ----\n")
-    shown = dict(l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l)
-    parsed = parse.parse_output(bench_out, exit_code=code, timed_out=timed_out,
-                                requested=list(run.expect) if run.family == "imb" else None)
-    series = {}
-    for s in parsed.series:
-        if s.benchmark in run.expect:
-            series[s.benchmark] = {"metric": s.metric, "suite": s.suite,
-                                   "points": {int(size): float(v) for size, v in s.points}}
-    status = parsed.status
-    problems = list(parsed.problems)
-    missing = [b for b in run.expect if b not in series]
-    if status == "ok" and missing:
-        status = "failed"
-        problems.append("no results for %s" % ", ".join(missing))
-    exported = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in exports.items())
-    header = ["# %s" % title,
-              "# command: module purge; module load %s; %s%s" % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
-              "# exit code: %s%s, wall time: %.2f s, status: %s" % (code, " (timed out)" if timed_out else "", wall, status),
-              "# variables after module load:"]
-    log.write_text("\n".join(header) + "\n" + out)
-    return dict(status=status, exit_code=code, wall_s=round(wall, 3), problems=problems, series=series, env=shown,
-                command=" ".join(argv))
-
-
-def run_once(opts, env, binaries, run, role, module, rep, attempt, logdir):
-    log = logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
-    title = "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d" % (run.name, role, module, rep, attempt)
-    m = measure(opts, env, binaries, run, module, {}, log, title)
-    return RunRecord(run.name, role, module, rep, attempt, m["status"], m["exit_code"], m["wall_s"],
-                     str(log.relative_to(logdir.parent)), m["problems"], m["series"], m["env"])
+def run_once(runner, binaries, run, role, module, rep, logdir):
+    """Every attempt of one run (retried while it fails), each a RunRecord with its own log."""
+    log_for = lambda attempt: logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
+    title_for = lambda attempt: ("tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d"
+                                 % (run.name, role, module, rep, attempt))
+    return [RunRecord(run.name, role, module, rep, attempt, m["status"], m["exit_code"], m["wall_s"],
+                      str(log_for(attempt).relative_to(logdir.parent)), m["problems"], m["series"], m["env"])
+            for attempt, m in runner.attempts(binaries, run, module, {}, log_for, title_for)]
 
 
 def new_results_dir(out, site):
@@ -231,22 +84,14 @@ def new_results_dir(out, site):
     raise CannotRun("no free results directory under %s" % base)
 
 
-def progress(done, total, started, text):
-    elapsed = time.monotonic() - started
-    eta = elapsed / done * (total - done) if done else 0
-    fmt = lambda s: "%d:%02d" % (s // 60, s % 60)
-    sys.stderr.write("[%*d/%d] %s | elapsed %s, left ~%s\n" % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta)))
-    sys.stderr.flush()
-
-
 def campaign(opts):
     """Run everything; returns (results dict, results directory)."""
-    env = run_env(opts)
+    runner = Runner(opts.modulepaths, opts.nodes, opts.ppn, opts.timeout, opts.retries)
     outdir = new_results_dir(opts.out, opts.site)
     logdir = outdir / "logs"
     logdir.mkdir()
-    binaries = find_binaries(opts, env, outdir)
-    runs = suites.plan(binaries, opts.set_name, opts.nodes * opts.ppn, opts.only)
+    binaries = runner.find_binaries(opts.baseline, opts.only, opts.force_probes)
+    runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
     modules = (("baseline", opts.baseline), ("tuned", opts.tuned))
     total = opts.repetitions * len(runs) * 2
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
@@ -257,15 +102,12 @@ def campaign(opts):
     for rep in range(1, opts.repetitions + 1):
         for run in runs:
             for role, module in modules:  # A B A B ...: drift on the machine hits both alike
-                for attempt in range(1, opts.retries + 2):
-                    rec = run_once(opts, env, binaries, run, role, module, rep, attempt, logdir)
-                    records.append(rec)
-                    if rec.status == "ok":
-                        break
+                tries = run_once(runner, binaries, run, role, module, rep, logdir)
+                records += tries
                 done += 1
                 progress(done, total, started, "rep %d/%d %-15s %-8s %s (%.1fs%s)" % (
-                    rep, opts.repetitions, run.name, role, rec.status, rec.wall_s,
-                    ", %d attempts" % attempt if attempt > 1 else ""))
+                    rep, opts.repetitions, run.name, role, tries[-1].status, tries[-1].wall_s,
+                    ", %d attempts" % len(tries) if len(tries) > 1 else ""))
     results = analyse(opts, runs, records)
     results.update(
         tool="tunedmpi validate", started=t0.isoformat(timespec="seconds"),
@@ -276,7 +118,7 @@ def campaign(opts):
         set=opts.set_name, repetitions=opts.repetitions, retries=opts.retries, timeout_s=opts.timeout,
         tolerance=opts.tolerance, alpha=opts.alpha, suite=binaries.suite,
         binaries={k: v for k, v in asdict(binaries).items() if k != "suite"},
-        commands={r.name: " ".join(mpirun_line(r, opts)) for r in runs},
+        commands={r.name: " ".join(runner.mpirun_line(r)) for r in runs},
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
         runs=[asdict(r) for r in records])
     report.write_all(outdir, results)

@@ -1,0 +1,197 @@
+"""One benchmark run in a fresh module shell: the runner that validate and sweep share.
+
+A run is a new `bash` that starts from the caller's environment without tuning variables or Lmod
+state, purges modules, loads exactly one MPI module (plus the site's benchmark modules), exports
+the variables it is given (a sweep configuration's; none for validate), prints the variables that
+are now set and `exec`s mpirun. It has a timeout that kills its whole process group, its log holds
+the command, the variables, the exit code, the wall time and the output, and the output is parsed
+(parse.py) into per-size series. Failed runs are retried a bounded number of times.
+"""
+import hashlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+from . import parse, probes, suites
+
+LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
+# Variables a module run must not inherit from the caller's shell (the modules set their own).
+INHERITED_TUNING = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "TUNEDMPI_")
+LMOD_STATE = ("LOADEDMODULES", "_LMFILES_", "_ModuleTable", "__LMOD")
+SHOWN = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "SLURM_DISTRIBUTION", "TUNEDMPI_")
+OUTPUT_MARK = "# ---- output ----"
+
+
+class CannotRun(Exception):
+    """Runs cannot be made here (no Lmod, no MPI, impossible geometry, ...): the callers exit 2."""
+
+
+def lmod_init():
+    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(LMOD_INITS):
+        if os.path.isfile(cand):
+            return cand
+    raise CannotRun("Lmod not found (looked for $LMOD_PKG/init/bash and %s); install it "
+                    "(Debian: apt-get install lmod)" % ", ".join(LMOD_INITS))
+
+
+def shell(script, env, timeout):
+    """Run bash in its own process group (a timeout kills mpirun and every rank it started)."""
+    start = time.monotonic()
+    proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        timed_out = True
+    return proc.returncode, out, timed_out, time.monotonic() - start
+
+
+def progress(done, total, started, text):
+    """One progress line on stderr: n/N, what ran, elapsed time and the time left."""
+    elapsed = time.monotonic() - started
+    eta = elapsed / done * (total - done) if done else 0
+    fmt = lambda s: "%d:%02d" % (s // 60, s % 60)
+    sys.stderr.write("[%*d/%d] %s | elapsed %s, left ~%s\n" % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta)))
+    sys.stderr.flush()
+
+
+@dataclass
+class Runner:
+    """How runs are made for one geometry: module paths, ranks, time limit and retries."""
+    modulepaths: List[str]
+    nodes: int
+    ppn: int
+    timeout: float
+    retries: int = 1
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # The caller's environment without tuning or Lmod state, plus the geometry being measured.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_TUNING + LMOD_STATE)}
+        env["TUNEDMPI_NODES"], env["TUNEDMPI_PPN"] = str(self.nodes), str(self.ppn)
+        if os.geteuid() == 0:  # Open MPI refuses root unless told; CI and containers run as root
+            env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        self.env = env
+
+    @property
+    def np(self):
+        return self.nodes * self.ppn
+
+    def script(self, module, extra_modules, body):
+        """bash: clean module state, load the MPI module (+ benchmark modules), then body."""
+        lines = ["set -e", "source %s" % shlex.quote(lmod_init()), "module purge >/dev/null 2>&1 || true"]
+        lines += ["module use %s" % shlex.quote(p) for p in self.modulepaths]
+        lines += ["module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))]
+        return "\n".join(lines + [body])
+
+    def module_available(self, name):
+        code, _, _, _ = shell("\n".join(["source %s" % shlex.quote(lmod_init())] +
+                                        ["module use %s" % shlex.quote(p) for p in self.modulepaths] +
+                                        ["module is-avail %s" % shlex.quote(name)]), self.env, 60)
+        return code == 0
+
+    def find_binaries(self, mpi_module, only=None, force_probes=False):
+        """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc."""
+        extra = [m for m in suites.BENCH_MODULES.values() if self.module_available(m)]
+        mark = "__PROBE_PATHS__"
+        body = ("echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
+                "for d in $(echo \"$PATH\" | tr ':' ' '); do [ -x \"$d/osu_put_latency\" ] && echo \"$d\" && break; done; echo"
+                % mark)
+        code, out, _, _ = shell(self.script(mpi_module, extra, body), self.env, 120)
+        if code != 0 or mark not in out:
+            raise CannotRun("could not load %s to find the MPI (module use %s):\n%s"
+                            % (mpi_module, " ".join(self.modulepaths), out[-2000:]))
+        lines = out.split(mark, 1)[1].strip("\n").split("\n") + ["", "", "", ""]
+        mpicc, mpirun, imb_path, osu_dir = (l.strip() for l in lines[:4])
+        if not mpirun:
+            raise CannotRun("%s puts no mpirun on PATH" % mpi_module)
+        imb = os.environ.get("IMB_MPI1") or imb_path or None
+        osu_root = os.environ.get("OSU_DIR") or osu_dir or None
+        osu = suites.find_osu(osu_root) if osu_root else {}
+        if force_probes:
+            imb, osu = None, {}
+        b = suites.Binaries(suite="", imb=imb, osu=osu, modules=extra)
+        need = set(only or suites.COLLECTIVES + suites.ONE_SIDED)
+        if not imb or not need.issubset(set(osu) | set(suites.COLLECTIVES)):
+            if not mpicc:
+                raise CannotRun("no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module)
+            built = self.build_probes(mpi_module, extra, mpicc)
+            b.probe_coll, b.probe_osc = str(built["probe_coll"]), str(built["probe_osc"])
+        b.suite = "+".join(["imb" if imb else "probe", "osu" if osu else "probe"])
+        if b.suite == "probe+probe":
+            b.suite = "probe"
+        return b
+
+    def build_probes(self, mpi_module, extra, mpicc):
+        """Build validate/probes with the module's mpicc, in that module's environment (PATH,
+        LD_LIBRARY_PATH of the compiler it wraps); one cache folder per mpicc."""
+        cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunedmpi" / "probes"
+                 / hashlib.sha256(mpicc.encode()).hexdigest()[:12])
+        code, out, _, _ = shell(self.script(mpi_module, extra, "env -0"), self.env, 120)
+        if code != 0:
+            raise CannotRun("could not load %s to build the probes:\n%s" % (mpi_module, out[-2000:]))
+        module_env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+        try:
+            return probes.build(mpicc, cache, env=module_env)
+        except probes.ProbeBuildError as exc:
+            raise CannotRun("building the probes failed: %s" % exc)
+
+    def mpirun_line(self, run):
+        args = ["mpirun", "-np", str(run.ranks or self.np)]
+        if run.ranks and self.nodes > 1:
+            args += ["--map-by", "node"]  # one-sided pairs measure across nodes when there are nodes
+        return args + list(run.argv)
+
+    def measure(self, binaries, run, module, exports, log, title):
+        """One benchmark run: fresh shell, module purge + load, the exports, mpirun. Writes the log
+        (title, command, variables, output) and returns a dict: status, exit_code, wall_s, problems,
+        series {benchmark: {metric, suite, points}}, env (the tuning variables that were set), command."""
+        argv = self.mpirun_line(run)
+        sets = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in exports.items())
+        envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
+        body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '%s'\nexec %s" % (
+            sets, envfile, OUTPUT_MARK, " ".join(shlex.quote(a) for a in argv))
+        code, out, timed_out, wall = shell(self.script(module, binaries.modules, body), self.env, self.timeout)
+        # Parse what the benchmark printed, not the module's messages and variables before it.
+        head, _, bench_out = out.rpartition(OUTPUT_MARK + "\n")
+        shown = dict(l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l)
+        parsed = parse.parse_output(bench_out, exit_code=code, timed_out=timed_out,
+                                    requested=list(run.expect) if run.family == "imb" else None)
+        series = {}
+        for s in parsed.series:
+            if s.benchmark in run.expect:
+                series[s.benchmark] = {"metric": s.metric, "suite": s.suite,
+                                       "points": {int(size): float(v) for size, v in s.points}}
+        status = parsed.status
+        problems = list(parsed.problems)
+        missing = [b for b in run.expect if b not in series]
+        if status == "ok" and missing:
+            status = "failed"
+            problems.append("no results for %s" % ", ".join(missing))
+        exported = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in exports.items())
+        header = ["# %s" % title,
+                  "# command: module purge; module load %s; %s%s" % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
+                  "# exit code: %s%s, wall time: %.2f s, status: %s" % (code, " (timed out)" if timed_out else "", wall, status),
+                  "# variables after module load:"]
+        Path(log).write_text("\n".join(header) + "\n" + out)
+        return dict(status=status, exit_code=code, wall_s=round(wall, 3), problems=problems, series=series, env=shown,
+                    command=" ".join(argv))
+
+    def attempts(self, binaries, run, module, exports, log_for, title_for):
+        """measure(), retried up to `retries` times while it fails; yields (attempt, result) for every
+        attempt made. log_for(attempt) / title_for(attempt) name each attempt's log and title."""
+        for attempt in range(1, self.retries + 2):
+            m = self.measure(binaries, run, module, exports, log_for(attempt), title_for(attempt))
+            yield attempt, m
+            if m["status"] == "ok":
+                return
