@@ -151,8 +151,41 @@ def cmd_tune(args):
     return EXIT_OK
 
 
+class Parser(argparse.ArgumentParser):
+    """A bad option is one line naming it and the fix, exit 2 (not the whole usage)."""
+    def error(self, message):
+        self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
+
+
+def whole(minimum):
+    """argparse type: a whole number >= minimum."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError("%r is not a whole number >= %d" % (text, minimum))
+        return value
+    return parse
+
+
+def number(low, high=None, low_ok=False):
+    """argparse type: a number above low (or equal, with low_ok) and below high."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not (value >= low if low_ok else value > low) or (high is not None and not value < high):
+            raise argparse.ArgumentTypeError("%r is not a number %s %g%s" % (
+                text, ">=" if low_ok else "above", low, "" if high is None else " and below %g" % high))
+        return value
+    return parse
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="tunedmpi", description=__doc__.splitlines()[0])
+    parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
 
@@ -175,8 +208,8 @@ def build_parser():
 
     p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
     p.add_argument("--site", required=True)
-    p.add_argument("--nodes", type=int)
-    p.add_argument("--ppn", type=int)
+    p.add_argument("--nodes", type=whole(1))
+    p.add_argument("--ppn", type=whole(1))
     p.add_argument("--profile")
     p.set_defaults(func=cmd_explain)
 
@@ -190,15 +223,15 @@ def build_parser():
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small sizes and iteration limits (default)")
     size.add_argument("--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB")
-    p.add_argument("--nodes", type=int, help="nodes (default: the job's, else 1)")
-    p.add_argument("--ppn", type=int, help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
-    p.add_argument("--repetitions", type=int, default=5, help="runs per module and benchmark (default 5)")
+    p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
+    p.add_argument("--ppn", type=whole(1), help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
+    p.add_argument("--repetitions", type=whole(1), default=5, help="runs per module and benchmark (default 5)")
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
-    p.add_argument("--timeout", type=float, help="seconds per run (default 120 quick, 900 full)")
-    p.add_argument("--retries", type=int, default=1, help="extra attempts for a failed run (default 1)")
-    p.add_argument("--tolerance", type=float, default=0.05, help="smallest gain that counts (default 0.05)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--timeout", type=number(0), help="seconds per run (default 120 quick, 900 full)")
+    p.add_argument("--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)")
+    p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
+    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)")
     p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
     p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
     p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
@@ -207,15 +240,15 @@ def build_parser():
 
     p = sub.add_parser("sweep", allow_abbrev=False, help="measure a site's knob space in stages (resumable; local or Slurm job arrays)")
     p.add_argument("--site", required=True)
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--ppn", type=int, default=2)
+    p.add_argument("--nodes", type=whole(1), default=1)
+    p.add_argument("--ppn", type=whole(1), default=2)
     p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
     p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
     p.add_argument("--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>)")
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
-    p.add_argument("--timeout", type=float, help="seconds per run")
-    p.add_argument("--retries", type=int, default=1)
+    p.add_argument("--timeout", type=number(0), help="seconds per run")
+    p.add_argument("--retries", type=whole(0), default=1)
     p.add_argument("--modulepath", action="append")
     p.set_defaults(func=cmd_sweep)
 
@@ -227,8 +260,8 @@ def build_parser():
 
     p = sub.add_parser("ingest", help="put existing IMB/OSU logs (one repetition each) into the results store")
     p.add_argument("--site", required=True)
-    p.add_argument("--nodes", type=int, required=True)
-    p.add_argument("--ppn", type=int, required=True)
+    p.add_argument("--nodes", type=whole(1), required=True)
+    p.add_argument("--ppn", type=whole(1), required=True)
     p.add_argument("--config", action="append", help="knob=value of these logs (repeat; none = the baseline)")
     p.add_argument("--campaign")
     p.add_argument("--stage", default="ingested")

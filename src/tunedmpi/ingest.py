@@ -29,9 +29,25 @@ def parse_config(pairs, site):
     return config
 
 
+def read_log(log):
+    """(text, parsed output, benchmark names, run name) of one log, or an InputError naming it."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError as exc:
+        raise InputError(str(log), None, None, "cannot read the log: %s" % (exc.strerror or exc),
+                         "give the path of an IMB or OSU output file")
+    parsed = parse.parse_output(text)
+    names = [s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED]
+    if not names:
+        raise InputError(str(log), None, None, "no IMB collective or OSU one-sided result in this log (status %s)"
+                         % parsed.status, "give IMB-MPI1 Alltoall/Allgather/Allreduce or osu_*_latency/_bw output")
+    return text, parsed, names, "collectives" if set(names) <= set(suites.COLLECTIVES) else names[0]
+
+
 def ingest(site_name, nodes, ppn, logs, store_root, campaign=None, stage="ingested", config_pairs=()):
     site = sites.load_named(site_name)
     config = parse_config(config_pairs, site)
+    read = [(log,) + read_log(log) for log in logs]   # every log is read and checked before anything is written
     cdir = Path(store_root) / (campaign or "%s-%dx%d-ingested" % (site.name, nodes, ppn))
     cdir.mkdir(parents=True, exist_ok=True)
     if not (cdir / "campaign.json").is_file():
@@ -40,18 +56,7 @@ def ingest(site_name, nodes, ppn, logs, store_root, campaign=None, stage="ingest
                                        repetitions=None, baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
                                        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), source="ingest"))
     written = []
-    for log in logs:
-        try:
-            text = Path(log).read_text(errors="replace")
-        except OSError as exc:
-            raise InputError(str(log), None, None, "cannot read the log: %s" % (exc.strerror or exc),
-                             "give the path of an IMB or OSU output file")
-        parsed = parse.parse_output(text)
-        names = [s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED]
-        if not names:
-            raise InputError(str(log), None, None, "no IMB collective or OSU one-sided result in this log (status %s)"
-                             % parsed.status, "give IMB-MPI1 Alltoall/Allgather/Allreduce or osu_*_latency/_bw output")
-        run = "collectives" if set(names) <= set(suites.COLLECTIVES) else names[0]
+    for log, text, parsed, names, run in read:
         rep = 1
         while store.exists(store.record_path(cdir, stage, config, run, rep)):
             rep += 1

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import envmap, paths, sites, space as spacemod, stats, store
 from .atomic import write_atomic
 from .bench import suites
-from .bench.runner import CannotRun, Runner, progress
+from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
@@ -113,6 +113,15 @@ def stage_best(records, stage_name, benches):
 def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
               retries=1, modulepaths=()):
     runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
+    # What can refuse the request, before the first run and before the campaign directory exists.
+    if not array:   # an array's tasks run in allocations of their own
+        check_geometry(nodes, ppn, runner.env, "add --slurm-array")
+        require_local_mpi(site)
+    if not runner.module_available(baseline_module(site)):
+        raise CannotRun("site %s: its baseline module %s is not in the module path (%s); run `make` (it renders "
+                        "modulefiles/%s) or add --modulepath DIR" % (site.name, baseline_module(site),
+                                                                     ":".join(runner.modulepaths), site.name))
+    binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
     cdir = campaign_dir(store_root, site, sp, nodes, ppn, name)
     cdir.mkdir(parents=True, exist_ok=True)
     meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
@@ -122,7 +131,6 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
-    binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     best, history = {}, []
     for stage in sp.stages:

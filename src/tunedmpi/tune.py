@@ -178,6 +178,10 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     site = sites.load_named(site_name)
     dirs = store.campaigns(store_root, site.name)
     if campaign_names:
+        unknown = sorted(set(campaign_names) - {d.name for d in dirs})
+        if unknown:
+            raise InputError("--campaign", None, ", ".join(unknown), "no such campaign of site %s in %s" % (site.name, store_root),
+                             "use one of: %s" % (", ".join(d.name for d in dirs) or "(none: run tunedmpi sweep first)"))
         dirs = [d for d in dirs if d.name in campaign_names]
     if not dirs:
         raise InputError(str(store_root), None, "campaign", "no campaign of site %s in the store" % site.name,

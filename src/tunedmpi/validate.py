@@ -18,7 +18,7 @@ from typing import List, Optional
 
 from . import geometry, paths, report, sites, stats
 from .bench import suites
-from .bench.runner import CannotRun, Runner, progress
+from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
 
@@ -84,13 +84,23 @@ def new_results_dir(out, site):
     raise CannotRun("no free results directory under %s" % base)
 
 
+def prepare(opts):
+    """What can refuse the request, checked before the first run and before any results directory:
+    both modules exist in the module path, and the benchmarks (or the probes) are there."""
+    runner = Runner(opts.modulepaths, opts.nodes, opts.ppn, opts.timeout, opts.retries)
+    for option, module in (("--module", opts.tuned), ("--baseline", opts.baseline)):
+        if not runner.module_available(module):
+            raise CannotRun("%s %s: no such module in the module path (%s); `module avail` lists what there is, "
+                            "--modulepath DIR adds a directory" % (option, module, ":".join(opts.modulepaths)))
+    return runner, runner.find_binaries(opts.baseline, opts.only, opts.force_probes)
+
+
 def campaign(opts):
     """Run everything; returns (results dict, results directory)."""
-    runner = Runner(opts.modulepaths, opts.nodes, opts.ppn, opts.timeout, opts.retries)
+    runner, binaries = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
     logdir = outdir / "logs"
     logdir.mkdir()
-    binaries = runner.find_binaries(opts.baseline, opts.only, opts.force_probes)
     runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
     modules = (("baseline", opts.baseline), ("tuned", opts.tuned))
     total = opts.repetitions * len(runs) * 2
@@ -168,19 +178,15 @@ def options_from_args(args):
             nodes, ppn, source = geo
         else:
             nodes, ppn, source = 1, min(site.default_ppn, os.cpu_count() or 1), "this machine"
-    in_job = bool(geometry.from_scheduler(env))
-    if not in_job and nodes > 1:
-        raise CannotRun("%d nodes requested outside a job: run inside salloc/sbatch, or use --submit" % nodes)
-    if not in_job and nodes * ppn > (os.cpu_count() or 1):
-        raise CannotRun("%d ranks requested but this machine has %d cores: lower --ppn or run in a job"
-                        % (nodes * ppn, os.cpu_count() or 1))
+    check_geometry(nodes, ppn, env, "add --submit")
+    require_local_mpi(site)
     tuned = args.module or "%s/%s" % (site.tuned_module, site.mpi_version)
     baseline = args.baseline or "%s/%s" % (site.baseline_module, site.mpi_version)
     modulepaths = [str(paths.project_root() / "modulefiles" / site.name)] + list(args.modulepath or [])
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
     known = set(suites.COLLECTIVES + suites.ONE_SIDED)
     if only and not set(only) <= known:
-        raise CannotRun("unknown benchmark(s) %s; choose from %s"
+        raise CannotRun("--benchmarks: unknown benchmark(s) %s; choose from %s"
                         % (", ".join(sorted(set(only) - known)), ", ".join(sorted(known))))
     set_name = "full" if args.full else "quick"
     return Options(site=site.name, tuned=tuned, baseline=baseline, set_name=set_name, nodes=nodes, ppn=ppn,

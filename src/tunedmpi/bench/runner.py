@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
 
+from .. import geometry, paths
 from . import parse, probes, suites
 
 LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
@@ -63,6 +64,36 @@ def progress(done, total, started, text):
     fmt = lambda s: "%d:%02d" % (s // 60, s % 60)
     sys.stderr.write("[%*d/%d] %s | elapsed %s, left ~%s\n" % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta)))
     sys.stderr.flush()
+
+
+def require_local_mpi(site):
+    """A site whose MPI prefix is inside the checkout (the local site's .venv) gets it from `make`."""
+    if site.prefix and not site.prefix.startswith("/"):
+        mpirun = paths.project_root() / site.prefix / "bin" / "mpirun"
+        if not os.access(str(mpirun), os.X_OK):
+            raise CannotRun("site %s: its MPI (%s) is installed by `make`, and %s is missing: run `make` first"
+                            % (site.name, site.prefix, mpirun))
+
+
+def check_geometry(nodes, ppn, env, outside_fix):
+    """Refuse what this machine or this job's allocation cannot hold, before anything runs.
+    outside_fix: how to get more than this machine from outside a job (validate: --submit)."""
+    job = geometry.from_scheduler(env)
+    cores = os.cpu_count() or 1
+    if job:
+        jn, jp, src = job
+        if nodes > jn:
+            raise CannotRun("--nodes %d: this %s job has %d node(s); ask for at most --nodes %d or submit a larger job"
+                            % (nodes, src, jn, jn))
+        if nodes * ppn > jn * jp:
+            raise CannotRun("--ppn %d: %d node(s) x %d ranks do not fit this %s job's %d x %d; lower --ppn"
+                            % (ppn, nodes, ppn, src, jn, jp))
+    elif nodes > 1:
+        raise CannotRun("--nodes %d: outside a job only this machine runs; run inside salloc/sbatch, or %s"
+                        % (nodes, outside_fix))
+    elif ppn > cores:
+        raise CannotRun("--ppn %d: this machine has %d cores; lower --ppn, run inside a job, or %s"
+                        % (ppn, cores, outside_fix))
 
 
 @dataclass

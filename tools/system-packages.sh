@@ -1,0 +1,59 @@
+#!/bin/sh
+# The system packages this project needs, installed when missing (make, make test and .ci/run call it).
+#
+#   tools/system-packages.sh main    what `make` needs: a C compiler for the probes, Lmod, python3-venv
+#   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm for the real-Slurm tests
+#   tools/system-packages.sh --check main|test    only say what is missing (exit 1 if anything is)
+#
+# Debian/Ubuntu as root: apt-get installs what is missing. Not root: one line with the exact command,
+# exit 2. Other systems: the package names to look for, exit 2. TUNEDMPI_SYSTEM_PACKAGES=skip skips
+# this (the tests that need a missing package then skip, each saying what it needs).
+set -eu
+
+check_only=0
+if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
+level="${1:-main}"
+case "$level" in main|test) ;; *) echo "usage: $0 [--check] main|test" >&2; exit 2 ;; esac
+[ "${TUNEDMPI_SYSTEM_PACKAGES:-}" = "skip" ] && exit 0
+
+# "package(s)|test that says it is there", one per line; apt installs the Debian names
+main_needs='make|command -v make
+python3-venv|python3 -c "import venv, ensurepip"
+gcc libc6-dev|command -v cc
+lmod|test -f /usr/share/lmod/lmod/init/bash
+xz-utils|command -v xz'
+# Slurm without recommends: 8 packages instead of 43 (no X11 tools, no MariaDB client)
+test_needs='munge|test -x /usr/sbin/munged
+slurmctld|test -x /usr/sbin/slurmctld
+slurmd|test -x /usr/sbin/slurmd
+slurm-client|command -v sbatch'
+
+missing() {   # the packages of the list in $1 whose test fails
+    printf '%s\n' "$1" | while IFS='|' read -r pkgs probe; do
+        sh -c "$probe" >/dev/null 2>&1 || printf '%s ' "$pkgs"
+    done
+}
+
+plain=$(missing "$main_needs")
+slurm=""
+[ "$level" = test ] && slurm=$(missing "$test_needs")
+[ -z "$plain$slurm" ] && exit 0
+if [ "$check_only" = 1 ]; then echo "missing system packages: $plain$slurm"; exit 1; fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "tunedmpi: this system has no apt-get; install the equivalents of the Debian packages: $plain$slurm" \
+         "(RHEL/Rocky: make python3 gcc Lmod xz munge slurm-slurmctld slurm-slurmd slurm), then rerun" >&2
+    exit 2
+fi
+cmd="apt-get update"
+[ -z "$plain" ] || cmd="$cmd && apt-get install -y ${plain% }"
+[ -z "$slurm" ] || cmd="$cmd && apt-get install -y --no-install-recommends ${slurm% }"
+if [ "$(id -u)" != 0 ]; then
+    echo "tunedmpi: missing system packages; run as root: sudo sh -c '$cmd' (or TUNEDMPI_SYSTEM_PACKAGES=skip to go on without them)" >&2
+    exit 2
+fi
+echo "tunedmpi: installing system packages: $plain$slurm" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+[ -z "$plain" ] || apt-get install -y -q $plain
+[ -z "$slurm" ] || apt-get install -y -q --no-install-recommends $slurm
