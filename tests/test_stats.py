@@ -1,9 +1,13 @@
-"""The verdict's statistics: the seed figure, the exact Mann-Whitney test, bands and the rule."""
+"""The verdict's statistics: the seed figure, bands, the per-run band score, the Yuen-Welch test,
+Holm over bands, the two-look design, heavy tails, and the rule."""
+import math
 import random
 
 import pytest
 
 from tunedmpi import stats
+
+E = math.exp
 
 
 def test_seed_figure_drops_max_and_min():
@@ -20,23 +24,84 @@ def test_bands_are_inclusive_at_the_top(size, band):
     assert stats.band_of(size) == band
 
 
-def test_mann_whitney_exact_values():
-    # Fully separated 3 vs 3: 2 of the 20 splits are as extreme -> 0.1; 5 vs 5: 2/252.
-    assert stats.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
-    assert stats.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
-    # One swap (U = 1): U <= 1 in 2 of the 252 splits, on each side.
-    assert stats.mann_whitney_p([1, 2, 3, 4, 6], [5, 7, 8, 9, 10]) == pytest.approx(4 / 252)
-    assert stats.mann_whitney_p([1, 1, 1], [1, 1, 1]) == pytest.approx(1.0)   # all tied
-    assert stats.mann_whitney_p([3, 1, 2], [2, 3, 1]) == pytest.approx(1.0)
+# ---- distributions: against closed forms --------------------------------------------------------
+
+@pytest.mark.parametrize("t", [0.3, 1.0, 2.5, 6.1237, 40.0])
+def test_t_distribution_matches_closed_forms(t):
+    x = t * t
+    assert stats.t_two_sided(t, 1) == pytest.approx(1 - 2 / math.pi * math.atan(t), rel=1e-10)      # Cauchy
+    assert stats.t_two_sided(t, 2) == pytest.approx(1 - t / math.sqrt(2 + x), rel=1e-10)
+    f4 = 0.5 + 3 / 8 * (t / math.sqrt(1 + x / 4)) * (1 - x / (12 * (1 + x / 4)))
+    assert stats.t_two_sided(t, 4) == pytest.approx(2 * (1 - f4), rel=1e-8, abs=1e-13)
+    assert stats.t_two_sided(0.0, 7) == pytest.approx(1.0)
 
 
-def test_mann_whitney_normal_approximation_for_many_repetitions():
-    a, b = list(range(15)), list(range(100, 115))
-    assert stats.mann_whitney_p(a, b) < 1e-4
-    rng = random.Random(1)
-    same = [rng.random() for _ in range(30)]
-    assert stats.mann_whitney_p(same[:15], same[15:]) > 0.05
+@pytest.mark.parametrize("p,df", [(0.05, 8), (0.0294, 4.3), (0.001, 2), (0.5, 30), (1e-6, 1.5), (0.0098, 17.2)])
+def test_t_quantile_inverts_the_tail(p, df):
+    assert stats.t_two_sided(stats.t_quantile(p, df), df) == pytest.approx(p, rel=1e-7)
+    assert stats.t_quantile(0.05, 8) == pytest.approx(2.306004, abs=1e-6)   # the textbook table
 
+
+# ---- the test ------------------------------------------------------------------------------------
+
+def test_welch_on_a_hand_computed_case():
+    # means 1 and 4, variances 2 and 2 (n = 2 each): se = sqrt(2), t = 3/sqrt(2), df = 2
+    r = stats.yuen_welch([0.0, 2.0], [3.0, 5.0])
+    assert (r.diff, r.se, r.df) == (3.0, pytest.approx(math.sqrt(2)), pytest.approx(2.0))
+    assert r.p == pytest.approx(1 - 3 / math.sqrt(13))       # 1 - t/sqrt(2+t^2) with t^2 = 4.5
+    r = stats.yuen_welch([1, 2, 3, 4, 5], [3, 4, 5, 6, 7])
+    assert (r.diff, r.se, r.df) == (2.0, pytest.approx(1.0), pytest.approx(8.0))
+
+
+def test_trimming_starts_at_ten_runs_and_ignores_one_outlier_per_side():
+    assert stats.trimmed([3.0, 1.0, 2.0]) == (2.0, 1.0, 3)                  # below 10: plain mean and variance
+    mean, var, kept = stats.trimmed(list(range(10)))                        # one cut at each end
+    assert (mean, kept) == (4.5, 8) and var == pytest.approx(66.5 / 9)      # winsorised: 1,1,2,...,8,8
+    assert stats.trimmed(list(range(9)) + [1000.0]) == (mean, pytest.approx(var), 8)
+    assert stats.trimmed(list(range(10)), trim=False)[2] == 10
+
+
+def test_unequal_variances_use_welchs_degrees_of_freedom():
+    r = stats.yuen_welch([0.0, 0.1, -0.1, 0.05, -0.05], [1.0, 2.0, 0.0, 1.5, 0.5])
+    va, vb = 0.00625, 0.625
+    assert r.df == pytest.approx((va / 5 + vb / 5) ** 2 / ((va / 5) ** 2 / 4 + (vb / 5) ** 2 / 4))
+
+
+def test_printed_digits_set_a_variance_floor():
+    reps = [{1: 0.04}] * 5
+    assert stats.resolution_floor(reps, [1], reps) == pytest.approx((0.01 / 0.04) ** 2 / 12)
+    # constant but different values: a win, with a finite p (not 0 from a zero variance)
+    base, tuned = [{1: 0.12}] * 5, [{1: 0.09}] * 5
+    (r,) = stats.compare_bands("fop", "latency_us", base, tuned)
+    assert r.verdict == "win" and 0 < r.p_value < 1e-4
+    # identical printed values: no difference seen, but 0.03 is only known to +-17%: not shown equal either
+    (r,) = stats.compare_bands("fop", "latency_us", [{1: 0.03}] * 5, [{1: 0.03}] * 5)
+    assert r.verdict == "tie" and r.p_value == 1.0 and r.undecided
+
+
+def test_compare_bands_exact_values_on_a_small_case():
+    """Band scores 0, 0.1, -0.1 (baseline) and -0.5, -0.4, -0.6 (tuned): Welch t = -6.1237, df 4."""
+    base = [{8: E(x)} for x in (0.0, 0.1, -0.1)]
+    tuned = [{8: E(x)} for x in (-0.5, -0.4, -0.6)]
+    (r,) = stats.compare_bands("x", "latency_us", base, tuned)
+    t = 0.5 / math.sqrt(0.02 / 3)
+    f4 = 0.5 + 3 / 8 * (t / math.sqrt(1 + t * t / 4)) * (1 - t * t / (12 * (1 + t * t / 4)))
+    assert r.p_value == pytest.approx(2 * (1 - f4), rel=1e-6)                 # 0.0036
+    assert r.estimate == pytest.approx(E(0.5)) and r.gain == pytest.approx(E(0.5))
+    q = stats.t_quantile(0.05, 4) * math.sqrt(0.02 / 3)
+    assert r.ci == [pytest.approx(E(0.5 - q)), pytest.approx(E(0.5 + q))]
+    assert (r.verdict, r.level, r.look, r.n_baseline, r.n_tuned) == ("win", 0.05, None, 3, 3)
+    assert r.baseline_band == [pytest.approx(E(x)) for x in (0.0, 0.1, -0.1)]
+
+
+def test_the_band_score_uses_every_size_of_every_run():
+    """A whole run 2x slower moves its band score by log 2, whatever the number of sizes."""
+    runs = [{1: 1.0, 4: 2.0, 16: 4.0}, {1: 2.0, 4: 4.0, 16: 8.0}]
+    assert stats.band_scores(runs, [1, 4, 16], "latency_us") == [pytest.approx(math.log(2)), pytest.approx(math.log(4))]
+    assert stats.band_scores(runs, [1, 4, 16], "bandwidth_MBps") == [pytest.approx(-math.log(2)), pytest.approx(-math.log(4))]
+
+
+# ---- bands, the rule, multiplicity --------------------------------------------------------------
 
 def reps(factor, noise, n=5, seed=0, sizes=(1, 64, 1024, 4096, 65536, 1 << 20)):
     rng = random.Random(seed)
@@ -51,10 +116,116 @@ def test_compare_bands_win_tie_lose():
     assert by["<=1KB"].sizes == [1, 64, 1024]
     by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, reps(2.0, 0.02, seed=3))}
     assert all(r.verdict == "lose" for r in by.values())
-    # Same distribution: a tie, whatever the noise says at one size.
     by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, reps(1.0, 0.02, seed=4))}
     assert all(r.verdict == "tie" for r in by.values())
 
+
+def test_a_real_difference_below_the_tolerance_ties():
+    base = reps(1.0, 0.001, seed=11)
+    by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, reps(0.98, 0.001, seed=12))}
+    assert all(r.verdict == "tie" and r.p_value < 1e-6 and "below the 5% tolerance" in r.reason for r in by.values())
+
+
+def test_a_large_gain_with_one_overlapping_run_wins():
+    """The case the old exact Mann-Whitney test called a tie (p = 0.056 at best for 5 vs 5 with three
+    inversions): tuned 1.8x faster, but one tuned run as slow as the baseline's fastest ones."""
+    base = [{s: E(x) for s in (2048, 8192)} for x in (2.0, 2.1, 2.25, 1.75, 1.9)]
+    tuned = [{s: E(x) for s in (2048, 8192)} for x in (1.35, 1.45, 1.3, 1.4, 2.05)]
+    (r,) = stats.compare_bands("allgather", "latency_us", base, tuned)
+    from tunedmpi.power import mann_whitney_p
+    assert mann_whitney_p(stats.band_scores(base, [2048], "latency_us"),
+                          stats.band_scores(tuned, [2048], "latency_us")) == pytest.approx(14 / 252)
+    assert r.verdict == "win" and r.p_value < 0.05 and r.gain == pytest.approx(E(0.6), rel=0.01)
+
+
+class Fixed:
+    """A stand-in test returning a chosen p per band (keyed by the baseline's first band score)."""
+    def __init__(self, ps, diff=-0.5):
+        self.ps, self.diff = ps, diff
+
+    def __call__(self, a, b, fa=0.0, fb=0.0):
+        return stats.TestResult(self.diff, 0.1, 8.0, self.ps[round(a[0], 6)])
+
+
+def two_bands(n=5):
+    """Baseline 2x slower than tuned in both bands; band scores of run 0 identify the band."""
+    base = [{1: 2.0, 2048: 4.0} for _ in range(n)]
+    tuned = [{1: 1.0, 2048: 2.0} for _ in range(n)]
+    return base, tuned, round(math.log(2.0), 6), round(math.log(4.0), 6)
+
+
+@pytest.mark.parametrize("p_small,p_large,wins", [
+    (0.01, 0.04, {"<=1KB", "1KB-64KB"}),   # 0.04 <= 0.05 once 0.01 <= 0.025 is rejected
+    (0.03, 0.04, set()),                   # 0.03 > 0.025: Holm stops at the first step
+    (0.02, 0.06, {"<=1KB"}),
+    (0.06, 0.02, {"1KB-64KB"}),
+])
+def test_holm_over_the_bands_of_a_benchmark(p_small, p_large, wins):
+    base, tuned, k1, k2 = two_bands()
+    res = stats.compare_bands("b", "latency_us", base, tuned, test=Fixed({k1: p_small, k2: p_large}))
+    assert {r.band for r in res if r.verdict == "win"} == wins
+    first = min(res, key=lambda r: r.p_value)
+    assert first.level == pytest.approx(0.025)
+
+
+def test_test_and_seed_figures_disagreeing_in_direction_tie():
+    base, tuned, k1, k2 = two_bands()
+    res = stats.compare_bands("b", "latency_us", base, tuned, test=Fixed({k1: 1e-6, k2: 1e-6}, diff=+0.5))
+    assert all(r.verdict == "tie" and "disagree" in r.reason for r in res)
+
+
+# ---- two looks ------------------------------------------------------------------------------------
+
+def test_pocock_levels():
+    assert stats.Design(5, 10).levels(0.05) == (pytest.approx(0.0294, abs=5e-5),) * 2   # Pocock's 2.178
+    assert stats.Design(5, 5).level(0.05, 1) == 0.05                                    # one look
+    # independent looks in the limit: 1 - (1-c)^2 = alpha; identical looks: c = alpha
+    assert stats.Design(1, 10000).level(0.05, 1) == pytest.approx(1 - math.sqrt(0.95), abs=2e-4)
+    levels = [stats.Design(k, 10).level(0.05, 1) for k in (2, 5, 8)]
+    assert levels == sorted(levels) and levels[-1] < 0.05
+
+
+def test_pocock_boundary_keeps_alpha_over_two_looks():
+    """Brute force: normal data, a true null, reject at either look at the nominal level."""
+    rng = random.Random(5)
+    c = stats.Design(5, 10).level(0.05, 1)
+    z = stats.t_quantile(c, 1e9)
+    hits = 0
+    for _ in range(20000):
+        x = [rng.gauss(0, 1) for _ in range(10)]
+        hits += abs(sum(x[:5]) / math.sqrt(5)) >= z or abs(sum(x) / math.sqrt(10)) >= z
+    assert hits / 20000 == pytest.approx(0.05, abs=0.006)
+
+
+def test_look_two_keeps_look_one_decisions_and_continues_holm():
+    base, tuned, k1, k2 = two_bands(10)
+    d = stats.Design(5, 10)
+    one = stats.compare_bands("b", "latency_us", base[:5], tuned[:5], design=d, test=Fixed({k1: 0.001, k2: 0.03}))
+    by = {r.band: r for r in one}
+    assert by["<=1KB"].verdict == "win" and by["<=1KB"].look == 1
+    assert by["<=1KB"].level == pytest.approx(d.level(0.025, 1))
+    assert by["1KB-64KB"].verdict == "tie" and by["1KB-64KB"].level == pytest.approx(d.level(0.05, 1))
+    assert by["1KB-64KB"].undecided
+    assert stats.extension(one + [stats.reliability("b", 0, 5, 0, 5)], d) == {"b": ["1KB-64KB"]}
+    # look 2: band 1 is final; band 2 now has the whole alpha: Pocock's level for 0.05
+    two = stats.compare_bands("b", "latency_us", base, tuned, design=d, previous=one,
+                              test=Fixed({k1: 0.9, k2: 0.02}))
+    by2 = {r.band: r for r in two}
+    assert by2["<=1KB"].verdict == "win" and by2["<=1KB"].look == 1 and by2["<=1KB"].p_value == 0.001
+    assert by2["1KB-64KB"].verdict == "win" and by2["1KB-64KB"].look == 2
+    assert by2["1KB-64KB"].level == pytest.approx(0.0294, abs=5e-5) and by2["1KB-64KB"].n_tuned == 10
+    assert stats.extension(two, d) == {}                                          # bounded: one extension
+
+
+def test_a_tie_inside_the_tolerance_is_decided():
+    base = reps(1.0, 0.005, seed=21)
+    by = stats.compare_bands("x", "latency_us", base, reps(1.0, 0.005, seed=22), design=stats.Design())
+    assert all(r.verdict == "tie" and not r.undecided for r in by)
+    assert any("inside the tolerance" in r.reason for r in by)
+    assert stats.extension(by, stats.Design()) == {}
+
+
+# ---- heavy tails ----------------------------------------------------------------------------------
 
 def test_a_big_but_noisy_difference_is_not_a_win():
     """One repetition 10x slower in the baseline makes its mean look 2x worse; the test says noise."""
@@ -65,10 +236,33 @@ def test_a_big_but_noisy_difference_is_not_a_win():
         assert r.verdict == "tie", r
 
 
+def test_one_run_five_times_slower_never_makes_a_false_call():
+    for seed in range(20):
+        base, tuned = reps(1.0, 0.05, seed=seed), reps(1.0, 0.05, seed=100 + seed)
+        tuned[seed % 5] = {s: v * 5 for s, v in tuned[seed % 5].items()}
+        assert all(r.verdict == "tie" for r in stats.compare_bands("x", "latency_us", base, tuned))
+
+
+def test_trimming_at_ten_runs_recovers_a_gain_hidden_by_one_slow_run():
+    """1.3x faster, but one tuned run 5x slower: with 5 runs a side the outlier makes it undecided;
+    with 10 (the extension) one run per side is trimmed and the gain is found; plain Welch is not."""
+    base, tuned = reps(1.0, 0.05, n=10, seed=31), reps(1 / 1.3, 0.05, n=10, seed=32)
+    tuned[3] = {s: v * 5 for s, v in tuned[3].items()}
+    at5 = stats.compare_bands("x", "latency_us", base[:5], tuned[:5], design=stats.Design())
+    assert all(r.verdict == "tie" and r.undecided for r in at5)
+    at10 = stats.compare_bands("x", "latency_us", base, tuned, design=stats.Design(), previous=at5)
+    assert all(r.verdict == "win" for r in at10)
+    plain = stats.compare_bands("x", "latency_us", base, tuned, design=stats.Design(), previous=at5,
+                                test=lambda a, b, fa, fb: stats.yuen_welch(a, b, fa, fb, trim=False))
+    assert all(r.verdict == "tie" for r in plain)
+
+
+# ---- the rest of the rule -------------------------------------------------------------------------
+
 def test_bandwidth_is_higher_is_better():
     base = reps(1.0, 0.02, seed=7)
     r = stats.compare_bands("x", "bandwidth_MBps", base, reps(2.0, 0.02, seed=8))[0]
-    assert r.verdict == "win" and r.gain == pytest.approx(2.0, rel=0.05)
+    assert r.verdict == "win" and r.gain == pytest.approx(2.0, rel=0.05) and r.estimate == pytest.approx(2.0, rel=0.05)
 
 
 def test_truncated_repetitions_compare_only_common_sizes():
@@ -78,6 +272,24 @@ def test_truncated_repetitions_compare_only_common_sizes():
     del tuned[2][1 << 20]                                   # one run crashed before 1 MB
     by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, tuned)}
     assert by["64KB-1MB"].sizes == [262144]
+
+
+def test_too_few_runs_is_no_data():
+    (r,) = stats.compare_bands("x", "latency_us", [{1: 1.0}], [{1: 1.0}, {1: 1.1}])
+    assert r.verdict == "no-data" and r.p_value is None
+
+
+def test_pair_order_is_counterbalanced():
+    firsts = [stats.pair_order(rep)[0] for rep in range(1, 11)]
+    assert firsts[:4] == ["baseline", "tuned", "baseline", "tuned"] and firsts.count("baseline") == 5
+    assert stats.pair_order(1, 1) == ("tuned", "baseline")            # the next run of a repetition swaps
+    assert all(set(stats.pair_order(r, i)) == {"baseline", "tuned"} for r in range(1, 6) for i in range(9))
+
+
+def test_describe_method_names_the_test_and_the_looks():
+    text = stats.describe_method(0.05, 0.05, stats.Design(5, 10))
+    assert "Welch" in text and "Holm" in text and "5 runs per module" in text and "0.0294" in text
+    assert "one look" in stats.describe_method(0.05, 0.05)
 
 
 def test_reliability_and_module_verdict():

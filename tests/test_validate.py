@@ -2,6 +2,7 @@
 Checks the results directory's structure and the parsed numbers, not the verdict (machine noise)."""
 import json
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -27,7 +28,7 @@ def validate(tmp_path, *args, timeout=600):
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("validate")
-    proc, dirs = validate(tmp, "--repetitions", "2", "--benchmarks", "allreduce,alltoall,put_latency,put_bw")
+    proc, dirs = validate(tmp, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,alltoall,put_latency,put_bw")
     assert len(dirs) == 1, proc.stderr[-3000:]
     return proc, dirs[0], json.loads((dirs[0] / "results.json").read_text())
 
@@ -39,8 +40,8 @@ def test_exit_code_and_summary(campaign):
     assert "verdict: %s" % results["verdict"] in proc.stdout
     assert results["verdict"] in ("PASS", "FAIL")
     # progress lines: position, what runs, elapsed and estimate
-    assert "[ 1/12] rep 1/2 collectives     baseline ok" in proc.stderr
-    assert "[12/12] rep 2/2 put_bw          tuned    ok" in proc.stderr
+    assert "[ 1/18] rep 1/3 collectives     baseline ok" in proc.stderr
+    assert "[18/18] rep 3/3 put_bw          tuned    ok" in proc.stderr
     assert "left ~" in proc.stderr
 
 
@@ -49,10 +50,14 @@ def test_results_structure(campaign):
     assert r["suite"] == "probe" and r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "this machine"}
     assert r["modules"] == {"baseline": "openmpi/5.0.8", "tuned": "openmpi-tuned/5.0.8"}
     runs = r["runs"]
-    assert len(runs) == 12 and all(x["status"] == "ok" for x in runs)
-    # A B A B: every repetition runs the baseline just before the tuned module
-    assert [x["role"] for x in runs] == ["baseline", "tuned"] * 6
-    assert [(x["run"], x["rep"]) for x in runs[:6:2]] == [("collectives", 1), ("put_latency", 1), ("put_bw", 1)]
+    assert len(runs) == 18 and all(x["status"] == "ok" for x in runs)
+    # counterbalanced pairs (ABBA): each run's two modules back to back, the first one alternating
+    # from one repetition and one run to the next, so neither module always runs second
+    assert [(x["run"], x["rep"]) for x in runs[::2]] == [(n, k) for k in (1, 2, 3)
+                                                        for n in ("collectives", "put_latency", "put_bw")]
+    assert [x["role"] for x in runs[:12]] == ["baseline", "tuned", "tuned", "baseline", "baseline", "tuned",
+                                              "tuned", "baseline", "baseline", "tuned", "tuned", "baseline"]
+    assert r["design"] == {"first": 3, "final": 3, "extended": [], "order": "counterbalanced (ABBA)"}
     assert "-w allocate -s flush" in r["commands"]["put_latency"]
     assert r["commands"]["collectives"].startswith("mpirun -np 2 ")
     for x in runs:
@@ -76,7 +81,7 @@ def test_parsed_numbers_match_the_logs(campaign):
             assert s.suite == data["suite"] == "probe"
             assert {str(k): v for k, v in s.points} == data["points"]   # JSON keys are strings
     allreduce = r["per_size"]["allreduce"]
-    assert allreduce["metric"] == "latency_us" and len(allreduce["baseline"]) == 2
+    assert allreduce["metric"] == "latency_us" and len(allreduce["baseline"]) == 3
     sizes = sorted(int(k) for k in allreduce["baseline"][0])
     assert sizes[0] == 0 and sizes[-1] == 65536                  # -msglog 0:16
     assert r["per_size"]["put_bw"]["metric"] == "bandwidth_MBps"
@@ -111,22 +116,21 @@ def broken_module(tmp_path, name, base="openmpi/5.0.8"):
 
 def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
     mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(tmp_path, "--repetitions", "2", "--benchmarks", "put_latency",
+    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_latency",
                           "--module", "broken/1", "--modulepath", mods)
     r = json.loads((dirs[0] / "results.json").read_text())
     tuned = [x for x in r["runs"] if x["role"] == "tuned"]
-    assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [(1, 1, "failed"), (1, 2, "failed"),
-                                                                     (2, 1, "failed"), (2, 2, "failed")]
+    assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [(k, a, "failed") for k in (1, 2, 3) for a in (1, 2)]
     assert all(x["exit_code"] == 213 for x in tuned)
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
-    assert rel["verdict"] == "lose" and rel["reason"] == "failed runs: baseline 0/2, tuned 2/2"
+    assert rel["verdict"] == "lose" and rel["reason"] == "failed runs: baseline 0/3, tuned 3/3"
     assert proc.returncode == 1 and r["verdict"] == "FAIL"
     assert "## Failed runs" in (dirs[0] / "report.md").read_text()
 
 
 def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path):
     mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(tmp_path, "--repetitions", "2", "--benchmarks", "put_latency", "--retries", "0",
+    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_latency", "--retries", "0",
                           "--baseline", "broken/1", "--modulepath", mods)
     r = json.loads((dirs[0] / "results.json").read_text())
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
@@ -135,27 +139,69 @@ def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path)
 
 
 def test_timeouts_are_killed_and_reported_as_could_not_run(tmp_path):
-    proc, dirs = validate(tmp_path, "--repetitions", "1", "--benchmarks", "put_bw", "--timeout", "0.3",
+    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_bw", "--timeout", "0.3",
                           "--retries", "0")
     r = json.loads((dirs[0] / "results.json").read_text())
-    assert [x["status"] for x in r["runs"]] == ["timeout", "timeout"]
+    assert [x["status"] for x in r["runs"]] == ["timeout"] * 6
     assert proc.returncode == 2 and r["verdict"] == "COULD-NOT-RUN"
 
 
 def test_results_directories_are_never_reused(tmp_path):
     for _ in range(2):
-        validate(tmp_path, "--repetitions", "1", "--benchmarks", "fop_latency")
+        validate(tmp_path, "--repetitions", "3", "--no-extend", "--benchmarks", "fop_latency")
     dirs = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
     assert len(dirs) == 2 and dirs[0] != dirs[1]
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--nodes", "2"], "2 nodes requested outside a job"),
-    (["--ppn", "512"], "512 ranks requested but this machine has"),
-    (["--benchmarks", "allreduse"], "unknown benchmark(s) allreduse"),
+    (["--nodes", "2"], "--nodes 2: outside a job only this machine runs"),
+    (["--ppn", "512"], "--ppn 512: this machine has"),
+    (["--nodes", "0"], "argument --nodes: '0' is not a whole number >= 1"),
+    (["--ppn", "-1"], "argument --ppn: '-1' is not a whole number >= 1"),
+    (["--repetitions", "2"], "--repetitions 2: the verdict needs at least 3 runs per module"),
+    (["--alpha", "1.5"], "argument --alpha: '1.5' is not a number above 0 and below 1"),
+    (["--benchmarks", "allreduse"], "--benchmarks: unknown benchmark(s) allreduse"),
+    (["--module", "nosuch/1.0"], "--module nosuch/1.0: no such module in the module path"),
+    (["--baseline", "nosuch/1.0"], "--baseline nosuch/1.0: no such module in the module path"),
     (["--site", "nowhere"], "no site 'nowhere'"),
 ])
-def test_impossible_requests_exit_2_with_a_reason(tmp_path, args, message):
+def test_impossible_requests_exit_2_at_once_with_one_line(tmp_path, args, message):
+    """Refused before the first run: exit 2, one line that names the option, no results directory."""
+    started = time.monotonic()
     proc, dirs = validate(tmp_path, *args)
-    assert proc.returncode == 2 and message in proc.stderr
-    assert dirs == []
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert dirs == [] and time.monotonic() - started < 15
+
+
+def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
+    """analyse(): look 1 on 5 runs; an undecided benchmark gets runs 6-10 and look 2 on all 10, with
+    the design's level; a benchmark not extended keeps its look-1 bands. No MPI needed."""
+    from tunedmpi import stats, validate
+    from tunedmpi.bench import suites
+
+    opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=5)
+    design = stats.Design(5, 10)
+    runs = [suites.Run("put_latency", "osu", ("put_latency",), ("x",), 2),
+            suites.Run("get_latency", "osu", ("get_latency",), ("x",), 2)]
+    noisy = [1.0, 1.6, 0.8, 1.4, 0.9, 1.5, 0.85, 1.3, 0.95, 1.2]      # 1.2x gain hidden in noise at 5 runs
+
+    def rec(run, role, rep):
+        base = {"put_latency": noisy[rep - 1], "get_latency": 1.0 + 0.001 * rep}[run]
+        value = base / (1.2 if role == "tuned" and run == "put_latency" else 1.0)
+        points = {size: value * size ** 0.5 for size in (1, 4, 16, 64, 256, 1024)}
+        return validate.RunRecord(run, role, "m", rep, 1, "ok", 0, 1.0, "log", [],
+                                  {run: {"metric": "latency_us", "suite": "osu", "points": points}})
+
+    records = [rec(run.name, role, k) for k in range(1, 6) for run in runs for role in ("baseline", "tuned")]
+    look1 = validate.analyse(opts, runs, records, design)
+    put1 = next(b for b in look1["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB")
+    assert put1["look"] == 1 and put1["n_tuned"] == 5 and put1["verdict"] == "tie" and put1["undecided"]
+    undecided = stats.extension([stats.BandResult(**b) for b in look1["bands"]], design)
+    assert set(undecided) == {"put_latency"}
+    records += [rec("put_latency", role, k) for k in range(6, 11) for role in ("baseline", "tuned")]
+    look2 = validate.analyse(opts, runs, records, design, previous=look1, extended=runs[:1])
+    put2 = next(b for b in look2["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB")
+    assert put2["look"] == 2 and put2["n_tuned"] == 10 and put2["level"] == pytest.approx(design.level(0.05, 2))
+    get1 = [b for b in look1["bands"] if b["benchmark"] == "get_latency"]
+    assert [b for b in look2["bands"] if b["benchmark"] == "get_latency"] == get1

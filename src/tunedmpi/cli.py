@@ -151,6 +151,13 @@ def cmd_tune(args):
     return EXIT_OK
 
 
+def cmd_power(args):
+    from . import power
+    return power.run(args.dirs, gain=args.gain, repetitions=args.repetitions, final=args.max_repetitions,
+                     draws=args.draws, seed=args.seed, alpha=args.alpha, tolerance=args.tolerance,
+                     candidates=args.candidates)
+
+
 class Parser(argparse.ArgumentParser):
     """A bad option is one line naming it and the fix, exit 2 (not the whole usage)."""
     def error(self, message):
@@ -225,7 +232,10 @@ def build_parser():
     size.add_argument("--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB")
     p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
     p.add_argument("--ppn", type=whole(1), help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
-    p.add_argument("--repetitions", type=whole(1), default=5, help="runs per module and benchmark (default 5)")
+    p.add_argument("--repetitions", type=whole(1), default=5,
+                   help="runs per module and benchmark at the first look (default 5, at least 3)")
+    p.add_argument("--no-extend", action="store_true",
+                   help="no second look: do not measure up to twice the repetitions for undecided bands")
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
     p.add_argument("--timeout", type=number(0), help="seconds per run (default 120 quick, 900 full)")
@@ -275,6 +285,24 @@ def build_parser():
     p.add_argument("--campaign", action="append", help="only these campaigns (default: all of the site's)")
     p.add_argument("--out", help="table path (default: tuning-tables/<site>/<mpi>-<version>.yaml)")
     p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("power", allow_abbrev=False,
+                       help="false-call rate and power of the verdict, by resampling measured campaigns",
+                       description="A/A resampling of validate result directories and results-store campaigns: "
+                       "per benchmark the false win-or-lose rate, the power for a true gain, run-to-run noise and "
+                       "order effects. Method: validate/README.md.")
+    p.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="validate result directories, results-store campaigns, or directories holding them")
+    p.add_argument("--gain", type=number(1), default=1.3, help="true band gain for the power (default 1.3)")
+    p.add_argument("--repetitions", type=whole(2), default=5, help="runs per module at the first look (default 5)")
+    p.add_argument("--max-repetitions", type=whole(2),
+                   help="runs per module after the one extension (default twice --repetitions; equal: no extension)")
+    p.add_argument("--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
+    p.add_argument("--candidates", action="store_true", help="also compare candidate tests and heavy tails (slower)")
+    p.set_defaults(func=cmd_power)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

@@ -33,6 +33,15 @@ def figures(reps):
     return {s: stats.seed_figure([r[s] for r in reps]) for s in sizes}
 
 
+def _p(b):
+    """The band's p and the level it had to reach (Holm, look), e.g. '0.0031 <= 0.025'."""
+    if b.get("p_value") is None:
+        return "-"
+    if b.get("level") is None:
+        return "%.3g" % b["p_value"]
+    return "%.2g %s %.2g" % (b["p_value"], "<=" if b["p_value"] <= b["level"] else ">", b["level"])
+
+
 def verdict_table(results):
     rows = ["| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |",
             "|---|---|---|---|---|---|---|"]
@@ -40,7 +49,7 @@ def verdict_table(results):
         sizes = "%d-%d B (%d)" % (b["sizes"][0], b["sizes"][-1], len(b["sizes"])) if b["sizes"] else "all runs"
         gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
         rows.append("| %s | %s | %s | %s | %s | **%s** | %s |" % (
-            b["benchmark"], b["band"], sizes, gain, _fmt(b["p_value"], 3), b["verdict"], b["reason"]))
+            b["benchmark"], b["band"], sizes, gain, _p(b), b["verdict"], b["reason"]))
     return "\n".join(rows)
 
 
@@ -58,17 +67,16 @@ def markdown(results):
            "| OSU one-sided | window %s, synchronisation %s |" % (results["osu_options"]["window"], results["osu_options"]["sync"]),
            "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"]), ""]
     out += module_variables(results)
+    design = results.get("design")
+    design = stats.Design(design["first"], design["final"]) if design else None
     out += ["## Method", "",
             "Per message size the figure is the seed studies' own: of the repetitions, drop the largest and",
             "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
             "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
-            "time (tuned/baseline for bandwidth): above 1 the tuned module is faster. A band **wins** when the",
-            "gain is at least %.0f%% and a two-sided exact Mann-Whitney test over the per-repetition band times"
-            % (results["tolerance"] * 100),
-            "gives p < %.2f; it **loses** in the mirror case; otherwise it is a **tie**. A failed or crashed run"
-            % results["alpha"],
-            "counts in the `reliability` row: the module with fewer failures wins it. The module **PASSes** when",
-            "no band loses and at least one wins. Details: validate/README.md.", ""]
+            "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
+            stats.describe_method(results["tolerance"], results["alpha"], design),
+            "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
+            "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.", ""]
     out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:

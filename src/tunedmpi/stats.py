@@ -2,12 +2,21 @@
 
 Per message size the reported figure is the seed studies' own: of the repetitions, drop the
 largest and the smallest and average the rest. Whether a difference is real is decided per
-message-size band: each repetition's band time is the geometric mean over the band's sizes, and a
-two-sided exact Mann-Whitney test over those band times (baseline vs tuned) says whether the two
-differ beyond the noise of the repetitions. A band wins when the tuned module is better by at
-least the tolerance *and* the test is significant, loses in the mirror case, ties otherwise.
+message-size band, with the **run** (one benchmark process) as the unit of replication: every run
+gets one *band score*, the mean over the band's sizes of its log time (log 1/bandwidth), so every
+size and every repetition counts, while the sizes of one run, which share that run's slowness,
+are not mistaken for independent replicates. The two modules' band scores are compared with
+Welch's t test on 10 %-trimmed means (Yuen's test; below 10 runs per side nothing is trimmed and it
+is exactly Welch's test), two-sided. The bands of one benchmark are one family: Holm's step-down
+keeps the chance of any false win or loss per benchmark at alpha. Optionally the campaign has two
+looks (`Design`): undecided benchmarks get one extension to twice the repetitions, and Pocock
+boundaries keep the overall error at alpha across both looks.
+
+A band wins when the test rejects "no difference" at its level, the test's estimate says the tuned
+module is better and the reported gain (seed figures) is at least the tolerance; it loses in the
+mirror case; it ties otherwise.
 """
-import itertools
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -19,6 +28,7 @@ BANDS = (("<=1KB", 1, KB), ("1KB-64KB", KB + 1, 64 * KB), ("64KB-1MB", 64 * KB +
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
+TEST_NAME = "Yuen-Welch t on per-run log band scores (10% trimmed), Holm over bands"
 
 
 def band_of(size):
@@ -43,64 +53,226 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-def _ranks(values):
-    """Mid-ranks (1-based) so that ties share their average rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1
-        i = j + 1
-    return ranks
+# ---- distributions (pure Python) -------------------------------------------------------------
+
+def _betacf(a, b, x):
+    """Continued fraction of the incomplete beta function (Lentz), as in Numerical Recipes."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
 
-def mann_whitney_p(a, b):
-    """Two-sided p-value of the Mann-Whitney U test of samples a and b.
-
-    Exact (all splits of the pooled ranks, ties included) when there are at most 20,000 splits,
-    which covers the 5-vs-5 default (252 splits, smallest possible p = 2/252 = 0.0079); a normal
-    approximation with tie correction above that.
-    """
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
+def _betai(a, b, x):
+    """Regularised incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
         return 1.0
-    ranks = _ranks(list(a) + list(b))
-    observed = sum(ranks[:n1])
-    mean = n1 * (n1 + n2 + 1) / 2.0
-    dev = abs(observed - mean)
-    if math.comb(n1 + n2, n1) <= 20000:
-        total = extreme = 0
-        for idx in itertools.combinations(range(n1 + n2), n1):
-            total += 1
-            if abs(sum(ranks[i] for i in idx) - mean) >= dev - 1e-9:
-                extreme += 1
-        return extreme / total
-    n = n1 + n2
-    ties = {}
-    for r in ranks:
-        ties[r] = ties.get(r, 0) + 1
-    var = n1 * n2 / 12.0 * ((n + 1) - sum(t ** 3 - t for t in ties.values()) / (n * (n - 1)))
-    if var <= 0:
-        return 1.0
-    z = max(dev - 0.5, 0) / math.sqrt(var)
-    return math.erfc(z / math.sqrt(2))
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1 - x) / b
 
+
+def t_two_sided(t, df):
+    """P(|T| >= |t|) for Student's t with df (> 0, not necessarily whole) degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return _betai(df / 2.0, 0.5, df / (df + t * t))
+
+
+def _t_density(t, df):
+    return math.exp(math.lgamma((df + 1) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2.0 * math.log1p(t * t / df))
+
+
+def t_quantile(p_two_sided, df):
+    """The t > 0 with P(|T| >= t) = p_two_sided: Newton's method from the normal quantile with
+    Cornish-Fisher's correction, falling back to bisection inside the bracket it keeps."""
+    z_lo, z_hi = 0.0, 40.0
+    for _ in range(50):
+        z = (z_lo + z_hi) / 2
+        if math.erfc(z / math.sqrt(2)) > p_two_sided:
+            z_lo = z
+        else:
+            z_hi = z
+    t = z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df * df)
+    lo, hi = 0.0, float("inf")
+    for _ in range(200):
+        f = t_two_sided(t, df) - p_two_sided
+        if f > 0:
+            lo = t
+        else:
+            hi = t
+        nxt = t + f / (2 * _t_density(t, df))
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2 if hi != float("inf") else 2 * t + 1
+        if abs(nxt - t) <= 1e-9 * max(1.0, t):
+            return nxt
+        t = nxt
+    return t
+
+
+def _phi(z):
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+# ---- the test --------------------------------------------------------------------------------
+
+@dataclass
+class TestResult:
+    diff: float      # trimmed mean of the tuned module's scores minus the baseline's (log cost; < 0: tuned better)
+    se: float
+    df: float
+    p: float         # two-sided
+
+
+def trimmed(values, trim=True):
+    """(trimmed mean, winsorised variance, values kept) with floor(n/10) runs cut at each end."""
+    v = sorted(values)
+    n = len(v)
+    g = n // 10 if trim else 0
+    h = n - 2 * g
+    mean = sum(v[g:n - g]) / h
+    w = [v[g]] * g + v[g:n - g] + [v[n - g - 1]] * g
+    wm = sum(w) / n
+    var = sum((x - wm) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
+    return mean, var, h
+
+
+def yuen_welch(a, b, floor_a=0.0, floor_b=0.0, trim=True):
+    """Yuen's two-sample test of b against a (Welch's t test when both have fewer than 10 values).
+
+    floor_a/floor_b: the smallest per-run variance a side can be credited with (printed digits).
+    trim=False gives plain Welch at any size (only for the power study's comparison)."""
+    ma, va, ha = trimmed(a, trim)
+    mb, vb, hb = trimmed(b, trim)
+    da = (len(a) - 1) * max(va, floor_a) / (ha * (ha - 1))
+    db = (len(b) - 1) * max(vb, floor_b) / (hb * (hb - 1))
+    diff = mb - ma
+    se2 = da + db
+    if se2 <= 0:
+        return TestResult(diff, 0.0, float(ha + hb - 2), 1.0 if diff == 0 else 0.0)
+    df = se2 ** 2 / ((da * da / (ha - 1) if da else 0.0) + (db * db / (hb - 1) if db else 0.0))
+    t = diff / math.sqrt(se2)
+    return TestResult(diff, math.sqrt(se2), df, t_two_sided(t, df))
+
+
+def _cost(value, metric):
+    """Log cost of one value: log time, or log 1/bandwidth, so that lower is always better."""
+    return math.log(value) if LOWER_IS_BETTER[metric] else -math.log(value)
+
+
+def band_scores(reps, sizes, metric):
+    """One score per run: the mean over the band's sizes of its log cost (the log of the geometric
+    mean band time). Sizes are centred implicitly: every run has the same sizes."""
+    return [sum(_cost(r[s], metric) for s in sizes) / len(sizes) for r in reps]
+
+
+@functools.lru_cache(maxsize=65536)
+def _decimals(value):
+    text = repr(float(value))
+    if "e" in text or "E" in text:
+        mant, exp = text.lower().split("e")
+        return max(0, min(12, (len(mant.split(".")[1]) if "." in mant else 0) - int(exp)))
+    return min(12, len(text.split(".")[1]) if "." in text else 0)
+
+
+def resolution_floor(reps, sizes, all_reps):
+    """Variance of a run's band score that printed digits alone can hide: a value printed as 0.04
+    is only known to +-0.005. Per size, the resolution is the finest seen among all_reps (both
+    modules); rounding error is uniform, so its relative variance is (step/value)^2 / 12."""
+    if not reps:
+        return 0.0
+    total = 0.0
+    for s in sizes:
+        step = 10.0 ** -max(_decimals(r[s]) for r in all_reps)
+        mean = sum(r[s] for r in reps) / len(reps)
+        total += (step / mean) ** 2 / 12.0
+    return total / len(sizes) ** 2
+
+
+# ---- sequential design -----------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def _pocock_nominal(alpha, fraction):
+    """Two-sided nominal level c such that two looks at information fractions `fraction` and 1,
+    each rejecting at p <= c, reject a true null with probability alpha (Pocock's boundary)."""
+    rho = math.sqrt(fraction)
+    s = math.sqrt(1 - rho * rho)
+
+    def inside(c, steps=400):   # P(|Z1| < c and |Z2| < c), Simpson over z1
+        h = 2 * c / steps
+        total = 0.0
+        for i in range(steps + 1):
+            z = -c + i * h
+            f = math.exp(-z * z / 2) / math.sqrt(2 * math.pi) * (_phi((c - rho * z) / s) - _phi((-c - rho * z) / s))
+            total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
+        return total * h / 3
+
+    lo, hi = 0.5, 8.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if 1 - inside(mid) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return math.erfc((lo + hi) / 2 / math.sqrt(2))
+
+
+@dataclass(frozen=True)
+class Design:
+    """Group-sequential plan: `first` repetitions, then at most one extension to `final` for the
+    benchmarks with an undecided band. Both looks use Pocock's constant nominal level, computed for
+    the information fraction first/final, so the two looks together reject a true null with
+    probability alpha (less when a benchmark is not extended)."""
+    first: int = 5
+    final: int = 10
+
+    def level(self, alpha, look):
+        """Nominal two-sided level at look 1 or 2 for overall level alpha."""
+        if self.final <= self.first:
+            return alpha
+        return _pocock_nominal(round(alpha, 12), self.first / float(self.final))
+
+    def levels(self, alpha=DEFAULT_ALPHA):
+        return self.level(alpha, 1), self.level(alpha, 2)
+
+
+# ---- verdicts --------------------------------------------------------------------------------
 
 @dataclass
 class BandResult:
     benchmark: str
     band: str
     sizes: List[int]
-    gain: Optional[float]        # > 1: tuned better (baseline time / tuned time, or bandwidth ratio)
-    p_value: Optional[float]
+    gain: Optional[float]        # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    p_value: Optional[float]     # two-sided p of the test, before any adjustment
     verdict: str                 # win | tie | lose | no-data
     reason: str
-    baseline_band: List[float] = field(default_factory=list)   # per repetition
+    baseline_band: List[float] = field(default_factory=list)   # per run: geometric mean over the band's sizes
     tuned_band: List[float] = field(default_factory=list)
+    estimate: Optional[float] = None    # the test's gain: ratio of the trimmed geometric means of run band times
+    ci: Optional[List[float]] = None    # [low, high] of the estimate at the band's level
+    level: Optional[float] = None       # the p-value the band had to reach (Holm step, look)
+    look: Optional[int] = None          # 1 or 2 with a Design; None for a single fixed-size look
+    n_baseline: int = 0
+    n_tuned: int = 0
+    undecided: bool = False             # not significant and the interval reaches beyond the tolerance
+    test: str = ""
 
 
 def common_sizes(reps_a, reps_b):
@@ -109,42 +281,126 @@ def common_sizes(reps_a, reps_b):
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def compare_bands(benchmark, metric, baseline_reps, tuned_reps,
-                  tolerance=DEFAULT_TOLERANCE, alpha=DEFAULT_ALPHA):
-    """baseline_reps / tuned_reps: one {size: value} per successful repetition.
+def _decide(r, tolerance):
+    """Set verdict, reason and undecided of a tested band from p, level, estimate and gain."""
+    tol_hi, tol_lo = 1 + tolerance, 1 / (1 + tolerance)
+    where = "" if r.look is None else ", look %d" % r.look
+    if r.p_value <= r.level:
+        if r.estimate > 1 and r.gain >= tol_hi:
+            r.verdict, r.reason = "win", "tuned better by %.1f%%, p=%.2g <= %.2g%s" % (
+                (r.gain - 1) * 100, r.p_value, r.level, where)
+        elif r.estimate < 1 and r.gain <= tol_lo:
+            r.verdict, r.reason = "lose", "tuned worse by %.1f%%, p=%.2g <= %.2g%s" % (
+                (1 - r.gain) * 100, r.p_value, r.level, where)
+        elif (r.estimate > 1) != (r.gain > 1):
+            r.verdict, r.reason = "tie", "the test (x%.3f) and the seed figures (x%.3f) disagree in direction" % (
+                r.estimate, r.gain)
+        else:
+            r.verdict, r.reason = "tie", "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)" % (
+                (r.gain - 1) * 100, tolerance * 100, r.p_value)
+        return r
+    r.verdict = "tie"
+    lo, hi = r.ci
+    if tol_lo < lo and hi < tol_hi:
+        r.reason = "difference %+.1f%% within noise (p=%.2g > %.2g%s); interval x%.3f-x%.3f inside the tolerance" % (
+            (r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+    else:
+        r.undecided = True
+        r.reason = "difference %+.1f%% within noise (p=%.2g > %.2g%s); undecided: interval x%.3f-x%.3f" % (
+            (r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+    return r
 
-    Returns one BandResult per band that has sizes in common.
+
+def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAULT_TOLERANCE,
+                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch):
+    """baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
+
+    Returns one BandResult per band that has sizes in common. Without `design`: one look at alpha
+    (what tune uses). With `design`: look 1, or look 2 when `previous` holds this benchmark's look-1
+    results (bands decided significant at look 1 keep that result; Holm continues from there).
+    `test` is replaceable only for the power study's comparisons of candidate tests.
     """
-    sizes = common_sizes(baseline_reps, tuned_reps)
+    sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
-    out = []
+    look = None if design is None else (2 if previous is not None else 1)
+    before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
+    out, pending, done = [], [], []      # pending: (band, test result) still to decide
     for name, _, _ in BANDS:
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
             continue
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
             out.append(BandResult(benchmark, name, in_band, None, None, "no-data",
-                                  "fewer than 2 successful repetitions of a module"))
+                                  "fewer than 2 successful repetitions of a module", test=TEST_NAME))
             continue
-        # gain > 1: tuned better; the inverse of the tuned module's relative time
-        ratios = [1 / rel[s] for s in in_band if s in rel]
-        gain = geomean(ratios)
-        band_a = [geomean([r[s] for s in in_band]) for r in baseline_reps]
-        band_b = [geomean([r[s] for s in in_band]) for r in tuned_reps]
-        band_a, band_b = [v for v in band_a if v], [v for v in band_b if v]
-        p = mann_whitney_p(band_a, band_b)
+        gain = geomean([1 / rel[s] for s in in_band if s in rel])   # inverse of the tuned relative time
+        a = band_scores(baseline_reps, in_band, metric)
+        b = band_scores(tuned_reps, in_band, metric)
+        sign = 1 if LOWER_IS_BETTER[metric] else -1
+        r = BandResult(benchmark, name, in_band, gain, None, "no-data", "no positive values to compare",
+                       [math.exp(sign * x) for x in a], [math.exp(sign * x) for x in b], look=look,
+                       n_baseline=len(a), n_tuned=len(b), test=TEST_NAME)
         if gain is None:
-            verdict, reason = "no-data", "no positive values to compare"
-        elif gain >= 1 + tolerance and p < alpha:
-            verdict, reason = "win", "tuned better by %.1f%%, p=%.3f" % ((gain - 1) * 100, p)
-        elif gain <= 1 / (1 + tolerance) and p < alpha:
-            verdict, reason = "lose", "tuned worse by %.1f%%, p=%.3f" % ((1 - gain) * 100, p)
-        elif p >= alpha:
-            verdict, reason = "tie", "difference %+.1f%% within noise (p=%.3f >= %.2f)" % ((gain - 1) * 100, p, alpha)
-        else:
-            verdict, reason = "tie", "difference %+.1f%% below the %.0f%% tolerance" % ((gain - 1) * 100, tolerance * 100)
-        out.append(BandResult(benchmark, name, in_band, gain, p, verdict, reason, band_a, band_b))
+            out.append(r)
+            continue
+        old = before.get(name)
+        if old is not None and old.p_value is not None and old.level is not None and old.p_value <= old.level:
+            out.append(old)      # rejected at look 1: that decision is final and its share of alpha passes on
+            done.append(old)
+            continue
+        everyone = list(baseline_reps) + list(tuned_reps)
+        res = test(a, b, resolution_floor(baseline_reps, in_band, everyone),
+                   resolution_floor(tuned_reps, in_band, everyone))
+        r.p_value, r.estimate = res.p, math.exp(-res.diff)
+        out.append(r)
+        pending.append((r, res))
+    # Holm's step-down over the benchmark's bands at the look's nominal levels
+    m, rejected = len(pending) + len(done), len(done)
+    pending.sort(key=lambda item: item[0].p_value)
+    for i, (r, _) in enumerate(pending):
+        share = alpha / (m - rejected)
+        r.level = share if design is None else design.level(share, look)
+        if r.p_value > r.level:   # Holm stops: every band left is tested at this step's level
+            for rest, _ in pending[i + 1:]:
+                rest.level = r.level
+            break
+        rejected += 1
+    for r, res in pending:
+        q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
+        r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
+        _decide(r, tolerance)
     return out
+
+
+def extension(band_results, design):
+    """{benchmark: [undecided bands]} that would profit from the one extension to design.final
+    repetitions; empty once look 2 has been made (the extension is bounded to one)."""
+    out = {}
+    for r in band_results:
+        if r.undecided and r.look == 1 and design is not None and design.final > design.first:
+            out.setdefault(r.benchmark, []).append(r.band)
+    return out
+
+
+def pair_order(rep, run_index=0):
+    """Which module runs first in repetition `rep` (1-based) of the run at position `run_index` of
+    the repetition: counterbalanced (ABBA), so an effect of running second cancels over every two
+    repetitions instead of always favouring one module."""
+    return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
+
+
+def describe_method(tolerance, alpha, design=None):
+    """The verdict's method in a few sentences (report.md's Method section)."""
+    looks = ("one look" if design is None else
+             "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
+             "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1)))
+    return ("A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
+            "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
+            "nothing is trimmed below 10 runs), two-sided; Holm's step-down over the bands of a benchmark keeps "
+            "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
+            "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
+            "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
+            % (alpha, looks, tolerance * 100))
 
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):

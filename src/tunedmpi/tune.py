@@ -106,8 +106,8 @@ def build_table(site, metas, decisions, runs_count):
         ("command", "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
                     "one-sided: -w %s -s %s)" % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC)),
         ("method", "%s; figure = drop max and min, mean of the rest; a configuration is chosen only if it passes "
-                   "validate's rule against the same stage's baseline (no band loses, one wins: gain >= 5%% and exact "
-                   "Mann-Whitney p < 0.05)" % "; ".join(
+                   "validate's rule against the same stage's baseline (no band loses, one wins: gain >= 5%% and a "
+                   "Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05)" % "; ".join(
                        "ingested logs (tunedmpi ingest), one repetition per log" if m.get("source") == "ingest" else
                        "staged search (%s), %s interleaved repetitions per configuration"
                        % (" -> ".join(s["stage"] for s in m.get("stages", [])) or "stages", m["repetitions"])

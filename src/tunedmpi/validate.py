@@ -1,5 +1,6 @@
 """`tunedmpi validate`: rerun the benchmarks with the untuned baseline (A) and the tuned module (B),
-alternating A B A B ..., and decide with statistics (stats.py) whether the tuned module wins.
+in counterbalanced pairs (A B, B A, ...), and decide with statistics (stats.py) whether the tuned
+module wins, measuring more repetitions once where a band is still undecided.
 
 Every run is made by the shared runner (bench/runner.py): a fresh shell that purges modules and
 loads exactly one MPI module, so nothing leaks between A and B; its command, the variables the
@@ -21,6 +22,7 @@ from .bench import suites
 from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
+MIN_REPETITIONS = 3   # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
 
 
 @dataclass
@@ -32,7 +34,8 @@ class Options:
     nodes: int = 1
     ppn: int = 2
     geometry_source: str = "default"
-    repetitions: int = 5
+    repetitions: int = 5          # the first look; the extension may double it for undecided benchmarks
+    extend: bool = True
     timeout: float = 120.0
     retries: int = 1
     tolerance: float = stats.DEFAULT_TOLERANCE
@@ -96,29 +99,48 @@ def prepare(opts):
 
 
 def campaign(opts):
-    """Run everything; returns (results dict, results directory)."""
+    """Run everything; returns (results dict, results directory).
+
+    Repetitions 1..n: every run of the plan, the two modules in counterbalanced order (ABBA: an
+    effect of running second cancels instead of always favouring one module). Then, with the
+    extension on, the runs of benchmarks that still have an undecided band are measured again up to
+    2n repetitions, once, and judged at the second look of the group-sequential design (stats.py)."""
     runner, binaries = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
     logdir = outdir / "logs"
     logdir.mkdir()
     runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
-    modules = (("baseline", opts.baseline), ("tuned", opts.tuned))
-    total = opts.repetitions * len(runs) * 2
+    module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
+    design = stats.Design(opts.repetitions, opts.repetitions * 2 if opts.extend else opts.repetitions)
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
-    records, done = [], 0
-    sys.stderr.write("validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions, %s; results in %s\n"
+    records = []
+    sys.stderr.write("validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
                      % (opts.tuned, opts.baseline, opts.nodes, opts.ppn, opts.set_name, opts.repetitions,
+                        " (+ up to %d for undecided bands)" % opts.repetitions if opts.extend else "",
                         "benchmarks: " + binaries.suite, outdir))
-    for rep in range(1, opts.repetitions + 1):
-        for run in runs:
-            for role, module in modules:  # A B A B ...: drift on the machine hits both alike
-                tries = run_once(runner, binaries, run, role, module, rep, logdir)
-                records += tries
-                done += 1
-                progress(done, total, started, "rep %d/%d %-15s %-8s %s (%.1fs%s)" % (
-                    rep, opts.repetitions, run.name, role, tries[-1].status, tries[-1].wall_s,
-                    ", %d attempts" % len(tries) if len(tries) > 1 else ""))
-    results = analyse(opts, runs, records)
+
+    def measure_reps(todo, first, last):
+        total, done = len(todo) * (last - first + 1) * 2, 0
+        for rep in range(first, last + 1):
+            for index, run in enumerate(todo):
+                for role in stats.pair_order(rep, index):
+                    tries = run_once(runner, binaries, run, role, module_of[role], rep, logdir)
+                    records.extend(tries)
+                    done += 1
+                    progress(done, total, started, "rep %d/%d %-15s %-8s %s (%.1fs%s)" % (
+                        rep, last, run.name, role, tries[-1].status, tries[-1].wall_s,
+                        ", %d attempts" % len(tries) if len(tries) > 1 else ""))
+
+    measure_reps(runs, 1, design.first)
+    results = analyse(opts, runs, records, design)
+    undecided = stats.extension([stats.BandResult(**b) for b in results["bands"]], design)
+    extended = [run for run in runs if set(run.expect) & set(undecided)]
+    if extended:
+        sys.stderr.write("validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n" % (
+            design.first, "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
+            design.first + 1, design.final, ", ".join(r.name for r in extended)))
+        measure_reps(extended, design.first + 1, design.final)
+        results = analyse(opts, runs, records, design, previous=results, extended=extended)
     results.update(
         tool="tunedmpi validate", started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -127,6 +149,8 @@ def campaign(opts):
         geometry={"nodes": opts.nodes, "ppn": opts.ppn, "np": opts.nodes * opts.ppn, "source": opts.geometry_source},
         set=opts.set_name, repetitions=opts.repetitions, retries=opts.retries, timeout_s=opts.timeout,
         tolerance=opts.tolerance, alpha=opts.alpha, suite=binaries.suite,
+        design={"first": design.first, "final": design.final,
+                "extended": [r.name for r in extended], "order": "counterbalanced (ABBA)"},
         binaries={k: v for k, v in asdict(binaries).items() if k != "suite"},
         commands={r.name: " ".join(runner.mpirun_line(r)) for r in runs},
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
@@ -135,26 +159,36 @@ def campaign(opts):
     return results, outdir
 
 
-def analyse(opts, runs, records):
-    """Per benchmark: the final attempt of each repetition, band verdicts, reliability; the verdict."""
+def analyse(opts, runs, records, design=None, previous=None, extended=()):
+    """Per benchmark: the final attempt of each repetition, band verdicts, reliability; the verdict.
+    previous: the look-1 results; then the benchmarks of the `extended` runs are judged at look 2 on
+    all their repetitions and every other benchmark keeps its look-1 bands."""
     final = {}
     for r in records:  # later attempts replace earlier ones
         final[(r.run, r.role, r.rep)] = r
+    again = {run.name for run in extended}
+    old = {} if previous is None else {(b["benchmark"], b["band"]): b for b in previous["bands"]}
     bands, per_size = [], {}
     for run in runs:
         for bench in run.expect:
-            reps = {role: [final[(run.name, role, k)] for k in range(1, opts.repetitions + 1)
-                           if (run.name, role, k) in final] for role in ("baseline", "tuned")}
+            reps = {role: sorted((r for (name, rl, _), r in final.items() if name == run.name and rl == role),
+                                 key=lambda r: r.rep) for role in ("baseline", "tuned")}
             ok = {role: [r.series[bench] for r in recs if r.status == "ok" and bench in r.series]
                   for role, recs in reps.items()}
             failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
             metric = next((s["metric"] for role in ok for s in ok[role]), None)
             suite = next((s["suite"] for role in ok for s in ok[role]), None)
             pts = {role: [s["points"] for s in ok[role]] for role in ok}
-            if metric:
-                bands += stats.compare_bands(bench, metric, pts["baseline"], pts["tuned"], opts.tolerance, opts.alpha)
-            bands.append(stats.reliability(bench, failed["baseline"], len(reps["baseline"]),
-                                           failed["tuned"], len(reps["tuned"])))
+            if previous is not None and run.name not in again:
+                bands += [stats.BandResult(**b) for (bn, _), b in old.items() if bn == bench]
+            else:
+                if metric:
+                    look1 = ([stats.BandResult(**b) for (bn, band), b in old.items() if bn == bench and band != "reliability"]
+                             if previous is not None else None)
+                    bands += stats.compare_bands(bench, metric, pts["baseline"], pts["tuned"], opts.tolerance,
+                                                 opts.alpha, design=design, previous=look1)
+                bands.append(stats.reliability(bench, failed["baseline"], len(reps["baseline"]),
+                                               failed["tuned"], len(reps["tuned"])))
             per_size[bench] = {"metric": metric, "suite": suite, "baseline": pts["baseline"], "tuned": pts["tuned"]}
     verdict = stats.module_verdict(bands)
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
@@ -188,9 +222,13 @@ def options_from_args(args):
     if only and not set(only) <= known:
         raise CannotRun("--benchmarks: unknown benchmark(s) %s; choose from %s"
                         % (", ".join(sorted(set(only) - known)), ", ".join(sorted(known))))
+    if args.repetitions < MIN_REPETITIONS:
+        raise CannotRun("--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
+                        "the largest and the smallest run); use --repetitions %d or more (default 5)"
+                        % (args.repetitions, MIN_REPETITIONS, MIN_REPETITIONS))
     set_name = "full" if args.full else "quick"
     return Options(site=site.name, tuned=tuned, baseline=baseline, set_name=set_name, nodes=nodes, ppn=ppn,
-                   geometry_source=source, repetitions=args.repetitions,
+                   geometry_source=source, repetitions=args.repetitions, extend=not args.no_extend,
                    timeout=args.timeout or (120.0 if set_name == "quick" else 900.0),
                    retries=args.retries, tolerance=args.tolerance, alpha=args.alpha, only=only,
                    force_probes=args.probes, out=args.out, modulepaths=modulepaths)

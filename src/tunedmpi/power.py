@@ -1,0 +1,640 @@
+"""`tunedmpi power`: how often the verdict is wrong, and how often it finds a real gain, on this
+machine's own noise (method: validate/README.md, "Statistics and verdict").
+
+Reads validate result directories (results.json) and results-store campaigns (campaign.json plus
+one record per run), or directories holding either. From their runs it builds:
+
+- **same-configuration pools**: every successful run of one configuration and benchmark (the same
+  module in validate campaigns of the same suite, set and size, pooled across campaigns; the same
+  store configuration across a campaign's stages, e.g. the baseline every stage measures again);
+- **residual pools**: per campaign and benchmark, each run's log values minus the mean of its own
+  group (module, or configuration x stage), scaled by sqrt(n/(n-1)) to undo the centring. They keep
+  each run's noise (whole-run slowness, outliers) and remove the modules' difference, so A/B
+  campaigns give A/A data too (an approximation: centring on 5 runs is itself noisy).
+
+A/A: draw 2 x R runs of a pool without replacement, give half to each side, and judge them with
+the verdict (stats.compare_bands): any band that wins or loses is a false call. Power: the same
+draws with one side's band made `gain` times faster. With a two-look Design the draw holds enough
+runs for the extension, which is used when stats.extension says so. Also measured: run-to-run
+noise (SD of per-run log band scores), how much sizes share a run's slowness (intra-class
+correlation), drift, and the effect of running second in a pair.
+"""
+import itertools
+import json
+import math
+import os
+import random
+import statistics
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from . import stats, store
+from .errors import InputError
+
+OUTLIER = 5.0      # heavy-tail check: one run this many times slower
+
+
+@dataclass
+class Run:
+    source: str        # campaign directory name
+    bench: str
+    metric: str
+    suite: str
+    config: tuple      # identity of the configuration: same value = same configuration
+    group: tuple       # runs centred together for residual pools
+    role: str          # validate: baseline | tuned; store: the config id
+    rep: int
+    order: float       # execution order: validate, position in the run list; store, minutes since the first record
+    points: dict
+
+
+@dataclass
+class Source:
+    name: str
+    kind: str          # validate | store
+    runs: list
+    timed: bool        # order is in minutes (store records' times), not positions
+    aa: bool = False   # a validate campaign with the same module on both sides
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def _validate_source(path):
+    res = json.loads((path / "results.json").read_text())
+    final = OrderedDict()
+    for i, r in enumerate(res.get("runs", [])):   # later attempts replace earlier ones; list order = run order
+        final[(r["run"], r["role"], r["rep"])] = (i, r)
+    geo = res.get("geometry", {})
+    runs = []
+    for i, r in sorted(final.values(), key=lambda x: x[0]):
+        if r["status"] != "ok":
+            continue
+        module = r.get("module") or res["modules"][r["role"]]
+        for bench, s in r["series"].items():
+            config = ("validate", s["suite"], res.get("set"), geo.get("np"), module, bench)
+            runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, module, bench),
+                            r["role"], r["rep"], float(i), {int(k): v for k, v in s["points"].items()}))
+    mods = res.get("modules", {})
+    return Source(path.name, "validate", runs, False, aa=bool(mods) and mods.get("baseline") == mods.get("tuned"))
+
+
+def _store_source(path):
+    """Runs of a store campaign, ordered by round (stage in campaign order, then repetition); in
+    minutes when the records' file times confirm that order (copies and checkouts lose them)."""
+    meta, records = store.load_campaign(path)
+    stages = [st["stage"] for st in meta.get("stages", [])]
+    stages += sorted({r["stage"] for r in records} - set(stages))
+    top = max([r["rep"] for r in records] or [1]) + 1
+    runs, times, rounds = [], [], {}
+    for r in records:
+        if r["status"] != "ok":
+            continue
+        rnd = stages.index(r["stage"]) * top + r["rep"]
+        rec = store.record_path(path, r["stage"], r["config"], r["run"], r["rep"])
+        t = os.path.getmtime(rec) if rec.is_file() else 0.0
+        rounds.setdefault(rnd, []).append(t)
+        for bench, s in r["series"].items():
+            config = ("store", path.name, r["config_id"], bench)
+            runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, r["config_id"], r["stage"], bench),
+                            r["config_id"], r["rep"], float(rnd), s["points"]))
+            times.append(t)
+    means = [sum(rounds[k]) / len(rounds[k]) for k in sorted(rounds)]
+    timed = len(means) > 2 and all(b - a > 1.0 for a, b in zip(means, means[1:]))
+    if timed:
+        t0 = min(times)
+        for run, t in zip(runs, times):
+            run.order = (t - t0) / 60.0
+    return Source(path.name, "store", runs, timed)
+
+
+def _campaigns_under(path, depth):
+    if (path / "results.json").is_file():
+        return [_validate_source(path)]
+    if (path / "campaign.json").is_file():
+        return [_store_source(path)]
+    if depth == 0 or not path.is_dir():
+        return []
+    return [src for child in sorted(path.iterdir()) if child.is_dir() for src in _campaigns_under(child, depth - 1)]
+
+
+def load(paths):
+    """Sources from validate result directories, store campaigns, or directories holding them (two
+    levels down at most: validate-results/, a results-store/, or a folder of either)."""
+    out = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise InputError(str(p), None, None, "no such directory", "give validate or results-store directories")
+        found = _campaigns_under(p, 2)
+        if not found:
+            raise InputError(str(p), None, None, "neither a validate result directory (results.json) nor a "
+                             "results-store campaign (campaign.json), and holds none",
+                             "give validate-results/<site>-<time>/ or results-store/<campaign>/ directories")
+        out += found
+    return out
+
+
+# ---- per-run scores, noise -------------------------------------------------------------------
+
+def bands_of(runs):
+    sizes = [s for s in stats.common_sizes([r.points for r in runs], []) if s >= 1]
+    out = OrderedDict()
+    for name, _, _ in stats.BANDS:
+        in_band = [s for s in sizes if stats.band_of(s) == name]
+        if in_band:
+            out[name] = in_band
+    return out
+
+
+def _groups(runs, min_size=2):
+    g = OrderedDict()
+    for r in runs:
+        g.setdefault(r.group, []).append(r)
+    return [v for v in g.values() if len(v) >= min_size]
+
+
+def noise(runs, bands):
+    """Per band: run-to-run SD of the log band score within groups, its robust (MAD) twin, and the
+    intra-class correlation of sizes within runs."""
+    out = OrderedDict()
+    groups = _groups(runs)
+    for name, sizes in bands.items():
+        resid, cells, runmeans, dof = [], [], [], 0
+        for grp in groups:
+            scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
+            mean = sum(scores) / len(scores)
+            resid += [x - mean for x in scores]
+            dof += len(grp) - 1
+            logs = [[stats._cost(r.points[s], r.metric) for s in sizes] for r in grp]
+            col = [sum(row[j] for row in logs) / len(logs) for j in range(len(sizes))]
+            for row in logs:
+                c = [row[j] - col[j] for j in range(len(sizes))]
+                cells.append(c)
+                runmeans.append(sum(c) / len(c))
+        if dof < 2:
+            continue
+        sd = math.sqrt(sum(x * x for x in resid) / dof)
+        scale = math.sqrt(len(resid) / dof)
+        mad = 1.4826 * statistics.median(abs(x) * scale for x in resid)
+        m = len(sizes)
+        icc = None
+        if m > 1:
+            msb = m * sum(x * x for x in runmeans) / dof
+            msw = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m)) / (dof * (m - 1))
+            icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
+        out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
+    return out
+
+
+def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
+    """Runs per module for `target` power on one band of `bands` at this SD (Welch, one look at
+    Holm's first level alpha/bands; normal approximation of the noncentral t)."""
+    if sd <= 0:
+        return 2
+    for n in range(2, limit + 1):
+        ncp = math.log(gain) / (sd * math.sqrt(2.0 / n))
+        if 1 - stats._phi(stats.t_quantile(alpha / bands, 2 * n - 2) - ncp) >= target:
+            return n
+    return None
+
+
+def design_power(sd, gain, alpha, bands, design, repetitions):
+    """Power for a true `gain` on one band at this SD under the two-look design (or one look of
+    `repetitions` runs): Welch's critical values at Holm's first level for `bands` bands, the two
+    looks' statistics bivariate normal with correlation sqrt(first/final). A model, for noise
+    levels the pools cannot be resampled at."""
+    if sd <= 0:
+        return 1.0
+    n1 = design.first if design else repetitions
+    c1 = stats.t_quantile(design.level(alpha / bands, 1) if design else alpha / bands, 2 * n1 - 2)
+    d1 = math.log(gain) / (sd * math.sqrt(2.0 / n1))
+    first = 1 - stats._phi(c1 - d1)
+    if not design or design.final <= design.first:
+        return first
+    n2 = design.final
+    c2 = stats.t_quantile(design.level(alpha / bands, 2), 2 * n2 - 2)
+    d2 = math.log(gain) / (sd * math.sqrt(2.0 / n2))
+    rho = math.sqrt(n1 / float(n2))
+    s = math.sqrt(1 - rho * rho)
+    lo, steps = d1 - 9.0, 400
+    if c1 <= lo:
+        return first
+    h = (c1 - lo) / steps
+    total = 0.0
+    for i in range(steps + 1):
+        z = lo + i * h
+        f = math.exp(-(z - d1) ** 2 / 2) / math.sqrt(2 * math.pi) * (1 - stats._phi((c2 - d2 - rho * (z - d1)) / s))
+        total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
+    return first + total * h / 3
+
+
+# ---- order and time effects ------------------------------------------------------------------
+
+def _slope(points):
+    """Pooled within-group least-squares slope of [(group, x, y)] and its standard error."""
+    by = OrderedDict()
+    for g, x, y in points:
+        by.setdefault(g, []).append((x, y))
+    cent = []
+    for pts in by.values():
+        if len(pts) < 2:
+            continue
+        mx = sum(p[0] for p in pts) / len(pts)
+        my = sum(p[1] for p in pts) / len(pts)
+        cent += [(x - mx, y - my) for x, y in pts]
+    sxx = sum(x * x for x, _ in cent)
+    sxy = sum(x * y for x, y in cent)
+    if sxx <= 0 or len(cent) < 3:
+        return None, None
+    b = sxy / sxx
+    rss = sum((y - b * x) ** 2 for x, y in cent)
+    return b, math.sqrt(rss / max(1, len(cent) - len(by) - 1) / sxx)
+
+
+def order_effects(source):
+    """Drift, serial correlation and the effect of running second, for one source."""
+    out = OrderedDict()
+    by_bench = OrderedDict()
+    for r in source.runs:
+        by_bench.setdefault(r.bench, []).append(r)
+    drift_pts, across, lag, pair_x, pair_y, reps = [], [], [], [], [], {}
+    second = OrderedDict()
+    for bench, runs in by_bench.items():
+        bands = bands_of(runs)
+        for name, sizes in bands.items():
+            seq = []
+            for grp in _groups(runs):
+                scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
+                mean = sum(scores) / len(scores)
+                for r, x in zip(grp, scores):
+                    seq.append((r.order, x - mean, r))
+                    drift_pts.append(((bench, name) + tuple(grp[0].group), r.order, x - mean))
+                    across.append(((bench, name) + tuple(r.config), r.order, x + mean))
+                    reps.setdefault(r.rep, []).append(x - mean)
+            seq.sort(key=lambda t: t[0])
+            if len(seq) > 3:
+                v = [t[1] for t in seq]
+                m = sum(v) / len(v)
+                den = sum((x - m) ** 2 for x in v)
+                if den > 0:
+                    lag.append(sum((v[i] - m) * (v[i + 1] - m) for i in range(len(v) - 1)) / den)
+            if source.kind == "validate":
+                pairs = OrderedDict()
+                for t in seq:
+                    pairs.setdefault(t[2].rep, []).append(t)
+                for rep, pr in pairs.items():
+                    if len(pr) != 2 or pr[0][2].role == pr[1][2].role:
+                        continue
+                    (o1, x1, r1), (o2, x2, r2) = sorted(pr, key=lambda t: t[0])
+                    pair_x.append(x1)
+                    pair_y.append(x2)
+                    raw1 = stats.band_scores([r1.points], sizes, r1.metric)[0]
+                    raw2 = stats.band_scores([r2.points], sizes, r2.metric)[0]
+                    # second minus first (log cost; > 0: the second run is slower), with who was second
+                    second.setdefault(bench, {}).setdefault(rep, []).append((raw2 - raw1, r2.role))
+    b, se = _slope(drift_pts)
+    out["drift"] = (b, se, "minute" if source.timed else "round" if source.kind == "store" else "run")
+    if source.kind == "store":   # the same configuration measured again in later stages
+        out["drift_across"] = _slope(across)
+    out["lag1"] = statistics.mean(lag) if lag else None
+    out["rep_effect"] = {k: statistics.mean(v) for k, v in sorted(reps.items()) if v}
+    if pair_x and len(pair_x) > 2:
+        mx, my = statistics.mean(pair_x), statistics.mean(pair_y)
+        num = sum((x - mx) * (y - my) for x, y in zip(pair_x, pair_y))
+        den = math.sqrt(sum((x - mx) ** 2 for x in pair_x) * sum((y - my) ** 2 for y in pair_y))
+        out["pair_corr"] = num / den if den > 0 else None
+    if second:
+        out["second"] = second_effect(second, source.aa)
+    return out
+
+
+def second_effect(second, aa):
+    """Per benchmark: the effect of running second in a pair (mean log cost difference, one value per
+    pair averaged over the bands) with a 95% interval, or why it cannot be told from the module."""
+    out = OrderedDict()
+    for bench, pairs in second.items():
+        vals, signs = [], []
+        for rep, items in sorted(pairs.items()):
+            vals.append(sum(d for d, _ in items) / len(items))
+            signs.append(1 if items[0][1] == "tuned" else -1)      # +1: tuned ran second
+        if aa:
+            d = vals
+        elif 0 < signs.count(1) < len(signs):
+            # second-minus-first = o + s * (tuned-minus-baseline): o is the mean of the two order groups
+            plus = [v for v, s in zip(vals, signs) if s > 0]
+            minus = [v for v, s in zip(vals, signs) if s < 0]
+            est = (statistics.mean(plus) + statistics.mean(minus)) / 2
+            se = 0.5 * math.sqrt((statistics.variance(plus) / len(plus) if len(plus) > 1 else 0)
+                                 + (statistics.variance(minus) / len(minus) if len(minus) > 1 else 0))
+            out[bench] = (est, se, len(vals))
+            continue
+        else:
+            out[bench] = None      # the tuned module always ran second: order and module are confounded
+            continue
+        if len(d) < 2:
+            continue
+        out[bench] = (statistics.mean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d))
+    return out
+
+
+# ---- pools -----------------------------------------------------------------------------------
+
+@dataclass
+class Pool:
+    label: str
+    family: str       # same-config | residual
+    bench: str
+    metric: str
+    suite: str
+    units: list       # {size: value}; paired pools: (first side's run, second side's run) per repetition
+    bands: OrderedDict
+    paired: bool = False
+
+
+def pools(sources, minimum):
+    out = []
+    same = OrderedDict()
+    for src in sources:
+        for r in src.runs:
+            same.setdefault(r.config, []).append(r)
+    for config, runs in same.items():
+        if len(runs) < minimum:
+            continue
+        bands = bands_of(runs)
+        if not bands:
+            continue
+        names = sorted({r.source for r in runs})
+        if config[0] == "validate":
+            label = "%s %s np=%s %s (%s)" % (config[1], config[2], config[3], config[4],
+                                              names[0] if len(names) == 1 else "%d campaigns" % len(names))
+        else:
+            label = "%s %s" % (config[1], config[2] if len(config[2]) <= 40 else config[2][:37] + "...")
+        out.append(Pool(label, "same-config", runs[0].bench, runs[0].metric, runs[0].suite,
+                        [r.points for r in runs], bands))
+    for src in sources:
+        if not src.aa:
+            continue
+        by = OrderedDict()
+        for r in src.runs:
+            by.setdefault(r.bench, {}).setdefault(r.rep, {})[r.role] = r
+        for bench, reps in by.items():
+            pairs = [(v["baseline"], v["tuned"]) for k, v in sorted(reps.items()) if len(v) == 2]
+            if len(pairs) < minimum // 2:
+                continue
+            bands = bands_of([r for pr in pairs for r in pr])
+            if bands:
+                out.append(Pool("%s (A/A repetitions, order kept)" % src.name, "A/A pairs", bench, pairs[0][0].metric,
+                                pairs[0][0].suite, [(a.points, b.points) for a, b in pairs], bands, paired=True))
+    for src in sources:
+        by = OrderedDict()
+        for r in src.runs:
+            by.setdefault(r.bench, []).append(r)
+        for bench, runs in by.items():
+            bands = bands_of(runs)
+            sizes = [s for b in bands.values() for s in b]
+            units = []
+            for grp in _groups(runs, 3):
+                n = len(grp)
+                k = math.sqrt(n / (n - 1.0))
+                mean = {s: sum(math.log(r.points[s]) for r in grp) / n for s in sizes}
+                units += [{s: (math.log(r.points[s]) - mean[s]) * k for s in sizes} for r in grp]
+            if len(units) < minimum or not sizes:
+                continue
+            level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
+            units = [{s: math.exp(u[s] + level[s]) for s in sizes} for u in units]
+            out.append(Pool("%s (residuals)" % src.name, "residual", bench, runs[0].metric, runs[0].suite, units, bands))
+    return out
+
+
+def _scaled(unit, sizes, factor, metric):
+    """The run made `factor` times faster on `sizes` (bandwidth factor times higher)."""
+    lower = stats.LOWER_IS_BETTER[metric]
+    return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
+
+
+def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch):
+    """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it.
+    Returns ({band: verdict}, extended, look-1 estimates)."""
+    first = design.first if design else len(base)
+    one = stats.compare_bands(pool.bench, pool.metric, base[:first], tuned[:first], tolerance, alpha,
+                              design=design, test=test)
+    res, extended = one, False
+    if design and len(base) >= design.final and stats.extension(one, design):
+        res = stats.compare_bands(pool.bench, pool.metric, base, tuned, tolerance, alpha, design=design,
+                                  previous=one, test=test)
+        extended = True
+    return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
+
+
+def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False):
+    """The rule before this study, for comparison: exact Mann-Whitney over the per-run band times
+    (geometric means), p < alpha per band (Holm's levels with holm=True), one look of `first` runs."""
+    first = design.first if design else len(base)
+    base, tuned = base[:first], tuned[:first]
+    rel = stats.relative_times(base, tuned, pool.metric)
+    ps, gains = OrderedDict(), {}
+    for name, sizes in pool.bands.items():
+        gains[name] = stats.geomean([1 / rel[s] for s in sizes if s in rel])
+        ps[name] = mann_whitney_p(stats.band_scores(base, sizes, pool.metric),
+                                  stats.band_scores(tuned, sizes, pool.metric))
+    level = dict.fromkeys(ps, alpha)
+    if holm:
+        for j, name in enumerate(sorted(ps, key=ps.get)):
+            level[name] = alpha / (len(ps) - j)
+            if ps[name] > level[name]:
+                for rest in sorted(ps, key=ps.get)[j:]:
+                    level[rest] = 0.0
+                break
+    out = {}
+    for name, p in ps.items():
+        sig = p < level[name] if not holm else p <= level[name]
+        out[name] = ("win" if gains[name] >= 1 + tolerance and sig else
+                     "lose" if gains[name] <= 1 / (1 + tolerance) and sig else "tie")
+    return out, False, []
+
+
+def mann_whitney_p(a, b):
+    """Two-sided exact Mann-Whitney p (all splits of the pooled mid-ranks): the old rule's test."""
+    pooled = list(a) + list(b)
+    order = sorted(range(len(pooled)), key=lambda i: pooled[i])
+    ranks = [0.0] * len(pooled)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and pooled[order[j + 1]] == pooled[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1
+        i = j + 1
+    n1 = len(a)
+    mean = n1 * (len(pooled) + 1) / 2.0
+    dev = abs(sum(ranks[:n1]) - mean)
+    total = extreme = 0
+    for idx in itertools.combinations(range(len(pooled)), n1):
+        total += 1
+        extreme += abs(sum(ranks[i] for i in idx) - mean) >= dev - 1e-9
+    return extreme / total
+
+
+def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=procedure, test=stats.yuen_welch,
+          outlier=False):
+    """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool."""
+    need = 1 if pool.paired else 2      # units per repetition of both sides
+    per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
+    two_looks = design is not None and per_side == design.final and design.final > design.first
+    use_design = design if design is not None else None
+    false = extended = 0
+    wins = OrderedDict((b, 0) for b in pool.bands)
+    apparent = []
+    for _ in range(draws):
+        if pool.paired:   # whole repetitions of an A/A campaign, in time order: alternation and order kept
+            idx = sorted(rng.sample(range(len(pool.units)), per_side))
+            base = [pool.units[i][0] for i in idx]
+            tuned = [pool.units[i][1] for i in idx]
+        else:
+            idx = rng.sample(range(len(pool.units)), 2 * per_side)
+            base = [pool.units[i] for i in idx[0::2]]
+            tuned = [pool.units[i] for i in idx[1::2]]
+        aa_tuned = tuned
+        if outlier:   # heavy tails: one run of a side five times slower
+            aa_tuned = [_scaled(tuned[0], set(tuned[0]), 1 / OUTLIER, pool.metric)] + tuned[1:]
+        verdicts, ext, est = rule(pool, base, aa_tuned, use_design, tolerance, alpha, test=test)
+        false += any(v in ("win", "lose") for v in verdicts.values())
+        extended += ext
+        apparent += [abs(math.log(e)) for e in est]
+        for name, sizes in pool.bands.items():
+            faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
+            if outlier:
+                faster[0] = _scaled(faster[0], set(faster[0]), 1 / OUTLIER, pool.metric)
+            v, _, _ = rule(pool, base, faster, use_design, tolerance, alpha, test=test)
+            wins[name] += v.get(name) == "win"
+    apparent.sort()
+    return dict(false=false / float(draws), power=OrderedDict((b, w / float(draws)) for b, w in wins.items()),
+                extended=extended / float(draws), two_looks=two_looks, per_side=per_side,
+                p95=math.exp(apparent[int(0.95 * (len(apparent) - 1))]) - 1 if apparent else None)
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+def _pct(x, digits=1):
+    return "-" if x is None else "%+.*f%%" % (digits, (math.exp(x) - 1) * 100)
+
+
+def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=stats.DEFAULT_ALPHA,
+        tolerance=stats.DEFAULT_TOLERANCE, candidates=False, out=None):
+    import sys
+    out = out or sys.stdout
+    w = out.write
+    sources = load(paths)
+    final = 2 * repetitions if final is None else final
+    design = stats.Design(repetitions, final) if final > repetitions else None
+    if not any(s.runs for s in sources):
+        raise InputError(" ".join(map(str, paths)), None, None, "no successful run in these directories",
+                         "give validate or results-store directories with measured runs")
+    lv = design.levels(alpha) if design else (alpha, alpha)
+    w("# tunedmpi power: gain %.2fx, %d runs per module%s, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
+      % (gain, repetitions, " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
+         % (final, lv[0]) if design else " (one look)", alpha, tolerance * 100, draws, seed))
+
+    w("## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n")
+    w("| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes | power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
+      "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
+      % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-"))
+    for src in sources:
+        by = OrderedDict()
+        for r in src.runs:
+            by.setdefault(r.bench, []).append(r)
+        for bench, runs in by.items():
+            bands = bands_of(runs)
+            for band, n in noise(runs, bands).items():
+                need = reps_needed(n["sd"], gain, alpha, len(bands))
+                one = design_power(n["sd"], gain, alpha, len(bands), stats.Design(repetitions, repetitions), repetitions)
+                two = design_power(n["sd"], gain, alpha, len(bands), design, repetitions) if design else None
+                w("| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n" % (
+                    src.name, bench, band, n["runs"], n["sd"], n["mad"], "-" if n["icc"] is None else "%.2f" % n["icc"],
+                    one, "-" if two is None else "%.2f" % two, need if need else ">200"))
+    w("\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); a robust SD far "
+      "below the SD: heavy tails (a few very slow runs).\n\n")
+
+    w("## Order and time effects\n\n")
+    w("| campaign | drift per run, round or minute | repetition 1 vs the rest | lag-1 correlation | within-pair correlation "
+      "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n")
+    for src in sources:
+        o = order_effects(src)
+        b, se, unit = o["drift"]
+        drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
+        if o.get("drift_across") and o["drift_across"][0] is not None:
+            drift += " (same configuration across stages: %s ± %.1f%%)" % (_pct(o["drift_across"][0], 2),
+                                                                         196 * o["drift_across"][1])
+        sec = o.get("second")
+        if sec is None:
+            second = "no pairs (store campaign)"
+        elif all(v is None for v in sec.values()):
+            second = "not measurable: the tuned module always ran second (run an A/A campaign or counterbalance)"
+        else:
+            second = "; ".join("%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2]) for k, v in sec.items() if v)
+        reps = o["rep_effect"]
+        warm = (reps[1] - statistics.mean(v for k, v in reps.items() if k != 1)) if 1 in reps and len(reps) > 1 else None
+        w("| %s%s | %s | %s | %s | %s | %s |\n" % (
+            src.name, " (A/A)" if src.aa else "", drift, _pct(warm), "-" if o["lag1"] is None else "%.2f" % o["lag1"],
+            "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"], second))
+    w("\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: correlation of "
+      "consecutive runs' residuals in run order. Repetition 1 vs the rest: a warm-up effect. A positive second-run "
+      "effect: the second run of a pair is slower.\n\n")
+
+    minimum = 2 * repetitions
+    found = pools(sources, minimum)
+    rng = random.Random(seed)
+    w("## A/A false calls and power (resampling)\n\n")
+    if not found:
+        w("No pool has %d runs of one configuration: nothing to resample.\n" % minimum)
+        return 0
+    w("| pool | kind | benchmark | runs | runs/side | false win-or-lose | 95%% MC | power at %.2fx per band | "
+      "extended (A/A) | identical configs differ by (p95) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n" % gain)
+    summary = OrderedDict()
+    for pool in found:
+        r = study(pool, rng, draws, gain, design, repetitions, tolerance, alpha)
+        mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
+        w("| %s | %s | %s | %d | %s | %.3f | ±%.3f | %s | %s | %s |\n" % (
+            pool.label, pool.family, pool.bench, len(pool.units),
+            "%d+%d" % (repetitions, final - repetitions) if r["two_looks"] else str(r["per_side"]),
+            r["false"], mc, " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
+            "%.2f" % r["extended"] if r["two_looks"] else "-", "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100)))
+        key = ("real suites" if pool.suite in ("imb", "osu") else "probes", pool.bench)
+        summary.setdefault(key, []).append((r["false"], min(r["power"].values()), r["two_looks"], pool.label))
+    w("\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate | power at %.2fx "
+      "(weakest band): median / min |\n|---|---|---:|---:|---|\n" % gain)
+    for (fam, bench), rows in sorted(summary.items()):
+        worst = max(rows, key=lambda x: x[0])
+        pw = sorted(x[1] for x in rows)
+        w("| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n" % (fam, bench, len(rows), worst[0], worst[3],
+                                                          statistics.median(pw), pw[0]))
+    if candidates:
+        w("\n## Candidate tests on the same draws (mean over pools, max in brackets)\n\n")
+        w("| pools | candidate | false win-or-lose | power at %.2fx | false, one run %gx slower | power, one tuned run "
+          "%gx slower |\n|---|---|---|---:|---:|---:|\n" % (gain, OUTLIER, OUTLIER))
+        one = ("chosen test, one look of %d, Holm" % repetitions, procedure, stats.yuen_welch, None)
+        old = ("old: exact Mann-Whitney, one look of %d, no Holm" % repetitions, old_rule, None, None)
+        mwh = ("exact Mann-Whitney, one look of %d, Holm" % repetitions, partial(old_rule, holm=True), None, None)
+        classes = [("all %d pools" % len(found), found, [one, old, mwh])]
+        big = [p for p in found if design and len(p.units) >= (1 if p.paired else 2) * design.final]
+        if big:
+            classes.append(("%d pools of >= %d runs" % (len(big), 2 * design.final), big, [
+                ("chosen: Yuen-Welch, Holm, %d+%d" % (repetitions, final - repetitions), procedure, stats.yuen_welch, design),
+                ("Welch without trimming, Holm, %d+%d" % (repetitions, final - repetitions), procedure,
+                 partial(stats.yuen_welch, trim=False), design), one, old]))
+        for label, members, cands in classes:
+            for name, rule, test, dsg in cands:
+                rows = []
+                for pool in members:
+                    clean = study(pool, random.Random(seed), draws, gain, dsg, repetitions, tolerance, alpha, rule, test)
+                    heavy = study(pool, random.Random(seed), draws, gain, dsg, repetitions, tolerance, alpha, rule, test,
+                                  outlier=True)
+                    rows.append((clean["false"], statistics.mean(clean["power"].values()),
+                                 heavy["false"], statistics.mean(heavy["power"].values())))
+                cols = list(zip(*rows))
+                w("| %s | %s | %.3f (%.2f) | %.2f | %.3f (%.2f) | %.2f |\n" % (
+                    label, name, statistics.mean(cols[0]), max(cols[0]), statistics.mean(cols[1]),
+                    statistics.mean(cols[2]), max(cols[2]), statistics.mean(cols[3])))
+    return 0

@@ -1,0 +1,141 @@
+"""`tunedmpi power`: the resampling study on small fixtures (tests/fixtures/power).
+
+aa-campaign: a synthetic validate A/A campaign (the same module on both sides), 8 repetitions,
+counterbalanced order (stats.pair_order), run noise 3 %, size noise 2 %, and the second run of
+every pair 10 % slower. store/local-1x2-fixture: a results-store campaign whose baseline is
+measured in two stages, plus one configuration 20 % faster in the second stage.
+"""
+import math
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedmpi import power, stats
+from tunedmpi.errors import InputError
+
+FIX = Path(__file__).parent / "fixtures" / "power"
+AA, STORE = FIX / "aa-campaign", FIX / "store"
+
+
+def test_load_reads_validate_directories_store_campaigns_and_their_parents():
+    (aa,) = power.load([AA])
+    assert aa.kind == "validate" and aa.aa and len(aa.runs) == 32       # 8 reps x 2 sides x 2 benchmarks
+    (st,) = power.load([STORE])                                          # a directory holding a campaign
+    assert st.kind == "store" and not st.aa and len(st.runs) == 15
+    if not st.timed:   # round order: stage a's repetitions 1-5, then stage b's (file times do not confirm it)
+        assert sorted({r.order for r in st.runs}) == [1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 8.0, 9.0, 10.0, 11.0]
+    assert len(power.load([FIX])) == 2
+
+
+def test_load_refuses_a_directory_without_campaigns(tmp_path):
+    with pytest.raises(InputError):
+        power.load([tmp_path])
+    with pytest.raises(InputError):
+        power.load([tmp_path / "missing"])
+
+
+def test_pools_same_configuration_pairs_and_residuals():
+    found = power.pools(power.load([AA, STORE]), 10)
+    kinds = {(p.family, p.bench, len(p.units)) for p in found}
+    assert ("same-config", "allreduce", 16) in kinds               # A/A: both sides are one configuration
+    assert ("A/A pairs", "put_bw", 8) in kinds                      # whole repetitions, order kept
+    assert ("same-config", "allreduce", 10) in kinds               # the store baseline, both stages
+    assert ("residual", "allreduce", 15) in kinds                  # store: every (configuration, stage) centred
+    assert not any(p.family == "same-config" and len(p.units) == 5 for p in found)   # too small: not resampled
+    res = next(p for p in found if p.family == "residual" and p.bench == "allreduce" and len(p.units) == 15)
+    assert all(set(u) == {4, 64, 1024, 4096, 65536} for u in res.units)   # size 0 is not compared
+
+
+def test_noise_ICC_and_runs_needed():
+    (aa,) = power.load([AA])
+    runs = [r for r in aa.runs if r.bench == "allreduce"]
+    n = power.noise(runs, power.bands_of(runs))
+    # a 3 % run effect (and the 10 % second-run effect) shared by every size, 2 % per size
+    assert 0.04 < n["<=1KB"]["sd"] < 0.12 and n["<=1KB"]["icc"] > 0.6 and n["<=1KB"]["runs"] == 16
+    assert power.reps_needed(0.1, 1.3, 0.05, 2) == 5
+    assert power.reps_needed(0.3, 1.3, 0.05, 2) == 26
+    d = stats.Design(5, 10)
+    assert power.design_power(0.05, 1.3, 0.05, 2, d, 5) > 0.99
+    low = [power.design_power(sd, 1.3, 0.05, 2, d, 5) for sd in (0.1, 0.2, 0.3)]
+    assert low == sorted(low, reverse=True)
+    assert power.design_power(0.2, 1.3, 0.05, 2, d, 5) > power.design_power(0.2, 1.3, 0.05, 2, None, 5)
+
+
+def test_the_second_run_effect_is_measured_in_an_A_A_campaign():
+    (aa,) = power.load([AA])
+    o = power.order_effects(aa)
+    for bench in ("allreduce", "put_bw"):
+        est, se, pairs = o["second"][bench]
+        assert pairs == 8 and abs(est - math.log(1.1)) < 3 * se + 0.01, (bench, est, se)
+
+
+def test_the_second_run_effect_is_not_claimed_when_tuned_always_ran_second(tmp_path):
+    import json
+    res = json.loads((AA / "results.json").read_text())
+    res["modules"]["tuned"] = "openmpi-tuned/5.0.8"
+    for r in res["runs"]:
+        if r["role"] == "tuned":
+            r["module"] = "openmpi-tuned/5.0.8"
+    runs = sorted(res["runs"], key=lambda r: (r["rep"], r["run"], r["role"] != "baseline"))  # A B A B ...
+    res["runs"] = runs
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "results.json").write_text(json.dumps(res))
+    (ab,) = power.load([tmp_path / "ab"])
+    assert set(power.order_effects(ab)["second"].values()) == {None}
+
+
+def test_study_is_deterministic_and_finds_a_gain_at_low_noise():
+    found = power.pools(power.load([AA]), 10)
+    pool = next(p for p in found if p.family == "A/A pairs" and p.bench == "allreduce")
+    d = stats.Design(5, 10)
+    one = power.study(pool, random.Random(3), 40, 1.3, d, 5, 0.05, 0.05)
+    assert one == power.study(pool, random.Random(3), 40, 1.3, d, 5, 0.05, 0.05)
+    assert one["per_side"] == 5 and not one["two_looks"]                 # 8 repetitions: no room for 5+5
+    assert one["false"] <= 0.1 and min(one["power"].values()) == 1.0
+    same = next(p for p in found if p.family == "same-config" and p.bench == "allreduce")
+    r = power.study(same, random.Random(3), 40, 1.0001, None, 5, 0.05, 0.05)
+    assert r["false"] <= 0.1 and max(r["power"].values()) <= 0.1          # no gain: "power" is the false rate
+
+
+def test_heavy_tail_injection_makes_no_false_call():
+    pool = next(p for p in power.pools(power.load([AA]), 10) if p.family == "same-config" and p.bench == "put_bw")
+    r = power.study(pool, random.Random(1), 30, 1.3, None, 5, 0.05, 0.05, outlier=True)
+    assert r["false"] == 0.0
+
+
+def test_the_old_rule_is_kept_for_comparison():
+    assert power.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
+    assert power.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert power.mann_whitney_p([1, 2, 3, 4, 6], [5, 7, 8, 9, 10]) == pytest.approx(4 / 252)
+    assert power.mann_whitney_p([1, 1, 1], [1, 1, 1]) == pytest.approx(1.0)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "tunedmpi.cli", "power"] + [str(a) for a in args],
+                          capture_output=True, text=True)
+
+
+def test_cli_prints_noise_order_and_resampling_in_seconds_and_reproducibly():
+    started = time.monotonic()
+    a = cli("--draws", 30, "--seed", 7, AA, STORE)
+    assert a.returncode == 0, a.stderr
+    assert time.monotonic() - started < 30
+    for heading in ("## Run-to-run noise", "## Order and time effects", "## A/A false calls and power",
+                    "### Per benchmark"):
+        assert heading in a.stdout
+    assert "aa-campaign (A/A)" in a.stdout and "allreduce +" in a.stdout
+    assert a.stdout == cli("--draws", 30, "--seed", 7, AA, STORE).stdout
+    assert a.stdout != cli("--draws", 30, "--seed", 8, AA, STORE).stdout
+
+
+def test_cli_candidates_and_bad_input(tmp_path):
+    c = cli("--draws", 10, "--candidates", "--max-repetitions", 5, AA)
+    assert c.returncode == 0, c.stderr
+    assert "old: exact Mann-Whitney" in c.stdout and "(one look)" in c.stdout
+    bad = cli(tmp_path)
+    assert bad.returncode == 2 and "results.json" in bad.stderr
+    assert cli("--gain", "0.5", AA).returncode == 2
