@@ -194,7 +194,7 @@ def test_collectives_imb_format_sizes_and_repetitions(exe):
     r = mpirun(2, [exe["probe_coll"], *args])
     assert r.returncode == 0, r.stderr
     lines = r.lines
-    assert lines[0] == "# tunedmpi-probe 1: IMB-MPI1-compatible output, not Intel MPI Benchmarks"
+    assert lines[0] == "# tunedmpi-probe 2: IMB-MPI1-compatible output, not Intel MPI Benchmarks"
     call = lines.index("# Calling sequence was: ")
     assert lines[call + 2] == "# %s %s " % (exe["probe_coll"], " ".join(args))
     assert "# Maximum message length in bytes:   131072" in lines
@@ -251,7 +251,7 @@ def osu_table(lines, bench, window="MPI_Win_allocate", sync="MPI_Win_flush", dat
     """The rows, after checking the probe label and OSU 7.4's header lines to the byte."""
     bw = bench.endswith("_bw")
     lines = [l for l in lines if l.strip()]   # MPI's warnings come with a " " line
-    assert lines[0] == "# tunedmpi-probe 1: OSU-compatible output, not OSU Micro-Benchmarks"
+    assert lines[0] == "# tunedmpi-probe 2: OSU-compatible output, not OSU Micro-Benchmarks"
     assert lines[1].startswith("# tunedmpi-probe settings: %s " % bench)
     head = ["# OSU %s v7.4" % OSU_TITLES[bench], "# Window creation: " + window, "# Synchronization: " + sync]
     if bench != "get_acc_latency":   # OSU 7.4 prints no datatype there

@@ -18,6 +18,8 @@
  *     with MPI_Wtime around the collective call, followed by an (untimed)
  *     MPI_Barrier unless -sync off;
  *   - per rank: time / n; table: min, max and mean of that over the ranks;
+ *   - buffers from MPI_Alloc_mem, allocated for each size, written in full
+ *     before any timing and freed after the size;
  *   - -off_cache C[,L]: send and receive buffers of about 2 x C MB, each
  *     repetition uses the next slot (message rounded up to L-byte lines plus
  *     one spare line), so consecutive repetitions touch different memory;
@@ -39,7 +41,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#define PROBE_VERSION 1
+#define PROBE_VERSION 2
 #define OW 13                    /* IMB column width */
 #define N_BARR 2                 /* barriers before each size */
 #define MSGSPERSAMPLE 1000
@@ -474,18 +476,6 @@ static void fill(char *p, size_t bytes, int unit, int rank)
     }
 }
 
-/* grow-only buffer, pages touched once here rather than inside the timing */
-static char *reserve(char **buf, size_t *have, size_t need)
-{
-    if (need > *have) {
-        free(*buf);
-        *buf = xmalloc(need);
-        memset(*buf, 0, need);
-        *have = need;
-    }
-    return *buf;
-}
-
 static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
 {
     MPI_Comm comm = MPI_COMM_NULL;
@@ -503,8 +493,6 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
     const double budget = (o->maxlog - o->minlog - 1 > 1 ? o->maxlog - o->minlog - 1 : 1) * o->secs;
     int n_prev = o->msgspersample;
     double *all = world_rank == 0 ? xmalloc(sizeof(double) * (size_t)world) : NULL;
-    char *sbuf = NULL, *rbuf = NULL;
-    size_t s_have = 0, r_have = 0;
     long size = 0;
 
     for (int iter = 0; size < maxmsg; iter++) {
@@ -558,11 +546,14 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
 
         int reps = (int)n;
         if (why == OK_SAMPLE && active) {
-            bf.s = reserve(&sbuf, &s_have, s_alloc);
-            bf.r = reserve(&rbuf, &r_have, r_alloc);
+            /* fresh MPI_Alloc_mem buffers for each size, every slot written before any timing
+               (IMB allocates them per size, fills them, and frees them after the size) */
+            bf.s = xmalloc_mpi(s_alloc);
+            bf.r = xmalloc_mpi(r_alloc);
             fill(bf.s, (size_t)s_len, b->unit, world_rank);
             for (int k = 1; k < bf.s_iter; k++)
                 memcpy(bf.s + (size_t)k * bf.s_offs, bf.s, (size_t)s_len);
+            memset(bf.r, 0, r_alloc);
             if (o->policy == POL_DYNAMIC || o->policy == POL_AUTO)
                 reps = adapt(b, &bf, reps, n_prev, o, comm);
             n_prev = reps;   /* later (larger) sizes never use more */
@@ -617,12 +608,14 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
             }
             fflush(stdout);
         }
+        if (bf.s)
+            CHECK(MPI_Free_mem(bf.s));
+        if (bf.r)
+            CHECK(MPI_Free_mem(bf.r));
         if (why == FAIL_TIME_OUT)
             break;
     }
     free(all);
-    free(sbuf);
-    free(rbuf);
     if (active)
         CHECK(MPI_Comm_free(&comm));
 }

@@ -1,7 +1,8 @@
 /*
  * probe_common.h - what both probes share: fatal MPI errors (CHECK), allocation that cannot
- * fail silently, and option errors collected for the usage message. Include it after defining
- * PROBE_NAME (the program's name) and PROBE_RANK (its MPI_COMM_WORLD rank variable).
+ * fail silently (plain; page-aligned, as OSU's buffers; MPI_Alloc_mem, as IMB's), and option
+ * errors collected for the usage message. Include it after defining PROBE_NAME (the program's
+ * name) and PROBE_RANK (its MPI_COMM_WORLD rank variable).
  */
 #ifndef PROBE_COMMON_H
 #define PROBE_COMMON_H
@@ -9,7 +10,9 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void die(const char *what, int rc)
 {
@@ -29,14 +32,43 @@ static void die(const char *what, int rc)
             die(#call, rc_);                 \
     } while (0)
 
-static void *xmalloc(size_t n)
+static void no_memory(size_t n)
+{
+    fprintf(stderr, PROBE_NAME ": rank %d: cannot allocate %zu bytes\n", PROBE_RANK, n);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+
+static inline void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, PROBE_NAME ": rank %d: cannot allocate %zu bytes\n", PROBE_RANK, n);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-        exit(3);
+    if (!p)
+        no_memory(n);
+    return p;
+}
+
+/* page-aligned (OSU's posix_memalign(getpagesize()) buffers); release with free() */
+static inline void *xmalloc_pages(size_t n)
+{
+    static size_t page;
+    void *p = NULL;
+    if (!page) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page = ps > 0 ? (size_t)ps : 4096;
     }
+    if (posix_memalign(&p, page, n ? n : 1) != 0 || !p)
+        no_memory(n);
+    return p;
+}
+
+/* MPI_Alloc_mem (IMB's buffers: some MPIs hand out registered or huge-page memory here);
+   release with MPI_Free_mem */
+static inline void *xmalloc_mpi(size_t n)
+{
+    void *p = NULL;
+    if (n > (size_t)PTRDIFF_MAX ||
+        MPI_Alloc_mem((MPI_Aint)(n ? n : 1), MPI_INFO_NULL, &p) != MPI_SUCCESS || !p)
+        no_memory(n);
     return p;
 }
 

@@ -10,10 +10,20 @@
  *     fence and pscw latency modes ping-pong: both ranks issue one
  *     operation per iteration and the round trip is halved);
  *   - a fresh window per message size (MPI_Win_allocate by default);
- *   - `skip` untimed warm-up iterations, then `iters` timed ones with one
- *     MPI_Wtime pair around the whole loop; above 8192 bytes the large
+ *   - origin buffers allocated page-aligned for each size and filled before
+ *     the window is made, freed with it (OSU's allocate_memory_one_sided);
+ *   - `skip` untimed warm-up iterations, then `iters` timed ones; the result
+ *     is (t_end - t_start) / iters with t_start read at the first timed
+ *     iteration and t_end after the last; above 8192 bytes the large
  *     counts apply (latency 1000/10, bandwidth 20/2 instead of 10000/100
  *     and 100/10); -i / -x set both;
+ *   - like OSU 7.4, the origin also reads MPI_Wtime at the start and end of
+ *     every timed iteration (OSU keeps these for its -t/-G statistics and
+ *     reads them whether or not those are asked for; pscw: after
+ *     MPI_Win_start), so those two clock reads are part of every latency,
+ *     as in OSU's numbers (about 0.05 us of a 0.07 us put on a 2-core VM);
+ *     without them the small-size latencies print as 0.02-0.05 and the
+ *     0.01 rounding alone moves them by 20-50 % between runs;
  *   - latency: one operation + synchronisation per iteration, us per
  *     iteration; bandwidth: a window of 64 (-W) back-to-back operations to
  *     consecutive target offsets per synchronisation, MB/s = 1e-6 bytes/s;
@@ -33,7 +43,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define PROBE_VERSION 1
+#define PROBE_VERSION 2
 #define OSU_VERSION "7.4"
 #define FIELD_WIDTH 18          /* OSU configure.ac value */
 #define LARGE_MESSAGE_SIZE 8192
@@ -347,13 +357,13 @@ static void win_open(ctx_t *c, win_t kind, size_t bytes)
         fill(base, bytes, c->dtype);
         break;
     case WIN_CREATE:
-        c->win_mem = xmalloc(bytes);
+        c->win_mem = xmalloc_pages(bytes);
         fill(c->win_mem, bytes, c->dtype);
         CHECK(MPI_Win_create(c->win_mem, (MPI_Aint)bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &c->win));
         break;
     case WIN_DYNAMIC: {
         MPI_Aint mine;
-        c->win_mem = xmalloc(bytes);
+        c->win_mem = xmalloc_pages(bytes);
         fill(c->win_mem, bytes, c->dtype);
         CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &c->win));
         CHECK(MPI_Win_attach(c->win, c->win_mem, (MPI_Aint)bytes));
@@ -416,10 +426,35 @@ static void issue_all(const ctx_t *c)
         issue(c, j);
 }
 
-/* one timed iteration; passive modes: only rank 0 takes part */
-static void epoch(const ctx_t *c)
+/* The origin's clock reads, at the places OSU 7.4 makes them (see the top of this file). */
+typedef struct {
+    int timed;        /* this iteration is timed on this rank (the origin, after the warm-up) */
+    int first;        /* the first timed iteration: t_start is read here */
+    double t_start;   /* OSU's t_start */
+    double t_iter[2]; /* OSU's t_graph_start and t_graph_end: read, as OSU reads them, not printed */
+} clock_reads_t;
+
+static void iteration_begins(clock_reads_t *k)
+{
+    if (!k->timed)
+        return;
+    if (k->first)
+        k->t_start = MPI_Wtime();
+    k->t_iter[0] = MPI_Wtime();
+}
+
+static void iteration_ends(clock_reads_t *k)
+{
+    if (k->timed)
+        k->t_iter[1] = MPI_Wtime();
+}
+
+/* one iteration; passive modes: only rank 0 takes part */
+static void epoch(const ctx_t *c, clock_reads_t *k)
 {
     const int origin = rank == 0;
+    if (c->sync != SYNC_PSCW)
+        iteration_begins(k);
     switch (c->sync) {
     case SYNC_LOCK:
         CHECK(MPI_Win_lock(c->lock_type, c->peer, 0, c->win));
@@ -455,6 +490,7 @@ static void epoch(const ctx_t *c)
     case SYNC_PSCW:
         if (origin) {
             CHECK(MPI_Win_start(c->peer_group, 0, c->win));
+            iteration_begins(k);     /* OSU starts its clocks once the access epoch is open */
             issue_all(c);
             CHECK(MPI_Win_complete(c->win));
         }
@@ -469,26 +505,28 @@ static void epoch(const ctx_t *c)
         }
         break;
     }
+    iteration_ends(k);
 }
 
-/* the single timing loop: seconds for `iters` iterations after `skip` */
+/* the single timing loop: seconds for `iters` iterations after `skip` (on rank 0, the origin) */
 static double measure(const ctx_t *c, int skip, int iters)
 {
     const int passive = c->sync == SYNC_LOCK || c->sync == SYNC_LOCK_ALL ||
                         c->sync == SYNC_FLUSH || c->sync == SYNC_FLUSH_LOCAL;
     const int held = c->sync == SYNC_FLUSH || c->sync == SYNC_FLUSH_LOCAL;
-    double t0 = 0.0, t = 0.0;
+    double t = 0.0;
 
     CHECK(MPI_Barrier(MPI_COMM_WORLD));
     if (rank == 0 || !passive) {
+        clock_reads_t k = {0, 0, 0.0, {0.0, 0.0}};
         if (held)       /* flush modes: one lock around all iterations */
             CHECK(MPI_Win_lock(c->lock_type, c->peer, 0, c->win));
         for (int i = 0; i < skip + iters; i++) {
-            if (i == skip)
-                t0 = MPI_Wtime();
-            epoch(c);
+            k.timed = rank == 0 && i >= skip;
+            k.first = i == skip;
+            epoch(c, &k);
         }
-        t = MPI_Wtime() - t0;
+        t = rank == 0 ? MPI_Wtime() - k.t_start : 0.0;
         if (held)
             CHECK(MPI_Win_unlock(c->peer, c->win));
     }
@@ -554,15 +592,6 @@ static void run(const opts_t *o)
     /* atomics: one element; others: the size sweep */
     const size_t first = b->atomic ? (size_t)tsize : o->min_size;
     const size_t last = b->atomic ? (size_t)tsize : o->max_size;
-    const size_t span = last * (size_t)c.ops;
-    /* result: fetched data of get_acc, fop and cas only */
-    const size_t rspan = (b->op == OP_GET_ACC || b->atomic) ? span : 1;
-    c.origin = xmalloc(span);
-    c.result = xmalloc(rspan);
-    c.compare = xmalloc((size_t)tsize);
-    fill(c.origin, span, o->dtype);
-    memset(c.result, 0, rspan);
-    fill(c.compare, (size_t)tsize, o->dtype);
 
     for (size_t size = first; size <= last; size *= 2) {
         const int large = size > LARGE_MESSAGE_SIZE;
@@ -573,9 +602,25 @@ static void run(const opts_t *o)
         c.bytes = size;
         c.count = (int)(size / (size_t)tsize);
 
-        win_open(&c, o->win, size * (size_t)c.ops);
+        /* fresh page-aligned origin buffers for each size, written before the window is made
+           (OSU 7.4 allocates and fills them per size, and frees them with the window) */
+        const size_t span = size * (size_t)c.ops;
+        const size_t rspan = (b->op == OP_GET_ACC || b->atomic) ? span : 1;  /* fetched data */
+        c.origin = xmalloc_pages(span);
+        c.result = xmalloc_pages(rspan);
+        c.compare = xmalloc_pages((size_t)tsize);
+        fill(c.origin, span, o->dtype);
+        memset(c.result, 0, rspan);
+        /* unlike the window's contents (fill): every compare-and-swap compares and leaves the
+           target alone, as OSU's, whose compare value 'a' never matches its window */
+        memset(c.compare, 0, (size_t)tsize);
+
+        win_open(&c, o->win, span);
         const double t = measure(&c, skip, iters);
         win_close(&c);
+        free(c.origin);
+        free(c.result);
+        free(c.compare);
 
         if (rank == 0) {
             double v = b->bw ? (double)size / 1e6 * iters * c.ops / t
@@ -587,9 +632,6 @@ static void run(const opts_t *o)
             break;          /* no overflow past the last size */
     }
     CHECK(MPI_Group_free(&c.peer_group));
-    free(c.origin);
-    free(c.result);
-    free(c.compare);
 }
 
 int main(int argc, char **argv)
