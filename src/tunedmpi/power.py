@@ -147,6 +147,14 @@ def bands_of(runs):
     return out
 
 
+def _by_bench(runs):
+    """{benchmark: [runs]} in first-seen order."""
+    by = OrderedDict()
+    for r in runs:
+        by.setdefault(r.bench, []).append(r)
+    return by
+
+
 def _groups(runs, min_size=2):
     g = OrderedDict()
     for r in runs:
@@ -387,10 +395,7 @@ def pools(sources, minimum):
                 out.append(Pool("%s (A/A repetitions, order kept)" % src.name, "A/A pairs", bench, pairs[0][0].metric,
                                 pairs[0][0].suite, [(a.points, b.points) for a, b in pairs], bands, paired=True))
     for src in sources:
-        by = OrderedDict()
-        for r in src.runs:
-            by.setdefault(r.bench, []).append(r)
-        for bench, runs in by.items():
+        for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             sizes = [s for b in bands.values() for s in b]
             units = []
@@ -542,10 +547,7 @@ def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=sta
       "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
       % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-"))
     for src in sources:
-        by = OrderedDict()
-        for r in src.runs:
-            by.setdefault(r.bench, []).append(r)
-        for bench, runs in by.items():
+        for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             for band, n in noise(runs, bands).items():
                 need = reps_needed(n["sd"], gain, alpha, len(bands))
