@@ -3,10 +3,11 @@
 Given a site and an environment it returns exactly what `module load <tuned>` would set; the
 conformance test compares this with real Lmod for hundreds of environments.
 """
+import os
 from collections import OrderedDict
 
-from . import geometry
-from .render import rows_for
+from . import geometry, paths
+from .render import RULES_VARS, rows_for
 
 
 def node_nps(sockets, online="/sys/devices/system/node/online"):
@@ -28,8 +29,27 @@ def node_nps(sockets, online="/sys/devices/system/node/online"):
     return numa // sockets
 
 
-def select(site, env):
-    """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}."""
+def modulefile(site, root=None):
+    """Where `tunedmpi render` puts the site's tuned module: <root>/<site>/<tuned>/<version>.lua,
+    root = the checkout's modulefiles/ unless given."""
+    root = root if root is not None else paths.project_root() / "modulefiles"
+    return os.path.join(os.path.abspath(str(root)), site.name, site.tuned_module, "%s.lua" % site.mpi_version)
+
+
+def rules_path(module_file, name):
+    """The rules file ``name`` of the tuned module at ``module_file`` (Lua: RULES_DIR from
+    myFileName()): .../<tuned>/<version>.lua -> .../<tuned>/__<version>.rules/<name>."""
+    head, base = os.path.split(module_file)
+    if base.endswith(".lua") and len(base) > 4:
+        return os.path.join(head, "__%s.rules" % base[:-4], name)
+    return os.path.join(module_file, name)
+
+
+def select(site, env, module_file=None):
+    """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
+
+    ``module_file``: the tuned module's path as Lmod would load it (its rules files are found
+    beside it); default: the one `tunedmpi render` writes in this checkout (modulefile())."""
     geo = geometry.detect(env, site.default_nodes, site.default_ppn)
     data, names = rows_for(site) if site.table else ({}, [])
     messages = []
@@ -51,12 +71,23 @@ def select(site, env):
     have = node_nps(site.sockets)
     if row["nps"] and have and have != row["nps"]:
         nps_note = " nps=table:%d,node:%d" % (row["nps"], have)
-    selection = head + " row=%dx%d match=%s profile=%s component=%s%s" % (
-        match.nodes, match.ppn, match.kind, profile, row["component"], nps_note)
+    values = dict(row["env"])
+    rules_note = rules_mark = ""
+    if row.get("rules"):      # the module sets the rules variables only if the file is there
+        path = rules_path(module_file or modulefile(site), row["rules"])
+        if os.path.isfile(path):
+            values.update(zip(RULES_VARS, ("1", path)))
+            rules_note, rules_mark = " rules=" + row["rules"], ":rules"
+        else:
+            rules_note = " rules=missing"
+            messages.append("the coll_tuned rules file %s is missing: Open MPI keeps its own algorithm "
+                            "choices (re-render with tunedmpi render, or reinstall the module)" % path)
+    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s" % (
+        match.nodes, match.ppn, match.kind, profile, row["component"], rules_note, nps_note)
     for name in names:
-        if name in row["env"]:
-            out[name] = row["env"][name]
-    out["TUNEDMPI_ROW"] = "%s:%dx%d" % (profile, match.nodes, match.ppn)
+        if name in values:
+            out[name] = values[name]
+    out["TUNEDMPI_ROW"] = "%s:%dx%d%s" % (profile, match.nodes, match.ppn, rules_mark)
     messages += row["notes"]
     return {"env": out, "selection": selection, "row": row, "messages": messages, "geometry": geo,
             "match": match}

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from . import knobs, yamlsrc
+from . import knobs, rulesfile, yamlsrc
 from .errors import InputError, InputErrors
 from .units import SizeError, format_size, parse_size
 
@@ -26,7 +26,9 @@ INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
 TOP_KEYS = {"schema", "platform", "title", "mpi", "ucx_version", "provenance", "baseline", "cases"}
 PROVENANCE_REQUIRED = ("document", "platform", "benchmark", "command", "method", "date")
 PROVENANCE_OPTIONAL = ("source", "url", "mpi", "ucx", "msglog_max", "notes", "campaign")
-CASE_KEYS = {"nodes", "ppn", "collective", "section", "settings", "unstated", "findings", "choice", "notes"}
+CASE_KEYS = {"nodes", "ppn", "collective", "section", "settings", "unstated", "findings", "choice", "bands",
+             "notes"}
+ALGORITHM_BAND_KEYS = {"from", "to", "algorithm", "segsize", "faninout", "max_requests"}
 
 
 @dataclass
@@ -51,6 +53,19 @@ class Choice:
 
 
 @dataclass
+class AlgorithmBand:
+    """One message-size band of a collective's coll_tuned algorithm (the case's ``bands``)."""
+    lo: int                 # IMB #bytes, inclusive
+    hi: Optional[int]       # IMB #bytes, exclusive; None = no upper end
+    algorithm: int          # coll_tuned number; 0 = Open MPI's fixed decision
+    name: str               # its Open MPI name (ompi_info "Valid values")
+    segsize: int = 0        # bytes; only for algorithms that segment
+    faninout: int = 0       # chain fan-out; only for bcast/reduce chain
+    max_requests: Optional[int] = None
+    line: int = 0
+
+
+@dataclass
 class Case:
     nodes: int
     ppn: int
@@ -62,6 +77,7 @@ class Case:
     choice: List[Choice] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     line: int = 0
+    bands: List[AlgorithmBand] = field(default_factory=list)
 
     @property
     def key(self):
@@ -90,6 +106,15 @@ class Table:
     @property
     def name(self):
         return "%s-%s" % (self.mpi_flavour, self.mpi_version)
+
+    def algorithm_bands(self):
+        """{(nodes, ppn): {collective: case}} of the cases with ``bands``, geometries and
+        collectives sorted: one coll_tuned rules file per geometry (render)."""
+        out = {}
+        for c in sorted(self.cases, key=lambda c: (c.nodes, c.ppn, c.collective)):
+            if c.bands:
+                out.setdefault((c.nodes, c.ppn), {})[c.collective] = c
+        return out
 
 
 class Checker:
@@ -227,8 +252,9 @@ def _check_table(ck, doc):
         ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
     else:
         seen = {}
+        indexed = []
         for i, raw in enumerate(doc["cases"]):
-            case = _check_case(ck, raw, ("cases", i), ucx_version)
+            case = _check_case(ck, raw, ("cases", i), ucx_version, (flavour, version))
             if case is None:
                 continue
             if case.key in seen:
@@ -237,6 +263,8 @@ def _check_table(ck, doc):
             else:
                 seen[case.key] = case.line
             cases.append(case)
+            indexed.append((i, case))
+        _check_forced_beside_bands(ck, indexed)
     if ck.errors:
         return None
     return Table(path=ck.src.path, platform=platform, title=doc.get("title") or "",
@@ -281,7 +309,7 @@ def _check_baseline(ck, doc, ucx_version):
     return out, text or ""
 
 
-def _check_case(ck, raw, kp, ucx_version):
+def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
     if not ck.mapping(raw, kp, "a case"):
         return None
     ck.unknown_keys(raw, CASE_KEYS, kp, "a case")
@@ -352,6 +380,9 @@ def _check_case(ck, raw, kp, ucx_version):
     choice = []
     if "choice" in raw:
         choice = _check_choice(ck, raw["choice"], kp + ("choice",), settings, len(findings))
+    bands = []
+    if "bands" in raw and None not in (nodes, ppn, coll):
+        bands = _check_algorithm_bands(ck, raw["bands"], kp + ("bands",), coll, nodes, ppn, mpi)
     notes = raw.get("notes") or []
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         ck.err(kp + ("notes",), "notes must be a list of strings", "write each note as '- \"...\"'")
@@ -360,7 +391,7 @@ def _check_case(ck, raw, kp, ucx_version):
         return None
     return Case(nodes=nodes, ppn=ppn, collective=coll, section=section, settings=settings,
                 unstated=unstated, findings=findings, choice=choice, notes=notes,
-                line=ck.src.line(kp))
+                line=ck.src.line(kp), bands=bands)
 
 
 def _check_inter_node(ck, values, unstated, skp):
@@ -437,6 +468,193 @@ def _check_choice(ck, raw, kp, settings, nfindings):
         if band:
             out.append(Choice(band=band, component=comp, basis=basis))
     return out
+
+# rulesfile.render's keys ("allreduce band 2 algorithm") back to the table's band keys.
+_RULES_KEY = re.compile(r"^[a-z_]+ band (\d+)(?: (lo|algorithm|segsize|faninout|max_requests))?$")
+
+
+def _algorithm_number(value, names):
+    """The coll_tuned number of a band's ``algorithm`` (a number or an Open MPI name), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value in names else None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text.isdigit():
+            return int(text) if int(text) in names else None
+        for number, name in names.items():
+            if name == text:
+                return number
+    return None
+
+
+def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
+    """A collective's coll_tuned algorithm per message-size band, checked against the algorithm
+    table of the table's Open MPI version (tunedmpi.rulesfile): what render turns into the
+    geometry's rules file. Returns [AlgorithmBand] (empty when anything is wrong)."""
+    if coll in ONE_SIDED:
+        ck.err(kp, "'%s' is a one-sided operation: coll_tuned has no algorithms for it" % coll,
+               "remove bands from this case (they choose collective algorithms)")
+        return []
+    if not isinstance(raw, list) or not raw:
+        ck.err(kp, "bands must be a non-empty list",
+               "write each band as '- {from: 0, to: 4kb, algorithm: recursive_doubling}'")
+        return []
+    flavour, version = mpi
+    if flavour not in ("openmpi", "hpcx") or version is None:
+        return []                     # the table's mpi: already has its error
+    if flavour != "openmpi":
+        ck.err(kp, "bands name Open MPI coll_tuned algorithms, but a %s table gives the %s version, "
+               "not its Open MPI's" % (flavour, flavour),
+               "put the bands in a table with mpi: {flavour: openmpi, version: <the Open MPI it bundles>}")
+        return []
+    ranks = nodes * ppn
+    if ranks < 2:
+        ck.err(kp, "a row of 1 rank: coll_tuned is not used below 2 ranks", "remove bands from this case")
+        return []
+    version = str(version)
+    try:
+        names = rulesfile.algorithms(coll, version)
+        vt = rulesfile._version(version)[0]
+    except InputError as exc:
+        ck.err(kp, exc.problem, exc.fix)
+        return []
+    listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
+    first_error = len(ck.errors)
+    out, expect = [], 0               # expect: where the next band must start; "end"; None = unknown
+    for i, rb in enumerate(raw):
+        bkp = kp + (i,)
+        if not ck.mapping(rb, bkp, "a band"):
+            expect = None
+            continue
+        ck.unknown_keys(rb, ALGORITHM_BAND_KEYS, bkp, "an algorithm band")
+        lo = hi = False
+        for key in ("from", "to"):
+            if key not in rb:
+                ck.err(bkp + (key,), "missing key '%s'" % key,
+                       "give every band from: and to: (to: null on the last band)")
+        if "from" in rb:
+            lo = ck.size(rb["from"], bkp + ("from",))
+        if "to" in rb:
+            hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
+        empty = isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
+        if empty:
+            ck.err(bkp, "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
+                   "'to' is exclusive and must be larger than 'from'")
+        elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
+            if expect == "end":
+                ck.err(bkp + ("from",), "a band after the band that reaches to: null",
+                       "only the last band may have to: null; give the one before an upper end")
+            elif i == 0 and lo != 0:
+                ck.err(bkp + ("from",), "the first band starts at %s, not 0" % format_size(lo),
+                       "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)")
+            elif lo > expect:
+                ck.err(bkp + ("from",), "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
+                       "start this band where the previous one ends (from: %s)" % format_size(expect))
+            elif lo < expect:
+                ck.err(bkp + ("from",), "overlaps the previous band, which ends at %s" % format_size(expect),
+                       "start this band where the previous one ends (from: %s)" % format_size(expect))
+        expect = "end" if hi is None else (hi if isinstance(hi, int) and not isinstance(hi, bool)
+                                           and not empty else None)
+
+        alg = None
+        if "algorithm" not in rb:
+            ck.err(bkp + ("algorithm",), "missing key 'algorithm'", "give its number or name: %s" % listing)
+        else:
+            alg = _algorithm_number(rb["algorithm"], names)
+            if alg is None:
+                ck.err(bkp + ("algorithm",), "%s has no algorithm %r in Open MPI %s" % (coll, rb["algorithm"], version),
+                       "use a number or name of: %s" % listing)
+            elif (coll, alg) in rulesfile.TWO_PROC and ranks != 2:
+                ck.err(bkp + ("algorithm",), "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
+                       "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
+                       % (coll, alg, names[alg], nodes, ppn, ranks), "choose another algorithm for this band")
+        used = rulesfile.takes(coll, alg, version) if alg is not None else None
+        label = "%s %d (%s)" % (coll, alg, names[alg]) if alg is not None else coll
+        seg, fan, mr = 0, 0, None
+        if "segsize" in rb:
+            value = ck.size(rb["segsize"], bkp + ("segsize",))
+            if value is False:
+                pass
+            elif used is not None and "segsize" not in used:
+                ck.err(bkp + ("segsize",), "%s does not segment: segsize would be ignored" % label,
+                       "remove segsize from this band")
+            elif value > rulesfile.INT_MAX:
+                ck.err(bkp + ("segsize",), "segsize %d is out of range" % value,
+                       "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX))
+            else:
+                seg = value
+        if used is not None and "faninout" in used and "faninout" not in rb:
+            ck.err(bkp, "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
+                   "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT)
+        if "faninout" in rb:
+            value = rb["faninout"]
+            if used is not None and "faninout" not in used:
+                ck.err(bkp + ("faninout",), "%s takes no fan-out: faninout would be ignored" % label,
+                       "remove faninout from this band")
+            elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= rulesfile.MAX_FANINOUT:
+                ck.err(bkp + ("faninout",), "faninout must be a whole number from 1 to %d, not %r"
+                       % (rulesfile.MAX_FANINOUT, value), "write e.g. faninout: 2")
+            else:
+                fan = value
+        if "max_requests" in rb:
+            value = rb["max_requests"]
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= rulesfile.INT_MAX:
+                ck.err(bkp + ("max_requests",), "max_requests must be a whole number >= 0, not %r" % (value,),
+                       "write e.g. max_requests: 8 (0 = no limit)")
+            elif used is not None and "max_requests" not in used:
+                ck.err(bkp + ("max_requests",), "%s takes no max requests: it would be ignored" % label,
+                       "remove max_requests from this band")
+            elif vt < rulesfile.VERSION_LINE_SINCE:
+                ck.err(bkp + ("max_requests",), "Open MPI %s reads no max requests from a rules file "
+                       "(that came in 5.0.7)" % version, "remove max_requests from this band")
+            else:
+                mr = value
+        if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
+            out.append(AlgorithmBand(lo=lo, hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
+                                     algorithm=alg, name=names[alg], segsize=seg, faninout=fan,
+                                     max_requests=mr, line=ck.src.line(bkp)))
+    if isinstance(expect, int) and raw:
+        last = kp + (len(raw) - 1,)
+        ck.err(last + ("to",), "the last band ends at %s: larger messages have no band" % format_size(expect),
+               "end the last band with to: null")
+    if len(ck.errors) > first_error:
+        return []
+    # Whatever else Open MPI would not do as written (rulesfile's own rules), at the band it concerns.
+    rules = rulesfile.Rules(ranks, {coll: [rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
+                                          for b in out]})
+    try:
+        rulesfile.render(rules, version)
+    except InputError as exc:
+        m = _RULES_KEY.match(exc.key or "")
+        where = kp
+        if m:
+            where = kp + (int(m.group(1)) - 1,)
+            if m.group(2):
+                where += ("from" if m.group(2) == "lo" else m.group(2),)
+        ck.err(where, exc.problem, exc.fix)
+        return []
+    return out
+
+
+def _check_forced_beside_bands(ck, indexed):
+    """Open MPI checks a forced coll_tuned_<coll>_algorithm before the rules file, so a row of a
+    geometry whose <coll> has bands must not force <coll>: the bands would never be used."""
+    banded = {}
+    for _, c in indexed:
+        if c.bands:
+            banded.setdefault((c.nodes, c.ppn), set()).add(c.collective)
+    for i, c in indexed:
+        for coll in sorted(banded.get((c.nodes, c.ppn), ())):
+            knob = "coll_tuned_%s_algorithm" % coll
+            for comp, values in c.settings.items():
+                if knob in values:
+                    ck.err(("cases", i, "settings", comp, knob),
+                           "forcing %s beats the rules file this geometry's %s bands become (Open MPI "
+                           "checks a forced algorithm first)" % (knob, coll),
+                           "give the algorithm as a band of the %s case at %dx%d ({from: 0, to: null, "
+                           "algorithm: %s}) and remove this knob" % (coll, c.nodes, c.ppn, values[knob]))
 
 
 def find_tables(paths):
