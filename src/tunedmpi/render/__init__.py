@@ -15,7 +15,7 @@ _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 
 # The variables that point Open MPI at a row's coll_tuned rules file (rulesfile.environment).
 # The module sets them at load, with the file's absolute path found from myFileName().
-RULES_VARS = ("OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA_coll_tuned_dynamic_rules_filename")
+RULES_VARS = tuple(rulesfile.environment(""))   # (use_dynamic_rules, dynamic_rules_filename)
 # Collectives Open MPI 5's coll/han takes on communicators that span nodes (it runs tuned only on
 # its per-node and per-leader sub-communicators): see tunedmpi/rulesfile.py.
 HAN_TAKES = ("allgather", "allreduce", "barrier", "bcast", "gather", "reduce", "scatter")
