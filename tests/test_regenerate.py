@@ -142,7 +142,7 @@ def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
 def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(tmp_path):
     """The local table's measurements are archived: tune on them must give the committed file."""
     import tarfile
-    archive = ROOT / "results-archive" / "local-1x2-699ff91eb2.tar.xz"
+    archive = ROOT / "results-archive" / "local-1x2-699ff91eb2-probe2.tar.xz"
     safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, **safe)
