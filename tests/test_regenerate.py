@@ -45,7 +45,7 @@ def test_bad_spaces_name_file_line_and_fix(tmp_path, text, where):
 
 def test_the_local_space_loads():
     sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
-    assert [s.name for s in sp.stages][:2] == ["transport", "thresholds"]
+    assert [s.name for s in sp.stages][:2] == ["transport", "ob1-limits"]
     assert len(sp.combinations(sp.stages[0])) == 6 and sp.combinations(sp.stages[0])[0] == {}
 
 

@@ -541,7 +541,7 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
     s, cdir = array_swept, array_swept.cdir
     ctx = s.context()
     assert s.returncode == 0 and cdir is not None, ctx
-    assert "campaign %s complete; best per benchmark:" % cdir in s.stdout, ctx
+    assert "campaign %s complete; the job configuration:" % cdir in s.stdout, ctx
     # one sbatch --wait --array of every configuration, on a 1 x 2 allocation per task
     assert SUBMITTING.findall(s.stderr) == [("4", "sbatch --wait --parsable --job-name %s --array 0,1,2,3 --nodes 1 "
                                              "--ntasks-per-node 2 --output %s/s1/slurm-%%A_%%a.out %s/s1/array.sh"
@@ -657,7 +657,7 @@ def test_rerun_after_scancel_submits_only_the_missing_configurations(cancelled):
     first, again = cancelled
     cdir, ctx = first.cdir, again.context()
     assert again.returncode == 0, ctx
-    assert "campaign %s complete; best per benchmark:" % cdir in again.stdout, ctx
+    assert "campaign %s complete; the job configuration:" % cdir in again.stdout, ctx
     # only the configurations that miss runs are submitted: never task 0's, whose runs all finished
     ((n, cmd),) = SUBMITTING.findall(again.stderr)
     assert n == "3" and " --array 1,2,3 " in cmd, ctx

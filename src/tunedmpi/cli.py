@@ -1,6 +1,7 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 import argparse
 import sys
+from pathlib import Path
 
 from . import paths, tablefmt, tables
 from .errors import InputError, InputErrors
@@ -118,14 +119,13 @@ def cmd_sweep(args):
     site = sites.load_named(args.site)
     sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
     try:
-        cdir, best = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
+        cdir, job = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
                                      args.sbatch_args, args.timeout, args.retries, args.modulepath or ())
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
-    print("campaign %s complete; best per benchmark:" % cdir)
-    for bench, config in sorted(best.items()):
-        print("  %-16s %s" % (bench, ", ".join("%s=%s" % kv for kv in sorted(config.items())) or "MPI defaults"))
+    print("campaign %s complete; the job configuration: %s" % (
+        cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults"))
     print("next: tunedmpi tune --site %s" % site.name)
     return EXIT_OK
 
@@ -156,6 +156,22 @@ def cmd_power(args):
     return power.run(args.dirs, gain=args.gain, repetitions=args.repetitions, final=args.max_repetitions,
                      draws=args.draws, seed=args.seed, alpha=args.alpha, tolerance=args.tolerance,
                      candidates=args.candidates)
+
+
+def cmd_regret(args):
+    from . import regret
+    dirs = [Path(d) for d in args.campaign]
+    bad = [str(d) for d in dirs if not (d / "campaign.json").is_file()]
+    if bad:
+        print("regret: not a results-store campaign (no campaign.json): %s; give results-store/<campaign> "
+              "directories" % ", ".join(bad), file=sys.stderr)
+        return EXIT_INPUT
+    rows = regret.regret(args.results, dirs)
+    if not rows:
+        print("regret: no benchmark is in both %s and the campaign(s)" % args.results, file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(regret.report(rows))
+    return EXIT_OK
 
 
 class Parser(argparse.ArgumentParser):
@@ -303,6 +319,12 @@ def build_parser():
     p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
     p.add_argument("--candidates", action="store_true", help="also compare candidate tests and heavy tails (slower)")
     p.set_defaults(func=cmd_power)
+
+    p = sub.add_parser("regret", help="a validated module against the per-size oracle of a separate sweep campaign")
+    p.add_argument("results", help="a validate/run.sh --out directory (tuned against baseline)")
+    p.add_argument("--campaign", action="append", required=True,
+                   help="results-store/<campaign> directory of a separate run (repeatable)")
+    p.set_defaults(func=cmd_regret)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

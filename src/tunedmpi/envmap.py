@@ -77,6 +77,12 @@ def knob_env(site, values, multi_node):
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
         if values.get(knob) and values[knob] != "default":
             env[var] = values[knob]
+    for knob in ("btl_sm_eager_limit", "btl_sm_max_send_size"):
+        if values.get(knob) not in (None, "default"):
+            env["OMPI_MCA_" + knob] = str(values[knob])
+    if values.get("smsc") not in (None, "default"):
+        # none: every single-copy component excluded (copy in/out through the shared segment)
+        env["OMPI_MCA_smsc"] = "^cma,xpmem,knem,accelerator" if values["smsc"] == "none" else values["smsc"]
     if env.get("OMPI_MCA_pml") == "ucx" and not site.network_transports:
         # Without an InfiniBand/RoCE device pml ucx disqualifies itself (and the job aborts)
         # unless it may use any transport and device, e.g. shared memory on one node.

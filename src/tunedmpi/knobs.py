@@ -117,6 +117,20 @@ def nps(value, ucx_version=None):
     return value
 
 
+def _bytes(name, low, high):
+    """A byte count Open MPI reads as an integer (sizes such as 8kb are written out in bytes)."""
+    def check(value, ucx_version=None):
+        try:
+            n = parse_size(value)
+        except SizeError as exc:
+            raise KnobError("%s: %s" % (name, exc), "write a size such as 4096 or 8kb")
+        if n is None or not low <= n <= high:
+            raise KnobError("%s must be from %s to %s bytes, not %r" % (name, format_size(low), format_size(high), value),
+                            "give a size in that range")
+        return int(n)
+    return check
+
+
 def _algorithm(value, ucx_version=None):
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
         raise KnobError("a coll_tuned algorithm is a number from 0 (automatic) to 16, not %r" % (value,),
@@ -137,10 +151,19 @@ KNOBS = {
                    "use default (Open MPI's own choice), ob1, ucx or cm"),
     "osc": _choice("osc", ("default", "ucx", "rdma", "sm", "pt2pt"),
                    "use default (Open MPI's own choice), ucx, rdma, sm or pt2pt"),
+    # ob1's shared-memory path (Open MPI's default pml on one node): btl sm's protocol limits and
+    # the single-copy mechanism (smsc: cma here, xpmem/knem where built; none = copy in/out only).
+    "btl_sm_eager_limit": _bytes("btl_sm_eager_limit", 256, 1 << 20),
+    "btl_sm_max_send_size": _bytes("btl_sm_max_send_size", 4096, 1 << 24),
+    "smsc": _choice("smsc", ("default", "cma", "xpmem", "knem", "none"),
+                    "use default (Open MPI's own choice), cma, xpmem, knem or none"),
     "coll_tuned_alltoall_algorithm": _algorithm,
     "coll_tuned_allgather_algorithm": _algorithm,
     "coll_tuned_allreduce_algorithm": _algorithm,
     "coll_tuned_bcast_algorithm": _algorithm,
+    # Open MPI 5.0.8: int, bytes, 0 = no segmentation; used only beside a forced bcast algorithm
+    # that segments (chain, pipeline, trees: see rulesfile.takes), ignored otherwise.
+    "coll_tuned_bcast_algorithm_segmentsize": _bytes("coll_tuned_bcast_algorithm_segmentsize", 0, (1 << 31) - 1),
 }
 
 

@@ -16,8 +16,8 @@ from .bench import suites
 from .errors import InputErrors
 
 SCHEMA_VERSION = 1
-TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages"}
-STAGE_KEYS = {"name", "knobs", "only"}
+TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages", "job"}
+STAGE_KEYS = {"name", "knobs", "only", "set"}
 DEFAULT = "default"   # a knob value meaning "leave the variable unset": the MPI's own default
 BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
 
@@ -27,6 +27,7 @@ class Stage:
     name: str
     knobs: "OrderedDict[str, list]"   # knob -> values (normalised; DEFAULT kept as is)
     only: Optional[List[str]]          # benchmarks this stage is about (None: all)
+    set_name: Optional[str] = None     # the stage's benchmark set, if not the space's (e.g. full sizes)
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Space:
     repetitions: int
     stages: List[Stage]
     digest: str                        # identifies the space's content (campaign names use it)
+    job: dict = None                   # the job configuration the first stage builds on ({}: the MPI's)
 
     def combinations(self, stage):
         """Every combination of the stage's knob values, DEFAULT values left out of the dict."""
@@ -70,6 +72,16 @@ def load_space(path, site):
         if not isinstance(reps, int) or isinstance(reps, bool) or not 2 <= reps <= 50:
             ck.err(("repetitions",), "repetitions must be a whole number from 2 to 50, not %r" % (reps,),
                    "write repetitions: 5 (the seed method drops max and min of 5)")
+        # A fixed starting job configuration, e.g. to measure only per-collective stages again on
+        # top of a table's job row (a separate run for regret): job-wide knobs, one value each.
+        job = OrderedDict()
+        for knob, value in (ck.mapping(doc.get("job", {}), ("job",), "job") or {}).items():
+            if knob.startswith("coll_tuned_"):
+                ck.err(("job", knob), "%s is a per-collective knob" % knob, "measure it in a stage of its own")
+                continue
+            nv = ck.knob(knob, value, ("job", knob), site.ucx_version)
+            if nv is not None:
+                job[knob] = nv
         stages = []
         raw_stages = doc.get("stages")
         if not isinstance(raw_stages, list) or not raw_stages:
@@ -106,10 +118,23 @@ def load_space(path, site):
                         ck.err(vkp, "value %r is listed twice" % (v,), "list each value once")
                     norm.append(nv)
                 knobs[knob] = norm
-            stages.append(Stage(name, knobs, only))
+            per = [k for k in knobs if k.startswith("coll_tuned_")]
+            if per and len(per) != len(knobs):
+                ck.err(kp + ("knobs",), "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
+                       % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
+                       "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands")
+            elif len({k[len("coll_tuned_"):].split("_", 1)[0] for k in per}) > 1:
+                ck.err(kp + ("knobs",), "the stage's coll_tuned knobs are about several collectives",
+                       "give each collective its own stage (only: [<its benchmark>])")
+            stage_set = raw.get("set")
+            if stage_set is not None and stage_set not in suites.SETS:
+                ck.err(kp + ("set",), "set must be one of %s, not %r" % (", ".join(suites.SETS), stage_set),
+                       "leave it out (the space's set) or write set: full")
+                stage_set = None
+            stages.append(Stage(name, knobs, only, stage_set))
         if not ck.errors:
             digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10]
-            space = Space(str(path), list(benches), set_name, reps, stages, digest)
+            space = Space(str(path), list(benches), set_name, reps, stages, digest, dict(job))
     if ck.errors:
         raise InputErrors(ck.errors)
     return space

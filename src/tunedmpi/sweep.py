@@ -1,7 +1,9 @@
 """`tunedmpi sweep`: the seed studies' staged search, generalised and measured like validate.
 
-Each stage measures every combination of its knobs (the other knobs at the best found so far for
-each benchmark) against the untuned baseline, which every stage measures again as its control.
+Each stage measures every combination of its knobs, built on the job configuration chosen so far
+(choice.py: one configuration for every operation of the job), against the untuned baseline,
+which every stage measures again as its control. Stages of per-collective knobs (coll_tuned
+algorithms, segment sizes) are measured at every size; tune turns them into bands (persize.py).
 Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...) and made by the
 runner validate also uses (bench/runner.py): the same benchmarks, parsers and fresh `module purge;
 module load <baseline>` shells, with the configuration's variables exported on top. Every finished
@@ -18,7 +20,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from . import envmap, paths, sites, space as spacemod, stats, store
+from . import choice, envmap, paths, sites, space as spacemod, store
 from .atomic import write_atomic
 from .bench import suites
 from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -32,7 +34,8 @@ def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
 def make_runner(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
     """Runs as validate makes them, in the site's module tree (+ the admin's module paths)."""
     return Runner([str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths), nodes, ppn,
-                  timeout or (120.0 if sp.set_name == "quick" else 900.0), retries)
+                  timeout or (120.0 if all((st.set_name or sp.set_name) == "quick" for st in sp.stages) else 900.0),
+                  retries)
 
 
 def baseline_module(site):
@@ -40,18 +43,15 @@ def baseline_module(site):
     return "%s/%s" % (site.baseline_module, site.mpi_version)
 
 
-def stage_plan(sp, stage, best):
-    """[(config, [benchmarks])]: the stage's candidates; the baseline {} first, for every benchmark."""
+def stage_plan(sp, stage, job):
+    """[(config, [benchmarks])]: the stage's candidates, each built on the job configuration chosen so
+    far (choice.job_step); the baseline {} first. Every candidate runs every benchmark of the stage."""
     benches = [b for b in sp.benchmarks if not stage.only or b in stage.only]
     plan = OrderedDict([(store.config_id({}), ({}, list(benches)))])
-    for b in benches:
-        for combo in sp.combinations(stage):
-            config = OrderedDict((k, v) for k, v in best.get(b, {}).items() if k not in stage.knobs)
-            config.update(combo)
-            cid = store.config_id(config)
-            entry = plan.setdefault(cid, (dict(config), []))
-            if b not in entry[1]:
-                entry[1].append(b)
+    for combo in sp.combinations(stage):
+        config = OrderedDict((k, v) for k, v in job.items() if k not in stage.knobs)
+        config.update(combo)
+        plan.setdefault(store.config_id(config), (dict(config), list(benches)))
     return [(cfg, bs) for cfg, bs in plan.values()]
 
 
@@ -60,7 +60,7 @@ def measure_config(ctx, stage, config, benches, rep):
     site, sp, runner, binaries, cdir = ctx["site"], ctx["space"], ctx["runner"], ctx["binaries"], ctx["dir"]
     exports, _ = envmap.knob_env(site, config, runner.nodes >= 2)
     done = 0
-    for run in suites.plan(binaries, sp.set_name, runner.np, benches):
+    for run in suites.plan(binaries, stage.set_name or sp.set_name, runner.np, benches):
         path = store.record_path(cdir, stage.name, config, run.name, rep)
         if store.exists(path):
             continue
@@ -87,29 +87,6 @@ def missing_runs(cdir, stage_name, plan, repetitions):
             if not store.exists(store.record_path(cdir, stage_name, config, run, rep))]
 
 
-def stage_best(records, stage_name, benches):
-    """Per benchmark, the configuration with the lowest time relative to this stage's baseline."""
-    by = {}
-    for r in records:
-        if r["stage"] == stage_name and r["status"] == "ok":
-            for b, s in r["series"].items():
-                by.setdefault((b, r["config_id"]), (r["config"], s["metric"], []))[2].append(s["points"])
-    best = {}
-    for b in benches:
-        base = by.get((b, "baseline"))
-        if not base or len(base[2]) < 2:
-            continue
-        scores = []
-        for (bench, cid), (config, metric, reps) in by.items():
-            if bench == b and len(reps) >= 2:
-                rel = stats.relative_times(base[2], reps, metric)
-                if rel:
-                    scores.append((stats.geomean(rel.values()), cid, config))
-        if scores:
-            best[b] = min(scores, key=lambda x: (x[0], x[1]))[2]
-    return best
-
-
 def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
               retries=1, modulepaths=()):
     runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
@@ -132,9 +109,10 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
-    best, history = {}, []
+    job, history = dict(sp.job or {}), []
+    meta["job_start"] = dict(job)
     for stage in sp.stages:
-        plan = stage_plan(sp, stage, best)
+        plan = stage_plan(sp, stage, job)
         sys.stderr.write("sweep: stage %s: %d configurations x %d repetitions (%s)\n"
                          % (stage.name, len(plan), sp.repetitions, cdir))
         if array:
@@ -157,16 +135,21 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
             raise CannotRun("%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
                                      "rerun the same command to finish them (finished runs are kept)"
                                      % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where))
-        found = stage_best(records, stage.name, [b for b in sp.benchmarks if not stage.only or b in stage.only])
-        best.update(found)
-        history.append({"stage": stage.name, "configurations": len(plan),
-                        "best": {b: store.config_id(c) for b, c in found.items()}})
-        for b, c in sorted(found.items()):
-            sys.stderr.write("sweep: after stage %s, best for %s: %s\n" % (stage.name, b, store.config_id(c)))
+        geo_data = choice.collect(records).get((nodes, ppn), {})
+        job, decided = choice.job_step(geo_data, stage.name, list(stage.knobs), job)
+        ch = decided["chosen"]
+        history.append({"stage": stage.name, "knobs": list(stage.knobs), "configurations": len(plan),
+                        "job": store.config_id(job), "chosen": ch["config_id"] if ch else None})
+        if any(choice.per_collective(k) for k in stage.knobs):
+            sys.stderr.write("sweep: stage %s measured per size (tune makes its bands)\n" % stage.name)
+        else:
+            sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (
+                stage.name, "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
+                if ch else "unchanged, %s (no candidate passed)" % store.config_id(job)))
     meta["stages"] = history
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
-    return cdir, best
+    return cdir, job
 
 
 def submit_array(ctx, stage, plan, sbatch_args):

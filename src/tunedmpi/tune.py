@@ -17,80 +17,192 @@ from pathlib import Path
 
 import yaml
 
-from . import paths, sites, stats, store, tables
+from . import choice, paths, persize, rulesfile, sites, stats, store, tables
 from .atomic import write_atomic
 from .bench import suites
 from .errors import InputError
+from .units import format_size
 
-# Table operation <- the benchmarks that measure it (the first one carries the regret figures).
-OPERATIONS = OrderedDict([("alltoall", ["alltoall"]), ("allgather", ["allgather"]), ("allreduce", ["allreduce"]),
-                          ("put", ["put_latency", "put_bw"]), ("get", ["get_latency", "get_bw"]),
-                          ("acc", ["acc_latency"]), ("get_acc", ["get_acc_latency"]),
-                          ("fop", ["fop_latency"]), ("cas", ["cas_latency"])])
+OPERATIONS = choice.OPERATIONS
 
 
-def collect(records):
-    """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}"""
-    out = {}
-    for r in records:
-        geo = out.setdefault((r["nodes"], r["ppn"]), {})
-        entry = geo.setdefault((r["stage"], r["config_id"]), {"config": r["config"], "bench": {}})
-        for b in r.get("benchmarks") or list(r["series"]):
-            metric, reps, failed = entry["bench"].get(b, (None, [], 0))
-            s = r["series"].get(b) if r["status"] == "ok" else None
-            if s:
-                metric = s["metric"]
-                reps = reps + [{int(k): v for k, v in s["points"].items()}]
-            else:
-                failed += 1
-            entry["bench"][b] = (metric, reps, failed)
+def stage_order(metas, geo_data):
+    """[(stage name, [knob names])] in the order the sweep ran them. Knobs: as the campaign
+    recorded them, else the keys whose value differs among the stage's configurations."""
+    names, knobs = [], {}
+    for m in metas:
+        for h in m.get("stages", []):
+            if h["stage"] not in names:
+                names.append(h["stage"])
+            if h.get("knobs"):
+                knobs[h["stage"]] = list(h["knobs"])
+    names += sorted({st for st, _ in geo_data} - set(names))
+    out = []
+    for name in names:
+        if name not in knobs:
+            configs = [e["config"] for (st, _), e in geo_data.items() if st == name]
+            keys = sorted({k for c in configs for k in c})
+            knobs[name] = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+        out.append((name, knobs[name]))
     return out
 
 
-def judge(base, cand, benches, tolerance, alpha):
-    """(validate verdict, score = mean relative time, per-benchmark relative times) of a candidate."""
-    bands, rels = [], {}
-    for b in benches:
-        bm, breps, bfail = base["bench"][b]
-        cm, creps, cfail = cand["bench"][b]
-        metric = bm or cm
-        if metric:
-            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha)
-            rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
-        bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
-    scores = [stats.geomean(r.values()) for r in rels.values() if r]
-    score = stats.geomean(scores) if scores and all(scores) else None
-    return stats.module_verdict(bands), score, rels, bands
-
-
-def choose(geo_data, op, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
-    """The decision for one operation at one geometry, or None when it was not measured."""
+def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+    """The operation's own best job-wide configuration at one geometry (its TUNEDMPI_PROFILE row),
+    or None when it was not measured. Per-collective stages are left to per-size bands."""
     benches = [b for b in OPERATIONS[op]
                if any(b in e["bench"] for e in geo_data.values())]
     if not benches:
         return None
-    stages = sorted({st for st, _ in geo_data})
+    job_stages = {name for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)}
     best, considered, oracle = None, 0, {}
-    for st in stages:
+    for st, _ in stages:
         base = geo_data.get((st, "baseline"))
         if not base or not all(b in base["bench"] for b in benches):
             continue
-        for (s2, cid), cand in geo_data.items():
+        for (s2, cid), cand in sorted(geo_data.items()):
             if s2 != st or not all(b in cand["bench"] for b in benches):
                 continue
-            verdict, score, rels, _ = judge(base, cand, benches, tolerance, alpha)
+            verdict, score, rels, _ = choice.judge(base, cand, benches, tolerance, alpha)
             for size, rel in rels.get(benches[0], {}).items():   # the per-size oracle, all stages
                 oracle[size] = min(oracle.get(size, rel), rel)
-            if cid == "baseline":
+            if cid == "baseline" or st not in job_stages:
                 continue
             considered += 1
             if verdict == "PASS" and score is not None and (best is None or score < best["score"]):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
-    chosen_rel = best["rels"].get(benches[0], {}) if best else {s: 1.0 for s in oracle}
-    ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
-    regret = {"mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
-              "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None, "sizes": len(ratios)}
-    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, regret=regret)
+    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=oracle)
+
+
+def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+    """Bands for one collective from its per-collective stage, measured on top of the job
+    configuration, or None. Also the per-size relative time of the chosen bands (for regret)."""
+    for name, knobs in stages:
+        per = [k for k in knobs if choice.per_collective(k) and choice.collective_of(k) == coll]
+        if not per or len(per) != len(knobs):
+            continue
+        base = geo_data.get((name, "baseline"))
+        if not base or coll not in base["bench"]:
+            continue
+        jobcfg = {k: v for k, v in job.items() if k not in knobs}
+        reference, candidates, cfgs = None, {}, {}
+        for (st, cid), e in geo_data.items():
+            cfg = e["config"]
+            if st != name or coll not in e["bench"] or {k: v for k, v in cfg.items() if k not in knobs} != jobcfg:
+                continue
+            if not any(k in cfg for k in knobs):
+                reference = e
+                continue
+            alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
+            seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
+            candidates[(alg, seg)] = e["bench"][coll][1]
+            cfgs[(alg, seg)] = e
+        if reference is None or not candidates:
+            return None
+        metric = reference["bench"][coll][0]
+        got = persize.choose_bands(reference["bench"][coll][1], candidates, metric, tolerance, alpha)
+        rel_of = {None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)}
+        for key, e in cfgs.items():
+            rel_of[key] = stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
+        effective = {}
+        for lo, hi, key in got["bands"] or [(0, None, None)]:
+            for size, rel in rel_of[key].items():
+                if size >= lo and (hi is None or size < hi):
+                    effective[size] = rel
+        got.update(stage=name, effective=effective, reference_rel=rel_of[None])
+        return got
+    return None
+
+
+def _job_rel(geo_data, stages, job, bench):
+    """{size: time relative to the stage's baseline} of the job configuration itself, from the last
+    stage that measured it on this benchmark (the baseline, relative time 1, where job is {})."""
+    for name, _ in reversed(stages):
+        base = geo_data.get((name, "baseline"))
+        for (st, cid), e in geo_data.items():
+            if st == name and e["config"] == job and base and bench in base["bench"] and bench in e["bench"]:
+                metric, breps, _ = base["bench"][bench]
+                if len(breps) >= 2 and len(e["bench"][bench][1]) >= 2:
+                    return stats.relative_times(breps, e["bench"][bench][1], metric)
+    return {}
+
+
+def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None):
+    """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from."""
+    job, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
+    out = OrderedDict([("job", dict(op="job", config=job, steps=steps))])
+    for op in OPERATIONS:
+        d = choose(geo_data, op, stages, tolerance, alpha)
+        if not d:
+            continue
+        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha) if op in tables.COLLECTIVES else None
+        chosen_rel = d["bands"]["effective"] if d["bands"] else _job_rel(geo_data, stages, job, d["benchmarks"][0])
+        oracle = d["oracle"]
+        ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
+        d["regret"] = {"mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
+                       "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None, "sizes": len(ratios)}
+        out[op] = d
+    return out
+
+
+def _knob_text(config):
+    return ", ".join("%s=%s" % kv for kv in sorted(config.items())) or "the MPI's defaults"
+
+
+def _settings(config):
+    return {"none": OrderedDict(sorted((k, v if not isinstance(v, bool) else str(v)) for k, v in config.items()))}
+
+
+def _job_notes(d):
+    notes = ["job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
+             "mean over operations and sizes of the time relative to the stage's baseline among the configurations "
+             "that pass validate's rule on every benchmark of the stage" % _knob_text(d["config"])]
+    for step in d["steps"]:
+        ch = step["chosen"]
+        if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
+            continue
+        notes.append("stage %s: %s" % (
+            step["stage"],
+            "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
+                step["candidates"], ch["config_id"], (1 - ch["score"]) * 100) if ch else
+            "none of %d candidate(s) passed: the job configuration stays" % step["candidates"]))
+    return notes
+
+
+def _op_case(site, nodes, ppn, d, job, cids):
+    ch = d["chosen"]
+    note = ("this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
+            "time than the baseline" % (ch["config_id"], d["candidates"], (1 - ch["score"]) * 100)
+            if ch else "no candidate of %d passed against the baseline for this operation alone" % d["candidates"])
+    regret = d["regret"]
+    notes = ["job-wide knobs: the job configuration (provenance notes)", note]
+    case = OrderedDict([("nodes", nodes), ("ppn", ppn), ("collective", d["op"]),
+                        ("section", "campaign %s, job-wide rule%s" % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else "")),
+                        ("settings", _settings(job))])
+    got = d.get("bands")
+    if got and got["bands"]:
+        names = rulesfile.algorithms(d["op"], site.mpi_version)
+        rows = []
+        for lo, hi, key in got["bands"]:
+            alg, seg = key if key else (0, 0)
+            row = OrderedDict([("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None),
+                               ("algorithm", names.get(alg, alg))])
+            if seg:
+                row["segsize"] = format_size(seg)
+            rows.append(row)
+        case["bands"] = rows
+        kept = [t for t in got["tests"] if t[6]]
+        notes.append("bands from stage %s: per-size winners tested against Open MPI's own choice; %d of %d "
+                     "band(s) kept (%s)" % (got["stage"], len(kept), len(got["tests"]), "; ".join(
+                         "%s-%s %s x%.2f p=%.2g" % (format_size(t[0]), format_size(t[1]), names.get(t[2][0], t[2][0]),
+                                                    t[3], t[4]) for t in got["tests"]) or "none won a size"))
+    elif got:
+        notes.append("bands from stage %s: no forced algorithm beat Open MPI's own choice with significance "
+                     "(%d tested)" % (got["stage"], len(got["tests"])))
+    notes.append("regret vs the per-size oracle of %s over %d sizes: mean %s%%, worst %s%%"
+                 % (d["benchmarks"][0], regret["sizes"], regret["mean_pct"], regret["max_pct"]))
+    case["notes"] = notes
+    return case
 
 
 def build_table(site, metas, decisions, runs_count):
@@ -105,9 +217,12 @@ def build_table(site, metas, decisions, runs_count):
             "+".join(suites_used), " (validate/probes, IMB/OSU-compatible)" if "probe" in "".join(suites_used) else "")),
         ("command", "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
                     "one-sided: -w %s -s %s)" % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC)),
-        ("method", "%s; figure = drop max and min, mean of the rest; a configuration is chosen only if it passes "
-                   "validate's rule against the same stage's baseline (no band loses, one wins: gain >= 5%% and a "
-                   "Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05)" % "; ".join(
+        ("method", "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
+                   "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
+                   "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
+                   "band loses, one wins: gain >= 5%% and a Yuen-Welch t test on per-run band scores, Holm over "
+                   "bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
+                   "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)" % "; ".join(
                        "ingested logs (tunedmpi ingest), one repetition per log" if m.get("source") == "ingest" else
                        "staged search (%s), %s interleaved repetitions per configuration"
                        % (" -> ".join(s["stage"] for s in m.get("stages", [])) or "stages", m["repetitions"])
@@ -117,19 +232,14 @@ def build_table(site, metas, decisions, runs_count):
         ("notes", ["%d runs measured" % runs_count]),
     ])
     cases = []
-    for (nodes, ppn, op), d in sorted(decisions.items(), key=lambda kv: (kv[0][0], kv[0][1], list(OPERATIONS).index(kv[0][2]))):
-        config = OrderedDict(sorted((d["chosen"] or {}).get("config", {}).items()))
-        note = ("chosen over %d candidate(s): %s, %.1f%% less time than the baseline"
-                % (d["candidates"], d["chosen"]["config_id"], (1 - d["chosen"]["score"]) * 100)
-                if d["chosen"] else "no candidate of %d passed against the baseline: the MPI's defaults stay" % d["candidates"])
-        regret = d["regret"]
-        cases.append(OrderedDict([
-            ("nodes", nodes), ("ppn", ppn), ("collective", op),
-            ("section", "campaign %s, stage %s" % (cids, d["chosen"]["stage"] if d["chosen"] else "baseline")),
-            ("settings", {"none": {k: (v if not isinstance(v, bool) else str(v)) for k, v in config.items()}}),
-            ("notes", [note, "regret vs the per-size oracle of %s over %d sizes: mean %s%%, worst %s%%"
-                       % (d["benchmarks"][0], regret["sizes"], regret["mean_pct"], regret["max_pct"])]),
-        ]))
+    for (nodes, ppn), ops in sorted(decisions.items()):
+        # One configuration per job geometry: every operation's case carries the job-wide knobs the
+        # job rule chose (so whichever row a job loads, its knobs are the same), plus its bands;
+        # each operation's own best is in its notes. How the job rule decided: provenance notes.
+        prov["notes"] += ["%dx%d %s" % (nodes, ppn, n) for n in _job_notes(ops["job"])]
+        for op, d in ops.items():
+            if op != "job":
+                cases.append(_op_case(site, nodes, ppn, d, ops["job"]["config"], cids))
     return OrderedDict([
         ("schema", tables.SCHEMA_VERSION), ("platform", site.name),
         ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
@@ -153,20 +263,27 @@ def _dump(doc):
 
 
 def diff(old, new):
-    """Readable changes between two tables, case by case."""
+    """Readable changes between two tables, case by case: job-wide settings and bands."""
     def cases(t):
-        return {(c.nodes, c.ppn, c.collective): c.settings.get("none", {}) for c in t.cases} if t else {}
+        return {(c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _bands_text(c)) for c in t.cases} if t else {}
     a, b = cases(old), cases(new)
     lines = []
     for key in sorted(set(a) | set(b)):
         label = "%dx%d %s" % key
         if key not in a:
-            lines.append("+ %s: %s" % (label, _knobs(b[key])))
+            lines.append("+ %s: %s%s" % (label, _knobs(b[key][0]), b[key][1]))
         elif key not in b:
             lines.append("- %s (no longer measured)" % label)
         elif a[key] != b[key]:
-            lines.append("~ %s: %s -> %s" % (label, _knobs(a[key]), _knobs(b[key])))
+            lines.append("~ %s: %s%s -> %s%s" % (label, _knobs(a[key][0]), a[key][1], _knobs(b[key][0]), b[key][1]))
     return lines or ["(no change in chosen settings)"]
+
+
+def _bands_text(case):
+    if not case.bands:
+        return ""
+    return "; bands " + ", ".join("%s+:%s%s" % (format_size(b.lo) if b.lo else "0", b.name,
+                                                "/%s" % format_size(b.segsize) if b.segsize else "") for b in case.bands)
 
 
 def _knobs(values):
@@ -195,11 +312,11 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         metas.append(meta)
         records += recs
     decisions = {}
-    for (nodes, ppn), geo_data in collect(records).items():
-        for op in OPERATIONS:
-            d = choose(geo_data, op, tolerance, alpha)
-            if d:
-                decisions[(nodes, ppn, op)] = d
+    for (nodes, ppn), geo_data in choice.collect(records).items():
+        start = {}
+        for m in metas:
+            start.update(m.get("job_start") or {})
+        decisions[(nodes, ppn)] = decide(geo_data, stage_order(metas, geo_data), tolerance, alpha, start)
     doc = build_table(site, metas, decisions, len(records))
     target = Path(out) if out else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
     text = _dump(doc)
@@ -219,10 +336,18 @@ def report(target, new, old, decisions, stream=sys.stdout):
     stream.write("wrote %s (%d cases)\n\nchanges against the previous table:\n" % (target, len(new.cases)))
     for line in diff(old, new):
         stream.write("  %s\n" % line)
-    stream.write("\n| case | chosen | candidates | less time than baseline | regret mean / worst (%) |\n"
-                 "|---|---|---|---|---|\n")
-    for (nodes, ppn, op), d in sorted(decisions.items()):
-        ch = d["chosen"]
-        stream.write("| %dx%d %s | %s | %d | %s | %s / %s |\n" % (
-            nodes, ppn, op, ch["config_id"] if ch else "baseline (MPI defaults)", d["candidates"],
-            "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-", d["regret"]["mean_pct"], d["regret"]["max_pct"]))
+    stream.write("\n| case | chosen | candidates | less time than baseline | bands kept | regret mean / worst (%) |\n"
+                 "|---|---|---|---|---|---|\n")
+    for (nodes, ppn), ops in sorted(decisions.items()):
+        job = ops["job"]
+        stream.write("| %dx%d (every operation) | job: %s | %d stage(s) | - | - | - |\n" % (
+            nodes, ppn, _knob_text(job["config"]), len([s for s in job["steps"] if s["candidates"]])))
+        for op, d in ops.items():
+            if op == "job":
+                continue
+            ch, got = d["chosen"], d.get("bands")
+            stream.write("| %dx%d %s | own best: %s | %d | %s | %s | %s / %s |\n" % (
+                nodes, ppn, op, ch["config_id"] if ch else "baseline (MPI defaults)", d["candidates"],
+                "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
+                "%d of %d" % (len([t for t in got["tests"] if t[6]]), len(got["tests"])) if got else "-",
+                d["regret"]["mean_pct"], d["regret"]["max_pct"]))

@@ -1,0 +1,135 @@
+"""How measured configurations are chosen: validate's rule against a stage's own baseline, and the
+job-wide rule that picks ONE configuration for every operation of a job geometry.
+
+Used by the sweep (which configuration later stages build on) and by tune (what the table says),
+so the configuration a sweep built its later stages on is the one tune writes.
+
+Two kinds of knobs (DESIGN.md, "One configuration per job"):
+- per-collective knobs, ``coll_tuned_<coll>_*``: each collective gets its own best, per message
+  size (tunedmpi.persize turns an algorithm stage into bands);
+- job-wide knobs, everything else (pml, osc, UCX, btl sm, ...): one value for the whole job.
+
+The job-wide rule, stage by stage in the space's order: among the stage's configurations that
+build on the job configuration chosen so far, take the one with the lowest score (the geometric
+mean over operations of the geometric mean over sizes of its time relative to the stage's
+baseline) among those that PASS validate's rule on every benchmark the stage measured (no band of
+any benchmark loses, at least one band wins), if that score is below the job configuration's own
+score in the same stage. Otherwise the job configuration stays.
+"""
+from collections import OrderedDict
+
+from . import stats
+
+# Table operation <- the benchmarks that measure it (the first one carries the regret figures).
+OPERATIONS = OrderedDict([("alltoall", ["alltoall"]), ("allgather", ["allgather"]), ("allreduce", ["allreduce"]),
+                          ("bcast", ["bcast"]),
+                          ("put", ["put_latency", "put_bw"]), ("get", ["get_latency", "get_bw"]),
+                          ("acc", ["acc_latency"]), ("get_acc", ["get_acc_latency"]),
+                          ("fop", ["fop_latency"]), ("cas", ["cas_latency"])])
+OPERATION_OF = {b: op for op, benches in OPERATIONS.items() for b in benches}
+
+
+def per_collective(knob):
+    """A knob that each collective gets for itself (coll_tuned_<coll>_algorithm, ..._segmentsize)."""
+    return knob.startswith("coll_tuned_")
+
+
+def collective_of(knob):
+    """coll_tuned_allreduce_algorithm -> allreduce."""
+    return knob[len("coll_tuned_"):].split("_", 1)[0]
+
+
+def job_part(config):
+    """The job-wide knobs of a configuration."""
+    return {k: v for k, v in config.items() if not per_collective(k)}
+
+
+def collect(records):
+    """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}"""
+    out = {}
+    for r in records:
+        geo = out.setdefault((r["nodes"], r["ppn"]), {})
+        entry = geo.setdefault((r["stage"], r["config_id"]), {"config": r["config"], "bench": {}})
+        for b in r.get("benchmarks") or list(r["series"]):
+            metric, reps, failed = entry["bench"].get(b, (None, [], 0))
+            s = r["series"].get(b) if r["status"] == "ok" else None
+            if s:
+                metric = s["metric"]
+                reps = reps + [{int(k): v for k, v in s["points"].items()}]
+            else:
+                failed += 1
+            entry["bench"][b] = (metric, reps, failed)
+    return out
+
+
+def judge(base, cand, benches, tolerance, alpha):
+    """(validate verdict, score, per-benchmark relative times {b: {size: rel}}, band results) of a
+    candidate against its stage's baseline. score: geometric mean over the operations measured of
+    the geometric mean over their benchmarks and sizes of the relative time (< 1: faster)."""
+    bands, rels = [], {}
+    for b in benches:
+        bm, breps, bfail = base["bench"][b]
+        cm, creps, cfail = cand["bench"][b]
+        metric = bm or cm
+        if metric:
+            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha)
+            rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
+        bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
+    per_op = {}
+    for b, r in rels.items():
+        if r:
+            per_op.setdefault(OPERATION_OF.get(b, b), []).append(stats.geomean(r.values()))
+    ops = [stats.geomean(v) for v in per_op.values()]
+    score = stats.geomean(ops) if ops and all(ops) and len(per_op) == len({OPERATION_OF.get(b, b) for b in benches}) \
+        else None
+    return stats.module_verdict(bands), score, rels, bands
+
+
+def stage_benchmarks(geo_data, stage):
+    """The benchmarks a stage's baseline was measured on."""
+    base = geo_data.get((stage, "baseline"))
+    return sorted(base["bench"]) if base else []
+
+
+def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+    """One stage of the job-wide rule: (job configuration after the stage, what was decided).
+
+    ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
+    benches = stage_benchmarks(geo_data, stage)
+    base = geo_data.get((stage, "baseline"))
+    decided = {"stage": stage, "benchmarks": benches, "candidates": 0, "chosen": None}
+    if not base or not benches or any(per_collective(k) for k in knobs):
+        return dict(job), decided
+    rest = {k: v for k, v in job.items() if k not in knobs}
+    # The incumbent (the job configuration itself, measured again in this stage) is replaced only
+    # by a passing candidate that beats its score here: a candidate that merely passes while the
+    # incumbent, by noise, did not must not replace a configuration with more gain.
+    incumbent = 1.0
+    for (st, cid), cand in geo_data.items():
+        if st == stage and cid != "baseline" and cand["config"] == job and all(b in cand["bench"] for b in benches):
+            incumbent = judge(base, cand, benches, tolerance, alpha)[1] or 1.0
+    best = None
+    for (st, cid), cand in sorted(geo_data.items()):
+        if st != stage or cid == "baseline":
+            continue
+        cfg = cand["config"]
+        if {k: v for k, v in cfg.items() if k not in knobs} != rest or not all(b in cand["bench"] for b in benches):
+            continue          # built on another job configuration (or measured on fewer benchmarks)
+        decided["candidates"] += 1
+        verdict, score, _, _ = judge(base, cand, benches, tolerance, alpha)
+        if verdict == "PASS" and score is not None and (best is None or (score, cid) < (best["score"], best["config_id"])):
+            best = dict(config=dict(cfg), config_id=cid, score=score)
+    if best is None or best["config"] == job or best["score"] >= incumbent:
+        return dict(job), decided
+    decided["chosen"] = best
+    return dict(best["config"]), decided
+
+
+def job_configuration(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None):
+    """The job-wide rule over all stages in order: (job configuration, [per-stage decisions]).
+    ``stages``: [(stage name, [knob names])] in the space's order; ``start``: the space's job."""
+    job, steps = dict(start or {}), []
+    for name, knobs in stages:
+        job, decided = job_step(geo_data, name, knobs, job, tolerance, alpha)
+        steps.append(decided)
+    return job, steps

@@ -1,0 +1,108 @@
+"""Per-size bands (tunedmpi.persize) and the job-wide rule (tunedmpi.choice), on measured-like data.
+
+The runs are built from a per-size time curve times a run-level factor (this machine's noise is
+mostly whole runs moving together) and a small per-size jitter, with a fixed seed."""
+import random
+
+from tunedmpi import choice, persize
+
+SIZES = [0] + [1 << i for i in range(17)]
+
+
+def runs(curve, n=5, seed=1, spread=0.08):
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        level = 1 + rnd.uniform(-spread, spread)
+        out.append({s: round(curve(s) * level * (1 + rnd.uniform(-0.02, 0.02)), 2) for s in SIZES})
+    return out
+
+
+def ref_curve(s):
+    return 1.0 + s / 2000.0
+
+
+def test_a_clear_per_size_winner_becomes_bands_and_the_rest_stays_with_the_mpi():
+    # algorithm 3 is 2x faster up to 1 KB, algorithm 4 2x faster from 16 KB; elsewhere both are slower
+    fast_small = lambda s: ref_curve(s) * (0.5 if s <= 1024 else 1.3)
+    fast_large = lambda s: ref_curve(s) * (0.5 if s >= 16384 else 1.4)
+    got = persize.choose_bands(runs(ref_curve, seed=1), {(3, 0): runs(fast_small, seed=2),
+                                                          (4, 0): runs(fast_large, seed=3)}, "latency_us")
+    assert got["bands"] == [(0, 2048, (3, 0)), (2048, 16384, None), (16384, None, (4, 0))]
+    kept = {(t[0], t[1], t[2]) for t in got["tests"] if t[6]}
+    assert kept == {(0, 1024, (3, 0)), (16384, 65536, (4, 0))}
+
+
+def test_a_winner_within_noise_is_not_kept():
+    # 2 % better at every size: a real but tiny difference, below the 5 % tolerance
+    slightly = lambda s: ref_curve(s) * 0.98
+    got = persize.choose_bands(runs(ref_curve, seed=4), {(2, 0): runs(slightly, seed=5)}, "latency_us")
+    assert got["bands"] == []
+    assert got["tests"] and not any(t[6] for t in got["tests"])
+
+
+def test_noise_alone_rarely_gives_a_band():
+    # the same curve for the reference and 5 candidates at this machine's run-level spreads: the
+    # winner is picked among 5 before it is tested (Bonferroni over them), so false bands stay rare
+    for spread in (0.1, 0.25, 0.4):
+        false = sum(bool(persize.choose_bands(runs(ref_curve, seed=seed, spread=spread),
+                                              {(k, 0): runs(ref_curve, seed=1000 * seed + k, spread=spread)
+                                               for k in (1, 2, 3, 4, 5)}, "latency_us")["bands"])
+                    for seed in range(100))
+        assert false <= 5, (spread, false)
+
+
+def test_bandwidth_is_higher_is_better():
+    better = lambda s: 2000.0
+    got = persize.choose_bands(runs(lambda s: 1000.0, seed=6), {(1, 0): runs(better, seed=7)}, "bandwidth_MBps")
+    assert got["bands"] == [(0, None, (1, 0))]
+
+
+def _entry(config, bench_curves, seed):
+    return {"config": config, "bench": {b: ("latency_us", runs(c, seed=seed + i), 0)
+                                        for i, (b, c) in enumerate(sorted(bench_curves.items()))}}
+
+
+def test_the_job_rule_refuses_a_configuration_that_makes_one_operation_lose():
+    base = {"alltoall": ref_curve, "allreduce": ref_curve, "put_latency": ref_curve}
+    # ucx: much faster collectives but put loses 30 %; posix: 25 % faster everywhere
+    ucx = {"alltoall": lambda s: ref_curve(s) * 0.5, "allreduce": lambda s: ref_curve(s) * 0.5,
+           "put_latency": lambda s: ref_curve(s) * 1.3}
+    posix = {b: (lambda s: ref_curve(s) * 0.75) for b in base}
+    geo = {("transport", "baseline"): _entry({}, base, 10),
+           ("transport", "pml=ucx"): _entry({"pml": "ucx"}, ucx, 20),
+           ("transport", "tls=posix"): _entry({"ucx_tls": "self,posix"}, posix, 30)}
+    job, steps = choice.job_configuration(geo, [("transport", ["pml", "ucx_tls"])])
+    assert job == {"ucx_tls": "self,posix"}
+    assert steps[0]["candidates"] == 2 and steps[0]["chosen"]["config_id"] == "tls=posix"
+
+
+def test_the_job_rule_builds_on_the_previous_stage_and_skips_per_collective_stages():
+    base = {"alltoall": ref_curve, "put_latency": ref_curve}
+    fast = {b: (lambda s: ref_curve(s) * 0.6) for b in base}
+    faster = {b: (lambda s: ref_curve(s) * 0.4) for b in base}
+    geo = {("transport", "baseline"): _entry({}, base, 1),
+           ("transport", "ucx"): _entry({"pml": "ucx"}, fast, 2),
+           ("thresholds", "baseline"): _entry({}, base, 3),
+           ("thresholds", "ucx"): _entry({"pml": "ucx"}, fast, 4),
+           ("thresholds", "ucx+rndv"): _entry({"pml": "ucx", "ucx_rndv_thresh": "8kb"}, faster, 5),
+           # built on another job configuration: never a candidate
+           ("thresholds", "rndv-only"): _entry({"ucx_rndv_thresh": "8kb"}, {b: (lambda s: 0.1) for b in base}, 6),
+           ("alltoall-algorithm", "baseline"): _entry({}, {"alltoall": ref_curve}, 7)}
+    job, steps = choice.job_configuration(geo, [("transport", ["pml"]), ("thresholds", ["ucx_rndv_thresh"]),
+                                                ("alltoall-algorithm", ["coll_tuned_alltoall_algorithm"])])
+    assert job == {"pml": "ucx", "ucx_rndv_thresh": "8kb"}
+    assert [s["candidates"] for s in steps] == [1, 2, 0]
+
+
+def test_the_incumbent_job_configuration_stays_unless_a_passing_candidate_beats_it_in_the_stage():
+    base = {"alltoall": ref_curve, "put_latency": ref_curve}
+    strong = {b: (lambda s: ref_curve(s) * 0.5) for b in base}
+    weaker = {b: (lambda s: ref_curve(s) * 0.8) for b in base}
+    geo = {("transport", "baseline"): _entry({}, base, 1),
+           ("transport", "ucx"): _entry({"pml": "ucx"}, strong, 2),
+           ("limits", "baseline"): _entry({}, base, 3),
+           ("limits", "ucx"): _entry({"pml": "ucx"}, strong, 4),
+           ("limits", "ucx+eager"): _entry({"pml": "ucx", "btl_sm_eager_limit": 1024}, weaker, 5)}
+    job, steps = choice.job_configuration(geo, [("transport", ["pml"]), ("limits", ["btl_sm_eager_limit"])])
+    assert job == {"pml": "ucx"} and steps[1]["chosen"] is None and steps[1]["candidates"] == 2   # eager passed, but did not beat it

@@ -1,0 +1,45 @@
+"""`tunedmpi regret`: a validated module against the per-size oracle of a separate campaign, on the
+shared real-IMB validate campaign and the archived local sweep."""
+import subprocess
+import tarfile
+
+from conftest import ROOT
+from tunedmpi import regret, stats, store
+
+FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
+ARCHIVE = ROOT / "results-archive" / "local-1x2-699ff91eb2-probe2.tar.xz"
+
+
+def _campaign(tmp_path):
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(tmp_path, **safe)
+    (cdir,) = store.campaigns(tmp_path / "results-store")
+    return cdir
+
+
+def test_regret_is_the_module_relative_time_over_the_oracle_size_by_size(tmp_path):
+    cdir = _campaign(tmp_path)
+    rows = {r[0]: r for r in regret.regret(FULL, [cdir])}
+    assert {"alltoall", "allgather", "allreduce", "put_latency"} <= set(rows)
+    rel, _ = regret.module_relative(FULL)
+    orc = regret.oracle([cdir], 1, 2)
+    bench, n, module_gain, oracle_gain, mean, worst, wsize = rows["allreduce"]
+    sizes = [s for s in rel["allreduce"] if s in orc["allreduce"]]
+    assert n == len(sizes) and n >= 10
+    ratios = [rel["allreduce"][s] / orc["allreduce"][s] for s in sizes]
+    assert abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
+    assert abs(worst - (max(ratios) - 1) * 100) < 1e-9 and wsize in sizes
+    assert abs(module_gain - 1 / stats.geomean([rel["allreduce"][s] for s in sizes])) < 1e-9
+    # the oracle includes the untuned baseline itself (relative time 1) at every size
+    assert all(orc["allreduce"][s] <= 1.0 for s in sizes) and oracle_gain >= 1.0
+
+
+def test_the_command_prints_the_table_and_refuses_a_non_campaign(tmp_path):
+    cdir = _campaign(tmp_path)
+    exe = str(ROOT / ".venv/bin/tunedmpi")
+    ok = subprocess.run([exe, "regret", str(FULL), "--campaign", str(cdir)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("| benchmark | sizes | module gain") and "| allgather |" in ok.stdout
+    bad = subprocess.run([exe, "regret", str(FULL), "--campaign", str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a results-store campaign" in bad.stderr
