@@ -479,11 +479,10 @@ stages:
   - name: s1
     knobs:
       pml: [default, ucx]
-      coll_tuned_allreduce_algorithm: [default, 4]
+      ucx_tls: [default, "self,sm"]
 """
 # stage s1's plan, in array-task order: the baseline first, then the other combinations
-SWEEP_CONFIGS = [{}, {"coll_tuned_allreduce_algorithm": 4}, {"pml": "ucx"},
-                 {"pml": "ucx", "coll_tuned_allreduce_algorithm": 4}]
+SWEEP_CONFIGS = [{}, {"ucx_tls": "self,sm"}, {"pml": "ucx"}, {"pml": "ucx", "ucx_tls": "self,sm"}]
 SUBMITTING = re.compile(r"^sweep: submitting (\d+) array task\(s\): (sbatch .*)$", re.M)
 needs_sweep = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
                                  reason="sweep needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
@@ -569,11 +568,11 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
         assert (r["nodes"], r["ppn"], r["status"], r["source"], r["run"]) == (1, 2, "ok", "sweep", "collectives"), r
         assert r["command"].startswith("mpirun -np 2 ") and r["env"]["TUNEDMPI_PPN"] == "2", r
     ucx = next(r for r in records if r["config"] == {"pml": "ucx"})
-    assert ucx["exports"]["OMPI_MCA_pml"] == "ucx" and "OMPI_MCA_coll_tuned_allreduce_algorithm" not in ucx["exports"]
-    # the campaign is complete: the stage's best is recorded
+    assert ucx["exports"]["OMPI_MCA_pml"] == "ucx" and "UCX_TLS" not in ucx["exports"]
+    # the campaign is complete: the stage's knobs and the job configuration after it are recorded
     meta = json.loads((cdir / "campaign.json").read_text())
     assert meta["finished"] and [(h["stage"], h["configurations"]) for h in meta["stages"]] == [("s1", 4)], meta
-    assert list(meta["stages"][0]["best"]) == ["allreduce"], meta
+    assert meta["stages"][0]["knobs"] == ["pml", "ucx_tls"] and "job" in meta["stages"][0], meta
 
 
 @pytest.fixture(scope="module")
