@@ -51,3 +51,31 @@ def test_import_seed_refuses_a_missing_seed_cleanly(run_cli, tmp_path):
     code, _, err = run_cli("import-seed", tmp_path / "no-such-seed.txt", out)
     assert code == 2 and "error:" in err and "Traceback" not in err
     assert not out.exists(), "nothing half-written"
+
+
+def test_grid_lists_each_cases_algorithm_bands(run_cli):
+    """Every band of the bands fixture, by geometry and collective: sizes, name (number), segsize
+    and fan-out where given, algorithm 0 as Open MPI's own decision; cells with bands say so."""
+    code, out, err = run_cli("tables", FIXTURES / "tables" / "bands.yaml")
+    assert code == 0, err
+    head, listing = out.split("\ncoll_tuned algorithm bands ", 1)
+    rows = [line.split() for line in listing.splitlines()[2:]]
+    assert [" ".join(r) for r in rows] == [
+        "1x2 alltoall 0 - end two_proc (5)",
+        "1x4 allgather 0 - 1kb bruck (2)", "1kb - end ring (4)",
+        "1x4 allreduce 0 - 4kb basic_linear (1)", "4kb - end segmented_ring (5) segsize 4kb",
+        "1x4 alltoall 0 - 1kb modified_bruck (3)", "1kb - end linear (1)",
+        "1x4 bcast 0 - 1kb chain (2) faninout 2", "1kb - end scatter_allgather (8)",
+        "2x4 allreduce 0 - 64kb recursive_doubling (3)", "64kb - end rabenseifner (6)",
+        "2x4 alltoall 0 - 256 Open MPI's fixed decision (0)", "256 - end pairwise (2)"]
+    # continuation lines keep the size column under the first line's
+    lines = listing.splitlines()
+    first, cont = lines[3], lines[4]
+    assert first.index("0 - 1kb") == cont.index("1kb - end")
+    assert "- +bands" in head and "- ? +bands" in head                # 1x4 and 2x4 (unstated) cells
+
+
+def test_tables_without_bands_print_no_band_listing(run_cli):
+    code, out, err = run_cli("tables", ROOT / "tuning-tables" / "local")     # the shipped tables have none
+    assert code == 0, err
+    assert "coll_tuned algorithm bands (" not in out and "+bands" not in out.split("\n", 2)[2]

@@ -26,7 +26,9 @@ import yaml
 
 import lmod
 from conftest import ROOT
-from tunedmpi import explain, render, sites
+from test_rules_render import project as bands_project  # noqa: F401 (a fixture: a table with bands)
+from tunedmpi import explain, render, rulesfile, sites
+from tunedmpi.errors import InputError
 
 REPO = ROOT / "spack-repo"
 NAMESPACE = REPO / "spack_repo" / "tunedmpi"
@@ -157,8 +159,11 @@ def test_package_class_and_checkout(pkg):
     imports = [n for n in pkg.tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert any(isinstance(n, ast.ImportFrom) and n.module == "spack.package" for n in imports)
     # Nothing of the renderer is duplicated: no Jinja2, no tunedmpi import, no Lua in the package.
+    # (Its DERIVE_SITE and PIN_RULES strings run with the build's Python, not Spack's.)
     text = PKG_FILE.read_text(encoding="utf-8")
-    assert not re.search(r"^\s*(import|from)\s+(jinja2|tunedmpi)", text, re.M)
+    imported = {a.name for n in ast.walk(pkg.tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(pkg.tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m.split(".")[0] in ("jinja2", "tunedmpi")}, imported
     assert "pushenv" not in text and "ROWS" not in text
     # CHECKOUT is the clone holding the repository, found from package.py's own location.
     checkout = eval(compile(ast.Expression(pkg.assign_nodes["CHECKOUT"]), "CHECKOUT", "eval"),
@@ -269,6 +274,15 @@ def test_package_install_runs_the_project_cli(pkg):
     argv = [[a.value for a in c.args if isinstance(a, ast.Constant)] for c in calls]
     assert any(a[:4] == ["-m", "tunedmpi", "render", "--site"] and "--out" in a for a in argv), argv
     assert any(a[:3] == ["-m", "tunedmpi", "check"] for a in argv), argv
+    # Spack's module is written from the rendered one by PIN_RULES, after render, and is what
+    # lmod_context reads (the re-enactment below runs the same code)
+    pins = [c for c in calls if [a.id for a in c.args[:2] if isinstance(a, ast.Name)] == ["PIN_RULES"]]
+    assert len(pins) == 1 and pins[0].args[0].value == "-c" and calls.index(pins[0]) > argv.index(
+        next(a for a in argv if a[:3] == ["-m", "tunedmpi", "render"]))
+    assert "render.pin_rules_dir(" in pkg.consts["PIN_RULES"]
+    context = ast.unparse(pkg.methods["lmod_context"])
+    assert "self.spack_module" in context and "rendered_module" not in context
+    assert "share/tunedmpi/spack-module.lua" in pkg.attrs["sanity_check_is_file"]
     assert pkg.attrs["lmod_template"] == TUNED_TEMPLATE and (TEMPLATES / TUNED_TEMPLATE).is_file()
     assert "lmod_context" in pkg.methods and "project_root" in pkg.methods
 
@@ -379,21 +393,38 @@ def _ucx_pin(name):
     return ".".join(spec_tokens(req[0])[1].split(".")[:2]) if req else ""
 
 
-def install_like_spack(pkg, name, root, prefix):
-    """What OpenmpiTuned.install() does, with the package's own DERIVE_SITE code: the derived
-    site config in <root>, the table beside it; returns the derived Site."""
+def install_like_spack(pkg, name, root, prefix, source=ROOT, ucx=None):
+    """What OpenmpiTuned.install() does first, with the package's own DERIVE_SITE code: the
+    derived site config in <root>, the table beside it (both from the checkout ``source``);
+    returns DERIVE_SITE's facts."""
     site_dir = root / "site-configs" / name
     site_dir.mkdir(parents=True)
     out = subprocess.run(
-        [sys.executable, "-c", pkg.consts["DERIVE_SITE"], str(ROOT / "site-configs" / name / "site.yaml"),
-         str(site_dir / "site.yaml"), prefix, _ucx_pin(name), "openmpi-tuned", "openmpi"],
+        [sys.executable, "-c", pkg.consts["DERIVE_SITE"], str(source / "site-configs" / name / "site.yaml"),
+         str(site_dir / "site.yaml"), prefix, _ucx_pin(name) if ucx is None else ucx, "openmpi-tuned", "openmpi"],
         capture_output=True, text=True, check=True, timeout=60)
     facts = json.loads(out.stdout.strip().splitlines()[-1])
     if facts["table"]:
         table = root / "tuning-tables" / (facts["table"] + ".yaml")
         table.parent.mkdir(parents=True)
-        shutil.copy(ROOT / "tuning-tables" / (facts["table"] + ".yaml"), table)
+        shutil.copy(source / "tuning-tables" / (facts["table"] + ".yaml"), table)
     return facts
+
+
+def render_like_spack(pkg, name, root, share, version):
+    """The rest of install(): the project's CLI renders into <share>/modulefiles (rules files
+    included), PIN_RULES writes Spack's module text to <share>/spack-module.lua, and Spack renders
+    its template with that text (lmod_context). Returns (the rendered module, Spack's module text)."""
+    env = dict(os.environ, TUNEDMPI_ROOT=str(root),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p))
+    subprocess.run([sys.executable, "-m", "tunedmpi", "render", "--site", name, "--out", str(share / "modulefiles")],
+                   env=env, check=True, capture_output=True, timeout=120)
+    rendered = share / "modulefiles" / name / "openmpi-tuned" / ("%s.lua" % version)
+    copy = share / "spack-module.lua"
+    subprocess.run([sys.executable, "-c", pkg.consts["PIN_RULES"], str(rendered), str(copy)],
+                   env=env, check=True, capture_output=True, timeout=60)
+    text = spack_jinja_env(TEMPLATES).get_template(TUNED_TEMPLATE).render(tunedmpi_module=copy.read_text())
+    return rendered, text
 
 
 def spack_jinja_env(*dirs):
@@ -422,6 +453,14 @@ def test_derived_site_keeps_the_table_and_names_spacks_mpi(pkg, name, tmp_path, 
                [(c.nodes, c.ppn, c.collective) for c in original.table.cases]
 
 
+def spack_core(tmp_path, text, version):
+    """Spack's flat Core tree holding its openmpi-tuned/<version> module."""
+    core = tmp_path / "lmod" / "Core"
+    (core / "openmpi-tuned").mkdir(parents=True)
+    (core / "openmpi-tuned" / ("%s.lua" % version)).write_text(text)
+    return core
+
+
 @needs_lmod
 @pytest.mark.parametrize("name", SITE_NAMES)
 def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, monkeypatch):
@@ -429,19 +468,16 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
     version = original.mpi_version
     prefix = FAKE_PREFIX.format(version=version)
     install_like_spack(pkg, name, tmp_path / "root", prefix)
+    rendered, spack_text = render_like_spack(pkg, name, tmp_path / "root", tmp_path / "share", version)
     monkeypatch.setenv("TUNEDMPI_ROOT", str(tmp_path / "root"))
     site = sites.load_site(str(tmp_path / "root" / "site-configs" / name / "site.yaml"))
-    files = render.render_site(site)                          # the project's renderer
-    text = files["%s/openmpi-tuned/%s.lua" % (name, version)]
-
-    # Spack renders tunedmpi/openmpi-tuned.lua with the package's lmod_context
-    spack_text = spack_jinja_env(TEMPLATES).get_template(TUNED_TEMPLATE).render(tunedmpi_module=text)
-    assert spack_text == text
+    text = rendered.read_text()
+    assert render.render_site(site)["%s/openmpi-tuned/%s.lua" % (name, version)] == text   # the project's renderer
+    assert spack_text == text               # no bands in the shipped tables: the copy is byte for byte
+    assert not list(rendered.parent.glob("__*"))
 
     # ... into its flat Core tree, where real Lmod loads it as openmpi-tuned/<version>
-    core = tmp_path / "lmod" / "Core"
-    (core / "openmpi-tuned").mkdir(parents=True)
-    (core / "openmpi-tuned" / ("%s.lua" % version)).write_text(spack_text)
+    core = spack_core(tmp_path, spack_text, version)
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
     envs = [{}, {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "36"},
             {"SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS_PER_NODE": "2"},
@@ -455,6 +491,63 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
                       % version)
     assert "MPI_HOME=%s\n" % prefix in proc.stdout, proc.stderr
     assert "PATH=%s/bin:" % prefix in proc.stdout, proc.stderr
+
+
+def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_path):
+    """pin_rules_dir changes exactly the RULES_DIR line, to a quoted absolute path; refuses a
+    module whose RULES_DIR line it does not know (it would otherwise look beside the copy)."""
+    _, site = bands_project
+    text = render.render_site(site)["bands/openmpi-tuned/5.0.8.lua"]
+    module = tmp_path / 'we"ird $(x)' / "openmpi-tuned" / "5.0.8.lua"
+    pinned = render.pin_rules_dir(text, module)
+    want = "local RULES_DIR = %s" % render.lua_string(str(module.parent / "__5.0.8.rules"))
+    assert pinned.count(want) == 1 and pinned.replace(want, render.RULES_DIR_LUA) == text
+    assert "myFileName():gsub" not in pinned.split("local RULES_DIR", 1)[1].splitlines()[0]
+    assert '"' not in want[len('local RULES_DIR = "'):-1] and "$(" not in want
+    with pytest.raises(InputError) as err:
+        render.pin_rules_dir(text.replace(render.RULES_DIR_LUA, "local RULES_DIR = myFileName()"), module)
+    assert err.value.key == "RULES_DIR" and "tuned.lua.j2" in err.value.fix
+
+
+@needs_lmod
+def test_spack_install_puts_rules_files_where_its_module_finds_them(pkg, bands_project, tmp_path, monkeypatch):
+    """A site whose table has algorithm bands: the install writes one checked rules file per
+    banded geometry beside the installed rendered module, and Spack's module (a copy in its own
+    tree) points Open MPI at those files: real Lmod equals explain for the installed module."""
+    source, _ = bands_project
+    name, version = "bands", "5.0.8"
+    prefix = FAKE_PREFIX.format(version=version)
+    work, share = tmp_path / "stage" / "tunedmpi-root", tmp_path / "prefix" / "share" / "tunedmpi"
+    install_like_spack(pkg, name, work, prefix, source=source, ucx="")
+    rendered, spack_text = render_like_spack(pkg, name, work, share, version)
+    monkeypatch.setenv("TUNEDMPI_ROOT", str(work))
+    site = sites.load_site(str(work / "site-configs" / name / "site.yaml"))
+
+    folder = rendered.parent / render.rules_dir(version)
+    want = render.rules_files(site)
+    assert want and sorted(p.name for p in folder.iterdir()) == sorted(rel.rsplit("/", 1)[1] for rel in want)
+    for rel, text in want.items():
+        installed = share / "modulefiles" / rel
+        assert installed.read_text() == text
+        rulesfile.check(installed, version)                  # as Open MPI will read it
+
+    core = spack_core(tmp_path, spack_text, version)
+    g = lambda n, p, **kw: dict(TUNEDMPI_NODES=str(n), TUNEDMPI_PPN=str(p), **kw)   # noqa: E731
+    envs = [{}, g(1, 4), g(2, 4, TUNEDMPI_PROFILE="alltoall"), g(1, 8), g(1, 3)]
+    results = lmod.load_many([core], "openmpi-tuned/%s" % version, envs)
+    for env, (got, err) in zip(envs, results):
+        want_env = explain.select(site, env, str(rendered))       # the installed module's files
+        assert got == dict(want_env["env"], TUNEDMPI_SELECTION=want_env["selection"]), (env, err)
+        assert "error" not in err.lower() and "missing" not in err, (env, err)
+    use, file_var = render.RULES_VARS
+    pointed = [got.get(file_var) for got, _ in results]
+    assert pointed[1:4] == [str(folder / "1x4.rules"), str(folder / "2x4.rules"), None]   # 1x8: no bands
+    for got, _ in results:
+        if file_var in got:
+            assert got[use] == "1" and os.path.isfile(got[file_var]) and got[file_var].startswith(str(folder))
+    # The rendered module itself, used from the prefix, finds the same files (its own myFileName()).
+    direct = lmod.load_many([share / "modulefiles" / name], "openmpi-tuned/%s" % version, envs[1:2])
+    assert direct[0][0][file_var] == results[1][0][file_var]
 
 
 def test_baseline_template_adds_the_mpi_family(tmp_path):

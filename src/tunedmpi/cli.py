@@ -47,20 +47,30 @@ def cmd_tables(args):
 def cmd_render(args):
     from . import render, sites
     from .atomic import write_atomic
-    names = [args.site] if args.site else sites.site_names()
-    files = render.render_all(names)          # everything rendered before anything is written
+    loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
+    files = render.render_all(loaded)          # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
+    # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
+    gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
     if args.check:
         stale = [rel for rel, text in files.items() if _read(out, rel) != text]
         for rel in stale:
             print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
-        if stale:
+        for rel in gone:
+            print("stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)" % (out, rel),
+                  file=sys.stderr)
+        if stale or gone:
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
+    # In render_site's order: a site's new rules files before the module that names them ...
     for rel, text in files.items():
         write_atomic("%s/%s" % (out, rel), text)
         print("wrote %s/%s" % (out, rel))
+    # ... and stale ones only once the module that no longer names them is in place.
+    render.remove_stale_rules(out, gone)
+    for rel in gone:
+        print("removed %s/%s" % (out, rel))
     return EXIT_OK
 
 

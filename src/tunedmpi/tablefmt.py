@@ -2,6 +2,8 @@
 import csv
 import io
 
+from .units import format_size
+
 
 CSV_COLUMNS = ("nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",
                "ucx_zcopy_thresh", "nps", "mapping")
@@ -53,11 +55,38 @@ def cell(values):
 
 
 LEGEND = ("cell: [transports after self,sm] r<rndv> (i=intra e=inter) z<zcopy> N<NPS> blk|cyc; "
-          "'?' = the study gives no value, '' = not measured")
+          "'?' = the study gives no value, '' = not measured; +bands = algorithm bands (listed below)")
+
+
+def band_text(band):
+    """One algorithm band: 'from - to  name (number) segsize ...'; to 'end' = no upper end."""
+    sizes = "%s - %s" % (format_size(band.lo), "end" if band.hi is None else format_size(band.hi))
+    algo = "Open MPI's fixed decision (0)" if band.algorithm == 0 else "%s (%d)" % (band.name, band.algorithm)
+    extra = [("segsize", format_size(band.segsize) if band.segsize else None),
+             ("faninout", band.faninout or None), ("max_requests", band.max_requests)]
+    return sizes, " ".join([algo] + ["%s %s" % (k, v) for k, v in extra if v is not None])
+
+
+def bands(table):
+    """Lines of the table's coll_tuned algorithm bands, by geometry and collective ([] if none)."""
+    rows = []
+    for (nodes, ppn), colls in table.algorithm_bands().items():
+        for coll, case in colls.items():
+            for i, band in enumerate(case.bands):
+                sizes, algo = band_text(band)
+                first = i == 0
+                rows.append(["%dx%d" % (nodes, ppn) if first else "", coll if first else "", sizes, algo])
+    if not rows:
+        return []
+    rows.insert(0, ["nodes x ppn", "collective", "message size", "coll_tuned algorithm"])
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["", "coll_tuned algorithm bands (from inclusive, to exclusive; one rules file per nodes x ppn)"] + \
+        ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3] for r in rows]
 
 
 def grid(table):
-    """Readable text: for each collective and component, rows = nodes, columns = ppn."""
+    """Readable text: for each collective and component, rows = nodes, columns = ppn; then the
+    algorithm bands, if any."""
     lines = ["%s  (%s %s)  %s" % (table.platform, table.mpi_flavour, table.mpi_version, table.path),
              "  " + LEGEND]
     nodes = sorted({c.nodes for c in table.cases})
@@ -81,11 +110,12 @@ def grid(table):
                         row.append("")
                     else:
                         text = cell(case.settings[comp])
-                        row.append(text + (" ?" if case.unstated else ""))
+                        row.append(text + (" ?" if case.unstated else "") + (" +bands" if case.bands else ""))
                 rows.append(row)
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
             lines.append("")
             lines.append("%s / %s" % (coll, comp))
             for r in rows:
                 lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    lines += bands(table)
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
 """Render Lmod modulefiles (tuned and untuned baseline) for a site, deterministically and atomically."""
+import os
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -55,6 +56,66 @@ def rules_dir(module_version):
 def rules_name(nodes, ppn):
     """The rules file of the geometry (nodes, ppn) in rules_dir: ``<nodes>x<ppn>.rules``."""
     return "%dx%d.rules" % (nodes, ppn)
+
+
+# What render writes under <site>/<tuned>/: the only names it ever removes (stale_rules).
+RULES_DIR_NAME = re.compile(r"^__(.+)\.rules$")
+RULES_FILE_NAME = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*\.rules$")
+# The tuned module's line that finds its rules folder from where the module is (tuned.lua.j2).
+RULES_DIR_LUA = 'local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))'
+
+
+def stale_rules(out, site, files):
+    """Paths relative to ``out`` of rules files render no longer produces for ``site`` (its table
+    lost bands for a geometry, or all of them): <n>x<p>.rules regular files in the __<v>.rules
+    folders of out/<site>/<tuned>/, for v = the site's version or a version whose <v>.lua is gone
+    (nothing points at those). Folders of another version whose module is still there are that
+    module's; symlinks and any other name are never touched. ``files``: what render_site made."""
+    base = Path(out) / site.name / site.tuned_module
+    if not base.is_dir():
+        return []
+    found = []
+    for folder in sorted(base.iterdir()):
+        m = RULES_DIR_NAME.match(folder.name)
+        if not m or folder.is_symlink() or not folder.is_dir():
+            continue
+        if m.group(1) != site.mpi_version and (base / ("%s.lua" % m.group(1))).exists():
+            continue
+        for f in sorted(folder.iterdir()):
+            rel = "%s/%s/%s/%s" % (site.name, site.tuned_module, folder.name, f.name)
+            if RULES_FILE_NAME.match(f.name) and not f.is_symlink() and f.is_file() and rel not in files:
+                found.append(rel)
+    return found
+
+
+def remove_stale_rules(out, stale):
+    """Delete the stale rules files (relative to ``out``) and each folder they leave empty.
+    Call it after the module that no longer names them is written."""
+    for rel in stale:
+        path = Path(out) / rel
+        path.unlink()
+        try:
+            path.parent.rmdir()        # only when empty: anything else in it stays
+        except OSError:
+            pass
+
+
+def pin_rules_dir(text, module_file):
+    """The tuned module ``text`` for a copy loaded from elsewhere (Spack's module tree): its
+    rules files stay beside ``module_file``, the module render wrote, so the copy names their
+    folder absolutely (explain.rules_path(module_file, ...)'s folder) instead of finding it from
+    its own myFileName(). A module without rules files is returned unchanged."""
+    if "RULES_DIR" not in text:
+        return text
+    if text.count(RULES_DIR_LUA) != 1:
+        raise InputError(str(module_file), None, "RULES_DIR", "the tuned module does not find its rules folder "
+                         "with the line render.RULES_DIR_LUA, so a copy cannot be pointed at it",
+                         "keep render.RULES_DIR_LUA equal to the RULES_DIR line of render/templates/tuned.lua.j2")
+    head, base = os.path.split(os.path.abspath(str(module_file)))
+    if not base.endswith(".lua"):
+        raise InputError(str(module_file), None, None, "not a rendered .lua module", "give <tuned>/<version>.lua")
+    folder = os.path.join(head, rules_dir(base[:-len(".lua")]))
+    return text.replace(RULES_DIR_LUA, "local RULES_DIR = %s" % lua_string(folder))
 
 
 def rows_for(site):
@@ -207,10 +268,11 @@ def render_site(site):
 
 
 def render_all(names=None):
-    """{relative path: text} for the named sites (default: all), rendered before anything is written."""
+    """{relative path: text} for the named sites (default: all), rendered before anything is
+    written. ``names`` may hold loaded Sites instead of names."""
     out = OrderedDict()
     for name in names or sites.site_names():
-        out.update(render_site(sites.load_named(name)))
+        out.update(render_site(name if isinstance(name, sites.Site) else sites.load_named(name)))
     return out
 
 

@@ -37,6 +37,20 @@ with open(dst, "w", encoding="utf-8") as fh:
 print(json.dumps({"table": doc.get("table"), "version": str(mpi["version"])}))
 """
 
+#: Run with the Python that renders, after `tunedmpi render`: the text of Spack's module. Spack
+#: writes it into its own module tree, away from the rendered module's rules files (the
+#: __<version>.rules/ folder beside share/tunedmpi/modulefiles/<site>/<tuned>/<version>.lua),
+#: so the copy names that folder absolutely (tunedmpi.render.pin_rules_dir); a module without
+#: rules files is copied byte for byte. Argument: the rendered module, the copy to write.
+PIN_RULES = r"""
+import sys
+from tunedmpi import render
+from tunedmpi.atomic import write_atomic
+module, copy = sys.argv[1:3]
+with open(module, encoding="utf-8") as fh:
+    write_atomic(copy, render.pin_rules_dir(fh.read(), module))
+"""
+
 
 class OpenmpiTuned(Package):
     """Open MPI with measured defaults: the tuning table of one site and the Lmod module that
@@ -94,11 +108,13 @@ class OpenmpiTuned(Package):
         # the measured table sets pml ucx and UCX thresholds/transports (shared memory only)
         depends_on("openmpi fabrics=ucx", type="run")
 
-    # Spack's Lmod module for this package is the module the renderer wrote at install time,
-    # byte for byte: spack-repo/templates/tunedmpi/openmpi-tuned.lua prints lmod_context.
+    # Spack's Lmod module for this package is the module the renderer wrote at install time
+    # (byte for byte, but for the absolute folder of its rules files: PIN_RULES):
+    # spack-repo/templates/tunedmpi/openmpi-tuned.lua prints lmod_context.
     lmod_template = "tunedmpi/openmpi-tuned.lua"
 
     sanity_check_is_dir = ["share/tunedmpi/modulefiles", "share/tunedmpi/site-configs"]
+    sanity_check_is_file = ["share/tunedmpi/spack-module.lua"]
 
     @property
     def site(self):
@@ -113,8 +129,13 @@ class OpenmpiTuned(Package):
         )
 
     @property
+    def spack_module(self):
+        """The text of Spack's module, written at install time from rendered_module (PIN_RULES)."""
+        return join_path(self.prefix.share, "tunedmpi", "spack-module.lua")
+
+    @property
     def lmod_context(self):
-        path = self.rendered_module
+        path = self.spack_module
         if not os.path.isfile(path):
             # Only reached when modules are written for a prefix without the file: fail loudly.
             text = 'LmodError("openmpi-tuned: %s is missing; reinstall openmpi-tuned")\n' % path
@@ -180,6 +201,9 @@ class OpenmpiTuned(Package):
         install_tree(join_path(work, "site-configs"), join_path(share, "site-configs"))
         if not os.path.isfile(self.rendered_module):
             raise InstallError("tunedmpi render wrote no %s" % self.rendered_module)
+        # Its rules files (if the table has bands) were written beside it; Spack's copy of the
+        # module lives elsewhere and is pointed at them.
+        python("-c", PIN_RULES, self.rendered_module, self.spack_module, extra_env=env)
 
         # Which checkout the tables came from (reinstall with --overwrite after changing them).
         source = {"checkout": root, "site": site, "table": facts["table"]}
