@@ -140,8 +140,9 @@ def test_build_is_cached_and_follows_the_source(tmp_path):
     assert first["probe_coll"].stat().st_mtime_ns != stamp["probe_coll"], "edited header not rebuilt"
     assert probes.command(first, "OSU_get_bw", "-m", "8") == [str(first["probe_osc"]), "get_bw", "-m", "8"]
     assert probes.command(first, "Alltoall", "-npmin", "2")[-1] == "alltoall"
+    assert probes.command(first, "Bcast")[-1] == "bcast"
     with pytest.raises(ValueError):
-        probes.command(first, "bcast")
+        probes.command(first, "reduce")
 
 
 def test_failed_compile_reports_the_compiler_output(tmp_path):
@@ -194,7 +195,7 @@ def test_collectives_imb_format_sizes_and_repetitions(exe):
     r = mpirun(2, [exe["probe_coll"], *args])
     assert r.returncode == 0, r.stderr
     lines = r.lines
-    assert lines[0] == "# tunedmpi-probe 2: IMB-MPI1-compatible output, not Intel MPI Benchmarks"
+    assert lines[0] == "# tunedmpi-probe 3: IMB-MPI1-compatible output, not Intel MPI Benchmarks"
     call = lines.index("# Calling sequence was: ")
     assert lines[call + 2] == "# %s %s " % (exe["probe_coll"], " ".join(args))
     assert "# Maximum message length in bytes:   131072" in lines
@@ -233,8 +234,39 @@ def test_collectives_ucx_pml_and_npmin_subsets(exe):
             ("allreduce", 2, [0, 4, 8]), ("allreduce", 3, [0, 4, 8])]
 
 
+def test_bcast_imb_format_root_and_iteration_policies(exe):
+    """Bcast as IMB_bcast times it: one table per process count, every byte size from 0, the
+    -iter limits; -iter_policy auto is multiple_np for a root-based benchmark (repetitions a
+    multiple of the process count; dynamic would run 100), -root_shift on moves the root."""
+    r = mpirun(2, [exe["probe_coll"], "-msglog", "0:12", "-iter", "40,1", "bcast"])
+    assert r.returncode == 0, r.stderr
+    ((name, np, idle, rows),) = imb_tables(r.lines)
+    assert (name, np, idle) == ("Bcast", 2, None)
+    sizes = [0] + [2 ** k for k in range(13)]
+    assert [row[0] for row in rows] == sizes and [row[1] for row in rows] == [40] * len(sizes)
+    check_times(rows)
+    p = parsed(r.stdout)
+    if p is not None:
+        assert [(s.benchmark, s.nprocs, list(s.sizes)) for s in p.series] == [("bcast", 2, sizes)]
+        assert p.series[0].values == tuple(row[4] for row in rows)        # t_avg, as IMB's collectives
+    r = mpirun(3, [exe["probe_coll"], "-msglog", "0:4", "-iter", "100", "-iter_policy", "auto",
+                   "-root_shift", "on", "-npmin", "3", "Bcast"])
+    assert r.returncode == 0, r.stderr
+    assert "-root_shift on" in r.stdout
+    ((name, np, _, rows),) = imb_tables(r.lines)
+    assert (name, np) == ("Bcast", 3)
+    # IMB's multiple_np: round(100 * 16 / (3 * max(size, 4) + 16)), cut to a multiple of 3, at least 3
+    expect = []
+    for size in [0, 1, 2, 4, 8, 16]:
+        tmp = int(100 * 16 / (3 * max(size, 4) + 16) + 0.5)
+        expect.append(max(tmp - tmp % 3, 3))
+    assert [row[1] for row in rows] == expect
+    check_times(rows)
+
+
 @pytest.mark.parametrize("args, message", [
     (["alltoal"], 'unknown benchmark "alltoal"'),
+    (["-root_shift", "sideways", "bcast"], "-root_shift"),
     (["-msglog", "abc", "allreduce"], "-msglog"),
     (["-imb_barrier", "on", "allreduce"], "unsupported option"),
 ])

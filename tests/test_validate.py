@@ -28,7 +28,7 @@ def validate(tmp_path, *args, timeout=600):
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("validate")
-    proc, dirs = validate(tmp, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,alltoall,put_latency,put_bw")
+    proc, dirs = validate(tmp, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,alltoall,bcast,put_latency,put_bw")
     assert len(dirs) == 1, proc.stderr[-3000:]
     return proc, dirs[0], json.loads((dirs[0] / "results.json").read_text())
 
@@ -66,7 +66,7 @@ def test_results_structure(campaign):
         assert "# command: module purge; module load %s; mpirun -np 2 " % x["module"] in log
         assert "TUNEDMPI_SELECTION=site=local" in log
     bands = {(b["benchmark"], b["band"]) for b in r["bands"]}
-    for bench in ("allreduce", "alltoall", "put_latency", "put_bw"):
+    for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
         assert {(bench, "<=1KB"), (bench, "1KB-64KB"), (bench, "reliability")} <= bands
     assert all(b["verdict"] in ("win", "tie", "lose") for b in r["bands"])
 
@@ -85,6 +85,8 @@ def test_parsed_numbers_match_the_logs(campaign):
     sizes = sorted(int(k) for k in allreduce["baseline"][0])
     assert sizes[0] == 0 and sizes[-1] == 65536                  # -msglog 0:16
     assert r["per_size"]["put_bw"]["metric"] == "bandwidth_MBps"
+    bcast = r["per_size"]["bcast"]                               # in the same IMB-format run
+    assert bcast["metric"] == "latency_us" and sorted(int(k) for k in bcast["baseline"][0]) == [0] + [2 ** i for i in range(17)]
     assert all(v > 0 for rep in allreduce["tuned"] for v in rep.values())
 
 
@@ -95,7 +97,7 @@ def test_report_plots_and_junit(campaign):
     assert md.count("| allreduce | ") == 3
     envs = {x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")} for x in r["runs"]}
     assert ("sets no tuning variable the baseline does not set" in md) == (envs["tuned"] == envs["baseline"])
-    for bench in ("allreduce", "alltoall", "put_latency", "put_bw"):
+    for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
         png = outdir / "plots" / (bench + ".png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "](plots/%s.png)" % bench in md

@@ -1,7 +1,7 @@
 /*
- * probe_coll.c - IMB-MPI1-style timing of MPI_Alltoall, MPI_Allgather and
- * MPI_Allreduce, for machines without Intel MPI Benchmarks (tunedmpi
- * validate/probes, DESIGN.md section 7).
+ * probe_coll.c - IMB-MPI1-style timing of MPI_Alltoall, MPI_Allgather,
+ * MPI_Allreduce and MPI_Bcast, for machines without Intel MPI Benchmarks
+ * (tunedmpi validate/probes, DESIGN.md section 7).
  *
  * The table is printed byte-for-byte in IMB-MPI1 2021.11's format so one
  * parser reads both; the first output line says that this is a probe.
@@ -9,10 +9,16 @@
  *   - sizes 0, then 2^min rounded up to the element size, doubling to 2^max;
  *     Allreduce counts MPI_FLOAT elements (bytes / 4) with MPI_SUM,
  *     Alltoall/Allgather send `bytes` MPI_BYTEs to / from every process;
+ *     Bcast sends `bytes` MPI_BYTEs from root 0 (-root_shift on: the root
+ *     moves by one rank after every repetition), the root from its send
+ *     buffer, the others into their receive buffer, both at the same
+ *     -off_cache slot (IMB_bcast.c);
  *   - repetitions per size: n = min(msgspersample, overall_vol / bytes)
  *     (defaults 1000 and 40 MB), then with -iter_policy dynamic cut to what
  *     fits into -time seconds (estimated from 1 and n trial repetitions) and
- *     never more than the previous size used;
+ *     never more than the previous size used; -iter_policy auto is dynamic,
+ *     except for Bcast (a root-based benchmark), where it is multiple_np;
+ *     a policy that does not adapt runs the size once, untimed, instead;
  *   - warm-up: n/10 repetitions (at least min(10, n)) before each size;
  *   - 2 MPI_Barriers before each size, then each repetition is timed alone
  *     with MPI_Wtime around the collective call, followed by an (untimed)
@@ -41,7 +47,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#define PROBE_VERSION 2
+#define PROBE_VERSION 3
 #define OW 13                    /* IMB column width */
 #define N_BARR 2                 /* barriers before each size */
 #define MSGSPERSAMPLE 1000
@@ -59,21 +65,31 @@
 #define GB 1073741824.0
 #define MAX_BENCH 16
 
-typedef int (*coll_fn)(const void *sbuf, void *rbuf, int count, MPI_Comm comm);
+typedef int (*coll_fn)(const void *sbuf, void *rbuf, int count, int root, MPI_Comm comm);
 
-static int run_alltoall(const void *s, void *r, int n, MPI_Comm c)
+static int run_alltoall(const void *s, void *r, int n, int root, MPI_Comm c)
 {
+    (void)root;
     return MPI_Alltoall(s, n, MPI_BYTE, r, n, MPI_BYTE, c);
 }
 
-static int run_allgather(const void *s, void *r, int n, MPI_Comm c)
+static int run_allgather(const void *s, void *r, int n, int root, MPI_Comm c)
 {
+    (void)root;
     return MPI_Allgather(s, n, MPI_BYTE, r, n, MPI_BYTE, c);
 }
 
-static int run_allreduce(const void *s, void *r, int n, MPI_Comm c)
+static int run_allreduce(const void *s, void *r, int n, int root, MPI_Comm c)
 {
+    (void)root;
     return MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, c);
+}
+
+/* the kernel passes the root's send slot, or another rank's receive slot, as r */
+static int run_bcast(const void *s, void *r, int n, int root, MPI_Comm c)
+{
+    (void)s;
+    return MPI_Bcast(r, n, MPI_BYTE, root, c);
 }
 
 typedef struct {
@@ -81,13 +97,15 @@ typedef struct {
     coll_fn fn;
     int unit;          /* bytes per element */
     int s_all, r_all;  /* buffer holds one block per process */
+    int rooted;        /* IMB's root-based benchmarks (policy auto = multiple_np) */
 } bench_t;
 
 /* IMB's order when no benchmark is named */
 static const bench_t BENCHES[] = {
-    {"Allreduce", run_allreduce, (int)sizeof(float), 0, 0},
-    {"Allgather", run_allgather, 1, 0, 1},
-    {"Alltoall", run_alltoall, 1, 1, 1},
+    {"Allreduce", run_allreduce, (int)sizeof(float), 0, 0, 0},
+    {"Allgather", run_allgather, 1, 0, 1, 0},
+    {"Alltoall", run_alltoall, 1, 1, 1, 0},
+    {"Bcast", run_bcast, 1, 0, 0, 1},
 };
 #define N_KNOWN ((int)(sizeof(BENCHES) / sizeof(BENCHES[0])))
 
@@ -107,6 +125,7 @@ typedef struct {
     int warm_up;          /* -warm_up on|off */
     long warmup_iters;    /* -warmup N; -1 = IMB's n/10 rule */
     int sync;
+    int root_shift;       /* -root_shift on|off: 1 or 0 (IMB's default off) */
     int zero_size;
     int nbench;
     const bench_t *bench[MAX_BENCH];
@@ -169,7 +188,7 @@ static int add_bench(opts_t *o, const char *name)
         o->bench[o->nbench++] = &BENCHES[k];
         return 0;
     }
-    return fail("unknown benchmark \"%s\" (this probe knows Alltoall, Allgather, Allreduce)", name);
+    return fail("unknown benchmark \"%s\" (this probe knows Alltoall, Allgather, Allreduce, Bcast)", name);
 }
 
 enum { PARSE_OK = 0, PARSE_HELP = 1, PARSE_ERROR = -1 };
@@ -281,6 +300,9 @@ static int parse(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "-sync")) {
             if (on_off(val, &o->sync))
                 return fail("invalid -sync \"%s\", must be on or off", val);
+        } else if (!strcmp(a, "-root_shift")) {
+            if (on_off(val, &o->root_shift))
+                return fail("invalid -root_shift \"%s\", must be on or off", val);
         } else if (!strcmp(a, "-zero_size")) {
             if (on_off(val, &o->zero_size))
                 return fail("invalid -zero_size \"%s\", must be on or off", val);
@@ -298,8 +320,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "probe_coll %d (tunedmpi): IMB-MPI1-compatible collective probe, not Intel MPI Benchmarks\n"
-        "Usage: mpirun -np N probe_coll [options] [alltoall] [allgather] [allreduce]\n"
-        "  (names case-insensitive, also comma-separated; none = all three)\n"
+        "Usage: mpirun -np N probe_coll [options] [alltoall] [allgather] [allreduce] [bcast]\n"
+        "  (names case-insensitive, also comma-separated; none = all four)\n"
         "  -msglog min:max      sizes 0, 2^min .. 2^max bytes (default %d:%d; max < %d)\n"
         "  -npmin P             run on P, 2P, 4P, ... and all processes (default 2)\n"
         "  -iter n[,vol[,nna]]  at most n repetitions per size (default %d) and at most\n"
@@ -307,12 +329,14 @@ static void usage(FILE *f)
         "                       max(1, min(n, vol*2^20 / bytes)); nna accepted, unused\n"
         "  -iter_policy P       dynamic (default; also cut to fit -time, never more than\n"
         "                       the previous size), off (always n), multiple_np, auto\n"
+        "                       (multiple_np for bcast, else dynamic)\n"
         "  -time S              seconds per size for the dynamic policy (default %g)\n"
         "  -off_cache C[,L]     cycle through ~2*C MB buffers in L-byte lines (-1: %g,%d)\n"
         "  -mem G               max GB per process for message buffers (default %g)\n"
         "  -warm_up on|off      warm-up before each size: n/10, at least min(10, n) (on)\n"
         "  -warmup N            warm-up of exactly N repetitions per size instead\n"
         "  -sync on|off         MPI_Barrier (untimed) after each repetition (default on)\n"
+        "  -root_shift on|off   bcast: move the root by one rank each repetition (off)\n"
         "  -zero_size on|off    include the 0-byte size (default on)\n"
         "Exit: 0 ok, 2 usage error, 3 MPI error.\n",
         PROBE_VERSION, MIN_LOG, MAX_LOG, MAX_INT_LOG, MSGSPERSAMPLE, OVERALL_VOL_MB,
@@ -367,11 +391,12 @@ static void preamble(int argc, char **argv, const opts_t *o)
     else
         printf("# Probe warm-up         : %s\n", o->warm_up ? "n/10 (at least min(10, n)) repetitions per size" : "off");
     if (o->off_cache)
-        printf("# Probe buffers         : -off_cache %g,%d -mem %g -sync %s -npmin %d\n",
-               o->cache_mb, o->cache_line, o->max_mem_gb, o->sync ? "on" : "off", o->npmin);
+        printf("# Probe buffers         : -off_cache %g,%d -mem %g -sync %s -root_shift %s -npmin %d\n",
+               o->cache_mb, o->cache_line, o->max_mem_gb, o->sync ? "on" : "off",
+               o->root_shift ? "on" : "off", o->npmin);
     else
-        printf("# Probe buffers         : cache-resident (no -off_cache) -mem %g -sync %s -npmin %d\n",
-               o->max_mem_gb, o->sync ? "on" : "off", o->npmin);
+        printf("# Probe buffers         : cache-resident (no -off_cache) -mem %g -sync %s -root_shift %s -npmin %d\n",
+               o->max_mem_gb, o->sync ? "on" : "off", o->root_shift ? "on" : "off", o->npmin);
     printf("\n\n# Calling sequence was: \n\n# ");
     for (int i = 0; i < argc; i++)
         printf("%s ", argv[i]);
@@ -411,6 +436,8 @@ typedef struct {
     size_t s_offs, r_offs;  /* distance between repetition slots (0: one slot) */
     int s_iter, r_iter;     /* number of slots */
     int count;              /* elements per call */
+    int rank, np;           /* in the benchmark's communicator (rooted benchmarks) */
+    int root_shift;
 } bufs_t;
 
 /* IMB's kernel: only the collective call is inside the timed region */
@@ -419,14 +446,22 @@ static double kernel(const bench_t *b, const bufs_t *bf, int n, int sync, MPI_Co
     double t = 0.0;
     for (int i = 0; i < N_BARR; i++)
         CHECK(MPI_Barrier(comm));
+    int root = 0;           /* IMB starts every call of the kernel at root 0 */
     for (int i = 0; i < n; i++) {
         const char *s = bf->s + (size_t)(i % bf->s_iter) * bf->s_offs;
         char *r = bf->r + (size_t)(i % bf->r_iter) * bf->r_offs;
+        if (b->rooted) {
+            /* IMB_bcast: the root's send buffer is never overwritten; every rank steps by the
+               send-slot distance (the same as the receive one: both buffers are one message) */
+            r = (bf->rank == root ? bf->s : bf->r) + (size_t)(i % bf->s_iter) * bf->s_offs;
+        }
         t -= MPI_Wtime();
-        int rc = b->fn(s, r, bf->count, comm);
+        int rc = b->fn(s, r, bf->count, root, comm);
         t += MPI_Wtime();
         if (rc != MPI_SUCCESS)
             die(b->name, rc);
+        if (b->rooted)
+            root = (root + bf->root_shift) % bf->np;
         if (sync)
             CHECK(MPI_Barrier(comm));
     }
@@ -511,9 +546,11 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
         long n = size > 0 ? (vol / size < o->msgspersample ? vol / size : o->msgspersample) : o->msgspersample;
         if (n < 1)
             n = 1;
+        /* IMB_init_buffers_iter: auto means multiple_np for root-based benchmarks, else dynamic */
+        const int adapting = o->policy == POL_DYNAMIC || (o->policy == POL_AUTO && !b->rooted);
         if (o->policy == POL_OFF) {
             n = o->msgspersample;
-        } else if (o->policy == POL_MULTIPLE_NP) {
+        } else if (o->policy == POL_MULTIPLE_NP || (o->policy == POL_AUTO && b->rooted)) {
             double mx = (double)(1L << o->maxlog);
             long tmp = (long)(o->msgspersample * mx / ((double)np * (double)init_size + mx) + 0.5);
             n = tmp - tmp % np > np ? tmp - tmp % np : np;
@@ -521,7 +558,9 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
 
         const long s_len = init_size * (b->s_all ? np : 1);
         const long r_len = init_size * (b->r_all ? np : 1);
-        bufs_t bf = {NULL, NULL, 0, 0, 1, 1, (int)(size / unit)};
+        bufs_t bf = {NULL, NULL, 0, 0, 1, 1, (int)(size / unit), 0, np, o->root_shift};
+        if (active)
+            CHECK(MPI_Comm_rank(comm, &bf.rank));
         size_t s_alloc = (size_t)s_len, r_alloc = (size_t)r_len;
         if (o->off_cache && o->cache_mb > 0) {
             /* slots one cache line apart, about 2 x cache size per buffer */
@@ -554,8 +593,10 @@ static void run_benchmark(const bench_t *b, int np, const opts_t *o, int world)
             for (int k = 1; k < bf.s_iter; k++)
                 memcpy(bf.s + (size_t)k * bf.s_offs, bf.s, (size_t)s_len);
             memset(bf.r, 0, r_alloc);
-            if (o->policy == POL_DYNAMIC || o->policy == POL_AUTO)
+            if (adapting)
                 reps = adapt(b, &bf, reps, n_prev, o, comm);
+            else
+                kernel(b, &bf, reps, o->sync, comm);   /* IMB runs it once untimed instead */
             n_prev = reps;   /* later (larger) sizes never use more */
         }
 

@@ -1,7 +1,7 @@
 """Build the validate probes (validate/probes/*.c) with an MPI's own mpicc, once per source and MPI.
 
 The probes stand in for IMB-MPI1 and OSU where neither is installed (DESIGN.md section 7):
-``probe_coll`` prints IMB-MPI1's table format for Alltoall/Allgather/Allreduce, ``probe_osc`` OSU
+``probe_coll`` prints IMB-MPI1's table format for Alltoall/Allgather/Allreduce/Bcast, ``probe_osc`` OSU
 7.4's one-sided format; both start their output with a ``# tunedmpi-probe`` line.
 
 A build is cached in ``outdir``: ``<probe>.build-id`` holds a hash of the source text, the compile
@@ -26,7 +26,7 @@ SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
 CFLAGS = ("-O2",)
 # Which probe runs which benchmark (IMB / OSU names, lower case, without "osu_").
 BENCHMARKS = {
-    "probe_coll": ("alltoall", "allgather", "allreduce"),
+    "probe_coll": ("alltoall", "allgather", "allreduce", "bcast"),
     "probe_osc": ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
                   "cas_latency", "put_bw", "get_bw"),
 }

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-COLLECTIVES = ("alltoall", "allgather", "allreduce")
+COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")   # one IMB-MPI1 run, in this order
 ONE_SIDED = ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
              "cas_latency", "put_bw", "get_bw")
 BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
