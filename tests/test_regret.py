@@ -7,7 +7,7 @@ from conftest import ROOT
 from tunedmpi import regret, stats, store
 
 FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
-ARCHIVE = ROOT / "results-archive" / "local-1x2-699ff91eb2-probe2.tar.xz"
+ARCHIVE = ROOT / "results-archive" / "local-1x2-4e73d17310.tar.xz"
 
 
 def _campaign(tmp_path):

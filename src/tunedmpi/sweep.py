@@ -145,7 +145,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
         else:
             sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (
                 stage.name, "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
-                if ch else "unchanged, %s (no candidate passed)" % store.config_id(job)))
+                if ch else "unchanged, %s (no candidate passed and beat it)" % store.config_id(job)))
     meta["stages"] = history
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)

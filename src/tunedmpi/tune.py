@@ -109,7 +109,11 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
             for size, rel in rel_of[key].items():
                 if size >= lo and (hi is None or size < hi):
                     effective[size] = rel
-        got.update(stage=name, effective=effective, reference_rel=rel_of[None])
+        oracle = {}
+        for rels in rel_of.values():
+            for size, rel in rels.items():
+                oracle[size] = min(oracle.get(size, rel), rel)
+        got.update(stage=name, effective=effective, reference_rel=rel_of[None], oracle=oracle)
         return got
     return None
 
@@ -137,7 +141,9 @@ def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFA
             continue
         d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha) if op in tables.COLLECTIVES else None
         chosen_rel = d["bands"]["effective"] if d["bands"] else _job_rel(geo_data, stages, job, d["benchmarks"][0])
-        oracle = d["oracle"]
+        # A banded collective's oracle is its own stage's: runs of that collective alone differ in
+        # context (and in their baseline) from the stages that ran every benchmark in one program.
+        oracle = d["bands"]["oracle"] if d["bands"] else d["oracle"]
         ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
         d["regret"] = {"mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
                        "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None, "sizes": len(ratios)}
@@ -165,7 +171,7 @@ def _job_notes(d):
             step["stage"],
             "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
                 step["candidates"], ch["config_id"], (1 - ch["score"]) * 100) if ch else
-            "none of %d candidate(s) passed: the job configuration stays" % step["candidates"]))
+            "none of %d candidate(s) passed and beat the job configuration, which stays" % step["candidates"]))
     return notes
 
 
@@ -199,8 +205,9 @@ def _op_case(site, nodes, ppn, d, job, cids):
     elif got:
         notes.append("bands from stage %s: no forced algorithm beat Open MPI's own choice with significance "
                      "(%d tested)" % (got["stage"], len(got["tests"])))
-    notes.append("regret vs the per-size oracle of %s over %d sizes: mean %s%%, worst %s%%"
-                 % (d["benchmarks"][0], regret["sizes"], regret["mean_pct"], regret["max_pct"]))
+    notes.append("regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
+                 % (d["benchmarks"][0], regret["sizes"], " (its algorithm stage, the runs that chose)" if got else "",
+                    regret["mean_pct"], regret["max_pct"]))
     case["notes"] = notes
     return case
 
@@ -313,8 +320,13 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         records += recs
     decisions = {}
     for (nodes, ppn), geo_data in choice.collect(records).items():
+        # The job configuration the stages build on: where a campaign chose it (has job-wide
+        # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
+        # only measures more on top of the job configuration the other one chose.
+        choosing = [m for m in metas if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
+                                            for h in m.get("stages", []))]
         start = {}
-        for m in metas:
+        for m in choosing or metas:
             start.update(m.get("job_start") or {})
         decisions[(nodes, ppn)] = decide(geo_data, stage_order(metas, geo_data), tolerance, alpha, start)
     doc = build_table(site, metas, decisions, len(records))
