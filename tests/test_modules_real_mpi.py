@@ -2,6 +2,7 @@
 `mpirun -np 2` of the PyPI Open MPI 5.0.8 wheel (UCX 1.18), and Open MPI, PRRTE and UCX accept every
 variable the module sets: exit 0, no unused-variable warning, no unrecognised value, and every
 OMPI_MCA_ name is a parameter the MPI registers."""
+import os
 import re
 import subprocess
 
@@ -10,7 +11,7 @@ import pytest
 import lmod
 from conftest import ROOT
 from tunedmpi import sites
-from tunedmpi.render import rows_for
+from tunedmpi.render import RULES_VARS, rows_for
 
 BIN = ROOT / ".venv" / "bin"
 pytestmark = [
@@ -59,7 +60,12 @@ def loaded_rows(tmp_path):
                              "%s/%s" % (site.tuned_module, site.mpi_version), envs)
         for (p, r), (env, err) in zip(geos, got):
             assert "match=exact" in env["TUNEDMPI_SELECTION"], (name, p, r["nodes"], r["ppn"], err)
-            assert {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")} == dict(r["env"])
+            want = dict(r["env"])
+            if r["rules"]:      # a banded geometry: the module adds its rules file, which must exist
+                path = env.get(RULES_VARS[1], "")
+                assert path.endswith("/__%s.rules/%s" % (site.mpi_version, r["rules"])) and os.path.isfile(path), env
+                want.update(zip(RULES_VARS, ("1", path)))
+            assert {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")} == want
             out.append((site, p, r, env))
     return out
 

@@ -99,10 +99,16 @@ def test_one_checked_rules_file_per_geometry_with_bands_beside_the_module(projec
 
 
 def test_tables_without_bands_have_no_rules():
-    """The shipped tables have no bands: no rules file, no rules variable (and their modules are
-    byte-identical to before: tests/test_render.py test_committed_modulefiles_are_current)."""
+    """Shipped tables without bands (the seed tables): no rules file, no rules variable (and their
+    modules are byte-identical to before: tests/test_render.py test_committed_modulefiles_are_current).
+    The local table has bands: exactly its geometry's rules file."""
     for name in sites.site_names():
         site = sites.load_named(name)
+        if site.table and site.table.algorithm_bands():
+            assert [rel for rel in render.render_site(site) if "__" in rel] == [
+                "%s/openmpi-tuned/__%s.rules/%dx%d.rules" % (name, site.mpi_version, n, p)
+                for n, p in site.table.algorithm_bands()]
+            continue
         assert not any("__" in rel for rel in render.render_site(site))
         if site.table:
             data, names = render.rows_for(site)
