@@ -39,11 +39,6 @@ def collective_of(knob):
     return knob[len("coll_tuned_"):].split("_", 1)[0]
 
 
-def job_part(config):
-    """The job-wide knobs of a configuration."""
-    return {k: v for k, v in config.items() if not per_collective(k)}
-
-
 def collect(records):
     """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}"""
     out = {}

@@ -38,18 +38,15 @@ def oracle(campaign_dirs, nodes, ppn):
     for d in campaign_dirs:
         records += store.load_campaign(d)[1]
     geo = choice.collect(records).get((nodes, ppn), {})
-    out = {}
+    measured = {}
     for (stage, cid), e in geo.items():
         base = geo.get((stage, "baseline"))
         if not base:
             continue
         for bench, (metric, reps, _) in e["bench"].items():
-            if bench not in base["bench"] or len(reps) < 2 or len(base["bench"][bench][1]) < 2:
-                continue
-            for size, rel in stats.relative_times(base["bench"][bench][1], reps, metric).items():
-                best = out.setdefault(bench, {})
-                best[size] = min(best.get(size, rel), rel)
-    return out
+            if bench in base["bench"] and len(reps) >= 2 and len(base["bench"][bench][1]) >= 2:
+                measured.setdefault(bench, []).append(stats.relative_times(base["bench"][bench][1], reps, metric))
+    return {bench: stats.per_size_best(rels) for bench, rels in measured.items()}
 
 
 def regret(results_dir, campaign_dirs):

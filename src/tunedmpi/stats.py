@@ -438,3 +438,12 @@ def relative_times(baseline_reps, candidate_reps, metric):
         if a and b and a > 0 and b > 0:
             out[s] = b / a if lower else a / b
     return out
+
+
+def per_size_best(relative):
+    """{size: lowest relative time} over several {size: relative time} (the per-size oracle)."""
+    best = {}
+    for rels in relative:
+        for size, rel in rels.items():
+            best[size] = min(best.get(size, rel), rel)
+    return best

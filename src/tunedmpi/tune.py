@@ -55,7 +55,7 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
     if not benches:
         return None
     job_stages = {name for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)}
-    best, considered, oracle = None, 0, {}
+    best, considered, measured = None, 0, []
     for st, _ in stages:
         base = geo_data.get((st, "baseline"))
         if not base or not all(b in base["bench"] for b in benches):
@@ -64,14 +64,13 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
             if s2 != st or not all(b in cand["bench"] for b in benches):
                 continue
             verdict, score, rels, _ = choice.judge(base, cand, benches, tolerance, alpha)
-            for size, rel in rels.get(benches[0], {}).items():   # the per-size oracle, all stages
-                oracle[size] = min(oracle.get(size, rel), rel)
+            measured.append(rels.get(benches[0], {}))   # for the per-size oracle, all stages
             if cid == "baseline" or st not in job_stages:
                 continue
             considered += 1
             if verdict == "PASS" and score is not None and (best is None or score < best["score"]):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
-    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=oracle)
+    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=stats.per_size_best(measured))
 
 
 def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
@@ -109,11 +108,7 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
             for size, rel in rel_of[key].items():
                 if size >= lo and (hi is None or size < hi):
                     effective[size] = rel
-        oracle = {}
-        for rels in rel_of.values():
-            for size, rel in rels.items():
-                oracle[size] = min(oracle.get(size, rel), rel)
-        got.update(stage=name, effective=effective, reference_rel=rel_of[None], oracle=oracle)
+        got.update(stage=name, effective=effective, oracle=stats.per_size_best(rel_of.values()))
         return got
     return None
 
