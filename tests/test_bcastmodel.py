@@ -1,4 +1,4 @@
-"""Seed 002's broadcast pipeline model (tunedmpi.bcastmodel): the fit, the segment size against a
+"""Seed 002's broadcast pipeline model (tunedmpi.regenerate.bcastmodel): the fit, the segment size against a
 brute-force minimum of the cost equations, the paper's own numbers, bands that the real tuning-table
 checker accepts, and the model-vs-measured report. Pure Python, real fixture output."""
 import math
@@ -6,10 +6,10 @@ import math
 import pytest
 
 from conftest import FIXTURES
-from tunedmpi import bcastmodel as bm
-from tunedmpi import tables
 from tunedmpi.bench.parse import parse_output
 from tunedmpi.errors import InputError
+from tunedmpi.regenerate import bcastmodel as bm
+from tunedmpi.tables import schema
 
 PINGPONG = FIXTURES / "imb" / "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt"
 OSU_BCAST = FIXTURES / "osu" / "osu-7.4_osu_bcast_c-validation_default-ompi.txt"
@@ -72,7 +72,7 @@ def test_fit_refuses_bad_points(points, kwargs, key, message):
     with pytest.raises(InputError) as err:
         bm.fit(points, **kwargs)
     assert err.value.key == key and message in err.value.problem and err.value.fix
-    assert err.value.path == "tunedmpi.bcastmodel"
+    assert err.value.path == "tunedmpi.regenerate.bcastmodel"
 
 
 def test_fit_through_the_origin_when_the_free_latency_is_negative():
@@ -170,7 +170,7 @@ def test_model_refuses_bad_arguments(L, B, k, M):
 
 TABLE = """schema: 1
 platform: bcast-model-test
-title: "bcast bands made by tunedmpi.bcastmodel"
+title: "bcast bands made by tunedmpi.regenerate.bcastmodel"
 mpi: {flavour: openmpi, version: 5.0.8}
 ucx_version: "1.18"
 provenance:
@@ -194,9 +194,9 @@ cases:
 
 
 def checked(bands, nodes, ppn):
-    """The bands through the real tuning-table checker (tables.py and rulesfile.render)."""
+    """The bands through the real tuning-table checker (schema.py and rulesfile.render)."""
     import json
-    table = tables.load_table("model.yaml", TABLE % (nodes, ppn, json.dumps(bands)))
+    table = schema.load_table("model.yaml", TABLE % (nodes, ppn, json.dumps(bands)))
     return [(b.lo, b.hi, b.name, b.segsize, b.faninout) for b in table.cases[0].bands]
 
 

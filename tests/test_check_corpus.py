@@ -103,7 +103,7 @@ CORPUS = [
      "cases[1].settings.none.pml", "pml must be one of default, ob1, ucx, cm, not True"),
     ("case-unknown-key", '    section: "2-1-3"\n', '    section: "2-1-3"\n    np: 16\n', 37, "cases[1].np",
      "unknown key in a case"),
-    # algorithm bands (coll_tuned, checked against the table's Open MPI: tunedmpi/rulesfile.py)
+    # algorithm bands (coll_tuned, checked against the table's Open MPI: tunedmpi/tables/rulesfile.py)
     ("band-algorithm-unknown", "algorithm: 2}", "algorithm: butterfly}", 47,
      "cases[1].bands[2].algorithm", "allreduce has no algorithm 'butterfly' in Open MPI 5.0.6"),
     ("band-algorithm-number", "algorithm: 2}", "algorithm: 7}", 47,

@@ -2,8 +2,8 @@
 import random
 
 from conftest import FIXTURES, ROOT
-from tunedmpi import tables
 from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.tables import schema
 
 SOURCES = [FIXTURES / "tables" / "valid.yaml",
            ROOT / "tuning-tables" / "nagoya-flow-type2" / "openmpi-4.1.2.yaml"]
@@ -35,7 +35,7 @@ def test_damaged_tables_never_raise_anything_but_input_errors():
     for n in range(400):
         text = damaged(SOURCES[n % 2].read_text(encoding="utf-8"), rng)
         try:
-            tables.load_table("damaged-%d.yaml" % n, text)
+            schema.load_table("damaged-%d.yaml" % n, text)
         except (InputError, InputErrors) as exc:
             refused += 1
             assert "fix:" in str(exc)

@@ -1,7 +1,7 @@
 """The Python twin of the load-time selector: geometry from scheduler variables, row choice."""
 import pytest
 
-from tunedmpi import geometry as g
+from tunedmpi.modules import geometry as g
 
 DEFAULT = (1, 36)
 

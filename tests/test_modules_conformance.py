@@ -6,7 +6,7 @@ import pytest
 
 import lmod
 from conftest import ROOT
-from tunedmpi import explain, sites
+from tunedmpi.modules import explain, sites
 
 pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
 

@@ -8,8 +8,8 @@ import pytest
 
 import lmod
 from conftest import ROOT
-from tunedmpi import sites
-from tunedmpi.render import render_site, rows_for
+from tunedmpi.modules import sites
+from tunedmpi.modules.render import render_site, rows_for
 
 pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
 SITES = sites.site_names()

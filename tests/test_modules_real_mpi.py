@@ -10,8 +10,8 @@ import pytest
 
 import lmod
 from conftest import ROOT
-from tunedmpi import sites
-from tunedmpi.render import RULES_VARS, rows_for
+from tunedmpi.modules import sites
+from tunedmpi.modules.render import rows_for, RULES_VARS
 
 BIN = ROOT / ".venv" / "bin"
 pytestmark = [

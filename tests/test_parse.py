@@ -9,8 +9,7 @@ import random
 import pytest
 
 from conftest import FIXTURES
-from tunedmpi.bench.parse import (BANDWIDTH, LATENCY, STATUSES, Series, parse_imb, parse_osu,
-                                  parse_output)
+from tunedmpi.bench.parse import BANDWIDTH, LATENCY, parse_imb, parse_osu, parse_output, Series, STATUSES
 
 MANIFEST = {row["file"]: row for row in csv.DictReader(
     open(FIXTURES / "bench-MANIFEST.tsv", encoding="utf-8"), delimiter="\t")}

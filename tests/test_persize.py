@@ -1,10 +1,10 @@
-"""Per-size bands (tunedmpi.persize) and the job-wide rule (tunedmpi.choice), on measured-like data.
+"""Per-size bands (tunedmpi.regenerate.persize) and the job-wide rule (tunedmpi.regenerate.choice), on measured-like data.
 
 The runs are built from a per-size time curve times a run-level factor (this machine's noise is
 mostly whole runs moving together) and a small per-size jitter, with a fixed seed."""
 import random
 
-from tunedmpi import choice, persize
+from tunedmpi.regenerate import choice, persize
 
 SIZES = [0] + [1 << i for i in range(17)]
 

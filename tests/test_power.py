@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunedmpi import power, stats
+from tunedmpi.acceptance import power, stats
 from tunedmpi.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "power"

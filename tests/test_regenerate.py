@@ -7,8 +7,11 @@ import pytest
 
 import lmod
 from conftest import FIXTURES, ROOT
-from tunedmpi import sites, space, store, tables
+from tunedmpi.bench import store
 from tunedmpi.errors import InputErrors
+from tunedmpi.modules import sites
+from tunedmpi.regenerate import space
+from tunedmpi.tables import schema
 
 TINY = """schema: 1
 benchmarks: [allreduce, put_latency]
@@ -100,7 +103,7 @@ def test_tune_writes_a_checked_table_with_provenance_and_a_diff(swept):
     out = tmp / "table" / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp / "store", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    t = tables.load_table(str(out))                   # passes every check a table must pass
+    t = schema.load_table(str(out))                   # passes every check a table must pass
     assert t.platform == "local" and t.provenance["campaign"] == cdir.name
     assert {(c.nodes, c.ppn, c.collective) for c in t.cases} == {(1, 2, "allreduce"), (1, 2, "put")}
     for c in t.cases:
@@ -131,7 +134,7 @@ def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
     out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    t = tables.load_table(str(out))
+    t = schema.load_table(str(out))
     # one repetition of the candidate cannot pass a significance test: the defaults stay
     assert [c.settings["none"] for c in t.cases] == [{}, {}, {}]
     bad = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
@@ -144,7 +147,7 @@ def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(t
     them must give the committed file."""
     import tarfile
     table = ROOT / "tuning-tables/local/openmpi-5.0.8.yaml"
-    names = tables.load_table(str(table)).provenance["campaign"].split(", ")
+    names = schema.load_table(str(table)).provenance["campaign"].split(", ")
     safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     for name in names:
         with tarfile.open(ROOT / "results-archive" / ("%s.tar.xz" % name)) as tar:

@@ -4,7 +4,9 @@ import subprocess
 import tarfile
 
 from conftest import ROOT
-from tunedmpi import regret, stats, store
+from tunedmpi.acceptance import stats
+from tunedmpi.bench import store
+from tunedmpi.regenerate import regret
 
 FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
 ARCHIVE = ROOT / "results-archive" / "local-1x2-4e73d17310.tar.xz"

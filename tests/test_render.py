@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from tunedmpi.render import lua_string
+from tunedmpi.modules.render import lua_string
 
 NASTY = ['a"b', "a'b", "x]]y", "x]=]y", "line1\nline2", "$(rm -rf /)", "`id`", '"); os.execute("id"); --',
          "\\", "\x00\x01", "ノード数", "]]..os.exit(1)..[["]

@@ -11,7 +11,7 @@ import yaml
 
 from test_rules_render import PLATFORM, RULES_DIR, SITE, VERSION
 from test_rules_render import project as bands_project  # noqa: F401 (a fixture: a table with bands)
-from tunedmpi import render, sites
+from tunedmpi.modules import render, sites
 
 MODULE = "%s/openmpi-tuned/%s.lua" % (SITE, VERSION)
 

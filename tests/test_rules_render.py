@@ -18,9 +18,10 @@ import pytest
 
 import lmod
 from conftest import FIXTURES, ROOT
-from tunedmpi import explain, render, rulesfile, sites
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
+from tunedmpi.modules import explain, render, sites
+from tunedmpi.tables import rulesfile
 
 FIXTURE = FIXTURES / "tables" / "bands.yaml"
 PLATFORM, SITE, VERSION = "bands-fixture", "bands", "5.0.8"

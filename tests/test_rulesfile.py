@@ -1,4 +1,4 @@
-"""tunedmpi.rulesfile without an MPI: render/check round trips, every refusal with its message,
+"""tunedmpi.tables.rulesfile without an MPI: render/check round trips, every refusal with its message,
 the look-up model, and atomic writes. The proof that Open MPI obeys what we write is in
 tests/test_rulesfile_real_mpi.py."""
 import os
@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from tunedmpi import rulesfile
 from tunedmpi.errors import InputError
-from tunedmpi.rulesfile import Band, Rules, check, render, select, write
+from tunedmpi.tables import rulesfile
+from tunedmpi.tables.rulesfile import Band, check, render, Rules, select, write
 
 V = "5.0.8"
 

@@ -41,9 +41,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from tunedmpi import rulesfile
 from tunedmpi.errors import InputError
-from tunedmpi.rulesfile import Band, Rules
+from tunedmpi.tables import rulesfile
+from tunedmpi.tables.rulesfile import Band, Rules
 
 BIN = ROOT / ".venv" / "bin"
 VERSION = "5.0.8"

@@ -1,6 +1,6 @@
 """Seed 000 (OCI tutorial, Open MPI 5.0.6 on BM.Optimized3.36) and its importer.
 
-(a) the committed table is exactly what tunedmpi.seedimport makes of the seed (when the seed is here);
+(a) the committed table is exactly what tunedmpi.tables.seedimport makes of the seed (when the seed is here);
 (b) spot values read by eye in shared/seeds/000_6452ddfe42026a33.txt, independent of the importer;
 (c) counts and the 2+-node rules; (d) the findings phrase parser; (e) the component choice rule.
 """
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tunedmpi import seedimport
-from tunedmpi.seedimport import SeedError, derive_choice, parse_finding
-from tunedmpi.tables import load_table
+from tunedmpi.tables import seedimport
+from tunedmpi.tables.schema import load_table
+from tunedmpi.tables.seedimport import derive_choice, parse_finding, SeedError
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "tuning-tables" / "oci-bm-optimized3.36" / "openmpi-5.0.6.yaml"
@@ -37,7 +37,7 @@ def seed_text():
 def test_regenerating_from_the_seed_gives_the_committed_yaml():
     _, text = seedimport.render_seed_file(str(SEED))
     assert text == TABLE.read_text(encoding="utf-8"), \
-        "regenerate with: PYTHONPATH=src python -m tunedmpi.seedimport %s %s" % (SEED, TABLE)
+        "regenerate with: PYTHONPATH=src python -m tunedmpi.tables.seedimport %s %s" % (SEED, TABLE)
 
 
 @needs_seed

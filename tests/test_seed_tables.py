@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tunedmpi.tables import load_table
+from tunedmpi.tables.schema import load_table
 
 ROOT = Path(__file__).resolve().parents[1]
 E6 = ROOT / "tuning-tables" / "oci-bm-standard-e6.256" / "openmpi-5.0.6.yaml"

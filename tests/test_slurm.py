@@ -19,7 +19,8 @@ import pytest
 import lmod
 import slurm
 from conftest import ROOT
-from tunedmpi import explain, sites, store
+from tunedmpi.bench import store
+from tunedmpi.modules import explain, sites
 
 pytestmark = pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get "
                                 "install %s" % (" ".join(slurm.missing()), slurm.APT_PACKAGES))

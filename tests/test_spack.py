@@ -27,8 +27,9 @@ import yaml
 import lmod
 from conftest import ROOT
 from test_rules_render import project as bands_project  # noqa: F401 (a fixture: a table with bands)
-from tunedmpi import explain, render, rulesfile, sites
 from tunedmpi.errors import InputError
+from tunedmpi.modules import explain, render, sites
+from tunedmpi.tables import rulesfile
 
 REPO = ROOT / "spack-repo"
 NAMESPACE = REPO / "spack_repo" / "tunedmpi"
@@ -244,7 +245,7 @@ def test_package_requires_what_the_table_uses(pkg, name):
             ucx_flags |= t[3]
             assert k == {"type": "run"}
     # Network transports need verbs; shared-memory ones (sm, posix, sysv, cma, …) are always built.
-    from tunedmpi.envmap import SHARED_MEMORY_TLS
+    from tunedmpi.modules.envmap import SHARED_MEMORY_TLS
     for transport in tls - SHARED_MEMORY_TLS - {"tcp"}:
         assert {"+verbs", "+" + transport} <= ucx_flags, (name, transport, ucx_flags)
     for t, k in block:

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tunedmpi import stats
+from tunedmpi.acceptance import stats
 
 E = math.exp
 
@@ -132,7 +132,7 @@ def test_a_large_gain_with_one_overlapping_run_wins():
     base = [{s: E(x) for s in (2048, 8192)} for x in (2.0, 2.1, 2.25, 1.75, 1.9)]
     tuned = [{s: E(x) for s in (2048, 8192)} for x in (1.35, 1.45, 1.3, 1.4, 2.05)]
     (r,) = stats.compare_bands("allgather", "latency_us", base, tuned)
-    from tunedmpi.power import mann_whitney_p
+    from tunedmpi.acceptance.power import mann_whitney_p
     assert mann_whitney_p(stats.band_scores(base, [2048], "latency_us"),
                           stats.band_scores(tuned, [2048], "latency_us")) == pytest.approx(14 / 252)
     assert r.verdict == "win" and r.p_value < 0.05 and r.gain == pytest.approx(E(0.6), rel=0.01)

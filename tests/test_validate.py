@@ -179,7 +179,7 @@ def test_impossible_requests_exit_2_at_once_with_one_line(tmp_path, args, messag
 def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
     """analyse(): look 1 on 5 runs; an undecided benchmark gets runs 6-10 and look 2 on all 10, with
     the design's level; a benchmark not extended keeps its look-1 bands. No MPI needed."""
-    from tunedmpi import stats, validate
+    from tunedmpi.acceptance import stats, validate
     from tunedmpi.bench import suites
 
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=5)

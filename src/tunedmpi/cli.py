@@ -3,18 +3,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import paths, tablefmt, tables
-from .errors import InputError, InputErrors
+from tunedmpi import paths
+from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
 def cmd_check(args):
-    found = tables.find_tables(args.paths or [str(paths.tables_dir())])
+    found = schema.find_tables(args.paths or [str(paths.tables_dir())])
     if not found:
         raise InputError(" ".join(args.paths) or str(paths.tables_dir()), None, None,
                          "no tables found", "give a table file or a directory holding *.yaml tables")
-    loaded = tables.load_all(found)
+    loaded = schema.load_all(found)
     for t in loaded:
         nset = sum(len(c.settings) for c in t.cases)
         print("ok  %s: %s %s, %d cases, %d settings" % (t.path, t.platform, t.name, len(t.cases), nset))
@@ -22,7 +23,7 @@ def cmd_check(args):
 
 
 def _select(args):
-    loaded = tables.load_all(tables.find_tables(args.paths or [str(paths.tables_dir())]))
+    loaded = schema.load_all(schema.find_tables(args.paths or [str(paths.tables_dir())]))
     if args.platform:
         chosen = [t for t in loaded if t.platform == args.platform]
         if not chosen:
@@ -45,8 +46,8 @@ def cmd_tables(args):
 
 
 def cmd_render(args):
-    from . import render, sites
-    from .atomic import write_atomic
+    from tunedmpi.modules import render, sites
+    from tunedmpi.atomic import write_atomic
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
     files = render.render_all(loaded)          # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
@@ -84,7 +85,7 @@ def _read(root, rel):
 
 def cmd_explain(args):
     import os
-    from . import explain, sites
+    from tunedmpi.modules import explain, sites
     env = dict(os.environ)
     if args.nodes:
         env["TUNEDMPI_NODES"] = str(args.nodes)
@@ -98,13 +99,13 @@ def cmd_explain(args):
 
 
 def cmd_import_seed(args):
-    from . import seedimport
+    from tunedmpi.tables import seedimport
     return seedimport.main([args.seed, args.out])
 
 
 def cmd_validate(args):
-    from . import validate
-    from .bench.runner import CannotRun
+    from tunedmpi.acceptance import validate
+    from tunedmpi.bench.runner import CannotRun
     try:
         if args.submit:
             return validate.submit(args)
@@ -112,7 +113,7 @@ def cmd_validate(args):
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
-    from .report import verdict_table
+    from tunedmpi.acceptance.report import verdict_table
     print(verdict_table(results))
     print("\nverdict: %s  (%s vs %s; report: %s)" % (results["verdict"], results["modules"]["tuned"],
                                                    results["modules"]["baseline"], outdir / "report.md"))
@@ -124,8 +125,9 @@ def _store(args):
 
 
 def cmd_sweep(args):
-    from . import sites, space, sweep
-    from .bench.runner import CannotRun
+    from tunedmpi.modules import sites
+    from tunedmpi.regenerate import space, sweep
+    from tunedmpi.bench.runner import CannotRun
     site = sites.load_named(args.site)
     sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
     try:
@@ -141,12 +143,12 @@ def cmd_sweep(args):
 
 
 def cmd_sweep_task(args):
-    from . import sweep
+    from tunedmpi.regenerate import sweep
     return sweep.run_task(args.campaign_dir, args.stage, args.index)
 
 
 def cmd_ingest(args):
-    from . import ingest
+    from tunedmpi.regenerate import ingest
     cdir, written = ingest.ingest(args.site, args.nodes, args.ppn, args.logs, _store(args), args.campaign,
                                   args.stage, args.config)
     for log, path, status in written:
@@ -155,21 +157,21 @@ def cmd_ingest(args):
 
 
 def cmd_tune(args):
-    from . import tune
+    from tunedmpi.regenerate import tune
     target, new, old, decisions = tune.tune(args.site, _store(args), args.out, args.campaign)
     tune.report(target, new, old, decisions)
     return EXIT_OK
 
 
 def cmd_power(args):
-    from . import power
+    from tunedmpi.acceptance import power
     return power.run(args.dirs, gain=args.gain, repetitions=args.repetitions, final=args.max_repetitions,
                      draws=args.draws, seed=args.seed, alpha=args.alpha, tolerance=args.tolerance,
                      candidates=args.candidates)
 
 
 def cmd_regret(args):
-    from . import regret
+    from tunedmpi.regenerate import regret
     dirs = [Path(d) for d in args.campaign]
     bad = [str(d) for d in dirs if not (d / "campaign.json").is_file()]
     if bad:

@@ -6,7 +6,7 @@ are reviewed by people, so we need both: duplicates are errors, and every error 
 import yaml
 from yaml.constructor import SafeConstructor
 
-from .errors import InputError
+from tunedmpi.errors import InputError
 
 
 class Source:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
 
-from .. import geometry, paths
-from . import parse, probes, suites
+from tunedmpi import paths
+from tunedmpi.bench import parse, probes, suites
+from tunedmpi.modules import geometry
 
 LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
 # Variables a module run must not inherit from the caller's shell (the modules set their own).

@@ -40,12 +40,12 @@ print(json.dumps({"table": doc.get("table"), "version": str(mpi["version"])}))
 #: Run with the Python that renders, after `tunedmpi render`: the text of Spack's module. Spack
 #: writes it into its own module tree, away from the rendered module's rules files (the
 #: __<version>.rules/ folder beside share/tunedmpi/modulefiles/<site>/<tuned>/<version>.lua),
-#: so the copy names that folder absolutely (tunedmpi.render.pin_rules_dir); a module without
+#: so the copy names that folder absolutely (tunedmpi.modules.render.pin_rules_dir); a module without
 #: rules files is copied byte for byte. Argument: the rendered module, the copy to write.
 PIN_RULES = r"""
 import sys
-from tunedmpi import render
 from tunedmpi.atomic import write_atomic
+from tunedmpi.modules import render
 module, copy = sys.argv[1:3]
 with open(module, encoding="utf-8") as fh:
     write_atomic(copy, render.pin_rules_dir(fh.read(), module))

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import jinja2
 
-from .. import envmap, paths, rulesfile, sites
-from ..errors import InputError
+from tunedmpi import paths
+from tunedmpi.errors import InputError
+from tunedmpi.modules import envmap, sites
+from tunedmpi.tables import rulesfile
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -18,7 +20,7 @@ _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # The module sets them at load, with the file's absolute path found from myFileName().
 RULES_VARS = tuple(rulesfile.environment(""))   # (use_dynamic_rules, dynamic_rules_filename)
 # Collectives Open MPI 5's coll/han takes on communicators that span nodes (it runs tuned only on
-# its per-node and per-leader sub-communicators): see tunedmpi/rulesfile.py.
+# its per-node and per-leader sub-communicators): see tunedmpi/tables/rulesfile.py.
 HAN_TAKES = ("allgather", "allreduce", "barrier", "bcast", "gather", "reduce", "scatter")
 
 
@@ -137,7 +139,7 @@ def rows_for(site):
             names += [k for k in env if k not in names]
             colls = banded.get((case.nodes, case.ppn), {})
             for coll in colls:
-                if "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env:   # tables.py refuses this first
+                if "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env:   # tables/schema.py refuses this first
                     raise InputError(table.path, case.line, where[1], "the row forces coll_tuned_%s_algorithm "
                                      "and has %s bands: the forced algorithm would win" % (coll, coll),
                                      "give the algorithm as a band and remove the knob")

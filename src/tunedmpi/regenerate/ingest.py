@@ -9,9 +9,10 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from . import knobs, sites, store
-from .bench import parse, suites
-from .errors import InputError
+from tunedmpi.bench import parse, store, suites
+from tunedmpi.errors import InputError
+from tunedmpi.modules import sites
+from tunedmpi.tables import knobs
 
 
 def parse_config(pairs, site):

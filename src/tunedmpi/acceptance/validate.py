@@ -17,9 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from . import geometry, paths, report, sites, stats
-from .bench import suites
-from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
+from tunedmpi import paths
+from tunedmpi.acceptance import report, stats
+from tunedmpi.bench import suites
+from tunedmpi.bench.runner import CannotRun, check_geometry, progress, require_local_mpi, Runner
+from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
 MIN_REPETITIONS = 3   # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from . import stats, store
-from .errors import InputError
+from tunedmpi.acceptance import stats
+from tunedmpi.bench import store
+from tunedmpi.errors import InputError
 
 OUTLIER = 5.0      # heavy-tail check: one run this many times slower
 

@@ -11,8 +11,10 @@ the table was tuned on, so the oracle is not the optimistic minimum over the cho
 import json
 from pathlib import Path
 
-from . import choice, stats, store
-from .errors import InputError
+from tunedmpi.acceptance import stats
+from tunedmpi.bench import store
+from tunedmpi.errors import InputError
+from tunedmpi.regenerate import choice
 
 
 def module_relative(results_dir):

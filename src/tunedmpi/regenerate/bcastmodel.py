@@ -16,17 +16,17 @@ single-stream segmenting broadcasts. Units throughout: bytes, microseconds, and 
 microsecond for B (= IMB's "Mbytes/sec", 10^6 bytes/s), so L B is in bytes.
 
 Segment sizes are what Open MPI 5.0.8's coll_tuned takes (rulesfile): a power of two up to 1 GiB,
-0 = no segmentation. Bands are in the shape tables.py checks (``bands:`` of a bcast case).
+0 = no segmentation. Bands are in the shape tables/schema.py checks (``bands:`` of a bcast case).
 """
 import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from . import rulesfile
-from .errors import InputError
-from .units import format_human
+from tunedmpi.errors import InputError
+from tunedmpi.tables import rulesfile
+from tunedmpi.tables.units import format_human
 
-WHERE = "tunedmpi.bcastmodel"     # InputError path: the arguments of these functions
+WHERE = "tunedmpi.regenerate.bcastmodel"     # InputError path: the arguments of these functions
 MAX_SEGSIZE = 1 << 30             # the largest power of two that fits Open MPI's C int
 DEFAULT_VERSION = "5.0.8"
 

@@ -90,7 +90,7 @@ def knob_env(site, values, multi_node):
         env["OMPI_MCA_pml_ucx_devices"] = "any"
     # Forced coll_tuned algorithms: how a sweep measures each one. A table's per-size choice is its
     # `bands`, which render writes into a rules file (a forced algorithm would beat the file, so
-    # tables.py refuses a row that forces a collective with bands).
+    # tables/schema.py refuses a row that forces a collective with bands).
     for knob in sorted(values):
         if knob.startswith("coll_tuned_"):
             env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"

@@ -11,9 +11,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import List, Optional
 
-from . import tables, yamlsrc
-from .bench import suites
-from .errors import InputErrors
+from tunedmpi import yamlsrc
+from tunedmpi.bench import suites
+from tunedmpi.errors import InputErrors
+from tunedmpi.tables import schema
 
 SCHEMA_VERSION = 1
 TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages", "job"}
@@ -51,7 +52,7 @@ class Space:
 
 def load_space(path, site):
     src = yamlsrc.load(path)
-    ck = tables.Checker(src)
+    ck = schema.Checker(src)
     doc = src.data
     space = None
     if ck.mapping(doc, (), "a knob space"):
@@ -94,7 +95,7 @@ def load_space(path, site):
                 continue
             ck.unknown_keys(raw, STAGE_KEYS, kp, "a stage")
             name = ck.text(raw, "name", kp)
-            if name and (not tables.NAME.match(name) or name in names):
+            if name and (not schema.NAME.match(name) or name in names):
                 ck.err(kp + ("name",), "stage name %r must be a plain, unique name" % name,
                        "use lower-case letters, digits, - and _")
             names.add(name)

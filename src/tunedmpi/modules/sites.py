@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from . import knobs, paths, tables, yamlsrc
-from .errors import InputError, InputErrors
+from tunedmpi import paths, yamlsrc
+from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?$")
@@ -23,7 +24,7 @@ class Site:
     name: str
     description: str
     table_ref: Optional[str]          # "<platform>/<mpi>-<version>" or None (nothing measured yet)
-    table: Optional[tables.Table]
+    table: Optional[schema.Table]
     mpi_flavour: str
     mpi_version: str
     base_module: Optional[str]        # a module providing the MPI (e.g. Spack's), or None
@@ -47,7 +48,7 @@ class Site:
 
 def load_site(path):
     src = yamlsrc.load(path)
-    ck = tables.Checker(src)
+    ck = schema.Checker(src)
     site = _check(ck, src.data, path)
     if ck.errors:
         raise InputErrors(ck.errors)
@@ -63,7 +64,7 @@ def _check(ck, doc, path):
                "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION)
     name = ck.text(doc, "site", ())
     folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    if name and (not tables.NAME.match(name) or name != folder):
+    if name and (not schema.NAME.match(name) or name != folder):
         ck.err(("site",), "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
                "rename the folder or the site so they match")
     description = ck.text(doc, "description", ()) or ""
@@ -82,7 +83,7 @@ def _check(ck, doc, path):
                 ck.err(("table",), "no table %s" % tpath, "create it or name an existing table")
             else:
                 try:
-                    table = tables.load_table(str(tpath))
+                    table = schema.load_table(str(tpath))
                 except (InputError, InputErrors) as exc:
                     ck.err(("table",), "its table does not pass `tunedmpi check`: %s"
                            % str(exc).splitlines()[0], "run tunedmpi check %s" % tpath)
@@ -127,8 +128,8 @@ def _check(ck, doc, path):
         comps = ["none"]
 
     profile = doc.get("default_profile")
-    if profile not in tables.OPERATIONS:
-        ck.err(("default_profile",), "default_profile must be one of %s" % ", ".join(tables.OPERATIONS),
+    if profile not in schema.OPERATIONS:
+        ck.err(("default_profile",), "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
                "name the operation whose optimum sets the global UCX knobs")
     geo = ck.mapping(doc.get("default_geometry"), ("default_geometry",), "default_geometry") or {}
     dn = ck.positive_int(geo, "nodes", ("default_geometry",))

@@ -2,7 +2,7 @@
 import csv
 import io
 
-from .units import format_size
+from tunedmpi.tables.units import format_size
 
 
 CSV_COLUMNS = ("nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",

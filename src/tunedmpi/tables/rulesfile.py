@@ -65,10 +65,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-from .atomic import write_atomic
-from .errors import InputError
-from .knobs import KnobError, version_tuple
-from .units import SizeError, format_human, parse_size
+from tunedmpi.atomic import write_atomic
+from tunedmpi.errors import InputError
+from tunedmpi.tables.knobs import KnobError, version_tuple
+from tunedmpi.tables.units import format_human, parse_size, SizeError
 
 # ompi/mca/coll/base/coll_base_functions.h:44-68 (typedef enum COLLTYPE), v5.0.0 - v5.0.10.
 COLLTYPE = {
@@ -189,7 +189,7 @@ def _version(mpi_version):
             return v, algs, takes
     raise InputError("mpi_version", None, "mpi_version",
                      "no coll_tuned algorithm table for Open MPI %s" % ".".join(map(str, v)),
-                     "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/rulesfile.py "
+                     "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/tables/rulesfile.py "
                      "after reading that version's coll_tuned sources")
 
 
@@ -406,7 +406,7 @@ def _validated(rules, vinfo):
                 band = Band(**band)
             if not isinstance(band, Band):
                 raise InputError(where, None, key, "%r is not a Band" % (band,),
-                                 "build bands with tunedmpi.rulesfile.Band(lo, algorithm, ...)")
+                                 "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)")
             try:
                 lo = parse_size(band.lo)
             except SizeError as exc:
@@ -511,7 +511,7 @@ def render(rules, mpi_version):
     try:
         check(text, mpi_version, name="<rendered rules for %d ranks>" % n)
     except InputError as exc:  # a bug here, never the user's: keep it from reaching a file
-        raise RuntimeError("tunedmpi.rulesfile.render wrote a file its own check refuses: %s" % exc)
+        raise RuntimeError("tunedmpi.tables.rulesfile.render wrote a file its own check refuses: %s" % exc)
     return text
 
 
@@ -625,7 +625,7 @@ def check(source, mpi_version, name=None):
         line, (cid,) = take("collective id", "a collective id")
         if cid not in COLLTYPE_NAME:
             fail(line, "collective id", "%d is no collective id (COLLTYPE has 0-%d)" % (cid, COLLCOUNT - 1),
-                 "use an id from tunedmpi.rulesfile.COLLTYPE, e.g. 2 allreduce, 3 alltoall")
+                 "use an id from tunedmpi.tables.rulesfile.COLLTYPE, e.g. 2 allreduce, 3 alltoall")
         coll = COLLTYPE_NAME[cid]
         if coll not in algs:
             fail(line, "collective id", "id %d is %s: %s" % (cid, coll, NOT_TUNED.get(

@@ -13,7 +13,7 @@ size it won, the last band has no upper end.
 """
 import math
 
-from . import stats
+from tunedmpi.acceptance import stats
 
 
 def _figures(reps, sizes):

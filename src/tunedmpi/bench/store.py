@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from .atomic import write_atomic
+from tunedmpi.atomic import write_atomic
 
 
 def config_id(config):

@@ -17,11 +17,15 @@ from pathlib import Path
 
 import yaml
 
-from . import choice, paths, persize, rulesfile, sites, stats, store, tables
-from .atomic import write_atomic
-from .bench import suites
-from .errors import InputError
-from .units import format_size
+from tunedmpi import paths
+from tunedmpi.acceptance import stats
+from tunedmpi.atomic import write_atomic
+from tunedmpi.bench import store, suites
+from tunedmpi.errors import InputError
+from tunedmpi.modules import sites
+from tunedmpi.regenerate import choice, persize
+from tunedmpi.tables import rulesfile, schema
+from tunedmpi.tables.units import format_size
 
 OPERATIONS = choice.OPERATIONS
 
@@ -134,7 +138,7 @@ def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFA
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha) if op in tables.COLLECTIVES else None
+        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha) if op in schema.COLLECTIVES else None
         chosen_rel = d["bands"]["effective"] if d["bands"] else _job_rel(geo_data, stages, job, d["benchmarks"][0])
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
@@ -243,7 +247,7 @@ def build_table(site, metas, decisions, runs_count):
             if op != "job":
                 cases.append(_op_case(site, nodes, ppn, d, ops["job"]["config"], cids))
     return OrderedDict([
-        ("schema", tables.SCHEMA_VERSION), ("platform", site.name),
+        ("schema", schema.SCHEMA_VERSION), ("platform", site.name),
         ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
         ("mpi", OrderedDict([("flavour", site.mpi_flavour), ("version", site.mpi_version)])),
         ("ucx_version", ".".join(map(str, site.ucx_version))),
@@ -331,10 +335,10 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(tmp, text)
     try:  # the same checks as any table, before it replaces the old one
-        new = tables.load_table(str(tmp))
+        new = schema.load_table(str(tmp))
     finally:
         os.unlink(tmp)
-    old = tables.load_table(str(target)) if target.is_file() else None
+    old = schema.load_table(str(target)) if target.is_file() else None
     write_atomic(target, text)
     return target, new, old, decisions
 

@@ -20,10 +20,12 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from . import choice, envmap, paths, sites, space as spacemod, store
-from .atomic import write_atomic
-from .bench import suites
-from .bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
+from tunedmpi import paths
+from tunedmpi.atomic import write_atomic
+from tunedmpi.bench import store, suites
+from tunedmpi.bench.runner import CannotRun, check_geometry, progress, require_local_mpi, Runner
+from tunedmpi.modules import envmap, sites
+from tunedmpi.regenerate import choice, space as spacemod
 
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None):

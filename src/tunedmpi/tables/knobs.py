@@ -9,7 +9,7 @@ Adding a knob is one entry in KNOBS.
 """
 import re
 
-from .units import SizeError, format_size, parse_size
+from tunedmpi.tables.units import format_size, parse_size, SizeError
 
 
 class KnobError(ValueError):
@@ -171,7 +171,7 @@ def normalise(name, value, ucx_version=None):
     """Normal form of one knob value; KnobError (with the fix) when the knob or value is bad."""
     if name not in KNOBS:
         raise KnobError("unknown knob '%s'" % name,
-                        "use one of: %s (or add it to tunedmpi/knobs.py)" % ", ".join(sorted(KNOBS)))
+                        "use one of: %s (or add it to tunedmpi/tables/knobs.py)" % ", ".join(sorted(KNOBS)))
     if value is None:
         raise KnobError("%s has no value" % name,
                         "give a value, or leave the knob out and list it under unstated")

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from . import stats
-from .atomic import write_atomic
+from tunedmpi.acceptance import stats
+from tunedmpi.atomic import write_atomic
 
 UNIT = {"latency_us": "latency (us), lower is better", "bandwidth_MBps": "bandwidth (MB/s), higher is better"}
 

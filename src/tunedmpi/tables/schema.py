@@ -8,9 +8,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from . import knobs, rulesfile, yamlsrc
-from .errors import InputError, InputErrors
-from .units import SizeError, format_size, parse_size
+from tunedmpi import yamlsrc
+from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.tables import knobs, rulesfile
+from tunedmpi.tables.units import format_size, parse_size, SizeError
 
 SCHEMA_VERSION = 1
 COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")
@@ -328,7 +329,7 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
         for name, why in (un or {}).items():
             if name not in knobs.KNOBS:
                 ck.err(kp + ("unstated", name), "unknown knob '%s'" % name,
-                       "list only knobs from tunedmpi/knobs.py")
+                       "list only knobs from tunedmpi/tables/knobs.py")
             elif not isinstance(why, str) or not why.strip():
                 ck.err(kp + ("unstated", name), "say why the source gives no value",
                        "write e.g. %s: \"the study compares only NPS here\"" % name)
@@ -491,7 +492,7 @@ def _algorithm_number(value, names):
 
 def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     """A collective's coll_tuned algorithm per message-size band, checked against the algorithm
-    table of the table's Open MPI version (tunedmpi.rulesfile): what render turns into the
+    table of the table's Open MPI version (tunedmpi.tables.rulesfile): what render turns into the
     geometry's rules file. Returns [AlgorithmBand] (empty when anything is wrong)."""
     if coll in ONE_SIDED:
         ck.err(kp, "'%s' is a one-sided operation: coll_tuned has no algorithms for it" % coll,

@@ -6,8 +6,9 @@ conformance test compares this with real Lmod for hundreds of environments.
 import os
 from collections import OrderedDict
 
-from . import geometry, paths
-from .render import RULES_VARS, rows_for
+from tunedmpi import paths
+from tunedmpi.modules import geometry
+from tunedmpi.modules.render import rows_for, RULES_VARS
 
 
 def node_nps(sockets, online="/sys/devices/system/node/online"):

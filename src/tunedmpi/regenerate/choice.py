@@ -6,7 +6,7 @@ so the configuration a sweep built its later stages on is the one tune writes.
 
 Two kinds of knobs (DESIGN.md, "One configuration per job"):
 - per-collective knobs, ``coll_tuned_<coll>_*``: each collective gets its own best, per message
-  size (tunedmpi.persize turns an algorithm stage into bands);
+  size (tunedmpi.regenerate.persize turns an algorithm stage into bands);
 - job-wide knobs, everything else (pml, osc, UCX, btl sm, ...): one value for the whole job.
 
 The job-wide rule, stage by stage in the space's order: among the stage's configurations that
@@ -18,7 +18,7 @@ score in the same stage. Otherwise the job configuration stays.
 """
 from collections import OrderedDict
 
-from . import stats
+from tunedmpi.acceptance import stats
 
 # Table operation <- the benchmarks that measure it (the first one carries the regret figures).
 OPERATIONS = OrderedDict([("alltoall", ["alltoall"]), ("allgather", ["allgather"]), ("allreduce", ["allreduce"]),

@@ -1,0 +1,1 @@
+"""Stage 4: acceptance: repetition statistics and the verdict, tuned-vs-baseline validation, reports, power."""

@@ -1,0 +1,1 @@
+"""Stage 2: modules: site configs, job geometry, knob-to-environment mapping, render and explain."""

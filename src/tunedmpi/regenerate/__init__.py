@@ -1,0 +1,1 @@
+"""Stage 5: regenerate: knob spaces, sweeps, ingest of raw logs, the tuner and its choice rules, regret."""

@@ -1,0 +1,1 @@
+"""Stage 1: tuning tables: their schema, units, abstract knobs, coll_tuned rules files and the seed import."""
