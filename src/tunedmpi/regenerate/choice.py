@@ -99,11 +99,7 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
     # The incumbent (the job configuration itself, measured again in this stage) is replaced only
     # by a passing candidate that beats its score here: a candidate that merely passes while the
     # incumbent, by noise, did not must not replace a configuration with more gain.
-    incumbent = 1.0
-    for (st, cid), cand in geo_data.items():
-        if st == stage and cid != "baseline" and cand["config"] == job and all(b in cand["bench"] for b in benches):
-            incumbent = judge(base, cand, benches, tolerance, alpha)[1] or 1.0
-    best = None
+    incumbent, best = 1.0, None
     for (st, cid), cand in sorted(geo_data.items()):
         if st != stage or cid == "baseline":
             continue
@@ -112,6 +108,8 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
             continue          # built on another job configuration (or measured on fewer benchmarks)
         decided["candidates"] += 1
         verdict, score, _, _ = judge(base, cand, benches, tolerance, alpha)
+        if cfg == job:
+            incumbent = score or 1.0
         if verdict == "PASS" and score is not None and (best is None or (score, cid) < (best["score"], best["config_id"])):
             best = dict(config=dict(cfg), config_id=cid, score=score)
     if best is None or best["config"] == job or best["score"] >= incumbent:
