@@ -106,3 +106,19 @@ def test_the_incumbent_job_configuration_stays_unless_a_passing_candidate_beats_
            ("limits", "ucx+eager"): _entry({"pml": "ucx", "btl_sm_eager_limit": 1024}, weaker, 5)}
     job, steps = choice.job_configuration(geo, [("transport", ["pml"]), ("limits", ["btl_sm_eager_limit"])])
     assert job == {"pml": "ucx"} and steps[1]["chosen"] is None and steps[1]["candidates"] == 2   # eager passed, but did not beat it
+
+
+def test_a_band_wide_winner_whose_per_size_wins_alternate_is_kept_by_the_second_look():
+    # two algorithms both ~1.4x faster up to 1 KB, each winning every other size: per size, eleven
+    # one-size segments, none significant after Holm over them all; over validate's <= 1 KB band,
+    # one test, significant (this seed; the noise is the machine's run-level spread)
+    import math
+    first = lambda s: ref_curve(s) * ((0.70 if int(math.log2(s)) % 2 == 0 else 0.74) if 1 <= s <= 1024 else 1.3)
+    second = lambda s: ref_curve(s) * ((0.74 if int(math.log2(s)) % 2 == 0 else 0.70) if 1 <= s <= 1024 else 1.3)
+    got = persize.choose_bands(runs(ref_curve, seed=5, spread=0.25), {(1, 0): runs(first, seed=105, spread=0.25),
+                                                                        (2, 0): runs(second, seed=205, spread=0.25)},
+                               "latency_us")
+    assert len({k for s, k, _ in got["winners"] if 1 <= s <= 1024}) == 2       # the per-size winners alternate
+    assert got["bands"] == [(0, 2048, (1, 0)), (2048, None, None)]
+    kept = [t for t in got["tests"] if t[6]]
+    assert [(t[0], t[1], t[2]) for t in kept] == [(1, 1024, (1, 0))] and kept[0][3] > 1.3

@@ -197,7 +197,8 @@ def _op_case(site, nodes, ppn, d, job, cids):
             rows.append(row)
         case["bands"] = rows
         kept = [t for t in got["tests"] if t[6]]
-        notes.append("bands from stage %s: per-size winners tested against Open MPI's own choice; %d of %d "
+        notes.append("bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
+                     "against Open MPI's own choice; %d of %d "
                      "band(s) kept (%s)" % (got["stage"], len(kept), len(got["tests"]), "; ".join(
                          "%s-%s %s x%.2f p=%.2g" % (format_size(t[0]), format_size(t[1]), names.get(t[2][0], t[2][0]),
                                                     t[3], t[4]) for t in got["tests"]) or "none won a size"))
