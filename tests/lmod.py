@@ -4,7 +4,7 @@ import shlex
 import subprocess
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
-WATCHED = ("UCX_", "OMPI_MCA_", "PRTE_MCA_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION", "TUNEDMPI_ROW")
+WATCHED = ("UCX_", "OMPI_MCA_", "PRTE_MCA_", "HCOLL_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION", "TUNEDMPI_ROW")
 
 
 def available():
@@ -14,7 +14,7 @@ def available():
 def clean_env(**extra):
     """This process's environment without scheduler, tuning, MPI or Lmod state (tests set their own)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_",
+           if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "HCOLL_",
                                 "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LM"))}
     # Lmod drops duplicate PATH entries as it edits PATH: start without any, so before/after compare.
     seen = []

@@ -9,26 +9,26 @@ local SOCKETS = 2
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
 local ROWS = {
   ["allgather"] = {
-    { 1, 32, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 32, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
     { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
   },
   ["allreduce"] = {
-    { 1, 32, 4, "hcoll", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
+    { 1, 32, 4, "hcoll", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
     { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "64kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 128, 4, "hcoll", { { "UCX_RNDV_THRESH", "64kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
-    { 1, 256, 4, "hcoll", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
+    { 1, 128, 4, "hcoll", { { "UCX_RNDV_THRESH", "64kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
+    { 1, 256, 4, "hcoll", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
   },
   ["alltoall"] = {
-    { 1, 32, 0, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 32, 0, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
     { 1, 64, 4, "none", { { "UCX_RNDV_THRESH", "32kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
-    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "0" } } },
+    { 1, 128, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
+    { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
-local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
+local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
 
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site oci-bm-standard-e6.256)")

@@ -15,6 +15,9 @@ WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
 
 # Collectives Open MPI's coll_ucc_cts accepts among the ones tables name (coll_ucc_component.c).
 UCC_CTS_NAMES = ("allgather", "allreduce", "alltoall", "bcast")
+# HCOLL's switch that leaves one collective to the next component while HCOLL takes the others
+# (a variable of the HCOLL library, not of Open MPI: docs/hpcx-sharp.md, "HCOLL per collective").
+HCOLL_DISABLE = "HCOLL_ML_DISABLE_%s"
 
 PLACEMENT = {
     # mpirun (PRRTE): only these three variables work; block = by core, cyclic = over NUMA nodes.
@@ -108,13 +111,19 @@ def row_env(site, table, nodes, ppn, profile):
     comp = comps.get(profile, "none")
     values = case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
     env, notes = knob_env(site, values, nodes >= 2)
-    # Collective components, only where the table measured collectives at this geometry.
-    # HCOLL has no per-collective switch in Open MPI, so the profile's choice turns it on or off;
-    # UCC is routed per collective with coll_ucc_cts.
+    # Collective components, only where the table measured collectives at this geometry, combined
+    # over the geometry's collectives whatever the profile (the seed studies measured one collective
+    # at a time; the profile's row gives only the job-wide knobs): UCC is routed per collective with
+    # coll_ucc_cts; HCOLL is on when any collective chose it, and HCOLL's own per-collective switch
+    # (HCOLL_ML_DISABLE_<COLL>, HCOLL_DISABLE) keeps it off for the measured ones that did not.
     has = set(site.components)
     ucc_colls = sorted(c for c, k in comps.items() if k == "ucc")
+    hcoll_colls = sorted(c for c, k in comps.items() if k == "hcoll")
     if "hcoll" in has and comps:
-        env["OMPI_MCA_coll_hcoll_enable"] = "1" if comp == "hcoll" else "0"
+        env["OMPI_MCA_coll_hcoll_enable"] = "1" if hcoll_colls else "0"
+        if hcoll_colls:
+            for coll in sorted(c for c in comps if c not in hcoll_colls):
+                env[HCOLL_DISABLE % coll.upper()] = "1"
     if "ucc" in has and ucc_colls:
         env["OMPI_MCA_coll_ucc_enable"] = "1"
         # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
