@@ -7,6 +7,7 @@ from conftest import ROOT
 from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
 from tunedmpi.regenerate import regret
+from tunedmpi.tables import schema
 
 FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
 ARCHIVE = ROOT / "results-archive" / "local-1x2-4e73d17310.tar.xz"
@@ -45,3 +46,41 @@ def test_the_command_prints_the_table_and_refuses_a_non_campaign(tmp_path):
     assert ok.stdout.startswith("| benchmark | sizes | module gain") and "| allgather |" in ok.stdout
     bad = subprocess.run([exe, "regret", str(FULL), "--campaign", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a results-store campaign" in bad.stderr
+
+
+SEPARATE = ROOT / "results-archive" / "local-1x2-293c2c9788-separate.tar.xz"
+TABLE = ROOT / "tuning-tables" / "local" / "openmpi-5.0.8.yaml"
+
+
+def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
+    # the committed local table against the separate run of its per-size stages (not pooled by tune)
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(SEPARATE) as tar:
+        tar.extractall(tmp_path, **safe)
+    (cdir,) = store.campaigns(tmp_path / "results-store")
+    rows = {r[0]: r for r in regret.table_regret(schema.load_table(str(TABLE)), [cdir], 1, 2)}
+    assert set(rows) == {"alltoall", "allgather", "allreduce", "bcast"}
+    geo = regret._geometry_data([cdir], 1, 2)
+    rel = regret._relative(geo)
+    orc = regret.oracle([cdir], 1, 2)
+    job = {"pml": "ucx", "ucx_zcopy_thresh": "64kb"}
+
+    def measured(coll, alg):
+        want = dict(job, **({"coll_tuned_%s_algorithm" % coll: alg} if alg else {}))
+        (key,) = [k for k in rel if k[0] == coll + "-algorithm" and geo[k]["config"] == want]
+        return {s: v for s, v in rel[key][coll].items() if s >= 1}
+    # alltoall: the job configuration, except two_proc (algorithm 5) from 32 KB up to 256 KB
+    default, two_proc = measured("alltoall", 0), measured("alltoall", 5)
+    chosen = {s: (two_proc if 32768 <= s < 262144 else default)[s] for s in default}
+    bench, n, gain, oracle_gain, mean, worst, wsize = rows["alltoall"]
+    ratios = [chosen[s] / orc["alltoall"][s] for s in chosen]
+    assert n == len(chosen) and abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
+    assert abs(gain - 1 / stats.geomean(chosen.values())) < 1e-9 and oracle_gain >= gain
+    # allreduce has no bands: the job configuration at every size
+    assert abs(rows["allreduce"][2] - 1 / stats.geomean(measured("allreduce", 0).values())) < 1e-9
+    exe = str(ROOT / ".venv/bin/tunedmpi")
+    ok = subprocess.run([exe, "regret", "--table", str(TABLE), "--campaign", str(cdir)], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("| benchmark | sizes | table's choice gain"), ok.stderr
+    both = subprocess.run([exe, "regret", str(FULL), "--table", str(TABLE), "--campaign", str(cdir)],
+                          capture_output=True, text=True)
+    assert both.returncode == 2 and "one of them" in both.stderr

@@ -1,5 +1,6 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -178,11 +179,20 @@ def cmd_regret(args):
         print("regret: not a results-store campaign (no campaign.json): %s; give results-store/<campaign> "
               "directories" % ", ".join(bad), file=sys.stderr)
         return EXIT_INPUT
-    rows = regret.regret(args.results, dirs)
-    if not rows:
-        print("regret: no benchmark is in both %s and the campaign(s)" % args.results, file=sys.stderr)
+    if (args.results is None) == (args.table is None):
+        print("regret: give a validate result directory or --table TABLE (one of them)", file=sys.stderr)
         return EXIT_INPUT
-    sys.stdout.write(regret.report(rows))
+    if args.table:
+        meta = json.loads((dirs[0] / "campaign.json").read_text())
+        nodes, ppn = args.nodes or meta["nodes"], args.ppn or meta["ppn"]
+        rows = regret.table_regret(schema.load_table(args.table), dirs, nodes, ppn)
+        what, source = "table's choice", "%s at %dx%d" % (args.table, nodes, ppn)
+    else:
+        rows, what, source = regret.regret(args.results, dirs), "module", args.results
+    if not rows:
+        print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(regret.report(rows, what))
     return EXIT_OK
 
 
@@ -332,8 +342,12 @@ def build_parser():
     p.add_argument("--candidates", action="store_true", help="also compare candidate tests and heavy tails (slower)")
     p.set_defaults(func=cmd_power)
 
-    p = sub.add_parser("regret", help="a validated module against the per-size oracle of a separate sweep campaign")
-    p.add_argument("results", help="a validate/run.sh --out directory (tuned against baseline)")
+    p = sub.add_parser("regret", help="a validated module, or a table's choice, against the per-size oracle of a "
+                       "separate sweep campaign")
+    p.add_argument("results", nargs="?", help="a validate/run.sh --out directory (tuned against baseline)")
+    p.add_argument("--table", help="instead: a tuning table, its choice measured inside the campaign itself")
+    p.add_argument("--nodes", type=int, help="with --table: the geometry (default: the campaign's)")
+    p.add_argument("--ppn", type=int, help="with --table: the geometry (default: the campaign's)")
     p.add_argument("--campaign", action="append", required=True,
                    help="results-store/<campaign> directory of a separate run (repeatable)")
     p.set_defaults(func=cmd_regret)
