@@ -26,14 +26,25 @@ def clean_env(**extra):
     return env
 
 
+def stand_in_prefix(site, tmp_path):
+    """A stand-in install prefix for the site's own MPI module (Nagoya's openmpi_cuda, an HPC-X
+    module), which does not exist on a build machine: its bin/ goes on PATH."""
+    prefix = tmp_path / "stand-in" / site.base_module
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    return prefix
+
+
 def site_modulepaths(site, tmp_path, root):
-    """The site's generated modulefiles, plus an empty stand-in for the site's own MPI module where
-    it names one (Nagoya's openmpi_cuda does not exist on a build machine)."""
+    """The site's generated modulefiles, plus a stand-in for the site's own MPI module where it names
+    one: it sets TUNEDMPI_TEST_BASE_PREFIX and puts its stand-in prefix's bin/ on PATH, so tests see
+    whether it came and went with the tuned module."""
     paths = [root / "modulefiles" / site.name]
     if site.base_module:
+        prefix = stand_in_prefix(site, tmp_path)
         base = tmp_path / "base" / (site.base_module + ".lua")
         base.parent.mkdir(parents=True, exist_ok=True)
-        base.write_text('whatis("stand-in for the site\'s own MPI module")\n')
+        base.write_text('whatis("stand-in for the site\'s own MPI module")\n'
+                        'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\nprepend_path("PATH", "%s/bin")\n' % (prefix, prefix))
         paths.append(tmp_path / "base")
     return paths
 
@@ -46,11 +57,12 @@ def shell(modulepaths, script, **env):
                           env=clean_env(**env), capture_output=True, text=True, timeout=600)
 
 
-def load_many(modulepaths, module, envs, extra=""):
-    """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)]."""
+def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT):
+    """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)].
+    ``init``: the line that defines `module` (tests/envmodules.py passes Environment Modules')."""
     if not isinstance(modulepaths, (list, tuple)):
         modulepaths = [modulepaths]
-    script = ["source %s" % LMOD_INIT] + ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
+    script = [init] + ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
     for i, env in enumerate(envs):
         exports = " ".join("export %s=%s;" % (k, shlex.quote(v)) for k, v in env.items())
         script.append("( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "

@@ -10,7 +10,8 @@ from tunedmpi.modules import explain, sites
 
 pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
 
-JUNK = ["", "0", "-1", "abc", "2.5", "99999999", " 4", "1e3", "0x10"]
+JUNK = ["", "0", "-1", "abc", "2.5", "99999999", " 4", "1e3", "0x10", "4\n", "010", "0000000"]
+CASES_PER_SITE = 70      # + the empty environment; tests/test_modules_tcl.py runs the same grid
 
 
 def value(rng, good):
@@ -55,11 +56,21 @@ def cases(rng, tmp_path, profiles, n):
     return out
 
 
-@pytest.mark.parametrize("site_name", sites.site_names())
-def test_lmod_load_equals_explain(site_name, tmp_path):
-    site = sites.load_named(site_name)
+def mpis():
+    """(site, tuned module name) of every tuned module render writes: each site's MPI and its HPC-X
+    alternative (sites.Site.mpis)."""
+    return [(name, mpi.tuned_module) for name in sites.site_names() for mpi in sites.load_named(name).mpis()]
+
+
+def load_mpi(site_name, tuned):
+    return next(m for m in sites.load_named(site_name).mpis() if m.tuned_module == tuned)
+
+
+@pytest.mark.parametrize("site_name,tuned", mpis())
+def test_lmod_load_equals_explain(site_name, tuned, tmp_path):
+    site = load_mpi(site_name, tuned)
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
-    envs = cases(random.Random(site_name), tmp_path, profiles, 70)
+    envs = cases(random.Random(site_name), tmp_path, profiles, CASES_PER_SITE)   # one grid per site
     module = "%s/%s" % (site.tuned_module, site.mpi_version)
     paths = lmod.site_modulepaths(site, tmp_path, ROOT)
     results = lmod.load_many(paths, module, envs)
@@ -71,4 +82,4 @@ def test_lmod_load_equals_explain(site_name, tmp_path):
 
 
 def test_at_least_200_cases_are_compared():
-    assert sum(71 for _ in sites.site_names()) >= 200
+    assert len(sites.site_names()) * (CASES_PER_SITE + 1) >= 280

@@ -8,6 +8,7 @@ import pytest
 
 import lmod
 from conftest import ROOT
+from test_modules_conformance import load_mpi, mpis
 from tunedmpi.modules import sites
 from tunedmpi.modules.render import render_site, rows_for
 
@@ -34,9 +35,9 @@ def modules(site):
     return ("%s/%s" % (site.tuned_module, site.mpi_version), "%s/%s" % (site.baseline_module, site.mpi_version))
 
 
-@pytest.mark.parametrize("site_name", SITES)
-def test_unload_leaves_nothing_behind_and_restores_user_values(site_name, tmp_path):
-    site = sites.load_named(site_name)
+@pytest.mark.parametrize("site_name,tuned_name", mpis())
+def test_unload_leaves_nothing_behind_and_restores_user_values(site_name, tuned_name, tmp_path):
+    site = load_mpi(site_name, tuned_name)
     tuned, _ = modules(site)
     script = "\n".join([
         "export UCX_RNDV_THRESH=user-value OMPI_MCA_pml=ob1 TUNEDMPI_NODES=2 TUNEDMPI_PPN=8",
@@ -58,9 +59,9 @@ def test_unload_leaves_nothing_behind_and_restores_user_values(site_name, tmp_pa
         assert got["loaded"] != got["before"]
 
 
-@pytest.mark.parametrize("site_name", SITES)
-def test_tuned_and_baseline_swap_cleanly(site_name, tmp_path):
-    site = sites.load_named(site_name)
+@pytest.mark.parametrize("site_name,tuned_name", mpis())
+def test_tuned_and_baseline_swap_cleanly(site_name, tuned_name, tmp_path):
+    site = load_mpi(site_name, tuned_name)
     tuned, base = modules(site)
     script = "\n".join([
         env_block("start"),
@@ -162,3 +163,35 @@ def test_help_and_whatis_tell_site_provenance_override_and_choice(site_name, tmp
     else:
         assert "Tuning table: none yet" in text
     assert "with its own defaults, no tuning (site %s)" % site.name in text
+
+
+def test_hpcx_and_open_mpi_swap_cleanly(tmp_path):
+    """oci-bm-optimized3.36 ships HPC-X as its alternative tuned MPI: `module avail` lists both
+    MPIs (tuned and untuned), and swapping between them (family "mpi") leaves nothing behind,
+    the stand-in HPC-X module (its prefix on PATH) included."""
+    site = sites.load_named("oci-bm-optimized3.36")
+    hpcx = site.hpcx
+    ompi, ompi_base = modules(site)
+    tuned, base = modules(hpcx)
+    script = "\n".join([
+        "module -t avail 2>&1 | grep -v ':$' | sort",
+        env_block("start"),
+        "module load %s" % ompi, env_block("ompi"),
+        "module load %s" % tuned, env_block("hpcx"),          # Lmod swaps the family member
+        "module load %s" % base, env_block("hpcx_base"),
+        "module load %s" % ompi, env_block("ompi_again"),
+        "module unload %s" % ompi, env_block("end"),
+    ])
+    proc = lmod.shell(lmod.site_modulepaths(hpcx, tmp_path, ROOT), script, TUNEDMPI_NODES="2", TUNEDMPI_PPN="16")
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split("@@")[0].split()
+    assert {ompi, ompi_base, tuned, base} <= set(listed)
+    got = blocks(proc.stdout)
+    assert got["hpcx"]["TUNEDMPI_SELECTION"].startswith("site=%s nodes=2 ppn=16" % site.name)
+    assert got["hpcx"]["TUNEDMPI_TEST_BASE_PREFIX"].endswith("stand-in/%s" % hpcx.base_module)
+    assert "MPI_HOME" not in got["hpcx"] and "/opt/openmpi-5.0.6/bin" not in got["hpcx"]["PATH"]
+    assert "untuned baseline" in got["hpcx_base"]["TUNEDMPI_SELECTION"]
+    assert not {k for k in got["hpcx"] if k.startswith(("UCX_", "OMPI_MCA_", "SLURM_"))} & set(got["hpcx_base"])
+    assert "TUNEDMPI_TEST_BASE_PREFIX" not in got["ompi_again"]
+    assert got["ompi_again"] == got["ompi"]
+    assert got["end"] == got["start"]

@@ -70,7 +70,9 @@ def test_one_checked_rules_file_per_geometry_with_bands_beside_the_module(projec
     _, site = project
     files = render.render_site(site)
     assert list(files) == ["%s/1x2.rules" % RULES_DIR, "%s/1x4.rules" % RULES_DIR, "%s/2x4.rules" % RULES_DIR,
-                           "%s/openmpi-tuned/%s.lua" % (SITE, VERSION), "%s/openmpi/%s.lua" % (SITE, VERSION)]
+                           "%s/openmpi-tuned/%s.lua" % (SITE, VERSION), "%s/openmpi/%s.lua" % (SITE, VERSION)] + (
+        # the local site's config, copied, also renders Tcl modules (module_formats): same rules files
+        ["%s/openmpi-tuned/%s" % (SITE, VERSION), "%s/openmpi/%s" % (SITE, VERSION)] if "tcl" in site.module_formats else [])
     assert render.render_site(site) == files                      # deterministic
     for (nodes, ppn), colls in banded(site).items():
         rel = "%s/%dx%d.rules" % (RULES_DIR, nodes, ppn)

@@ -2,7 +2,8 @@
 # The system packages this project needs, installed when missing (make, make test and .ci/run call it).
 #
 #   tools/system-packages.sh main    what `make` needs: a C compiler for the probes, Lmod, python3-venv
-#   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm for the real-Slurm tests
+#   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm for the real-Slurm tests,
+#                                    Tcl + Environment Modules 5 for the Tcl modulefile tests
 #   tools/system-packages.sh --check main|test    only say what is missing (exit 1 if anything is)
 #
 # Debian/Ubuntu as root: apt-get installs what is missing. Not root: one line with the exact command,
@@ -26,7 +27,21 @@ xz-utils|command -v xz'
 test_needs='munge|test -x /usr/sbin/munged
 slurmctld|test -x /usr/sbin/slurmctld
 slurmd|test -x /usr/sbin/slurmd
-slurm-client|command -v sbatch'
+slurm-client|command -v sbatch
+tcl8.6|command -v tclsh8.6'
+# Environment Modules 5 (Tcl modulefiles): Debian's environment-modules Conflicts with lmod (apt would
+# remove Lmod), so its .deb is unpacked, not installed, into $ENVMODULES; its modulecmd.tcl runs from
+# there with tclsh8.6 (tests/envmodules.py). Nothing of it is on PATH or in /etc.
+ENVMODULES=/opt/environment-modules
+envmodules_missing() {
+    [ "$level" = test ] && [ ! -f "$ENVMODULES/usr/lib/modulecmd.tcl" ] && printf 'environment-modules(unpacked) '
+    return 0
+}
+unpack_envmodules() {
+    tmp=$(mktemp -d) && chmod 755 "$tmp" && (cd "$tmp" && apt-get download -q environment-modules) &&
+        mkdir -p "$ENVMODULES.new" && dpkg-deb -x "$tmp"/environment-modules_*.deb "$ENVMODULES.new" &&
+        rm -rf "$ENVMODULES" && mv "$ENVMODULES.new" "$ENVMODULES" && rm -rf "$tmp"
+}
 
 missing() {   # the packages of the list in $1 whose test fails
     printf '%s\n' "$1" | while IFS='|' read -r pkgs probe; do
@@ -37,8 +52,9 @@ missing() {   # the packages of the list in $1 whose test fails
 plain=$(missing "$main_needs")
 slurm=""
 [ "$level" = test ] && slurm=$(missing "$test_needs")
-[ -z "$plain$slurm" ] && exit 0
-if [ "$check_only" = 1 ]; then echo "missing system packages: $plain$slurm"; exit 1; fi
+unpack=$(envmodules_missing)
+[ -z "$plain$slurm$unpack" ] && exit 0
+if [ "$check_only" = 1 ]; then echo "missing system packages: $plain$slurm$unpack"; exit 1; fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "tunedmpi: this system has no apt-get; install the equivalents of the Debian packages: $plain$slurm" \
@@ -48,12 +64,14 @@ fi
 cmd="apt-get update"
 [ -z "$plain" ] || cmd="$cmd && apt-get install -y ${plain% }"
 [ -z "$slurm" ] || cmd="$cmd && apt-get install -y --no-install-recommends ${slurm% }"
+[ -z "$unpack" ] || cmd="$cmd && cd /tmp && apt-get download environment-modules && dpkg-deb -x environment-modules_*.deb $ENVMODULES"
 if [ "$(id -u)" != 0 ]; then
     echo "tunedmpi: missing system packages; run as root: sudo sh -c '$cmd' (or TUNEDMPI_SYSTEM_PACKAGES=skip to go on without them)" >&2
     exit 2
 fi
-echo "tunedmpi: installing system packages: $plain$slurm" >&2
+echo "tunedmpi: installing system packages: $plain$slurm$unpack" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 [ -z "$plain" ] || apt-get install -y -q $plain
 [ -z "$slurm" ] || apt-get install -y -q --no-install-recommends $slurm
+[ -z "$unpack" ] || unpack_envmodules

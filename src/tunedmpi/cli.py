@@ -94,7 +94,7 @@ def cmd_explain(args):
         env["TUNEDMPI_PPN"] = str(args.ppn)
     if args.profile:
         env["TUNEDMPI_PROFILE"] = args.profile
-    result = explain.select(sites.load_named(args.site), env)
+    result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
     return EXIT_OK
 
@@ -256,6 +256,7 @@ def build_parser():
     p.add_argument("--nodes", type=whole(1))
     p.add_argument("--ppn", type=whole(1))
     p.add_argument("--profile")
+    p.add_argument("--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("validate", allow_abbrev=False, help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",

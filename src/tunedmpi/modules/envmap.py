@@ -101,6 +101,50 @@ def knob_env(site, values, multi_node):
     return env, notes
 
 
+# HPC-X (NVIDIA's bundle of Open MPI 4.1.x, UCX, UCC, HCOLL and SHARP): a tuned hpcx module sets
+# only variables documented for what HPC-X ships, each with its source (docs/hpcx-sharp.md, "HPC-X
+# as the tuned MPI"). Everything else a row would set is left out, with a note saying why.
+HPCX_MANUAL = "NVIDIA HPC-X Software Toolkit manual, rev 2.20-2.23 (docs.nvidia.com/networking/display/hpcxv223)"
+HPCX_VARIABLES = OrderedDict([
+    ("UCX_TLS", HPCX_MANUAL + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default pml "
+                "since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x UCX_TLS=dc,shm,self)"),
+    ("UCX_RNDV_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
+                        "directs); keyed intra:/inter: form only with UCX >= 1.17 (DESIGN.md section 5)"),
+    ("UCX_ZCOPY_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)"),
+    ("OMPI_MCA_pml", "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml"),
+    ("OMPI_MCA_osc", "Open MPI 4.1 MCA parameter (ompi_info --param osc all)"),
+    ("OMPI_MCA_coll_hcoll_enable", HPCX_MANUAL + ", 'HCOLL' (-mca coll_hcoll_enable 0/1)"),
+    ("OMPI_MCA_coll_ucc_enable", HPCX_MANUAL + ", 'Unified Collective Communication (UCC)': not enabled by "
+                                 "default; -mca coll_ucc_enable 1"),
+    ("OMPI_MCA_coll_ucc_priority", "Open MPI's ucc component (docs.open-mpi.org, 'The ucc Component': enable it "
+                                   "with coll_ucc_enable 1 and coll_ucc_priority 100)"),
+    ("OMPI_MCA_coll_ucc_cts", "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; "
+                              "check it in HPC-X's Open MPI 4.1 before relying on it)"),
+    ("SLURM_DISTRIBUTION", "Slurm's srun(1) (input environment variable of --distribution): the launcher's, "
+                           "not the MPI's"),
+])
+HPCX_LEFT_OUT = (
+    ("PRTE_MCA_", "PRRTE placement is Open MPI 5's mpirun; HPC-X's Open MPI 4.1 mpirun (ORTE) does not read it"),
+    ("HCOLL_ML_DISABLE_", "HCOLL's per-collective switch is documented only by site guides, not by NVIDIA "
+                          "(docs/hpcx-sharp.md): with HPC-X, HCOLL takes every collective it runs once it is on"),
+)
+
+
+def hpcx_env(env, notes):
+    """Only HPC-X-documented variables of ``env`` (HPCX_VARIABLES), and notes on what was left out."""
+    kept = OrderedDict((k, v) for k, v in env.items() if k in HPCX_VARIABLES)
+    gone = [k for k in env if k not in kept]
+    notes = list(notes)
+    for prefix, why in HPCX_LEFT_OUT:
+        names = [k for k in gone if k.startswith(prefix)]
+        if names:
+            notes.append("not set for HPC-X: %s (%s)" % (", ".join(names), why))
+    rest = [k for k in gone if not k.startswith(tuple(p for p, _ in HPCX_LEFT_OUT))]
+    if rest:
+        notes.append("not set for HPC-X: %s (no HPC-X documentation for it was checked)" % ", ".join(rest))
+    return kept, notes
+
+
 def row_env(site, table, nodes, ppn, profile):
     """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
     comps = {}
@@ -129,4 +173,6 @@ def row_env(site, table, nodes, ppn, profile):
         # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
         env["OMPI_MCA_coll_ucc_priority"] = "100"
         env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)  # only these go to UCC
+    if site.mpi_flavour == "hpcx":
+        env, notes = hpcx_env(env, notes)
     return env, comp, values.get("nps"), notes

@@ -1,14 +1,15 @@
 """`tunedmpi explain`: the Python twin of the tuned module, end to end.
 
 Given a site and an environment it returns exactly what `module load <tuned>` would set; the
-conformance test compares this with real Lmod for hundreds of environments.
+conformance tests compare this with real Lmod (Lua) and real Environment Modules (Tcl) for
+hundreds of environments.
 """
 import os
 from collections import OrderedDict
 
 from tunedmpi import paths
 from tunedmpi.modules import geometry
-from tunedmpi.modules.render import rows_for, RULES_VARS
+from tunedmpi.modules.render import module_path, rows_for, RULES_VARS
 
 
 def node_nps(sockets, online="/sys/devices/system/node/online"):
@@ -30,20 +31,32 @@ def node_nps(sockets, online="/sys/devices/system/node/online"):
     return numa // sockets
 
 
-def modulefile(site, root=None):
-    """Where `tunedmpi render` puts the site's tuned module: <root>/<site>/<tuned>/<version>.lua,
-    root = the checkout's modulefiles/ unless given."""
+def modulefile(site, root=None, fmt="lua"):
+    """Where `tunedmpi render` puts the site's tuned module: <root>/<site>/<tuned>/<version>.lua
+    (fmt "lua") or <version> (fmt "tcl"), root = the checkout's modulefiles/ unless given."""
     root = root if root is not None else paths.project_root() / "modulefiles"
-    return os.path.join(os.path.abspath(str(root)), site.name, site.tuned_module, "%s.lua" % site.mpi_version)
+    return os.path.join(os.path.abspath(str(root)), module_path(site, site.tuned_module, fmt))
 
 
 def rules_path(module_file, name):
     """The rules file ``name`` of the tuned module at ``module_file`` (Lua: RULES_DIR from
-    myFileName()): .../<tuned>/<version>.lua -> .../<tuned>/__<version>.rules/<name>."""
+    myFileName(); Tcl: from $ModulesCurrentModulefile): .../<tuned>/<version>.lua or
+    .../<tuned>/<version> -> .../<tuned>/__<version>.rules/<name>."""
     head, base = os.path.split(module_file)
     if base.endswith(".lua") and len(base) > 4:
-        return os.path.join(head, "__%s.rules" % base[:-4], name)
-    return os.path.join(module_file, name)
+        base = base[:-4]
+    return os.path.join(head, "__%s.rules" % base, name)
+
+
+def mpi(site, tuned=None):
+    """The site's MPI whose tuned module is named ``tuned`` (e.g. "hpcx-tuned" for its HPC-X
+    alternative); default: the site's own."""
+    for one in site.mpis():
+        if tuned in (None, one.tuned_module):
+            return one
+    from tunedmpi.errors import InputError
+    raise InputError(site.path, None, "modules.tuned", "site %s has no tuned module %r" % (site.name, tuned),
+                     "use one of: %s" % ", ".join(m.tuned_module for m in site.mpis()))
 
 
 def select(site, env, module_file=None):

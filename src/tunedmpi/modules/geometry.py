@@ -1,19 +1,24 @@
 """Job geometry from the environment, and the choice of a table row for it.
 
-This is the Python twin of the selector in the generated Lua modulefile: `tunedmpi explain`, the
-tests and the tuner use it, and the conformance test requires both to agree on every case.
-Keep the two in step: every rule here has one counterpart in render/templates/tuned.lua.j2.
+The rule itself (sources in priority order, limits of a count, the nearest-row rule) is written
+once in tunedmpi.modules.selector: this module evaluates it (the Python twin; `tunedmpi explain`,
+the tests and the tuner use it), and render emits the Lua and Tcl selectors from it. The
+primitives here have one counterpart each in render/templates/tuned.lua.j2 and tuned.tcl.j2; the
+conformance tests require all three to agree on every case.
 """
 import re
 from dataclasses import dataclass
 
-MAX_COUNT = 1000000  # larger "counts" are garbage, not geometry
-_COUNT = re.compile(r"^[0-9]+$")
+from tunedmpi.modules import selector
+
+MAX_COUNT = selector.MAX_COUNT   # larger "counts" are garbage, not geometry
+_COUNT = re.compile(r"[0-9]{1,%d}" % selector.MAX_DIGITS)   # fullmatch: "4\n" is no count
+_WORD = re.compile(r"[^%s]+" % re.escape(selector.BLANKS))
 
 
 def count(text):
     """A positive whole number from an environment string, else None (empty, zero, junk)."""
-    if text is None or not _COUNT.match(text) or len(text) > 7:
+    if text is None or not _COUNT.fullmatch(text):
         return None
     value = int(text)
     return value if 0 < value <= MAX_COUNT else None
@@ -25,7 +30,7 @@ def max_tasks_per_node(text):
         return None
     best = None
     for item in text.split(","):
-        m = re.match(r"^([0-9]+)(\(x([0-9]+)\))?$", item)
+        m = re.fullmatch(r"([0-9]+)(\(x([0-9]+)\))?", item)
         if not m or count(m.group(1)) is None or (m.group(2) and count(m.group(3)) is None):
             return None
         best = max(best or 0, int(m.group(1)))
@@ -48,17 +53,19 @@ def hosts_and_max(hosts):
 
 def read_nodefile(path):
     """PBS_NODEFILE: one line per slot. Returns (nodes, ppn) or (None, None)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            names = [line.strip() for line in fh if line.strip()]
-    except (OSError, TypeError):
+    if not path:
         return None, None
-    return hosts_and_max((name, 1) for name in names)
+    try:   # lines end at "\n" only, as Lua's and Tcl's readers split them
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+            names = [line.strip(selector.BLANKS) for line in fh]
+    except (OSError, TypeError, ValueError):
+        return None, None
+    return hosts_and_max((name, 1) for name in names if name)
 
 
 def lsf_hosts(text):
     """LSB_MCPU_HOSTS 'hostA 36 hostB 36' -> (2, 36), or (None, None) when malformed."""
-    words = (text or "").split()
+    words = _WORD.findall(text or "")
     if not words or len(words) % 2:
         return None, None
     pairs = []
@@ -70,27 +77,42 @@ def lsf_hosts(text):
     return hosts_and_max(pairs)
 
 
+def per_node(text, nodes):
+    """A count of processes over ``nodes`` nodes, rounded up, or None."""
+    total = count(text)
+    return ceil_div(total, nodes) if total else None
+
+
+HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}    # selector.HOSTS
+
+
+def _value(expr, env, nodes):
+    """One expression of selector.SOURCES on ``env``: a count or None."""
+    if expr[0] == "first":
+        for e in expr[1:]:
+            value = _value(e, env, nodes)
+            if value:
+                return value
+        return None
+    text = env.get(expr[1])
+    if expr[0] == "count":
+        return count(text)
+    if expr[0] == "tasks":
+        return max_tasks_per_node(text)
+    return per_node(text, nodes)          # "per_node"
+
+
 def from_scheduler(env):
-    """(nodes, ppn, source) from the first scheduler whose variables make sense, else None."""
-    nodes = count(env.get("SLURM_JOB_NUM_NODES")) or count(env.get("SLURM_NNODES"))
-    if nodes:
-        ppn = (count(env.get("SLURM_NTASKS_PER_NODE"))
-               or max_tasks_per_node(env.get("SLURM_TASKS_PER_NODE")))
-        if not ppn and count(env.get("SLURM_NTASKS")):
-            ppn = ceil_div(count(env["SLURM_NTASKS"]), nodes)
-        if ppn:
-            return nodes, ppn, "slurm"
-    nodes, ppn = count(env.get("PBS_NUM_NODES")), count(env.get("PBS_NUM_PPN"))
-    if not (nodes and ppn) and env.get("PBS_NODEFILE"):
-        nodes, ppn = read_nodefile(env["PBS_NODEFILE"])
-    if nodes and ppn:
-        return nodes, ppn, "pbs"
-    nodes, ppn = lsf_hosts(env.get("LSB_MCPU_HOSTS"))
-    if nodes and ppn:
-        return nodes, ppn, "lsf"
-    nodes, size = count(env.get("FLUX_JOB_NNODES")), count(env.get("FLUX_JOB_SIZE"))
-    if nodes and size:
-        return nodes, ceil_div(size, nodes), "flux"
+    """(nodes, ppn, source) from the first of selector.SOURCES that applies, else None."""
+    for name, ways in selector.SOURCES:
+        for way in ways:
+            if way[0] == "pair":
+                nodes = _value(way[1], env, None)
+                ppn = _value(way[2], env, nodes) if nodes else None
+            else:
+                nodes, ppn = HOSTS[way[1]](env.get(way[2]))
+            if nodes and ppn:
+                return nodes, ppn, name
     return None
 
 
@@ -105,7 +127,7 @@ def detect(env, default_nodes, default_ppn):
     """Explicit TUNEDMPI_NODES/TUNEDMPI_PPN beat the scheduler, which beats the site default."""
     found = from_scheduler(env)
     nodes, ppn, source = found if found else (default_nodes, default_ppn, "default")
-    exp_nodes, exp_ppn = count(env.get("TUNEDMPI_NODES")), count(env.get("TUNEDMPI_PPN"))
+    exp_nodes, exp_ppn = (count(env.get(name)) for name in selector.EXPLICIT)
     if exp_nodes or exp_ppn:
         nodes, ppn = exp_nodes or nodes, exp_ppn or ppn
         source = "explicit" if (exp_nodes and exp_ppn) or source == "default" else "explicit+" + source

@@ -2,6 +2,7 @@
 
 Documented in site-configs/README.md. ``load_site`` raises InputErrors naming file, line, key, fix.
 """
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,7 +16,11 @@ SCHEMA_VERSION = 1
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?$")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+$")
 TOP_KEYS = {"schema", "site", "description", "table", "mpi", "ucx_version", "interconnect",
-            "hardware", "components", "default_profile", "default_geometry", "modules", "notes"}
+            "hardware", "components", "default_profile", "default_geometry", "modules", "module_formats",
+            "hpcx", "notes"}
+HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
+# Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (render/__init__.py).
+MODULE_FORMATS = ("lua", "tcl")
 
 
 @dataclass
@@ -40,6 +45,12 @@ class Site:
     tuned_module: str
     baseline_module: str
     notes: List[str] = field(default_factory=list)
+    module_formats: tuple = ("lua",)  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
+    hpcx: Optional["Site"] = None     # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+
+    def mpis(self):
+        """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
+        return [self] + ([self.hpcx] if self.hpcx else [])
 
     @property
     def version(self):
@@ -143,15 +154,64 @@ def _check(ck, doc, path):
             ck.err(("modules", key), "modules.%s must be a module name without version" % key,
                    "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"))
         names[key] = value
+    formats = doc.get("module_formats", ["lua"])
+    if (not isinstance(formats, list) or not formats or any(f not in MODULE_FORMATS for f in formats)
+            or len(set(formats)) != len(formats)):
+        ck.err(("module_formats",), "module_formats must be a list of %s, each at most once, not %r"
+               % (" and ".join(MODULE_FORMATS), formats),
+               "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
+               "leave it out for [lua]")
+        formats = ["lua"]
+    hpcx = _hpcx(ck, doc)
     if ck.errors:
         return None
-    return Site(path=str(path), name=name, description=description, table_ref=ref, table=table,
+    site = Site(path=str(path), name=name, description=description, table_ref=ref, table=table,
                 mpi_flavour=flavour, mpi_version=version, base_module=base, prefix=prefix,
                 ucx_version=ucx, network_transports=net["network_transports"],
                 interconnect=net.get("name") or "", sockets=sockets, components=list(comps),
                 default_profile=profile, default_nodes=dn, default_ppn=dp,
                 tuned_module=names["tuned"], baseline_module=names["baseline"],
-                notes=list(doc.get("notes") or []))
+                notes=list(doc.get("notes") or []), module_formats=tuple(formats))
+    if hpcx:
+        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
+        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, **hpcx)
+    return site
+
+
+def _hpcx(ck, doc):
+    """The `hpcx:` block (HPC-X as the alternative tuned MPI): Site fields, or None."""
+    if doc.get("hpcx") is None:
+        return None
+    block = ck.mapping(doc.get("hpcx"), ("hpcx",), "hpcx") or {}
+    ck.unknown_keys(block, HPCX_KEYS, ("hpcx",), "hpcx")
+    version = str(block.get("version") or "")
+    if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
+        ck.err(("hpcx", "version"), "hpcx.version must look like 2.20", "write the HPC-X version (hpcx-tuned/<it>)")
+    base, prefix = block.get("base_module"), block.get("prefix")
+    if (base is None) == (prefix is None) or (base is not None and (not isinstance(base, str)
+                                                                    or not MODULE_NAME.match(base))):
+        ck.err(("hpcx",), "give exactly one of hpcx.base_module (a module name) and hpcx.prefix",
+               "base_module: the site's HPC-X module (NVIDIA's modulefiles/hpcx as the site installed it)")
+    if prefix is not None and (not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix):
+        ck.err(("hpcx", "prefix"), "prefix %r is not a plain path" % (prefix,), "an absolute path")
+    ucx = None
+    try:
+        ucx = knobs.version_tuple(str(block.get("ucx_version")))
+    except knobs.KnobError as exc:
+        ck.err(("hpcx", "ucx_version"), exc.problem, "quote the UCX version HPC-X bundles (ucx_info -v), e.g. \"1.17\"")
+    mods = ck.mapping(block.get("modules"), ("hpcx", "modules"), "hpcx.modules") or {}
+    names = {}
+    for key, example in (("tuned", "hpcx-tuned"), ("baseline", "hpcx-untuned")):
+        value = mods.get(key)
+        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
+            ck.err(("hpcx", "modules", key), "hpcx.modules.%s must be a module name without version" % key,
+                   "e.g. %s: %s" % (key, example))
+        names[key] = value
+    if names.get("tuned") and names.get("tuned") in (doc.get("modules") or {}).values():
+        ck.err(("hpcx", "modules", "tuned"), "the HPC-X modules need names of their own",
+               "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned")
+    return dict(mpi_version=version, base_module=base, prefix=prefix, ucx_version=ucx,
+                tuned_module=names.get("tuned"), baseline_module=names.get("baseline"))
 
 
 def site_dir():

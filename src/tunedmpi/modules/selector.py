@@ -1,0 +1,167 @@
+"""The tuned module's geometry rule, written down once, and the code the modulefiles get from it.
+
+Three twins apply the rule: tunedmpi.modules.geometry (Python: `tunedmpi explain`, the tests, the
+tuner) interprets SOURCES directly; render emits the scheduler chain of the Lua (Lmod) and the
+Tcl (Environment Modules) selector from SOURCES (lua_chain, tcl_chain) and gives both templates
+the constants below. So the order of the sources, the variables each reads, how it falls back
+and the limits of a valid count exist only here.
+
+Each language still writes its few primitives by hand, as small as possible (they are the
+reading of one value, not the rule): count, tasks, per_node, the host readers (HOSTS), and the
+nearest-row choice (NEAREST). tests/test_modules_conformance.py and tests/test_modules_tcl.py
+hold all three equal on the same grid of environments.
+"""
+
+# A count is 1 to MAX_DIGITS decimal digits (leading zeros are decimal: Tcl would read "010" as
+# octal, so the Tcl twin scans it as %d) with a value in 1..MAX_COUNT; anything else is absent.
+MAX_DIGITS = 7
+MAX_COUNT = 1000000
+# What trims a line and separates words (a host file's lines, LSF's list): Lua's %s in the C
+# locale, exactly; Python's str.split()/strip() would also take \x1c-\x1f and Unicode spaces.
+BLANKS = " \t\n\v\f\r"
+
+# Explicit geometry: each half overrides only its own half of whatever was found.
+EXPLICIT = ("TUNEDMPI_NODES", "TUNEDMPI_PPN")
+
+
+def count(var):
+    """The variable as a count."""
+    return ("count", var)
+
+
+def tasks(var):
+    """The largest count in Slurm's compressed task list, "36(x2),20" -> 36."""
+    return ("tasks", var)
+
+
+def per_node(var):
+    """The variable (a count of processes) divided by the way's node count, rounded up."""
+    return ("per_node", var)
+
+
+def first(*exprs):
+    """The first of the expressions that has a value."""
+    return ("first",) + exprs
+
+
+def pair(nodes, ppn):
+    """A way: a node count and a ppn expression (which may use the node count: per_node)."""
+    return ("pair", nodes, ppn)
+
+
+def hosts(reader, var):
+    """A way: (distinct hosts, most slots on one host) from a host list; HOSTS names the readers."""
+    return ("hosts", reader, var)
+
+
+# The host-list readers: "nodefile" = the file named by the variable, one line per slot (PBS);
+# "slots" = "host slots host slots ..." in the variable (LSF; a host listed twice adds up).
+HOSTS = ("nodefile", "slots")
+
+# The scheduler sources in priority order: (name, ways). A source applies with the first of its
+# ways that yields both a node count and a ppn; else the next source is tried; if none applies,
+# the site's default geometry is used ("default"). EXPLICIT then overrides either half.
+SOURCES = (
+    ("slurm", (pair(first(count("SLURM_JOB_NUM_NODES"), count("SLURM_NNODES")),
+                    first(count("SLURM_NTASKS_PER_NODE"), tasks("SLURM_TASKS_PER_NODE"),
+                          per_node("SLURM_NTASKS"))),)),
+    ("pbs", (pair(count("PBS_NUM_NODES"), count("PBS_NUM_PPN")),
+             hosts("nodefile", "PBS_NODEFILE"))),
+    ("lsf", (hosts("slots", "LSB_MCPU_HOSTS"),)),
+    ("flux", (pair(count("FLUX_JOB_NNODES"), per_node("FLUX_JOB_SIZE")),)),
+)
+
+# The row: the nearest measured node count on a log2 scale, then the nearest ppn measured at that
+# node count on a linear scale; a tie goes to the smaller; "exact", else "extrapolated" when the
+# geometry lies outside the measured node counts or that node count's ppns, else "nearest".
+NEAREST = (("nodes", "log2"), ("ppn", "linear"))
+
+
+def variables():
+    """Every environment variable the rule reads (for tests and docs)."""
+    out = list(EXPLICIT)
+
+    def walk(expr):
+        if expr[0] == "first":
+            for e in expr[1:]:
+                walk(e)
+        elif expr[0] == "pair":
+            walk(expr[1])
+            walk(expr[2])
+        elif expr[0] == "hosts":
+            out.append(expr[2])
+        else:
+            out.append(expr[1])
+    for _, ways in SOURCES:
+        for way in ways:
+            walk(way)
+    return out
+
+
+# --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
+
+_LUA = {"count": 'count(getenv("%s"))', "tasks": 'max_tasks_per_node(getenv("%s"))',
+        "per_node": 'per_node(getenv("%s"), n)'}
+_LUA_HOSTS = {"nodefile": "read_nodefile", "slots": "lsf_hosts"}
+
+
+def _lua_expr(expr):
+    if expr[0] == "first":
+        return "(%s)" % " or ".join(_lua_expr(e) for e in expr[1:])
+    return _LUA[expr[0]] % expr[1]
+
+
+def lua_chain():
+    """The Lua function from_scheduler(): (nodes, ppn, source) of the first source that applies."""
+    lines = ["local function from_scheduler()", "  local getenv, n, p = os.getenv, nil, nil"]
+    for name, ways in SOURCES:
+        for way in ways:
+            if way[0] == "pair":
+                lines.append("  n = %s" % _lua_expr(way[1]))
+                lines.append("  p = n and %s" % _lua_expr(way[2]))
+            else:
+                lines.append('  n, p = %s(getenv("%s"))' % (_LUA_HOSTS[way[1]], way[2]))
+            lines.append('  if n and p then return n, p, "%s" end' % name)
+    return "\n".join(lines + ["  return nil", "end"])
+
+
+# --- Tcl (Environment Modules): primitives in render/templates/tuned.tcl.j2 -------------------
+
+_TCL = {"count": "[tm_count [tm_getenv %s]]", "tasks": "[tm_tasks [tm_getenv %s]]",
+        "per_node": "[tm_per_node [tm_getenv %s] $n]"}
+_TCL_HOSTS = {"nodefile": "tm_nodefile", "slots": "tm_slots"}
+
+
+def _tcl_expr(expr):
+    if expr[0] == "first":
+        return "[tm_first %s]" % " ".join(_tcl_expr(e) for e in expr[1:])
+    return _TCL[expr[0]] % expr[1]
+
+
+def tcl_chain():
+    """The Tcl proc tm_from_scheduler: {nodes ppn source} of the first source that applies, or {}.
+    Absent values are "" (Tcl has no nil); every name emitted here is a plain identifier."""
+    lines = ["proc tm_from_scheduler {} {"]
+    for name, ways in SOURCES:
+        for way in ways:
+            if way[0] == "pair":
+                lines.append("   set n %s" % _tcl_expr(way[1]))
+                lines.append('   set p ""')
+                lines.append('   if {$n ne ""} {set p %s}' % _tcl_expr(way[2]))
+            else:
+                lines.append("   lassign [%s [tm_getenv %s]] n p" % (_TCL_HOSTS[way[1]], way[2]))
+            lines.append('   if {$n ne "" && $p ne ""} {return [list $n $p %s]}' % name)
+    return "\n".join(lines + ["   return {}", "}"])
+
+
+def _check():
+    """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
+    import re
+    ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+    names = variables() + [name for name, _ in SOURCES]
+    bad = [n for n in names if not ident.match(n)]
+    if bad:
+        raise ValueError("selector names must be plain identifiers: %r" % bad)
+
+
+_check()
