@@ -171,6 +171,12 @@ def cmd_power(args):
                      candidates=args.candidates)
 
 
+def cmd_history(args):
+    from tunedmpi.acceptance import history
+    return history.run(args.dirs or ["validate-results"], site=args.site, margin=args.margin, alpha=args.alpha,
+                       plots=args.plots)
+
+
 def cmd_regret(args):
     from tunedmpi.regenerate import regret
     dirs = [Path(d) for d in args.campaign]
@@ -342,6 +348,22 @@ def build_parser():
     p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
     p.add_argument("--candidates", action="store_true", help="also compare candidate tests and heavy tails (slower)")
     p.set_defaults(func=cmd_power)
+
+    from tunedmpi.acceptance.history import DEFAULT_MARGIN, DRIFT_RULE
+    p = sub.add_parser("history", allow_abbrev=False,
+                       help="validation campaigns over time: gain and verdict per band, trend plots, drift (exit 1)",
+                       description="Read validate result directories, print per module, benchmark and band the gain "
+                       "and verdict over time, write a trend plot per benchmark, and flag drift. " + DRIFT_RULE +
+                       " Exit 0: no drift; 1: drift; 2: bad input. Details: validate/README.md.")
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="validate result directories or folders of them (default: validate-results/)")
+    p.add_argument("--site", help="only this site's campaigns")
+    p.add_argument("--margin", type=number(0, low_ok=True), default=DEFAULT_MARGIN,
+                   help="fall of the gain that counts as drift when significant (default %.2f: gain now < "
+                   "gain before / 1.10)" % DEFAULT_MARGIN)
+    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level of the drift test (default 0.05)")
+    p.add_argument("--plots", default="validate-history", help="directory for the PNG trend plots (default: validate-history/)")
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("regret", help="a validated module, or a table's choice, against the per-size oracle of a "
                        "separate sweep campaign")

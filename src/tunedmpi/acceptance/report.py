@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 from tunedmpi.acceptance import stats
 from tunedmpi.atomic import write_atomic
 
+FIGSIZE = (7, 4.2)   # every PNG the acceptance stage writes (reports, history)
 UNIT = {"latency_us": "latency (us), lower is better", "bandwidth_MBps": "bandwidth (MB/s), higher is better"}
 
 
@@ -129,20 +130,39 @@ def module_variables(results):
     return out + [""]
 
 
-def write_plots(outdir, results):
-    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded."""
+def pyplot():
+    """matplotlib.pyplot on the file-only backend, or None without matplotlib (the `plots` extra)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def save_png(fig, path):
+    """Save a figure atomically (a reader never sees half a PNG) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=90)
+    pyplot().close(fig)
+    os.replace(tmp, str(path))
+
+
+def write_plots(outdir, results):
+    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded."""
+    plt = pyplot()
+    if plt is None:
         return {}
     plots = {}
     (outdir / "plots").mkdir(exist_ok=True)
     for bench, data in results["per_size"].items():
         if not data["metric"]:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig, ax = plt.subplots(figsize=FIGSIZE)
         for role, colour in (("baseline", "tab:gray"), ("tuned", "tab:blue")):
             reps = data[role]
             if not reps:
@@ -166,11 +186,7 @@ def write_plots(outdir, results):
         ax.legend(fontsize=8)
         fig.tight_layout()
         rel = "plots/%s.png" % bench
-        fd, tmp = tempfile.mkstemp(dir=str(outdir / "plots"), suffix=".png")
-        os.close(fd)
-        fig.savefig(tmp, dpi=90)
-        plt.close(fig)
-        os.replace(tmp, str(outdir / rel))
+        save_png(fig, outdir / rel)
         plots[bench] = rel
     return plots
 

@@ -1,0 +1,140 @@
+"""validate/reframe through the real ReFrame 4 (PyPI reframe-hpc, the `test` extra): the local site
+with the probes, under the local scheduler and launcher, and under a real one-node Slurm
+(tests/slurm.py). Each run is `reframe -C <example config> -c validate/reframe -r`, as a site types
+it (plus -S for the quick probe collectives); its pass/fail must be validate's verdict (PASS expected,
+a FAIL on this host's noise is reported as a warning: check_run), and its perflog must hold one record
+per benchmark x band whose gain is the one in the results.json that validate wrote for that run."""
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import lmod
+import slurm
+from conftest import ROOT
+
+REFRAME = Path(sys.executable).parent / "reframe"
+LIBRARY = ROOT / "validate" / "reframe"
+# The run that must pass: allreduce, one collective probe run per repetition, 8 (up to 16) a side,
+# ~50 s. Its 1-64 KB band wins by 1.5-3x, and its <= 1 KB band measured 1.02-1.38x in 12 campaigns
+# on a quiet machine (0.75-0.85x, and 1-64 KB only 1.16-1.20x, while other test sessions shared the
+# 2 cores: measure on a quiet machine, as CI is). Not allgather or alltoall: at <= 1 KB the local tuned module is at
+# parity with the baseline, 0.86-0.96x for alltoall and 0.91-1.21x for allgather, and at 8 runs such a
+# band sometimes loses significantly (seen: allgather 0.909x, p=0.0002, through Slurm): a real FAIL of
+# the module on this machine, which would make a test of the ReFrame library flaky. On these VMs a
+# run's band score has an SD of 0.3-0.5 (the host's speed levels); with 5 (+5) runs allreduce's
+# 1-64 KB band was left a tie in one of two Slurm runs (p = 0.049).
+BENCHMARKS = ("allreduce",)
+OPTIONS = ["-S", "probes=true", "-S", "benchmarks=allreduce", "-S", "repetitions=8"]
+COLLECTIVES = ("allgather", "allreduce", "alltoall")     # one probe run: the failing case logs all three
+
+pytestmark = [
+    pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
+    pytest.mark.skipif(not (ROOT / ".venv/bin/mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"),
+    pytest.mark.skipif(not REFRAME.exists(), reason="ReFrame is not installed (pip install -e '.[test]')"),
+]
+
+
+def reframe(config, cwd, env, options=OPTIONS, timeout=900):
+    """`reframe -C config -c validate/reframe -r` in cwd (stage/, output/, perflogs/ land there),
+    from a shell that has Lmod (ReFrame's modules system finds it through $LMOD_CMD)."""
+    cmd = "source %s && exec %s -C %s -c %s -r %s" % (lmod.LMOD_INIT, REFRAME, LIBRARY / "config" / config, LIBRARY,
+                                                     " ".join(options))
+    return subprocess.run(["bash", "--norc", "--noprofile", "-c", cmd], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def perflog_records(path):
+    """{perf variable: record fields} from a perflog of the example configs' format (one line per
+    performance variable: 'key=value' fields and plain ones, separated by '|')."""
+    out = {}
+    header, *lines = path.read_text().splitlines()
+    assert header.startswith("job_completion_time|reframe version|name|"), header   # ReFrame's header line
+    for line in lines:
+        fields = line.split("|")
+        named = dict(f.split("=", 1) for f in fields if "=" in f)
+        var = next(k for k in named if k not in ("result", "verdict", "unit", "results"))
+        assert var not in out, "two records for %s:\n%s" % (var, path.read_text())
+        out[var] = dict(named, value=named[var], name=fields[2])
+    return out
+
+
+def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS):
+    """ReFrame's pass/fail is validate's verdict (``verdict``: the one expected; None: whichever
+    validate reached, PASS or FAIL), and its perflog holds one record per benchmark x band with the
+    gain of validate's results.json. Returns that results dict.
+
+    Why None for the real runs: the local module's allreduce wins 1-64 KB by ~1.5x, but its <= 1 KB
+    band is at parity and this 2-core host moves whole runs by up to 2x, so a PASS is likely, not
+    certain (3 of 3 on an idle machine; FAILs seen when other MPI jobs shared the cores). A red CI
+    must mean a broken wiring, not a noisy hour: the verdict is reported, and the forced-FAIL test
+    below proves the FAIL side deterministically."""
+    context = "reframe exit %d\n%s\n%s" % (proc.returncode, proc.stdout[-6000:], proc.stderr[-3000:])
+    # ReFrame copies the stage to the output directory when the test passes, and keeps the stage when it fails
+    results = sorted((cwd / "output").rglob("results.json")) or sorted((cwd / "stage").rglob("results.json"))
+    assert len(results) == 1, context
+    res = json.loads(results[0].read_text())
+    context += "\nvalidate's verdict table:\n%s" % (results[0].parent / "report.md").read_text().split(
+        "## Verdict per benchmark and band")[-1][:4000]
+    if verdict is None:
+        verdict = res["verdict"]
+        assert verdict in ("PASS", "FAIL"), context
+        if verdict != "PASS":
+            warnings.warn("ReFrame run on %s: validate's verdict was FAIL on this host's noise; the test "
+                          "checks that ReFrame failed with it\n%s" % (system, context[-2500:]))
+    passed = verdict == "PASS"
+    assert proc.returncode == (0 if passed else 1), context
+    assert "Ran 1/1 test case(s) from 1 check(s) (%d failure(s)" % (0 if passed else 1) in proc.stdout, context
+    assert res["verdict"] == verdict and res["suite"] == "probe" and res["set"] == "quick", context
+    log = cwd / "perflogs" / system / partition / "TunedMPIValidation.log"
+    records = perflog_records(log)
+    bands = {"%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b for b in res["bands"]
+             if b["band"] != "reliability"}
+    # one record per benchmark x band of the quick set (sizes 1 B-64 KB: two bands), each with its gain
+    assert sorted(records) == sorted("%s_%s" % (b, band) for b in benchmarks for band in ("le1KB", "1KB-64KB")), log.read_text()
+    assert sorted(records) == sorted(bands)
+    for var, rec in records.items():
+        assert float(rec["value"]) == pytest.approx(bands[var]["gain"], rel=1e-9), (var, rec)
+        assert rec["unit"] == "x" and rec["result"] == ("pass" if passed else "fail") and rec["verdict"] == verdict
+        assert rec["name"] == "TunedMPIValidation" and rec["results"] == str(results[0].parent), rec
+    return res
+
+
+def test_local_site_under_the_local_launcher(tmp_path):
+    proc = reframe("local.py", tmp_path, lmod.clean_env())
+    res = check_run(proc, tmp_path, "local", "default")
+    assert res["geometry"]["source"] == "explicit" and res["geometry"]["np"] == 2
+
+
+def test_a_module_that_does_not_win_fails_the_test_and_its_gains_are_still_logged(tmp_path):
+    """The same tuned module, judged with a tolerance of 900 % (-S tolerance=9: only a 10x gain would
+    count) on 3 runs a side, one look: nothing can win or lose, validate says FAIL whatever the noise,
+    and the ReFrame test fails in its performance stage with every band's real gain in the perflog."""
+    options = ["-S", "probes=true", "-S", "benchmarks=" + ",".join(COLLECTIVES), "-S", "repetitions=3",
+               "-S", "extend=false", "-S", "tolerance=9"]
+    proc = reframe("local.py", tmp_path, lmod.clean_env(), options)
+    res = check_run(proc, tmp_path, "local", "default", verdict="FAIL", benchmarks=COLLECTIVES)
+    assert res["tolerance"] == 9 and all(b["verdict"] == "tie" for b in res["bands"] if b["band"] != "reliability")
+    assert "Failing phase: performance" in proc.stdout and "verdict FAIL (" in proc.stdout, proc.stdout
+
+
+@pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get install %s"
+                    % (" ".join(slurm.missing()), slurm.APT_PACKAGES))
+def test_local_site_under_a_real_one_node_slurm(tmp_path):
+    cluster = slurm.start(tmp_path / "slurm")
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        proc = reframe("slurm.py", work, cluster.env())
+        res = check_run(proc, work, "cluster", "compute")
+    finally:
+        cluster.stop()
+    # validate ran inside the batch job ReFrame submitted, for the allocation it asked for
+    script = next((work / "output").rglob("rfm_job.sh")).read_text()
+    assert "#SBATCH --ntasks=2" in script and "#SBATCH --ntasks-per-node=2" in script, script
+    assert "validate/run.sh --nodes 1 --ppn 2" in script, script
+    assert res["geometry"]["np"] == 2
+    assert "validate: " in next((work / "output").rglob("rfm_job.err")).read_text()
