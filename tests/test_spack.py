@@ -3,15 +3,17 @@ environments site-configs/<site>/spack.yaml. docs/spack.md says how they are use
 
 Without Spack (CI, a few seconds): the repository layout, the package read with `ast` (its
 sites, versions and directives checked against the site configs, the tables' variables and
-pyproject.toml), every spack.yaml's structure, and the install step re-enacted: the package's
-own site derivation, the project's renderer, the Spack template rendered with Jinja2 as Spack
-configures it, and the result loaded in real Lmod.
+pyproject.toml), every spack.yaml's structure and what it declares of the site (a compiler that
+meets every %gcc@... it requires, the Python that renders, HPC-X as an external), and the
+install step re-enacted: the package's own site derivation, the project's renderer, the Spack
+template rendered with Jinja2 as Spack configures it, and the result loaded in real Lmod.
 
-With Spack (SPACK_ROOT set, or `spack` on PATH; minutes): every site environment concretizes,
-and the `local` one installs openmpi-tuned offline; Spack's generated module is then compared
-with the renderer's and loaded through Spack's module tree.
+With Spack (SPACK_ROOT set, or `spack` on PATH; minutes): every site environment concretizes
+without changing its spack.yaml, and the `local` one installs openmpi-tuned offline; Spack's
+generated module is then compared with the renderer's and loaded through Spack's module tree.
 """
 import ast
+import difflib
 import json
 import os
 import re
@@ -385,6 +387,161 @@ def test_local_environment_is_all_externals():
 
 
 # ---------------------------------------------------------------------------------------------
+# What every environment declares of the site: its compilers, the Python that renders, HPC-X
+
+def _version_tuple(text):
+    parts = text.split(".")
+    assert all(p.isdigit() for p in parts), "not a numeric version: %r" % text
+    return tuple(int(p) for p in parts)
+
+
+def version_satisfies(version, constraint):
+    """Whether the numeric version `version` satisfies the Spack version constraint `constraint`
+    (the text after `@`): a comma-separated union of `=V` (exactly V), `V` (V or any V.x),
+    `A:B`, `A:`, `:B` and `:`. Ranges are inclusive and the upper bound takes every B.x
+    (`:11` holds 11.5.0); a version sorts before its extensions (11.2 < 11.2.0 < 11.2.1)."""
+    v = _version_tuple(version)
+    for part in constraint.replace(" ", "").split(","):
+        if part.startswith("="):
+            ok = v == _version_tuple(part[1:])
+        elif ":" in part:
+            low, high = part.split(":", 1)
+            ok = (not low or v >= _version_tuple(low)) and \
+                 (not high or v[:len(_version_tuple(high))] <= _version_tuple(high))
+        else:
+            ok = v[:len(_version_tuple(part))] == _version_tuple(part)
+        if ok:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("version, constraint, want", [
+    ("11.5.0", ":11", True), ("11.0.1", ":11", True), ("12.2.0", ":11", False), ("11.9.9", ":11.2", False),
+    ("11.2.0", "11.2:", True), ("11.2", "11.2:", True), ("11.1.9", "11.2:", False), ("11.3.0", "11", True),
+    ("1.11.2", "1.11", True), ("11.1.0", "1.1", False), ("8.5.0", "6:11", True), ("5.5.0", "6:11", False),
+    ("11.5", "=11.5", True), ("11.5.0", "=11.5", False), ("12.2.0", ":8,12:", True), ("10.1.0", ":8,12:", False),
+    ("3.11", "3.9:", True), ("3.8.10", "3.9:", False), ("3.9", ":", True),
+])
+def test_version_satisfies_follows_spacks_ranges(version, constraint, want):
+    assert version_satisfies(version, constraint) is want
+
+
+#: gcc's `languages` values and the keys of its extra_attributes:compilers (spack-packages' gcc)
+COMPILER_KEYS = {"c": "c", "c++": "cxx", "fortran": "fortran"}
+COMPILER_EXES = {"c": "gcc", "cxx": "g++", "fortran": "gfortran"}
+
+
+def compiler_externals(env):
+    """The gcc externals Spack 1.x takes as compilers (those with extra_attributes), as
+    (version, languages, entry)."""
+    found = []
+    for ext in (env["packages"].get("gcc") or {}).get("externals") or []:
+        m = re.fullmatch(r"gcc@(\d+(?:\.\d+)*)\s+languages:=(['\"]?)([\w+,]+)\2", ext["spec"])
+        assert m, "write gcc@<x.y.z> languages:='c,c++,...': %r" % ext["spec"]
+        if "extra_attributes" in ext:
+            found.append((m.group(1), m.group(3).split(","), ext))
+    return found
+
+
+def gcc_constraints(node):
+    """The version constraints of every `%gcc` (`%gcc@:11`, `%c,cxx=gcc@11`, `%[...] gcc`) in the
+    strings of a parsed spack.yaml, or in one string; ':' for a `%gcc` without a version."""
+    if isinstance(node, dict):
+        return [c for v in node.values() for c in gcc_constraints(v)]
+    if isinstance(node, list):
+        return [c for v in node for c in gcc_constraints(v)]
+    if not isinstance(node, str):
+        return []
+    return [m.group(1) or ":" for m in re.finditer(
+        r"%+\s*(?:\[[^\]]*\]\s*)?(?:[\w,]+=)?gcc(?:@([^\s%^~+]+))?(?![\w-])", node)]
+
+
+def test_gcc_constraints_are_found_in_specs():
+    assert gcc_constraints("@4.1.2 +cuda cuda_arch=70 %gcc@:11") == [":11"]
+    assert gcc_constraints({"a": ["x %c,cxx=gcc@11.2:", "y %[virtuals=c] gcc"], "b": "z %gcc-runtime"}) \
+        == ["11.2:", ":"]
+    assert gcc_constraints("openmpi@5.0.6 fabrics=ucx") == []
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_yaml_names_the_sites_compiler(name):
+    """Every environment declares its site's compiler(s) the Spack 1.x way, and one of them
+    satisfies every %gcc it requires. A spack.yaml without one is rewritten by Spack on the first
+    concretize where no scope has a compiler (docs/spack.md, "Spack must not rewrite spack.yaml");
+    and Spack 1.x builds no compiler during a solve, so an unmet %gcc@... fails to concretize."""
+    path, env = spack_yaml(name)
+    compilers = compiler_externals(env)
+    assert compilers, "%s names no compiler (packages: gcc: externals: ... extra_attributes: compilers:)" % path
+    for version, languages, ext in compilers:
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), ext["spec"]
+        assert "c" in languages and set(languages) <= set(COMPILER_KEYS), ext["spec"]
+        prefix = Path(ext["prefix"])
+        assert prefix.is_absolute(), ext
+        exes = ext["extra_attributes"]["compilers"]
+        assert set(exes) == {COMPILER_KEYS[lang] for lang in languages}, (ext["spec"], exes)
+        for key, exe in exes.items():
+            assert Path(exe).parent == prefix / "bin", (exe, prefix)
+            assert re.fullmatch(re.escape(COMPILER_EXES[key]) + r"(-\d+(\.\d+)*)?", Path(exe).name), exe
+    constraints = gcc_constraints(env)
+    fits = [(v, langs) for v, langs, _ in compilers if all(version_satisfies(v, c) for c in constraints)]
+    assert fits, "%s requires %s, which no declared gcc satisfies (%s)" % (
+        path, ", ".join("%gcc@" + c for c in constraints), ", ".join(v for v, _, _ in compilers))
+    if name != "local":            # Spack builds Open MPI here, with its Fortran bindings (+fortran)
+        assert any("fortran" in langs for _, langs in fits), fits
+    cuda = [spec_tokens(e["spec"])[1] for e in (env["packages"].get("cuda") or {}).get("externals") or []]
+    if any(version_satisfies(v, ":11.8") for v in cuda):
+        # spack-packages' CudaPackage: CUDA <= 11.8 conflicts with %gcc@12:, CUDA >= 11.4 with %gcc@:5.
+        # The CUDA-aware packages say so, and the compiler that builds them is in between.
+        for package in ("openmpi", "ucx"):
+            (req,) = env["packages"][package]["require"]
+            assert gcc_constraints(req) and not all(version_satisfies("12.1.0", c) for c in gcc_constraints(req))
+        assert any(version_satisfies(v, "6:11") for v, _ in fits), fits
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_yaml_declares_the_python_that_renders(pkg, name):
+    """openmpi-tuned's build dependencies (the renderer: Python, PyYAML, Jinja2) are externals of
+    one Python of the site, so no environment builds a Python stack from source for it."""
+    _, env = spack_yaml(name)
+    wants = {}
+    for args, kwargs in pkg.calls("depends_on", None):
+        if kwargs.get("type") == "build":
+            dep, constraint, _, _ = spec_tokens(args[0])
+            wants[dep] = constraint
+    assert set(wants) == {"python", "py-pyyaml", "py-jinja2"}
+    prefixes = set()
+    for dep, constraint in wants.items():
+        entry = env["packages"][dep]
+        assert entry["buildable"] is False, dep
+        (ext,) = entry["externals"]
+        got, version, _, _ = spec_tokens(ext["spec"])
+        assert got == dep and version_satisfies(version, constraint), (ext["spec"], constraint)
+        prefixes.add(ext["prefix"])
+    (prefix,) = prefixes                                     # the packages are that Python's
+    assert Path(prefix).is_absolute()
+
+
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_yaml_declares_hpcx_as_an_external_not_as_the_mpi(name):
+    """A site that names HPC-X (site.yaml `hpcx:`, whose hpcx-tuned module render writes) declares
+    it as the external hpcx-mpi (spack-packages: external only, provides mpi), at the same version;
+    Open MPI stays the environment's only MPI and no spec depends on HPC-X."""
+    _, env = spack_yaml(name)
+    site = site_config(name)
+    packages = env["packages"]
+    assert packages["mpi"] == {"require": ["openmpi"]}
+    assert "hpcx-mpi" not in json.dumps(env["specs"]) and "hpcx-mpi" not in json.dumps(packages.get("all", {}))
+    if site.hpcx is None:
+        assert "hpcx-mpi" not in packages
+        return
+    entry = packages["hpcx-mpi"]
+    assert set(entry) == {"buildable", "externals"} and entry["buildable"] is False   # no require/prefer
+    (ext,) = entry["externals"]
+    assert ext["spec"] == "hpcx-mpi@%s" % site.hpcx.mpi_version, (ext, site.hpcx.mpi_version)
+    assert Path(ext["prefix"]).is_absolute()
+
+
+# ---------------------------------------------------------------------------------------------
 # The install step, re-enacted without Spack: derive, render, template, Lmod
 
 def _ucx_pin(name):
@@ -615,14 +772,23 @@ def params(node):
     return node.get("parameters", {})
 
 
+_CONCRETIZED = {}
+
+
+def concretized(name, tmp_path_factory):
+    """`spack concretize` of site-configs/<name>/spack.yaml, once per session, in a copy
+    (make_env): (the copy's folder, its spack.yaml bytes before the run, the process)."""
+    if name not in _CONCRETIZED:
+        env_dir = make_env(name, tmp_path_factory.mktemp("concretize-%s-" % name))
+        before = (env_dir / "spack.yaml").read_bytes()
+        _CONCRETIZED[name] = (env_dir, before, spack(env_dir, "concretize", "--force"))
+    return _CONCRETIZED[name]
+
+
 @needs_spack
 @pytest.mark.parametrize("name", SITE_NAMES)
-def test_spack_concretizes_site_environment(name, tmp_path):
-    env_dir = make_env(name, tmp_path)
-    proc = spack(env_dir, "concretize", "--force")
-    if proc.returncode and name == "nagoya-flow-type2" and "gcc@:11" in proc.stdout + proc.stderr:
-        pytest.skip("CUDA 11.6 needs GCC <= 11 and Spack knows none here "
-                    "(apt-get install gcc-11 g++-11 && spack compiler find)")
+def test_spack_concretizes_site_environment(name, tmp_path_factory):
+    env_dir, _, proc = concretized(name, tmp_path_factory)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     site = site_config(name)
     roots, by_name = lock_nodes(env_dir)
@@ -630,10 +796,13 @@ def test_spack_concretizes_site_environment(name, tmp_path):
     assert tuned["version"] == mpi["version"] == site.mpi_version
     assert params(tuned)["site"] == [name] or params(tuned)["site"] == name
     assert len(by_name["openmpi"]) == 1 and len(by_name["openmpi-tuned"]) == 1
+    # the renderer's Python stack is the site's (externals), and no compiler is built
+    assert all("external" in n for n in by_name["python"] + by_name["py-pyyaml"] + by_name["py-jinja2"])
+    assert all("external" in n for n in by_name.get("gcc", []))
+    assert "hpcx-mpi" not in by_name                         # declared, never the environment's MPI
     if name == "local":
         assert mpi["external"]["path"] == str(ROOT / ".venv")
         assert set(by_name) == {"openmpi", "openmpi-tuned", "python", "py-pyyaml", "py-jinja2"}
-        assert all("external" in n for n in by_name["python"] + by_name["py-pyyaml"] + by_name["py-jinja2"])
         return
     assert {"intel-mpi-benchmarks", "osu-micro-benchmarks"} <= set(roots)
     fabrics = set(params(mpi)["fabrics"])
@@ -652,6 +821,32 @@ def test_spack_concretizes_site_environment(name, tmp_path):
         assert params(mpi)["internal-pmix"] is True and "pmix" not in by_name
         assert "external" in by_name["cuda"][0] and by_name["cuda"][0]["version"] == "11.6.2"
         assert params(ucx)["cuda"] is True and ucx["version"] == "1.11.2"
+        # built with the environment's GCC <= 11 (CUDA 11.6's limit), not a compiler Spack built
+        with open(env_dir / "spack.lock", encoding="utf-8") as fh:
+            nodes = json.load(fh)["concrete_specs"]
+        for node in (mpi, ucx):
+            gccs = [nodes[d["hash"]] for d in node.get("dependencies", []) if d["name"] == "gcc"]
+            assert gccs and all(version_satisfies(g["version"], ":11") and "external" in g for g in gccs), gccs
+
+
+@needs_spack
+@pytest.mark.parametrize("name", SITE_NAMES)
+def test_spack_concretize_leaves_spack_yaml_unchanged(name, tmp_path_factory):
+    """Concretizing writes spack.lock and .spack-env/, never spack.yaml: where no scope has a
+    compiler Spack would write the one it detects into the environment's file (and rewrite
+    `enable::`), which for an environment used in place is the committed file. The copy has the
+    committed bytes (local: spack.yaml.in as make writes it), so a rewrite shows in the copy."""
+    committed = spack_path(name).read_bytes()
+    env_dir, before, proc = concretized(name, tmp_path_factory)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    after = (env_dir / "spack.yaml").read_bytes()
+    if name != "local":
+        assert before == committed
+    diff = "".join(difflib.unified_diff(before.decode().splitlines(True), after.decode().splitlines(True),
+                                        "committed", "after spack concretize"))
+    assert after == before, "Spack rewrote spack.yaml (docs/spack.md, 'Spack must not rewrite " \
+                            "spack.yaml'):\n" + diff
+    assert spack_path(name).read_bytes() == committed
 
 
 @needs_spack
