@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: all check tables render test clean system-packages system-packages-test
+.PHONY: all check tables render test clean system-packages system-packages-test cluster-up cluster-shell cluster-down
 
 all: check render site-configs/local/spack.yaml
 
@@ -37,6 +37,19 @@ tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 test: system-packages-test $(BIN)/tunedmpi  ## the whole test suite, and committed modulefiles are current
 	$(BIN)/tunedmpi render --check
 	$(BIN)/python -m pytest -q -rs   # -rs: each skip says what it needs
+
+# A Slurm cluster of namespace hosts on this machine, to try multi-node jobs (root; docs/slurm.md,
+# "Several nodes on one machine"). It runs until cluster-down, also after the shell that started it is gone.
+CLUSTER ?= /tmp/tunedmpi-cluster
+HOSTS   ?= 2
+cluster-up: system-packages-test $(BIN)/tunedmpi   ## start $(HOSTS) hosts + slurmctld in $(CLUSTER)
+	$(PYTHON) tools/slurmcluster.py up --hosts $(HOSTS) $(CLUSTER)
+
+cluster-shell:                   ## a shell on its login host (sbatch, validate/run.sh --submit, ...)
+	$(PYTHON) tools/slurmcluster.py shell $(CLUSTER)
+
+cluster-down:                    ## stop it and remove its namespaces
+	$(PYTHON) tools/slurmcluster.py down $(CLUSTER)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info

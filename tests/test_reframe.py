@@ -1,6 +1,6 @@
 """validate/reframe through the real ReFrame 4 (PyPI reframe-hpc, the `test` extra): the local site
 with the probes, under the local scheduler and launcher, and under a real one-node Slurm
-(tests/slurm.py). Each run is `reframe -C <example config> -c validate/reframe -r`, as a site types
+(tools/slurmcluster.py). Each run is `reframe -C <example config> -c validate/reframe -r`, as a site types
 it (plus -S for the quick probe collectives); its pass/fail must be validate's verdict (PASS expected,
 a FAIL on this host's noise is reported as a warning: check_run), and its perflog must hold one record
 per benchmark x band whose gain is the one in the results.json that validate wrote for that run."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import lmod
-import slurm
+import slurmcluster as slurm
 from conftest import ROOT
 
 REFRAME = Path(sys.executable).parent / "reframe"

@@ -1,4 +1,4 @@
-"""Against a real one-node Slurm (tests/slurm.py): inside `sbatch` the tuned module reads the job
+"""Against a real one-node Slurm (tools/slurmcluster.py): inside `sbatch` the tuned module reads the job
 geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation's processes;
 validate/run.sh runs in an allocation, and `--submit` goes through `sbatch --wait` from outside one
 and exits with the job's verdict (2 when the job never gave one); `tunedmpi sweep --slurm-array` runs
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import lmod
-import slurm
+import slurmcluster as slurm
 from conftest import ROOT
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites

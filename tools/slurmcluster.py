@@ -1,13 +1,34 @@
-"""A real one-node Slurm for tests: Debian's `slurm-wlm` + `munge`, every file in a temp dir.
+"""A real Slurm on this machine, for the tests and for an admin who wants to try the project:
+Debian's `slurm-wlm` + `munge`, every file in one directory.
 
-    cluster = slurm.start(tmpdir)          # munged, slurmctld, slurmd; returns once sinfo says idle
-    job_id, state, out = cluster.sbatch("#!/bin/bash\\nhostname\\n", "-N1", "--ntasks-per-node=2")
-    cluster.stop()                         # scancel, then TERM (then KILL) each daemon by its pid
+One node (`hosts=0`, what most tests use): this machine is the node, under its own hostname.
+
+Several hosts (`hosts=N`): N hosts made of Linux namespaces, like the nodes of a small cluster.
+Each host is a network + UTS + mount namespace with its own hostname (`<tag>n1`, `<tag>n2`, ...),
+its own address on a private bridge (10.250.0.11, .12, ...; /etc/hosts of the cluster
+bind-mounted over its own) and its own slurmd, pinned to its share of the cores. A login host
+(`<tag>login`, 10.250.0.1) holds the bridge, slurmctld and the client commands. The machine's own
+network namespace gets no interface, route or address: nothing the hosts send can leave them.
+munged is shared (one key, like a real cluster's) through its socket file. Open MPI inside an
+`-N2` allocation then sees two nodes: ranks on different hosts talk over TCP, not shared memory.
+
+    cluster = slurmcluster.start(tmpdir, hosts=2)   # returns once every node is idle
+    job_id, state, out = cluster.sbatch("#!/bin/bash\nhostname\n", "-N2", "--ntasks-per-node=1")
+    cluster.stop()                                  # scancel, stop the daemons, remove the namespaces
+
+From a shell (`make cluster-up`, `make cluster-shell`, `make cluster-down` call these):
+
+    python3 tools/slurmcluster.py up --hosts 2 DIR      # start and leave it running
+    python3 tools/slurmcluster.py shell DIR [CMD ...]   # a shell (or CMD) on the login host
+    python3 tools/slurmcluster.py down DIR              # stop it; also after a crash of `up`'s caller
 
 Nothing touches /etc/slurm, /etc/munge or the system's daemons: munged gets its own key, socket,
-pid, seed and log files, and Slurm is told that socket through `AuthInfo=socket=...`. Ports are
-picked free in an unusual range so two clusters (or anything else) do not clash.
+pid, seed and log files, and Slurm is told that socket through `AuthInfo=socket=...`. In one-node
+mode ports are picked free in an unusual range so two clusters (or anything else) do not clash; the
+hosts' namespaces have ports of their own.
 """
+import argparse
+import json
 import os
 import random
 import shlex
@@ -15,27 +36,45 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "scancel", "squeue")
 APT_PACKAGES = "munge slurmctld slurmd slurm-client"  # what provides NEEDED on Debian 12
+# what the namespace hosts need on top (iproute2's ip, util-linux's unshare/taskset/mount)
+NEEDED_HOSTS = ("ip", "unshare", "taskset", "mount")
+APT_PACKAGES_HOSTS = "iproute2 util-linux mount"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
 # Variables of the calling shell that would leak a foreign job, sbatch/salloc/srun defaults
 # (SBATCH_PARTITION, ...) or module state into our jobs.
 FOREIGN = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_",
            "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LMOD")
+# The hosts' private network. It exists only inside the cluster's namespaces, so it cannot clash
+# with the machine's own networks or with another cluster's.
+SUBNET = "10.250.0"
+LOGIN_ADDR = SUBNET + ".1"
+STATE_FILE = "cluster.json"   # in the cluster's directory: what `down` needs from another process
 
 
 def which(name):
     return shutil.which(name, path=SBIN_PATH)
 
 
-def missing():
-    """Names of the programs this helper needs that are not installed (empty when all are)."""
-    return [name for name in NEEDED if not which(name)]
+def missing(hosts=0):
+    """Names of the programs a cluster of `hosts` namespace hosts (0: one node) needs that are not
+    installed (empty when all are)."""
+    names = NEEDED + (NEEDED_HOSTS if hosts else ())
+    return [name for name in names if not which(name)]
+
+
+def cannot_make_hosts():
+    """Why namespace hosts cannot be made here (None when they can): they need root."""
+    if os.geteuid() != 0:
+        return "namespace hosts need root (network namespaces, veth pairs, a bridge)"
+    return None
 
 
 def _port_pair():
@@ -79,23 +118,102 @@ def _fields(line):
     return info
 
 
-class Cluster:
-    """A running one-node cluster; see start()."""
+def _ip(*args, check=True):
+    return subprocess.run([which("ip")] + list(args), capture_output=True, text=True, timeout=30, check=check)
 
-    def __init__(self, root):
+
+def on_host(host, hosts_file, argv, cores=None):
+    """argv as a command that runs on a namespace host: in its network namespace, under its
+    hostname, with the cluster's hosts file as /etc/hosts, on its cores. Every step execs the
+    next, so the pid is the final program's."""
+    wrap = [which("ip"), "netns", "exec", host, which("unshare"), "--uts", "--mount", "--propagation", "private"]
+    if cores:
+        wrap += [which("taskset"), "-c", ",".join(map(str, cores))]
+    # `ip netns exec` mounts a fresh /sys (the namespace's own interfaces) without the cgroup
+    # tmpfs under it. Slurm 22.05's slurmd will not start without one (it stats
+    # /sys/fs/cgroup/systemd to tell cgroup v1 from v2); proctrack/linuxproc and task/none use
+    # nothing in it, so an empty v1 layout is enough.
+    script = ('hostname "$1" && mount --bind "$2" /etc/hosts && '
+              '{ mountpoint -q /sys/fs/cgroup || { mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup && '
+              'mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd; }; } && '
+              'shift 2 && exec "$@"')
+    return wrap + ["sh", "-c", script, "sh", host, str(hosts_file)] + list(argv)
+
+
+def namespaces():
+    """Names of the network namespaces `ip netns` knows."""
+    out = _ip("netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def remove_namespaces(names):
+    """Kill every process left in each namespace (job steps, daemons), then delete it: its veth
+    ends and the bridge go with it. Returns what could not be removed."""
+    left = []
+    for ns in names:
+        if ns not in namespaces():
+            continue
+        for _ in range(50):
+            pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        if _ip("netns", "delete", ns, check=False).returncode != 0:
+            left.append(ns)
+    return left
+
+
+class Cluster:
+    """A running cluster; see start()."""
+
+    def __init__(self, root, hosts=0):
         self.root = Path(root)
-        self.host = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
         self.munge_socket = None
         self.procs = {}            # daemon name -> Popen (each run in the foreground: we own the pid)
         self.logs = {}             # daemon name -> [its stdout/stderr file, its own log file]
         self.ports = None
         self.startup_seconds = None
-        self.cpus = len(os.sched_getaffinity(0))
+        cores = sorted(os.sched_getaffinity(0))
+        if hosts:
+            # `tm` + 4 hex digits: a hostname, a Slurm node name and a netns name, unique per cluster
+            self.tag = "tm%04x" % random.randrange(0x10000)
+            self.login = self.tag + "login"
+            self.nodes = ["%sn%d" % (self.tag, i + 1) for i in range(hosts)]
+            self.addrs = dict([(self.login, LOGIN_ADDR)]
+                              + [(n, "%s.%d" % (SUBNET, 11 + i)) for i, n in enumerate(self.nodes)])
+            # each host its own share of the cores, as nodes do not share cores; with fewer cores
+            # than hosts they all share all of them
+            share = len(cores) // hosts
+            self.cores = {n: (cores[i * share:(i + 1) * share] if share else cores) for i, n in enumerate(self.nodes)}
+            self.cpus = max(share, 1) if share else len(cores)
+        else:
+            self.tag, self.login = None, None
+            self.nodes = [socket.gethostname().split(".")[0]]
+            self.addrs = {}
+            self.cores = {self.nodes[0]: cores}
+            self.cpus = len(cores)
+        self.host = self.nodes[0]   # the node of a one-node cluster; the first (batch) host otherwise
 
     @property
     def pids(self):
         return {name: proc.pid for name, proc in self.procs.items()}
+
+    @property
+    def netns(self):
+        """This cluster's network namespaces (empty for one node)."""
+        return [self.login] + self.nodes if self.tag else []
+
+    def on(self, host, argv):
+        """argv as a command that runs on `host` (a node or the login host); unchanged for one node."""
+        if not self.tag:
+            return list(argv)
+        return on_host(host, self.root / "hosts", argv, self.cores.get(host))
 
     def env(self, extra=None):
         """Environment for Slurm client commands and jobs: the caller's, minus foreign job/module
@@ -106,18 +224,29 @@ class Cluster:
         env.update(extra or {})
         return env
 
+    def client(self, argv):
+        """A command as it runs on the login host (this machine, for one node)."""
+        return self.on(self.login, argv) if self.tag else list(argv)
+
     def run(self, *args, timeout=30, check=True):
         """Run a Slurm client command against this cluster; returns CompletedProcess."""
-        proc = subprocess.run([which(args[0])] + [str(a) for a in args[1:]], env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(self.client([which(args[0])] + [str(a) for a in args[1:]]), env=self.env(),
+                              capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise SlurmError("%s failed (%d): %s%s" % (shlex.join(map(str, args)), proc.returncode,
                                                        proc.stdout, proc.stderr))
         return proc
 
+    def node_states(self):
+        """{node: state} as sinfo reports it."""
+        proc = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=10)
+        if proc.returncode != 0:
+            return {"sinfo failed": proc.stderr.strip()}
+        return dict(line.split(None, 1) for line in proc.stdout.splitlines() if line.strip())
+
     def node_state(self):
-        proc = self.run("sinfo", "-h", "-N", "-o", "%T", "-n", self.host, check=False, timeout=10)
-        return proc.stdout.strip() if proc.returncode == 0 else "sinfo failed: " + proc.stderr.strip()
+        """The state of the first node (the only one of a one-node cluster)."""
+        return self.node_states().get(self.host, "unknown")
 
     def job_info(self, job_id):
         """`scontrol show job` as a dict (JobState, ExitCode, NumNodes, ...)."""
@@ -154,7 +283,7 @@ class Cluster:
         script.write_text(script_text)
         cmd = [which("sbatch"), "--parsable", "--output=%s/slurm-%%j.out" % jobs, "--chdir=%s" % jobs]
         cmd += [str(a) for a in args] + [str(script)]
-        proc = subprocess.run(cmd, env=self.env(env), capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(self.client(cmd), env=self.env(env), capture_output=True, text=True, timeout=30)
         if proc.returncode != 0:
             raise SlurmError("sbatch %s failed (%d): %s\n%s" % (shlex.join(cmd[4:]), proc.returncode,
                                                                proc.stderr, self.diagnostics()))
@@ -175,8 +304,9 @@ class Cluster:
         return job_id, state, out.read_text(errors="replace") if out.exists() else ""
 
     def stop(self, timeout=15):
-        """Cancel our jobs, then stop slurmd, slurmctld and munged (in that order) by pid.
-        Raises SlurmError if any of them is still alive after SIGKILL."""
+        """Cancel our jobs, stop the slurmds, slurmctld and munged (in that order) by pid, then
+        remove the hosts' namespaces with whatever still runs in them. Raises SlurmError if a
+        daemon is still alive after SIGKILL or a namespace could not be removed."""
         if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
             try:  # running steps belong to slurmd's children: let Slurm end them first
                 self.run("scancel", "--full", "--quiet", "--user=%s" % os.getuid(), check=False, timeout=10)
@@ -189,7 +319,8 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         survivors = []
-        for name in ("slurmd", "slurmctld", "munged"):
+        order = [n for n in self.procs if n.startswith("slurmd")] + ["slurmctld", "munged"]
+        for name in order:
             proc = self.procs.get(name)
             if proc is None or proc.poll() is not None:
                 continue
@@ -202,17 +333,25 @@ class Cluster:
                     proc.wait(5)
                 except subprocess.TimeoutExpired:
                     survivors.append("%s (pid %d)" % (name, proc.pid))
-        if survivors:
-            raise SlurmError("still running after SIGKILL: " + ", ".join(survivors))
+        left = remove_namespaces(self.netns)
+        state = self.root / STATE_FILE
+        if state.exists():
+            state.unlink()
+        if survivors or left:
+            raise SlurmError("still running after SIGKILL: %s; namespaces not removed: %s"
+                             % (", ".join(survivors) or "none", ", ".join(left) or "none"))
 
     # -- start-up ---------------------------------------------------------------------------------
 
-    def _daemon(self, name, args):
-        """Start a daemon in the foreground (so its pid is ours to stop) in its own session."""
-        log = self.root / "log" / (name + ".out")
-        self.logs[name] = [log, self.root / "log" / (name + ".log")]
+    def _daemon(self, name, args, host=None):
+        """Start a daemon in the foreground (so its pid is ours to stop) in its own session, on
+        `host` (None: this machine)."""
+        log = self.root / "log" / (name.replace("@", "-") + ".out")
+        own = {"slurmctld": "slurmctld.log", "munged": "munged.log"}.get(name, name.replace("@", "-") + ".log")
+        self.logs[name] = [log, self.root / "log" / own]
+        argv = [which(args[0])] + [str(a) for a in args[1:]]
         with open(log, "ab") as fh:
-            self.procs[name] = subprocess.Popen([which(args[0])] + [str(a) for a in args[1:]],
+            self.procs[name] = subprocess.Popen(self.on(host, argv) if host else argv,
                                                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
                                                 env=self.env(), cwd=self.root, start_new_session=True)
 
@@ -239,34 +378,80 @@ class Cluster:
         if len(str(sock)) > 100:  # sun_path holds 108 bytes, and munged adds ".lock"
             raise SlurmError("munge socket path too long (%d chars): %s" % (len(str(sock)), sock))
         self.munge_socket = sock
-        # --force: run as root and accept the pytest temp dir's permissions
+        # --force: run as root and accept the pytest temp dir's permissions. A socket file is
+        # reachable from every network namespace: all hosts share this munged.
         self._daemon("munged", ["munged", "--foreground", "--force", "--socket=%s" % sock,
                                 "--key-file=%s" % key, "--pid-file=%s" % (mdir / "munged.pid"),
                                 "--seed-file=%s" % (mdir / "munged.seed"),
                                 "--log-file=%s" % (self.root / "log" / "munged.log")])
         self._wait("the munge socket", sock.exists, 15)
 
+    def _make_hosts(self):
+        """The login namespace with the bridge, one namespace per node with a veth end on it, and
+        the hosts file every host sees as /etc/hosts. Recorded before it is made, so that `down`
+        (or stop) can remove a half-made network."""
+        self._save_state()
+        (self.root / "hosts").write_text("127.0.0.1 localhost\n" + "".join(
+            "%s %s\n" % (addr, name) for name, addr in self.addrs.items()))
+        _ip("netns", "add", self.login)
+        _ip("-n", self.login, "link", "set", "lo", "up")
+        _ip("-n", self.login, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.login, "addr", "add", LOGIN_ADDR + "/24", "dev", "br0")
+        _ip("-n", self.login, "link", "set", "br0", "up")
+        for i, node in enumerate(self.nodes):
+            port = "p%d" % (i + 1)
+            _ip("netns", "add", node)
+            _ip("-n", node, "link", "set", "lo", "up")
+            # made in the root namespace, each end moved at once: the root keeps nothing
+            _ip("link", "add", "tmveth%s%d" % (self.tag[2:], i), "netns", node, "type", "veth",
+                "peer", "name", port, "netns", self.login)
+            _ip("-n", node, "link", "set", "tmveth%s%d" % (self.tag[2:], i), "name", "eth0")
+            _ip("-n", node, "addr", "add", self.addrs[node] + "/24", "dev", "eth0")
+            _ip("-n", node, "link", "set", "eth0", "up")
+            _ip("-n", self.login, "link", "set", port, "master", "br0")
+            _ip("-n", self.login, "link", "set", port, "up")
+
+    def _save_state(self):
+        state = {"hosts": len(self.nodes) if self.tag else 0, "netns": self.netns, "nodes": self.nodes,
+                 "login": self.login, "conf": str(self.conf), "pids": self.pids}
+        tmp = self.root / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=1) + "\n")
+        tmp.replace(self.root / STATE_FILE)
+
     def _write_conf(self):
-        ctld_port, slurmd_port = self.ports = _port_pair()
         r = self.root
-        for sub in ("state", "spool", "log", "run"):
+        for sub in ["state", "spool", "log", "run"] + (["spool/" + n for n in self.nodes] if self.tag else []):
             (r / sub).mkdir(exist_ok=True)
+        if self.tag:
+            # each host has its own ports: Slurm's standard ones
+            self.ports = (6817, 6818)
+            ctld = "SlurmctldHost=%s(%s)" % (self.login, LOGIN_ADDR)
+            # %n: one spool, pid and log file per node, as all slurmds share this directory
+            per_node = ["SlurmdSpoolDir=%s/spool/%%n" % r, "SlurmdPidFile=%s/run/slurmd-%%n.pid" % r,
+                        "SlurmdLogFile=%s/log/slurmd-%%n.log" % r]
+            nodes = ["NodeName=%s NodeAddr=%s CPUs=%d RealMemory=1000 State=UNKNOWN" % (n, self.addrs[n], self.cpus)
+                     for n in self.nodes]
+        else:
+            self.ports = _port_pair()
+            ctld = "SlurmctldHost=%s(127.0.0.1)" % self.host  # the address too: no name lookup needed
+            per_node = ["SlurmdSpoolDir=%s/spool" % r, "SlurmdPidFile=%s/run/slurmd.pid" % r,
+                        "SlurmdLogFile=%s/log/slurmd.log" % r]
+            # CPUs as nproc counts them: more than slurmd finds would make the node INVALID
+            nodes = ["NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN" % (self.host, self.cpus)]
         self.conf.write_text("\n".join([
             "ClusterName=tmtest",
-            "SlurmctldHost=%s(127.0.0.1)" % self.host,  # the address too: no name lookup needed
-            "SlurmctldPort=%d" % ctld_port,
-            "SlurmdPort=%d" % slurmd_port,
+            ctld,
+            "SlurmctldPort=%d" % self.ports[0],
+            "SlurmdPort=%d" % self.ports[1],
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",
             "AuthInfo=socket=%s" % self.munge_socket,
             "StateSaveLocation=%s/state" % r,
-            "SlurmdSpoolDir=%s/spool" % r,
             "SlurmctldPidFile=%s/run/slurmctld.pid" % r,
-            "SlurmdPidFile=%s/run/slurmd.pid" % r,
             "SlurmctldLogFile=%s/log/slurmctld.log" % r,
-            "SlurmdLogFile=%s/log/slurmd.log" % r,
+            ] + per_node + [
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
             # no cgroups in containers: track processes through /proc, no task binding
@@ -289,29 +474,40 @@ class Cluster:
             # 42 s). 0 is no help: Slurm 22.05 raises it to 2 s and purges almost at once.
             "MinJobAge=16",
             "MailProg=/bin/true",
-            # CPUs as nproc counts them: more than slurmd finds would make the node INVALID
-            "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN" % (self.host, self.cpus),
-            "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % self.host,
+            ] + nodes + [
+            "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % ",".join(self.nodes),
             ""]))
 
     def _start_slurm(self):
         # -D: foreground, so the pid is ours; -c on slurmctld: cold start from an empty state dir
-        self._daemon("slurmctld", ["slurmctld", "-D", "-c", "-f", self.conf])
-        self._daemon("slurmd", ["slurmd", "-D", "-f", self.conf])
-        self._wait("node %s to be idle" % self.host, lambda: self.node_state() == "idle", 60)
+        self._daemon("slurmctld", ["slurmctld", "-D", "-c", "-f", self.conf], host=self.login)
+        if self.tag:
+            for node in self.nodes:
+                self._daemon("slurmd@" + node, ["slurmd", "-D", "-N", node, "-f", self.conf], host=node)
+        else:
+            self._daemon("slurmd", ["slurmd", "-D", "-f", self.conf])
+        self._save_state()
+        want = {n: "idle" for n in self.nodes}
+        self._wait("node(s) %s to be idle" % ",".join(self.nodes), lambda: self.node_states() == want, 60)
 
 
-def start(tmpdir):
-    """Start munged, slurmctld and slurmd under tmpdir; return the Cluster once its node is idle.
-    On any failure the daemons already started are stopped and SlurmError (with logs) is raised."""
-    absent = missing()
+def start(tmpdir, hosts=0):
+    """Start munged, slurmctld and slurmd under tmpdir (`hosts` namespace hosts, or this machine as
+    the one node); return the Cluster once every node is idle. On any failure what was already
+    started is stopped and removed, and SlurmError (with logs) is raised."""
+    absent = missing(hosts)
     if absent:
-        raise SlurmError("not installed: %s (apt-get install %s)" % (" ".join(absent), APT_PACKAGES))
+        raise SlurmError("not installed: %s (apt-get install %s)"
+                         % (" ".join(absent), APT_PACKAGES + (" " + APT_PACKAGES_HOSTS if hosts else "")))
+    if hosts and cannot_make_hosts():
+        raise SlurmError(cannot_make_hosts())
     t0 = time.monotonic()
-    cluster = Cluster(tmpdir)
+    cluster = Cluster(tmpdir, hosts)
     (cluster.root / "log").mkdir(parents=True, exist_ok=True)
     try:
         cluster._start_munge()
+        if hosts:
+            cluster._make_hosts()
         cluster._write_conf()
         cluster._start_slurm()
     except BaseException:
@@ -319,3 +515,83 @@ def start(tmpdir):
         raise
     cluster.startup_seconds = time.monotonic() - t0
     return cluster
+
+
+# -- a cluster that outlives the command that started it (make cluster-up / cluster-down) ----------
+
+def down(root):
+    """Stop the cluster recorded in root/cluster.json (started by `up`, or left by a crashed test):
+    TERM then KILL its daemons, remove its namespaces. Returns a list of problems (empty: clean)."""
+    path = Path(root) / STATE_FILE
+    if not path.exists():
+        return []
+    state = json.loads(path.read_text())
+    problems = []
+    if state.get("login") and state["login"] in namespaces():
+        env = dict(os.environ, SLURM_CONF=state["conf"])
+        subprocess.run([which("ip"), "netns", "exec", state["login"], which("scancel"), "--full", "--quiet",
+                        "--user=%s" % os.getuid()], env=env, capture_output=True, timeout=30)
+    order = sorted(state.get("pids", {}), key=lambda n: ["slurmd", "slurmctld", "munged"].index(n.split("@")[0]))
+    for name in order:
+        pid = state["pids"][name]
+        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and Path("/proc/%d" % pid).exists():
+                time.sleep(0.1)
+        if Path("/proc/%d" % pid).exists():
+            problems.append("%s (pid %d) still running" % (name, pid))
+    problems += ["namespace %s not removed" % ns for ns in remove_namespaces(state.get("netns", []))]
+    if not problems:
+        path.unlink()
+    return problems
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="slurmcluster", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up_p = sub.add_parser("up", help="start a cluster in DIR and leave it running")
+    up_p.add_argument("--hosts", type=int, default=2, help="namespace hosts (0: this machine as the one node)")
+    up_p.add_argument("dir")
+    sh_p = sub.add_parser("shell", help="a shell (or CMD) on the login host of the cluster in DIR")
+    sh_p.add_argument("dir")
+    sh_p.add_argument("command", nargs=argparse.REMAINDER)
+    down_p = sub.add_parser("down", help="stop the cluster in DIR and remove its namespaces")
+    down_p.add_argument("dir")
+    args = parser.parse_args(argv)
+    root = Path(args.dir).resolve()
+    if args.cmd == "up":
+        if (root / STATE_FILE).exists():
+            sys.exit("slurmcluster: a cluster is recorded in %s already; `down %s` first" % (root / STATE_FILE, args.dir))
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            cluster = start(root, args.hosts)
+        except SlurmError as exc:
+            sys.exit("slurmcluster: %s" % exc)
+        print("slurmcluster: %d node(s) idle after %.0f s: %s (conf %s)"
+              % (len(cluster.nodes), cluster.startup_seconds, " ".join(cluster.nodes), cluster.conf))
+        print("  a shell on the login host: python3 tools/slurmcluster.py shell %s" % args.dir)
+        print("  stop it:                    python3 tools/slurmcluster.py down %s" % args.dir)
+        return 0
+    if args.cmd == "shell":
+        state_path = root / STATE_FILE
+        if not state_path.exists():
+            sys.exit("slurmcluster: no cluster in %s (start one with `up`)" % root)
+        state = json.loads(state_path.read_text())
+        command = args.command or [os.environ.get("SHELL", "/bin/bash")]
+        env = dict(os.environ, SLURM_CONF=state["conf"], PATH=SBIN_PATH)
+        if state.get("login"):
+            command = on_host(state["login"], root / "hosts", command)
+        os.execvpe(command[0], command, env)
+    problems = down(root)
+    if problems:
+        sys.exit("slurmcluster: " + "; ".join(problems))
+    print("slurmcluster: stopped, nothing left")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,8 @@
 # The system packages this project needs, installed when missing (make, make test and .ci/run call it).
 #
 #   tools/system-packages.sh main    what `make` needs: a C compiler for the probes, Lmod, python3-venv
-#   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm for the real-Slurm tests,
+#   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm (+ iproute2 for the
+#                                    namespace hosts) for the real-Slurm tests,
 #                                    Tcl + Environment Modules 5 for the Tcl modulefile tests
 #   tools/system-packages.sh --check main|test    only say what is missing (exit 1 if anything is)
 #
@@ -28,6 +29,7 @@ test_needs='munge|test -x /usr/sbin/munged
 slurmctld|test -x /usr/sbin/slurmctld
 slurmd|test -x /usr/sbin/slurmd
 slurm-client|command -v sbatch
+iproute2|command -v ip
 tcl8.6|command -v tclsh8.6'
 # Environment Modules 5 (Tcl modulefiles): Debian's environment-modules Conflicts with lmod (apt would
 # remove Lmod), so its .deb is unpacked, not installed, into $ENVMODULES; its modulecmd.tcl runs from
