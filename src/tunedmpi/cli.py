@@ -275,6 +275,8 @@ def build_parser():
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small sizes and iteration limits (default)")
     size.add_argument("--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB")
+    size.add_argument("--short", action="store_true", help="quick's sizes with a tenth of the iterations, for networks "
+                      "where one call takes milliseconds (e.g. the untuned default between namespace hosts)")
     p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
     p.add_argument("--ppn", type=whole(1), help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
     p.add_argument("--repetitions", type=whole(1), default=5,

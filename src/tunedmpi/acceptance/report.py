@@ -54,6 +54,20 @@ def verdict_table(results):
     return "\n".join(rows)
 
 
+def placement_rows(placement):
+    """Where mpirun put the ranks, per module and kind of run ('host (n ranks)'); none for results
+    from before validate recorded it."""
+    rows = []
+    for role, runs in sorted((placement or {}).items()):
+        for kind, hosts in sorted(runs.items()):
+            if kind == "error":
+                rows.append("| hosts, %s | not known: %s |" % (role, hosts.replace("|", "/")))
+                continue
+            counts = ", ".join("%s (%d)" % (h, hosts.count(h)) for h in sorted(set(hosts)))
+            rows.append("| hosts, %s, %s | %s |" % (role, kind.replace("_", "-"), counts))
+    return rows
+
+
 def markdown(results):
     geo = results["geometry"]
     probe = "probe" in results["suite"]
@@ -62,6 +76,7 @@ def markdown(results):
            "| | |", "|---|---|",
            "| site | %s |" % results["site"],
            "| geometry | %d node(s) x %d ppn = %d ranks (%s) |" % (geo["nodes"], geo["ppn"], geo["np"], geo["source"]),
+           ] + placement_rows(results.get("placement")) + [
            "| set | %s, %d repetitions per module, alternating baseline/tuned, %d retry(ies), timeout %.0f s |"
            % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
            "| benchmarks | %s%s |" % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),

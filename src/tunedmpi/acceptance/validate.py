@@ -113,6 +113,8 @@ def campaign(opts):
     logdir.mkdir()
     runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
     module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
+    # which hosts the ranks land on under each module (the tuned one may set the placement)
+    placement = {role: runner.placement(module, binaries.modules) for role, module in module_of.items()}
     design = stats.Design(opts.repetitions, opts.repetitions * 2 if opts.extend else opts.repetitions)
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     records = []
@@ -149,7 +151,7 @@ def campaign(opts):
         elapsed_s=round(time.monotonic() - started, 1), site=opts.site,
         modules={"baseline": opts.baseline, "tuned": opts.tuned},
         geometry={"nodes": opts.nodes, "ppn": opts.ppn, "np": opts.nodes * opts.ppn, "source": opts.geometry_source},
-        set=opts.set_name, repetitions=opts.repetitions, retries=opts.retries, timeout_s=opts.timeout,
+        placement=placement, set=opts.set_name, repetitions=opts.repetitions, retries=opts.retries, timeout_s=opts.timeout,
         tolerance=opts.tolerance, alpha=opts.alpha, suite=binaries.suite,
         design={"first": design.first, "final": design.final,
                 "extended": [r.name for r in extended], "order": "counterbalanced (ABBA)"},
@@ -228,7 +230,7 @@ def options_from_args(args):
         raise CannotRun("--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
                         "the largest and the smallest run); use --repetitions %d or more (default 5)"
                         % (args.repetitions, MIN_REPETITIONS, MIN_REPETITIONS))
-    set_name = "full" if args.full else "quick"
+    set_name = "full" if args.full else "short" if args.short else "quick"
     return Options(site=site.name, tuned=tuned, baseline=baseline, set_name=set_name, nodes=nodes, ppn=ppn,
                    geometry_source=source, repetitions=args.repetitions, extend=not args.no_extend,
                    timeout=args.timeout or (120.0 if set_name == "quick" else 900.0),

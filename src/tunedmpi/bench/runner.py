@@ -184,6 +184,24 @@ class Runner:
             args += ["--map-by", "node"]  # one-sided pairs measure across nodes when there are nodes
         return args + list(run.argv)
 
+    def placement(self, module, extra_modules=()):
+        """Where mpirun puts the ranks under `module`, as {"collectives": [host of rank 0, 1, ...],
+        "one_sided": [...]} (`hostname` started the way the benchmarks are): proof of which nodes a
+        campaign measured, e.g. that a 2-node run really spanned two hosts. A module under which
+        mpirun cannot start gets its error instead: its benchmark runs will fail and be judged."""
+        mark = "__PLACEMENT__"
+        found = {}
+        for name, ranks in (("collectives", None), ("one_sided", 2)):
+            run = suites.Run(name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks)
+            body = "echo %s; %s" % (mark, " ".join(shlex.quote(a) for a in self.mpirun_line(run)))
+            code, out, timed_out, _ = shell(self.script(module, extra_modules, body), self.env, 120)
+            hosts = out.split(mark, 1)[-1].split()
+            if code != 0 or timed_out or mark not in out:
+                return {"error": "`hostname` under mpirun exited %s%s: %s" % (
+                    code, " (timed out)" if timed_out else "", " ".join(out.split()[-30:]))}
+            found[name] = sorted(hosts)
+        return found
+
     def measure(self, binaries, run, module, exports, log, title):
         """One benchmark run: fresh shell, module purge + load, the exports, mpirun. Writes the log
         (title, command, variables, output) and returns a dict: status, exit_code, wall_s, problems,

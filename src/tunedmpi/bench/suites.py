@@ -22,6 +22,12 @@ WINDOW, SYNC = "allocate", "flush"
 SETS = {
     "quick": dict(msglog=16, iter=200, time=0.2, osu_max=65536, osu_iter=500, osu_warmup=50,
                   osu_bw_iter=50, osu_bw_warmup=5),
+    # quick's sizes at a tenth of the iterations and a 10x time budget (IMB stops a benchmark
+    # after -time x number of sizes, timing included, and prints "time-out" for the rest): for a
+    # network where one call can take milliseconds (the untuned default between the namespace
+    # hosts, ~8 ms: docs/slurm.md), so that every size is measured
+    "short": dict(msglog=16, iter=20, time=2.0, osu_max=65536, osu_iter=50, osu_warmup=5,
+                  osu_bw_iter=10, osu_bw_warmup=2),
     "full": dict(msglog=20, iter=1000, time=10, osu_max=1 << 20, osu_iter=None, osu_warmup=None,
                  osu_bw_iter=None, osu_bw_warmup=None),
 }

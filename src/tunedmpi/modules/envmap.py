@@ -80,8 +80,8 @@ def knob_env(site, values, multi_node):
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
         if values.get(knob) and values[knob] != "default":
             env[var] = values[knob]
-    for knob in ("btl_sm_eager_limit", "btl_sm_max_send_size"):
-        if values.get(knob) not in (None, "default"):
+    for knob in sorted(values):   # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
+        if knob.startswith(("btl_", "mpi_")) and values[knob] not in (None, "default"):
             env["OMPI_MCA_" + knob] = str(values[knob])
     if values.get("smsc") not in (None, "default"):
         # none: every single-copy component excluded (copy in/out through the shared segment)

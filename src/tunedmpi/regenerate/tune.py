@@ -184,6 +184,11 @@ def _op_case(site, nodes, ppn, d, job, cids):
     case = OrderedDict([("nodes", nodes), ("ppn", ppn), ("collective", d["op"]),
                         ("section", "campaign %s, job-wide rule%s" % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else "")),
                         ("settings", _settings(job))])
+    if nodes >= 2:   # a multi-node case says why an inter-node knob has no value (tables/schema.py)
+        unstated = OrderedDict((k, "not chosen: the job configuration leaves it at the MPI's default")
+                               for k in schema.INTER_NODE_KNOBS if k not in job)
+        if unstated:
+            case["unstated"] = unstated
     got = d.get("bands")
     if got and got["bands"]:
         names = rulesfile.algorithms(d["op"], site.mpi_version)

@@ -131,6 +131,27 @@ def _bytes(name, low, high):
     return check
 
 
+def _count(name, low, high):
+    """A whole number from low to high."""
+    def check(value, ucx_version=None):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise KnobError("%s must be a whole number from %d to %d, not %r" % (name, low, high, value),
+                            "give a number in that range")
+        return value
+    return check
+
+
+def _flag(name):
+    """An on/off MCA flag, written 1 or 0."""
+    def check(value, ucx_version=None):
+        if value in (True, 1, "1", "true", "on"):
+            return 1
+        if value in (False, 0, "0", "false", "off"):
+            return 0
+        raise KnobError("%s is on or off, not %r" % (name, value), "write 1 or 0")
+    return check
+
+
 def _algorithm(value, ucx_version=None):
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
         raise KnobError("a coll_tuned algorithm is a number from 0 (automatic) to 16, not %r" % (value,),
@@ -157,6 +178,15 @@ KNOBS = {
     "btl_sm_max_send_size": _bytes("btl_sm_max_send_size", 4096, 1 << 24),
     "smsc": _choice("smsc", ("default", "cma", "xpmem", "knem", "none"),
                     "use default (Open MPI's own choice), cma, xpmem, knem or none"),
+    # ob1's TCP path (between nodes where there is no RDMA network): btl tcp's protocol limits,
+    # socket buffers (0 = the kernel's autotuning) and sockets per peer
+    "btl_tcp_eager_limit": _bytes("btl_tcp_eager_limit", 1024, 1 << 24),
+    "btl_tcp_max_send_size": _bytes("btl_tcp_max_send_size", 4096, 1 << 24),
+    "btl_tcp_sndbuf": _bytes("btl_tcp_sndbuf", 0, 1 << 28),
+    "btl_tcp_rcvbuf": _bytes("btl_tcp_rcvbuf", 0, 1 << 28),
+    "btl_tcp_links": _count("btl_tcp_links", 1, 8),
+    # ranks that wait call sched_yield() instead of spinning, so whatever else needs that core runs
+    "mpi_yield_when_idle": _flag("mpi_yield_when_idle"),
     "coll_tuned_alltoall_algorithm": _algorithm,
     "coll_tuned_allgather_algorithm": _algorithm,
     "coll_tuned_allreduce_algorithm": _algorithm,
