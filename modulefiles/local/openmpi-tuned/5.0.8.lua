@@ -15,28 +15,34 @@ local ROWS = {
   },
   ["allgather"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
   ["allreduce"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
   ["alltoall"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
   ["bcast"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
   ["fop"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
   },
   ["get"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
   ["put"] = {
     { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
-local NAMES = { "UCX_ZCOPY_THRESH", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA_coll_tuned_dynamic_rules_filename" }
+local NAMES = { "UCX_ZCOPY_THRESH", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_btl_tcp_eager_limit", "OMPI_MCA_mpi_yield_when_idle", "OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA_coll_tuned_dynamic_rules_filename" }
 -- The rules files: __<version>.rules/ beside this file (Lmod never walks a name starting with
 -- "__", so they are neither listed nor loadable), found from where this file is now: the
 -- installed tree can move. Python twin: tunedmpi.modules.explain.rules_path.
@@ -45,8 +51,8 @@ local USE_RULES, RULES_FILE = "OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA
 
 whatis("Name: openmpi-tuned/5.0.8")
 whatis("Description: Open MPI 5.0.8 with tuned defaults chosen by job geometry (site local)")
-whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-4e73d17310)")
-help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-4e73d17310\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible)\010  method:    staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8\010\010Rows whose table gives coll_tuned algorithm bands point Open MPI at that row\039s rules\010file (algorithm per collective and message size): __5.0.8.rules/<nodes>x<ppn>.rules beside\010this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.\010A missing file leaves both alone (yours stay) and says so on stderr.")
+whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-4e73d17310, local-2x1-8911a96cd4)")
+help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-4e73d17310, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible)\010  method:    staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8\010\010Rows whose table gives coll_tuned algorithm bands point Open MPI at that row\039s rules\010file (algorithm per collective and message size): __5.0.8.rules/<nodes>x<ppn>.rules beside\010this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.\010A missing file leaves both alone (yours stay) and says so on stderr.")
 
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
