@@ -9,14 +9,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import lmod
 import slurmcluster as slurm
 from conftest import ROOT
-from test_slurm import SITE, Watcher, hello, job_script, parse, pid_alive, watched  # noqa: F401 (hello: fixture)
+from test_slurm import SITE, Watcher, build_mpi_program, hello, job_script, parse, pid_alive, watched  # noqa: F401 (hello: fixture)
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
 
@@ -100,11 +99,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def talk(tmp_path_factory):
-    d = tmp_path_factory.mktemp("talk")
-    (d / "talk.c").write_text(TALK_C)
-    subprocess.run([str(ROOT / ".venv" / "bin" / "mpicc"), "-o", str(d / "talk"), str(d / "talk.c")],
-                   check=True, capture_output=True, timeout=120)
-    return d / "talk"
+    return build_mpi_program(tmp_path_factory, "talk", TALK_C)
 
 
 MULTI = "\n".join([

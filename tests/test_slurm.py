@@ -55,14 +55,19 @@ def cluster(tmp_path_factory):
     assert [pid for pid in pids.values() if pid_alive(pid)] == [], pids
 
 
+def build_mpi_program(tmp_path_factory, name, source):
+    """A C MPI program built with the wheel's mpicc; returns its path."""
+    d = tmp_path_factory.mktemp(name)
+    (d / (name + ".c")).write_text(source)
+    subprocess.run([str(ROOT / ".venv" / "bin" / "mpicc"), "-o", str(d / name), str(d / (name + ".c"))],
+                   check=True, capture_output=True, timeout=120)
+    return d / name
+
+
 @pytest.fixture(scope="session")
 def hello(tmp_path_factory):
-    """A tiny MPI program built with the wheel's mpicc: prints rank, size and host."""
-    d = tmp_path_factory.mktemp("hello")
-    (d / "hello.c").write_text(HELLO_C)
-    subprocess.run([str(ROOT / ".venv" / "bin" / "mpicc"), "-o", str(d / "hello"), str(d / "hello.c")],
-                   check=True, capture_output=True, timeout=120)
-    return d / "hello"
+    """A tiny MPI program: prints rank, size and host."""
+    return build_mpi_program(tmp_path_factory, "hello", HELLO_C)
 
 
 def pid_alive(pid):
