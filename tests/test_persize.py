@@ -122,3 +122,50 @@ def test_a_band_wide_winner_whose_per_size_wins_alternate_is_kept_by_the_second_
     assert got["bands"] == [(0, 2048, (1, 0)), (2048, None, None)]
     kept = [t for t in got["tests"] if t[6]]
     assert [(t[0], t[1], t[2]) for t in kept] == [(1, 1024, (1, 0))] and kept[0][3] > 1.3
+
+
+# --- a confirmation campaign (sweep --confirm): bands picked on the choosing runs, tested on its own ---
+
+def _null_draw(seed, spread, k=5):
+    return ({(a, 0): runs(ref_curve, seed=1000 * seed + a, spread=spread) for a in range(1, k + 1)},
+            runs(ref_curve, seed=seed, spread=spread))
+
+
+def test_noise_alone_rarely_gives_a_band_with_a_confirmation():
+    # the pick is made on the choosing runs, the test on independent confirmation runs without the
+    # x candidates: under noise alone a kept band stays as rare as with the Bonferroni test
+    for spread in (0.1, 0.25, 0.4):
+        false = 0
+        for seed in range(100):
+            cands, ref = _null_draw(seed, spread)
+            conf_cands, conf_ref = _null_draw(seed + 500, spread)
+            got = persize.choose_bands(ref, cands, "latency_us", confirm=(conf_ref, conf_cands))
+            false += bool(got["bands"])
+        assert false <= 5, (spread, false)
+
+
+def test_a_confirmation_keeps_more_real_bands_than_the_x_candidates_test():
+    # one of 8 candidates is 1.25x faster up to 1 KB (the bcast basic_linear case of the local
+    # campaigns); the Bonferroni test pays x8 for the pick, the confirmation pays nothing
+    real = lambda s: ref_curve(s) * (0.8 if s <= 1024 else 1.0)
+    kept = {"bonferroni": 0, "confirmed": 0}
+    for seed in range(40):
+        def draw(base, n):
+            cands = {(a, 0): runs(ref_curve, n=n, seed=base + a, spread=0.25) for a in range(2, 9)}
+            cands[(1, 0)] = runs(real, n=n, seed=base + 1, spread=0.25)
+            return runs(ref_curve, n=n, seed=base, spread=0.25), cands
+        ref, cands = draw(10000 + 100 * seed, 15)
+        conf = draw(50000 + 100 * seed, 15)
+        small = lambda got: any(k == (1, 0) and lo < 1024 for lo, hi, k in got["bands"])
+        kept["bonferroni"] += small(persize.choose_bands(ref, cands, "latency_us"))
+        kept["confirmed"] += small(persize.choose_bands(ref, cands, "latency_us", confirm=conf))
+    assert kept["confirmed"] > kept["bonferroni"], kept
+
+
+def test_a_band_the_confirmation_did_not_measure_is_not_kept():
+    fast = lambda s: ref_curve(s) * 0.5
+    ref, cand = runs(ref_curve, seed=1), runs(fast, seed=2)
+    assert persize.choose_bands(ref, {(3, 0): cand}, "latency_us")["bands"]
+    got = persize.choose_bands(ref, {(3, 0): cand}, "latency_us",
+                               confirm=(runs(ref_curve, seed=3), {(4, 0): runs(fast, seed=4)}))
+    assert got["bands"] == [] and got["tests"] and all(t[4] == 1.0 and not t[6] for t in got["tests"])

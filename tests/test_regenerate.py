@@ -157,3 +157,20 @@ def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(t
     proc = cli("tune", "--site", "local", "--store", tmp_path / "results-store", "--out", out)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == table.read_text()
+
+
+def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_role(tmp_path):
+    """sweep --confirm refuses a space with job-wide stages before it measures or writes anything,
+    and a campaign is resumed only in the role it was started in."""
+    proc = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space.yaml", "--confirm",
+               "--store", tmp_path / "s")
+    assert proc.returncode == 2, proc.stderr
+    assert "stage transport varies job-wide knob(s) pml" in proc.stderr and "without --confirm" in proc.stderr
+    assert not (tmp_path / "s").exists()
+    started = tmp_path / "s" / "local-1x2-x-confirm"
+    started.mkdir(parents=True)
+    (started / "campaign.json").write_text('{"site": "local", "role": "confirm"}\n')
+    again = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space-confirm.yaml",
+                "--store", tmp_path / "s", "--campaign", "local-1x2-x-confirm")
+    assert again.returncode == 2 and "was started with --confirm" in again.stderr, again.stderr
+    assert sorted(p.name for p in started.iterdir()) == ["campaign.json"]

@@ -133,7 +133,8 @@ def cmd_sweep(args):
     sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
     try:
         cdir, job = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
-                                     args.sbatch_args, args.timeout, args.retries, args.modulepath or ())
+                                     args.sbatch_args, args.timeout, args.retries, args.modulepath or (),
+                                     confirm=args.confirm)
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
@@ -301,7 +302,10 @@ def build_parser():
     p.add_argument("--ppn", type=whole(1), default=2)
     p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
     p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
-    p.add_argument("--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>)")
+    p.add_argument("--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>[-confirm])")
+    p.add_argument("--confirm", action="store_true",
+                   help="a confirmation campaign: per-collective stages only; tune chooses nothing from it, it tests "
+                        "the bands picked on the other campaigns on these runs (docs/regenerate.md)")
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0), help="seconds per run")

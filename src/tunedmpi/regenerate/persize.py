@@ -10,6 +10,11 @@ of candidates (the winner was picked among them before the test), Holm over the 
 tested bands, gain >= the tolerance; otherwise the band goes back to algorithm 0 (the MPI's fixed
 decision) and merges with its neighbours.
 
+Where a confirmation campaign measured the same stage again (`tunedmpi sweep --confirm`), the
+bands are still picked on the choosing runs but tested on the confirmation's runs alone: the
+selection was made on other data, so p is not multiplied by the number of candidates (Holm over
+the bands still applies). A band whose candidate the confirmation did not measure is not kept.
+
 Then, where no per-size band was kept, a second look at the granularity validate judges (its
 bands: <= 1 KB, 1-64 KB, 64 KB-1 MB, ...): the sizes still on the reference, grouped by validate
 band, go to the candidate with the best geometric mean over the group, tested the same way (its own
@@ -50,6 +55,23 @@ def _test(reference, reps, sizes, metric, n_candidates):
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
 
+def _tester(reference, candidates, metric, confirm):
+    """test(key, sizes) -> (gain, p): on the choosing runs with p x candidates, or, with
+    ``confirm`` = (reference runs, {key: runs}) of a confirmation campaign, on those runs alone
+    (no multiplicity for a selection made on other data). Not measured there: the choosing runs'
+    gain, p = 1 (never kept)."""
+    if confirm is None:
+        return lambda key, sizes: _test(reference, candidates[key], sizes, metric, len(candidates))
+    ref_c, cands_c = confirm
+
+    def test(key, sizes):
+        reps = cands_c.get(key) or []
+        if len(ref_c) < 2 or len(reps) < 2 or any(s not in r for r in list(ref_c) + list(reps) for s in sizes):
+            return _test(reference, candidates[key], sizes, metric, len(candidates))[0], 1.0
+        return _test(ref_c, reps, sizes, metric, 1)
+    return test
+
+
 def _holm(tests, alpha):
     """Holm's step-down over [[..., gain, p, level]] (the last three items): sets each level."""
     ordered = sorted(tests, key=lambda t: t[-2])
@@ -81,9 +103,11 @@ def _band_groups(sizes, keys):
     return [g for g in groups if any(s >= 1 for s in g)]
 
 
-def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA,
+                 confirm=None):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}
-    with key a tuple such as (algorithm, segsize). Returns a dict:
+    with key a tuple such as (algorithm, segsize); confirm: None, or (reference, candidates) of a
+    confirmation campaign, on which the bands are tested. Returns a dict:
       bands:   [(lo, hi or None, key or None)], None = the reference (algorithm 0)
       winners: [(size, key or None, {key or None: figure})] per size, before the test
       tests:   [(lo, hi, key, gain, p, level, kept)] for every band a candidate won
@@ -99,6 +123,7 @@ def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANC
         if len(reps) >= 2:
             figs[key] = _figures(reps, sizes)
     sign = 1 if lower else -1
+    test = _tester(reference, candidates, metric, confirm)
     winners = []
     for s in sizes:
         at = {k: f[s] for k, f in figs.items() if f[s] is not None and f[s] > 0}
@@ -114,8 +139,8 @@ def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANC
             seg[0] = None
             seg.append(None)
             continue
-        # the winner was picked among k candidates before it was tested
-        seg.append([*_test(reference, candidates[key], tested, metric, len(candidates)), None])
+        # the winner was picked among k candidates before it was tested (see _tester)
+        seg.append([*test(key, tested), None])
         pending.append(seg[2])
     _holm(pending, alpha)
     tests = []
@@ -140,7 +165,7 @@ def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANC
             return stats.geomean([figs[k][s] / figs[None][s] for s in tested]) ** sign
         best = min((k for k in figs if k is not None), key=lambda k: (over_group(k), str(k)), default=None)
         if best is not None and over_group(best) < 1:
-            second.append([group, best, *_test(reference, candidates[best], tested, metric, len(candidates)), None])
+            second.append([group, best, *test(best, tested), None])
     _holm(second, alpha)
     for group, key, gain, p, level in second:
         kept = p <= level and gain >= 1 + tolerance

@@ -28,9 +28,21 @@ from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice, space as spacemod
 
 
-def campaign_dir(store_root, site, sp, nodes, ppn, name=None):
-    """Same site, space and geometry -> same campaign, so rerunning the command resumes it."""
-    return Path(store_root) / (name or "%s-%dx%d-%s" % (site.name, nodes, ppn, sp.digest))
+def campaign_dir(store_root, site, sp, nodes, ppn, name=None, confirm=False):
+    """Same site, space, geometry and role -> same campaign, so rerunning the command resumes it."""
+    return Path(store_root) / (name or "%s-%dx%d-%s%s" % (site.name, nodes, ppn, sp.digest, "-confirm" if confirm else ""))
+
+
+def check_confirmation(sp):
+    """A confirmation campaign tests bands, so it may hold per-collective stages only (the job-wide
+    ones would choose on runs that are meant to test)."""
+    for stage in sp.stages:
+        wide = [k for k in stage.knobs if not choice.per_collective(k)]
+        if wide:
+            raise CannotRun("%s: stage %s varies job-wide knob(s) %s, but a confirmation campaign (--confirm) only "
+                            "tests per-collective bands; give a space of coll_tuned stages on the table's job "
+                            "configuration (`job:`, as site-configs/local/space-per-size.yaml) or sweep without "
+                            "--confirm" % (sp.path, stage.name, ", ".join(wide)))
 
 
 def make_runner(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
@@ -90,9 +102,16 @@ def missing_runs(cdir, stage_name, plan, repetitions):
 
 
 def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
-              retries=1, modulepaths=()):
-    runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
+              retries=1, modulepaths=(), confirm=False):
     # What can refuse the request, before the first run and before the campaign directory exists.
+    if confirm:
+        check_confirmation(sp)
+    cdir = campaign_dir(store_root, site, sp, nodes, ppn, name, confirm)
+    old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
+    if old and (old.get("role") == "confirm") != confirm:
+        raise CannotRun("campaign %s was started %s --confirm; rerun it as it was started, or give another "
+                        "--campaign" % (cdir, "with" if old.get("role") == "confirm" else "without"))
+    runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
     if not array:   # an array's tasks run in allocations of their own
         check_geometry(nodes, ppn, runner.env, "add --slurm-array")
         require_local_mpi(site)
@@ -101,13 +120,13 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
                         "modulefiles/%s) or add --modulepath DIR" % (site.name, baseline_module(site),
                                                                      ":".join(runner.modulepaths), site.name))
     binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
-    cdir = campaign_dir(store_root, site, sp, nodes, ppn, name)
     cdir.mkdir(parents=True, exist_ok=True)
     meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
                 mpi="%s %s" % (site.mpi_flavour, site.mpi_version), ucx=".".join(map(str, site.ucx_version)),
                 baseline_module=baseline_module(site), set=sp.set_name, repetitions=sp.repetitions,
                 timeout_s=runner.timeout, retries=retries, modulepaths=list(modulepaths))
-    old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
+    if confirm:
+        meta["role"] = "confirm"
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)

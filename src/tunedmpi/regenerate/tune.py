@@ -77,9 +77,28 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
     return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=stats.per_size_best(measured))
 
 
-def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
+    """(reference entry, {(algorithm, segsize): entry}) of one per-collective stage: the runs on top
+    of the job configuration with Open MPI's own choice, and with each forced algorithm."""
+    reference, candidates = None, {}
+    for (st, cid), e in (geo_data or {}).items():
+        cfg = e["config"]
+        if st != name or coll not in e["bench"] or {k: v for k, v in cfg.items() if k not in knobs} != jobcfg:
+            continue
+        if not any(k in cfg for k in knobs):
+            reference = e
+            continue
+        alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
+        seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
+        candidates[(alg, seg)] = e
+    return reference, candidates
+
+
+def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA,
+               confirm_geo=None):
     """Bands for one collective from its per-collective stage, measured on top of the job
-    configuration, or None. Also the per-size relative time of the chosen bands (for regret)."""
+    configuration, or None. Also the per-size relative time of the chosen bands (for regret).
+    confirm_geo: a confirmation campaign's data at this geometry, on which the bands are tested."""
     for name, knobs in stages:
         per = [k for k in knobs if choice.per_collective(k) and choice.collective_of(k) == coll]
         if not per or len(per) != len(knobs):
@@ -88,22 +107,15 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
         if not base or coll not in base["bench"]:
             continue
         jobcfg = {k: v for k, v in job.items() if k not in knobs}
-        reference, candidates, cfgs = None, {}, {}
-        for (st, cid), e in geo_data.items():
-            cfg = e["config"]
-            if st != name or coll not in e["bench"] or {k: v for k, v in cfg.items() if k not in knobs} != jobcfg:
-                continue
-            if not any(k in cfg for k in knobs):
-                reference = e
-                continue
-            alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
-            seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
-            candidates[(alg, seg)] = e["bench"][coll][1]
-            cfgs[(alg, seg)] = e
-        if reference is None or not candidates:
+        reference, cfgs = _algorithm_runs(geo_data, name, knobs, coll, jobcfg)
+        if reference is None or not cfgs:
             return None
         metric = reference["bench"][coll][0]
-        got = persize.choose_bands(reference["bench"][coll][1], candidates, metric, tolerance, alpha)
+        ref_c, cfgs_c = _algorithm_runs(confirm_geo, name, knobs, coll, jobcfg)
+        confirm = None if ref_c is None else (ref_c["bench"][coll][1],
+                                              {key: e["bench"][coll][1] for key, e in cfgs_c.items()})
+        got = persize.choose_bands(reference["bench"][coll][1], {key: e["bench"][coll][1] for key, e in cfgs.items()},
+                                   metric, tolerance, alpha, confirm)
         rel_of = {None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)}
         for key, e in cfgs.items():
             rel_of[key] = stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
@@ -112,7 +124,8 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
             for size, rel in rel_of[key].items():
                 if size >= lo and (hi is None or size < hi):
                     effective[size] = rel
-        got.update(stage=name, effective=effective, oracle=stats.per_size_best(rel_of.values()))
+        got.update(stage=name, effective=effective, oracle=stats.per_size_best(rel_of.values()),
+                   confirmed=confirm is not None)
         return got
     return None
 
@@ -130,15 +143,18 @@ def _job_rel(geo_data, stages, job, bench):
     return {}
 
 
-def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None):
-    """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from."""
+def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None,
+           confirm_geo=None):
+    """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from;
+    ``confirm_geo``: confirmation runs at this geometry (they test bands and choose nothing)."""
     job, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
     out = OrderedDict([("job", dict(op="job", config=job, steps=steps))])
     for op in OPERATIONS:
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha) if op in schema.COLLECTIVES else None
+        d["bands"] = (size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo)
+                      if op in schema.COLLECTIVES else None)
         chosen_rel = d["bands"]["effective"] if d["bands"] else _job_rel(geo_data, stages, job, d["benchmarks"][0])
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
@@ -174,6 +190,9 @@ def _job_notes(d):
     return notes
 
 
+CONFIRMED = " on the confirmation campaign's runs"
+
+
 def _op_case(site, nodes, ppn, d, job, cids):
     ch = d["chosen"]
     note = ("this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
@@ -203,13 +222,14 @@ def _op_case(site, nodes, ppn, d, job, cids):
         case["bands"] = rows
         kept = [t for t in got["tests"] if t[6]]
         notes.append("bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-                     "against Open MPI's own choice; %d of %d "
-                     "band(s) kept (%s)" % (got["stage"], len(kept), len(got["tests"]), "; ".join(
+                     "against Open MPI's own choice%s; %d of %d "
+                     "band(s) kept (%s)" % (got["stage"], CONFIRMED if got["confirmed"] else "",
+                                            len(kept), len(got["tests"]), "; ".join(
                          "%s-%s %s x%.2f p=%.2g" % (format_size(t[0]), format_size(t[1]), names.get(t[2][0], t[2][0]),
                                                     t[3], t[4]) for t in got["tests"]) or "none won a size"))
     elif got:
-        notes.append("bands from stage %s: no forced algorithm beat Open MPI's own choice with significance "
-                     "(%d tested)" % (got["stage"], len(got["tests"])))
+        notes.append("bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
+                     "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"])))
     notes.append("regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
                  % (d["benchmarks"][0], regret["sizes"], " (its algorithm stage, the runs that chose)" if got else "",
                     regret["mean_pct"], regret["max_pct"]))
@@ -234,11 +254,15 @@ def build_table(site, metas, decisions, runs_count):
                    "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
                    "band loses, one wins: gain >= 5%% and a Yuen-Welch t test on per-run band scores, Holm over "
                    "bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                   "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)" % "; ".join(
+                   "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)%s" % ("; ".join(
                        "ingested logs (tunedmpi ingest), one repetition per log" if m.get("source") == "ingest" else
-                       "staged search (%s), %s interleaved repetitions per configuration"
-                       % (" -> ".join(s["stage"] for s in m.get("stages", [])) or "stages", m["repetitions"])
-                       for m in metas)),
+                       "%s (%s), %s interleaved repetitions per configuration"
+                       % ("confirmation of the bands" if m.get("role") == "confirm" else "staged search",
+                          " -> ".join(s["stage"] for s in m.get("stages", [])) or "stages", m["repetitions"])
+                       for m in metas),
+                       "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
+                       "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
+                       "runs)" if any(m.get("role") == "confirm" for m in metas) else "")),
         ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
         ("campaign", cids),
         ("notes", ["%d runs measured" % runs_count]),
@@ -315,26 +339,30 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     if not dirs:
         raise InputError(str(store_root), None, "campaign", "no campaign of site %s in the store" % site.name,
                          "run tunedmpi sweep --site %s (or ingest logs) first" % site.name)
-    metas, records = [], []
+    metas, records, confirming = [], [], []
     for d in dirs:
         meta, recs = store.load_campaign(d)
         meta["campaign"] = d.name
         suites_seen = {s["suite"] for r in recs for s in r["series"].values()}
         meta["suite"] = "+".join(sorted(suites_seen)) or "probe"
         metas.append(meta)
-        records += recs
+        # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
+        (confirming if meta.get("role") == "confirm" else records).extend(recs)
+    choosers = [m for m in metas if m.get("role") != "confirm"]
+    confirm_data = choice.collect(confirming)
     decisions = {}
     for (nodes, ppn), geo_data in choice.collect(records).items():
         # The job configuration the stages build on: where a campaign chose it (has job-wide
         # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
         # only measures more on top of the job configuration the other one chose.
-        choosing = [m for m in metas if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
-                                            for h in m.get("stages", []))]
+        choosing = [m for m in choosers if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
+                                               for h in m.get("stages", []))]
         start = {}
-        for m in choosing or metas:
+        for m in choosing or choosers:
             start.update(m.get("job_start") or {})
-        decisions[(nodes, ppn)] = decide(geo_data, stage_order(metas, geo_data), tolerance, alpha, start)
-    doc = build_table(site, metas, decisions, len(records))
+        decisions[(nodes, ppn)] = decide(geo_data, stage_order(choosers, geo_data), tolerance, alpha, start,
+                                         confirm_data.get((nodes, ppn)))
+    doc = build_table(site, metas, decisions, len(records) + len(confirming))
     target = Path(out) if out else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
     text = _dump(doc)
     tmp = target.parent / (".check-" + target.name)
