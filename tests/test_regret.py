@@ -69,9 +69,11 @@ def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
         want = dict(job, **({"coll_tuned_%s_algorithm" % coll: alg} if alg else {}))
         (key,) = [k for k in rel if k[0] == coll + "-algorithm" and geo[k]["config"] == want]
         return {s: v for s, v in rel[key][coll].items() if s >= 1}
-    # alltoall: the job configuration, except two_proc (algorithm 5) from 32 KB up to 256 KB
-    default, two_proc = measured("alltoall", 0), measured("alltoall", 5)
-    chosen = {s: (two_proc if 32768 <= s < 262144 else default)[s] for s in default}
+    # alltoall: the job configuration, except pairwise (algorithm 2) from 32 KB and two_proc
+    # (algorithm 5) from 64 KB up to 256 KB
+    default, pairwise, two_proc = measured("alltoall", 0), measured("alltoall", 2), measured("alltoall", 5)
+    chosen = {s: (pairwise if 32768 <= s < 65536 else two_proc if 65536 <= s < 262144 else default)[s]
+              for s in default}
     bench, n, gain, oracle_gain, mean, worst, wsize = rows["alltoall"]
     ratios = [chosen[s] / orc["alltoall"][s] for s in chosen]
     assert n == len(chosen) and abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
