@@ -168,6 +168,27 @@ def remove_namespaces(names):
     return left
 
 
+def _daemon_order(name):
+    """Stop order: the slurmds (named slurmd or slurmd@<host>), then slurmctld, then munged."""
+    return ["slurmd", "slurmctld", "munged"].index(name.split("@")[0])
+
+
+def _end(pid, alive, term_wait=15, kill_wait=5):
+    """SIGTERM, then SIGKILL after term_wait s; True once alive() says it is gone. alive: for a child
+    of ours, Popen.poll (which reaps it); for another's, whether /proc/<pid> exists."""
+    for sig, wait in ((signal.SIGTERM, term_wait), (signal.SIGKILL, kill_wait)):
+        if not alive():
+            return True
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and alive():
+            time.sleep(0.1)
+    return not alive()
+
+
 class Cluster:
     """A running cluster; see start()."""
 
@@ -319,20 +340,10 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         survivors = []
-        order = [n for n in self.procs if n.startswith("slurmd")] + ["slurmctld", "munged"]
-        for name in order:
-            proc = self.procs.get(name)
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    survivors.append("%s (pid %d)" % (name, proc.pid))
+        for name in sorted(self.procs, key=_daemon_order):
+            proc = self.procs[name]
+            if not _end(proc.pid, lambda: proc.poll() is None, timeout):
+                survivors.append("%s (pid %d)" % (name, proc.pid))
         left = remove_namespaces(self.netns)
         state = self.root / STATE_FILE
         if state.exists():
@@ -531,18 +542,9 @@ def down(root):
         env = dict(os.environ, SLURM_CONF=state["conf"])
         subprocess.run([which("ip"), "netns", "exec", state["login"], which("scancel"), "--full", "--quiet",
                         "--user=%s" % os.getuid()], env=env, capture_output=True, timeout=30)
-    order = sorted(state.get("pids", {}), key=lambda n: ["slurmd", "slurmctld", "munged"].index(n.split("@")[0]))
-    for name in order:
+    for name in sorted(state.get("pids", {}), key=_daemon_order):
         pid = state["pids"][name]
-        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and Path("/proc/%d" % pid).exists():
-                time.sleep(0.1)
-        if Path("/proc/%d" % pid).exists():
+        if not _end(pid, lambda: Path("/proc/%d" % pid).exists()):
             problems.append("%s (pid %d) still running" % (name, pid))
     problems += ["namespace %s not removed" % ns for ns in remove_namespaces(state.get("netns", []))]
     if not problems:

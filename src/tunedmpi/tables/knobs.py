@@ -131,12 +131,11 @@ def _bytes(name, low, high):
     return check
 
 
-def _count(name, low, high):
+def _count(name, low, high, fix="give a number in that range"):
     """A whole number from low to high."""
     def check(value, ucx_version=None):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise KnobError("%s must be a whole number from %d to %d, not %r" % (name, low, high, value),
-                            "give a number in that range")
+            raise KnobError("%s must be a whole number from %d to %d, not %r" % (name, low, high, value), fix)
         return value
     return check
 
@@ -152,11 +151,8 @@ def _flag(name):
     return check
 
 
-def _algorithm(value, ucx_version=None):
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
-        raise KnobError("a coll_tuned algorithm is a number from 0 (automatic) to 16, not %r" % (value,),
-                        "see `ompi_info --param coll tuned --level 9` for the numbers")
-    return value
+# 0 = Open MPI's own (automatic) choice
+_algorithm = _count("a coll_tuned algorithm", 0, 16, "see `ompi_info --param coll tuned --level 9` for the numbers")
 
 
 COMPONENTS = ("none", "ucc", "hcoll")
