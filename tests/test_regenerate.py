@@ -116,6 +116,30 @@ def test_tune_writes_a_checked_table_with_provenance_and_a_diff(swept):
     assert check.returncode == 0, check.stderr
 
 
+def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
+    """A 2 x 1 campaign whose transport stage varies pml alone must not narrow the 1 x 2 transport
+    stage (pml and ucx_tls) to pml: the 1 x 2 posix candidate stays a candidate."""
+    import json
+    from tunedmpi.regenerate import tune
+    imb = FIXTURES / "imb"
+    logs = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
+    runs = [(1, 2, "one", []), (1, 2, "one", ["pml=ucx"]), (1, 2, "one", ["pml=ucx", "ucx_tls=self,posix"]),
+            (2, 1, "two", []), (2, 1, "two", ["pml=ucx"])]
+    for nodes, ppn, name, config in runs:
+        proc = cli("ingest", "--site", "local", "--nodes", nodes, "--ppn", ppn, "--store", tmp_path / "s",
+                   "--campaign", "local-%s" % name, "--stage", "transport",
+                   *[a for c in config for a in ("--config", c)], *logs)
+        assert proc.returncode == 0, proc.stderr
+    for name, knobs in (("one", ["pml", "ucx_tls"]), ("two", ["pml"])):   # as sweep records its stages
+        meta = tmp_path / "s" / ("local-%s" % name) / "campaign.json"
+        doc = json.loads(meta.read_text())
+        doc["stages"] = [{"stage": "transport", "knobs": knobs}]
+        meta.write_text(json.dumps(doc))
+    _, _, _, decisions = tune.tune("local", tmp_path / "s", tmp_path / "t" / "local.yaml")
+    assert decisions[(1, 2)]["job"]["steps"][0]["candidates"] == 2
+    assert decisions[(2, 1)]["job"]["steps"][0]["candidates"] == 1
+
+
 def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
     imb = FIXTURES / "imb"
     base = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]

@@ -339,28 +339,33 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     if not dirs:
         raise InputError(str(store_root), None, "campaign", "no campaign of site %s in the store" % site.name,
                          "run tunedmpi sweep --site %s (or ingest logs) first" % site.name)
-    metas, records, confirming = [], [], []
+    metas, records, confirming, loaded = [], [], [], []
     for d in dirs:
         meta, recs = store.load_campaign(d)
         meta["campaign"] = d.name
         suites_seen = {s["suite"] for r in recs for s in r["series"].values()}
         meta["suite"] = "+".join(sorted(suites_seen)) or "probe"
         metas.append(meta)
+        loaded.append((d, recs))
         # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
         (confirming if meta.get("role") == "confirm" else records).extend(recs)
     choosers = [m for m in metas if m.get("role") != "confirm"]
     confirm_data = choice.collect(confirming)
     decisions = {}
+    geometries = {d.name: {(r["nodes"], r["ppn"]) for r in recs} for d, recs in loaded}
     for (nodes, ppn), geo_data in choice.collect(records).items():
+        # Only this geometry's campaigns say how its stages ran: another geometry's space may
+        # name a stage alike with other knobs (2 x 1's transport varies pml alone).
+        here = [m for m in choosers if (nodes, ppn) in geometries[m["campaign"]]]
         # The job configuration the stages build on: where a campaign chose it (has job-wide
         # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
         # only measures more on top of the job configuration the other one chose.
-        choosing = [m for m in choosers if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
-                                               for h in m.get("stages", []))]
+        choosing = [m for m in here if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
+                                           for h in m.get("stages", []))]
         start = {}
-        for m in choosing or choosers:
+        for m in choosing or here:
             start.update(m.get("job_start") or {})
-        decisions[(nodes, ppn)] = decide(geo_data, stage_order(choosers, geo_data), tolerance, alpha, start,
+        decisions[(nodes, ppn)] = decide(geo_data, stage_order(here, geo_data), tolerance, alpha, start,
                                          confirm_data.get((nodes, ppn)))
     doc = build_table(site, metas, decisions, len(records) + len(confirming))
     target = Path(out) if out else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
