@@ -169,3 +169,39 @@ def test_a_band_the_confirmation_did_not_measure_is_not_kept():
     got = persize.choose_bands(ref, {(3, 0): cand}, "latency_us",
                                confirm=(runs(ref_curve, seed=3), {(4, 0): runs(fast, seed=4)}))
     assert got["bands"] == [] and got["tests"] and all(t[4] == 1.0 and not t[6] for t in got["tests"])
+
+
+def _do_nothing_limits(seed):
+    """pml ucx, then six btl sm limits that change nothing under it (the incumbent's curve), at this
+    machine's run-level spread: the best of six beats the incumbent's score by noise in most draws."""
+    def entry(config, curves, seed):
+        return {"config": config, "bench": {b: ("latency_us", runs(c, seed=seed + i, spread=0.25), 0)
+                                            for i, (b, c) in enumerate(sorted(curves.items()))}}
+    base = {"alltoall": ref_curve, "put_latency": ref_curve}
+    same = {b: (lambda s: ref_curve(s) * 0.6) for b in base}
+    geo = {("transport", "baseline"): entry({}, base, 1),
+           ("transport", "ucx"): entry({"pml": "ucx"}, same, 2),
+           ("limits", "baseline"): entry({}, base, 1000 * seed + 3)}
+    for k in range(7):   # the incumbent (k = 0) and six limits that do nothing
+        cfg = {"pml": "ucx"} if k == 0 else {"pml": "ucx", "btl_sm_eager_limit": 1024 * k}
+        geo[("limits", "c%d" % k)] = entry(cfg, same, 1000 * seed + 10 * k + 5)
+    return geo, [("transport", ["pml"]), ("limits", ["btl_sm_eager_limit"])]
+
+
+def test_a_candidate_must_pass_against_the_incumbent_not_only_beat_its_score():
+    adopted, beat = 0, 0
+    for seed in range(40):
+        job, steps = choice.job_configuration(*_do_nothing_limits(seed))
+        adopted += job != {"pml": "ucx"}
+        beat += bool(steps[1].get("unproven") or steps[1]["chosen"])
+    assert beat >= 20, beat          # the score alone would have moved the job configuration
+    assert adopted <= 2, adopted
+
+
+def test_an_operations_own_best_must_pass_against_what_it_was_built_on():
+    from tunedmpi.regenerate import tune
+    picked = []
+    for seed in range(40):
+        geo, stages = _do_nothing_limits(seed)
+        picked.append(tune.choose(geo, "alltoall", stages)["chosen"]["config"])
+    assert sum(p != {"pml": "ucx"} for p in picked) <= 2, picked   # 35 of 40 without the test

@@ -166,7 +166,9 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
         else:
             sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (
                 stage.name, "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
-                if ch else "unchanged, %s (no candidate passed and beat it)" % store.config_id(job)))
+                if ch else "unchanged, %s (%s)" % (store.config_id(job), "%s beat its score but did not pass against it"
+                                                      % decided["unproven"]["config_id"] if decided.get("unproven")
+                                                      else "no candidate passed and beat it")))
     meta["stages"] = history
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)

@@ -58,7 +58,7 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
                if any(b in e["bench"] for e in geo_data.values())]
     if not benches:
         return None
-    job_stages = {name for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)}
+    job_stages = {name: knobs for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)}
     best, considered, measured = None, 0, []
     for st, _ in stages:
         base = geo_data.get((st, "baseline"))
@@ -72,9 +72,17 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
             if cid == "baseline" or st not in job_stages:
                 continue
             considered += 1
-            if verdict == "PASS" and score is not None and (best is None or score < best["score"]):
+            if verdict == "PASS" and score is not None and (best is None or score < best["score"]) \
+                    and _beats_what_it_was_built_on(geo_data, st, job_stages[st], cand, benches, tolerance, alpha):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
     return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=stats.per_size_best(measured))
+
+
+def _beats_what_it_was_built_on(geo_data, stage, knobs, cand, benches, tolerance, alpha):
+    """As the job-wide rule asks of a new job configuration: the stage's knobs must pass validate's
+    rule against the configuration without them (at alpha / the other candidates built on it)."""
+    inc, others = choice.built_on(geo_data, stage, knobs, cand["config"])
+    return inc is None or inc is cand or choice.judge(inc, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS"
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
@@ -182,10 +190,14 @@ def _job_notes(d):
         ch = step["chosen"]
         if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
             continue
+        un = step.get("unproven")
         notes.append("stage %s: %s" % (
             step["stage"],
             "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
                 step["candidates"], ch["config_id"], (1 - ch["score"]) * 100) if ch else
+            "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule against the "
+            "job configuration measured in the stage (alpha / %d), which stays" % (
+                step["candidates"], un["config_id"], (1 - un["score"]) * 100, max(1, un["others"])) if un else
             "none of %d candidate(s) passed and beat the job configuration, which stays" % step["candidates"]))
     return notes
 
