@@ -116,6 +116,27 @@ def test_tune_writes_a_checked_table_with_provenance_and_a_diff(swept):
     assert check.returncode == 0, check.stderr
 
 
+@needs_mpi
+def test_tune_refuses_to_pool_probe_and_real_suite_runs_of_one_benchmark(swept, tmp_path):
+    """The probes and real IMB give one configuration different figures: a geometry's benchmark
+    measured with both is refused (file, key, fix), and tuning one program's campaigns works."""
+    import shutil
+    tmp, cdir, _ = swept
+    shutil.copytree(tmp / "store", tmp_path / "s")
+    imb = FIXTURES / "imb" / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt"
+    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
+               "--campaign", "local-1x2-real", imb)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
+    bad = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
+    assert bad.returncode == 2, bad.stderr
+    assert "1x2 allreduce: measured with different benchmark programs: imb in local-1x2-real; probe in %s" \
+        % cdir.name in bad.stderr and "fix: tune one program's campaigns at a time" in bad.stderr
+    assert not out.exists()
+    good = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out, "--campaign", cdir.name)
+    assert good.returncode == 0, good.stderr
+
+
 def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
     """A 2 x 1 campaign whose transport stage varies pml alone must not narrow the 1 x 2 transport
     stage (pml and ucx_tls) to pml: the 1 x 2 posix candidate stays a candidate."""

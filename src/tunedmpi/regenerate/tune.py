@@ -251,14 +251,18 @@ def _op_case(site, nodes, ppn, d, job, cids):
 
 def build_table(site, metas, decisions, runs_count):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
-    suites_used = sorted({m.get("suite", "probe") for m in metas})
+    by_suite = {}
+    for m in metas:
+        by_suite.setdefault(m.get("suite", "probe"), []).append(m["campaign"])
     first = metas[0]
     prov = OrderedDict([
         ("document", "tunedmpi sweep campaign(s) %s" % cids),
         ("platform", site.description),
         ("mpi", first["mpi"]), ("ucx", first["ucx"]),
-        ("benchmark", "%s: IMB-MPI1 collectives and OSU one-sided tests%s" % (
-            "+".join(suites_used), " (validate/probes, IMB/OSU-compatible)" if "probe" in "".join(suites_used) else "")),
+        ("benchmark", "; ".join("%s: IMB-MPI1 collectives and OSU one-sided tests%s%s" % (
+            suite, " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
+            " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "")
+            for suite, names in sorted(by_suite.items()))),
         ("command", "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
                     "one-sided: -w %s -s %s)" % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC)),
         ("method", "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
@@ -338,6 +342,25 @@ def _knobs(values):
     return ", ".join("%s=%s" % kv for kv in sorted(values.items())) or "MPI defaults"
 
 
+def _one_suite_per_benchmark(loaded):
+    """Refuse to pool one geometry's benchmark across suites: the probes and the real IMB/OSU are
+    different programs, so pooled runs mix two programs' levels into one sample, and a tilt between
+    the campaigns (docs/regenerate.md, "Probes or the real suites") would be chosen as if a knob made it."""
+    seen = {}
+    for d, recs in loaded:
+        for r in recs:
+            for bench, s in r["series"].items():
+                seen.setdefault((r["nodes"], r["ppn"], bench), {}).setdefault(s["suite"], set()).add(d.name)
+    for (nodes, ppn, bench), by in sorted(seen.items()):
+        if len(by) > 1:
+            d = next(d for d, _ in loaded if d.name in min(by.values(), key=len))
+            raise InputError(str(d.parent), None, "%dx%d %s" % (nodes, ppn, bench),
+                             "measured with different benchmark programs: %s" % "; ".join(
+                                 "%s in %s" % (suite, ", ".join(sorted(names))) for suite, names in sorted(by.items())),
+                             "tune one program's campaigns at a time: name them with --campaign, or move the "
+                             "others out of the store (results-archive/ keeps them)")
+
+
 def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.DEFAULT_TOLERANCE,
          alpha=stats.DEFAULT_ALPHA):
     site = sites.load_named(site_name)
@@ -361,6 +384,7 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         loaded.append((d, recs))
         # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
         (confirming if meta.get("role") == "confirm" else records).extend(recs)
+    _one_suite_per_benchmark(loaded)
     choosers = [m for m in metas if m.get("role") != "confirm"]
     confirm_data = choice.collect(confirming)
     decisions = {}
