@@ -48,7 +48,7 @@ def test_the_command_prints_the_table_and_refuses_a_non_campaign(tmp_path):
     assert bad.returncode == 2 and "not a results-store campaign" in bad.stderr
 
 
-SEPARATE = ROOT / "results-archive" / "local-1x2-293c2c9788-separate.tar.xz"
+SEPARATE = ROOT / "results-archive" / "local-1x2-a174daa01c-separate.tar.xz"
 TABLE = ROOT / "tuning-tables" / "local" / "openmpi-5.0.8.yaml"
 
 
@@ -58,30 +58,39 @@ def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
     with tarfile.open(SEPARATE) as tar:
         tar.extractall(tmp_path, **safe)
     (cdir,) = store.campaigns(tmp_path / "results-store")
-    rows = {r[0]: r for r in regret.table_regret(schema.load_table(str(TABLE)), [cdir], 1, 2)}
+    # the committed table has no bands at 1 x 2 (none was confirmed): give a copy of it two, so the
+    # band lookup is checked too
+    import yaml
+    doc = yaml.safe_load(TABLE.read_text())
+    (case,) = [c for c in doc["cases"] if (c["nodes"], c["ppn"], c["collective"]) == (1, 2, "alltoall")]
+    case["bands"] = [{"from": 0, "to": "32kb", "algorithm": "ignore"}, {"from": "32kb", "to": "256kb", "algorithm": "pairwise"},
+                     {"from": "256kb", "to": None, "algorithm": "two_proc"}]
+    table = tmp_path / "banded.yaml"
+    table.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rows = {r[0]: r for r in regret.table_regret(schema.load_table(str(table)), [cdir], 1, 2)}
     assert set(rows) == {"alltoall", "allgather", "allreduce", "bcast"}
     geo = regret._geometry_data([cdir], 1, 2)
     rel = regret._relative(geo)
     orc = regret.oracle([cdir], 1, 2)
-    job = {"pml": "ucx", "ucx_zcopy_thresh": "64kb"}
+    cases = {c.collective: c for c in schema.load_table(str(table)).cases if (c.nodes, c.ppn) == (1, 2)}
 
     def measured(coll, alg):
-        want = dict(job, **({"coll_tuned_%s_algorithm" % coll: alg} if alg else {}))
-        (key,) = [k for k in rel if k[0] == coll + "-algorithm" and geo[k]["config"] == want]
+        want = dict(cases[coll].settings["none"], **({"coll_tuned_%s_algorithm" % coll: alg} if alg else {}))
+        (key,) = [k for k in rel if k[0] == coll + "-algorithm" and regret._same(geo[k]["config"], want)]
         return {s: v for s, v in rel[key][coll].items() if s >= 1}
-    # alltoall: the job configuration, except pairwise (algorithm 2) from 32 KB and two_proc
-    # (algorithm 5) from 64 KB up to 256 KB
-    default, pairwise, two_proc = measured("alltoall", 0), measured("alltoall", 2), measured("alltoall", 5)
-    chosen = {s: (pairwise if 32768 <= s < 65536 else two_proc if 65536 <= s < 262144 else default)[s]
-              for s in default}
-    bench, n, gain, oracle_gain, mean, worst, wsize = rows["alltoall"]
-    ratios = [chosen[s] / orc["alltoall"][s] for s in chosen]
-    assert n == len(chosen) and abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
-    assert abs(gain - 1 / stats.geomean(chosen.values())) < 1e-9 and oracle_gain >= gain
-    # allreduce has no bands: the job configuration at every size
-    assert abs(rows["allreduce"][2] - 1 / stats.geomean(measured("allreduce", 0).values())) < 1e-9
+
+    def algorithm_at(coll, size):   # the band holding the size, read off the table by hand
+        return next((b.algorithm for b in cases[coll].bands or [] if b.lo <= size and (b.hi is None or size < b.hi)), 0)
+    assert [b.algorithm for b in cases["alltoall"].bands] == [0, 2, 5]
+    for coll in rows:
+        default = measured(coll, 0)
+        chosen = {s: measured(coll, algorithm_at(coll, s))[s] for s in default}
+        bench, n, gain, oracle_gain, mean, worst, wsize = rows[coll]
+        ratios = [chosen[s] / orc[coll][s] for s in chosen]
+        assert n == len(chosen) and abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
+        assert abs(gain - 1 / stats.geomean(chosen.values())) < 1e-9 and oracle_gain >= gain
     exe = str(ROOT / ".venv/bin/tunedmpi")
-    ok = subprocess.run([exe, "regret", "--table", str(TABLE), "--campaign", str(cdir)], capture_output=True, text=True)
+    ok = subprocess.run([exe, "regret", "--table", str(table), "--campaign", str(cdir)], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout.startswith("| benchmark | sizes | table's choice gain"), ok.stderr
     both = subprocess.run([exe, "regret", str(FULL), "--table", str(TABLE), "--campaign", str(cdir)],
                           capture_output=True, text=True)

@@ -8,51 +8,45 @@ local DEFAULT_NODES, DEFAULT_PPN = 1, 2
 local DEFAULT_PROFILE = "allreduce"
 local SOCKETS = 1
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
--- A 6th field names the row's coll_tuned rules file in RULES_DIR (algorithm bands of its geometry).
 local ROWS = {
   ["acc"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["allgather"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
   ["allreduce"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
   ["alltoall"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
   ["bcast"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
   ["fop"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["get"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
   ["put"] = {
-    { 1, 2, 0, "none", { { "UCX_ZCOPY_THRESH", "64kb" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } }, "1x2.rules" },
-    { 2, 1, 0, "none", { { "OMPI_MCA_btl_tcp_eager_limit", "262144" }, { "OMPI_MCA_mpi_yield_when_idle", "1" } }, "2x1.rules" },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
+    { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
 }
 -- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
-local NAMES = { "UCX_ZCOPY_THRESH", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_btl_tcp_eager_limit", "OMPI_MCA_mpi_yield_when_idle", "OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA_coll_tuned_dynamic_rules_filename" }
--- The rules files: __<version>.rules/ beside this file (Lmod never walks a name starting with
--- "__", so they are neither listed nor loadable), found from where this file is now: the
--- installed tree can move. Python twin: tunedmpi.modules.explain.rules_path.
-local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
-local USE_RULES, RULES_FILE = "OMPI_MCA_coll_tuned_use_dynamic_rules", "OMPI_MCA_coll_tuned_dynamic_rules_filename"
+local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_mpi_yield_when_idle" }
 
 whatis("Name: openmpi-tuned/5.0.8")
 whatis("Description: Open MPI 5.0.8 with tuned defaults chosen by job geometry (site local)")
-whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-293c2c9788-r2, local-1x2-4e73d17310, local-1x2-a565fcb28a-confirm, local-2x1-8911a96cd4)")
-help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-293c2c9788, local-1x2-293c2c9788-r2, local-1x2-4e73d17310, local-1x2-a565fcb28a-confirm, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible)\010  method:    staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; confirmation of the bands (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 20 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%); where a confirmation campaign measured the collective\039s stage, the bands picked on the other campaigns are tested on its runs alone, without the x candidates (the pick was made on other runs)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8\010\010Rows whose table gives coll_tuned algorithm bands point Open MPI at that row\039s rules\010file (algorithm per collective and message size): __5.0.8.rules/<nodes>x<ppn>.rules beside\010this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.\010A missing file leaves both alone (yours stay) and says so on stderr.")
+whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-a174daa01c, local-1x2-f3eb7831db-confirm, local-2x1-8911a96cd4)")
+help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-a174daa01c, local-1x2-f3eb7831db-confirm, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: imb: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-a174daa01c, local-1x2-f3eb7831db-confirm); imb+osu: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-4e73d17310-imb); probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible) (campaign(s) local-2x1-8911a96cd4)\010  method:    staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; confirmation of the bands (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 20 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%); where a confirmation campaign measured the collective\039s stage, the bands picked on the other campaigns are tested on its runs alone, without the x candidates (the pick was made on other runs)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8")
 
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
@@ -225,9 +219,7 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  -- ":rules" = load pointed Open MPI at the row's rules file: unload undoes that, file or no file.
-  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
-  if kr ~= nil and kr ~= "" and kr ~= ":rules" then kp = nil end
+  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
@@ -239,31 +231,15 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  local set = {}
-  for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
-  -- The row's rules file, if it has one: set both variables only when the file is there (on
-  -- unload: when load set them), else leave them alone and say so; never an error.
-  local rules_note, rules_mark = "", ""
-  if row[6] then
-    local file = pathJoin(RULES_DIR, row[6])
-    local use
-    if kind == "kept" then use = (kr == ":rules") else use = isFile(file) end
-    if use then
-      set[USE_RULES], set[RULES_FILE] = "1", file
-      rules_note, rules_mark = " rules=" .. row[6], ":rules"
-    else
-      rules_note = " rules=missing"
-      say("the coll_tuned rules file " .. file .. " is missing: Open MPI keeps its own algorithm choices" ..
-          " (re-render with tunedmpi render, or reinstall the module)")
-    end
-  end
   selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
               " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. rules_note .. nps_note
+              " component=" .. row[4] .. nps_note
+  local set = {}
+  for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
     if set[name] then pushenv(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark)
+  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
