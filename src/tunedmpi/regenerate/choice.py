@@ -86,6 +86,18 @@ def stage_benchmarks(geo_data, stage):
     return sorted(base["bench"]) if base else []
 
 
+def built_on(geo_data, stage, knobs, config):
+    """(the stage's entry of the configuration ``config`` was built on — its stage knobs at their
+    default; the stage's baseline while that is the MPI's defaults — or None when the stage did not
+    measure it, the number of other candidates built on it)."""
+    rest = {k: v for k, v in config.items() if k not in knobs}
+    peers = [e for (st, cid), e in sorted(geo_data.items()) if st == stage and cid != "baseline"
+             and {k: v for k, v in e["config"].items() if k not in knobs} == rest]
+    if not rest:
+        return geo_data.get((stage, "baseline")), len(peers)
+    return next((e for e in peers if e["config"] == rest), None), len(peers) - 1
+
+
 def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
@@ -101,7 +113,7 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
     # against the baseline, beats the incumbent's score here, and passes validate's rule against the
     # incumbent itself at alpha / (the other candidates it was picked among). Without that last test
     # the best of several knobs that do nothing (btl sm limits under pml ucx) beats it by noise alone.
-    incumbent, inc_entry, best = 1.0, (base if not job else None), None
+    incumbent, best = 1.0, None
     for (st, cid), cand in sorted(geo_data.items()):
         if st != stage or cid == "baseline":
             continue
@@ -111,30 +123,19 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
         decided["candidates"] += 1
         verdict, score, _, _ = judge(base, cand, benches, tolerance, alpha)
         if cfg == job:
-            incumbent, inc_entry = score or 1.0, cand
+            incumbent = score or 1.0
         if verdict == "PASS" and score is not None and (best is None or (score, cid) < (best["score"], best["config_id"])):
             best = dict(config=dict(cfg), config_id=cid, score=score)
     if best is None or best["config"] == job or best["score"] >= incumbent:
         return dict(job), decided
-    if inc_entry is not None:   # None: a stage that did not measure the incumbent (no default value)
-        others = decided["candidates"] - (1 if job else 0)
-        if judge(inc_entry, geo_data[(stage, best["config_id"])], benches, tolerance, alpha / max(1, others))[0] != "PASS":
-            decided["unproven"] = dict(best, others=others)
-            return dict(job), decided
+    inc_entry, others = built_on(geo_data, stage, knobs, best["config"])
+    # None: a stage that did not measure the incumbent (no default value) cannot test against it
+    if inc_entry is not None and judge(inc_entry, geo_data[(stage, best["config_id"])], benches, tolerance,
+                                       alpha / max(1, others))[0] != "PASS":
+        decided["unproven"] = dict(best, others=others)
+        return dict(job), decided
     decided["chosen"] = best
     return dict(best["config"]), decided
-
-
-def built_on(geo_data, stage, knobs, config):
-    """(the stage's entry of the configuration ``config`` was built on — its stage knobs at their
-    default; the stage's baseline while that is the MPI's defaults — or None when the stage did not
-    measure it, the number of other candidates built on it)."""
-    rest = {k: v for k, v in config.items() if k not in knobs}
-    peers = [e for (st, cid), e in sorted(geo_data.items()) if st == stage and cid != "baseline"
-             and {k: v for k, v in e["config"].items() if k not in knobs} == rest]
-    if not rest:
-        return geo_data.get((stage, "baseline")), len(peers)
-    return next((e for e in peers if e["config"] == rest), None), len(peers) - 1
 
 
 def job_configuration(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None):
