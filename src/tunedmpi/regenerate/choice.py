@@ -86,16 +86,28 @@ def stage_benchmarks(geo_data, stage):
     return sorted(base["bench"]) if base else []
 
 
-def built_on(geo_data, stage, knobs, config):
-    """(the stage's entry of the configuration ``config`` was built on — its stage knobs at their
-    default; the stage's baseline while that is the MPI's defaults — or None when the stage did not
-    measure it, the number of other candidates built on it)."""
-    rest = {k: v for k, v in config.items() if k not in knobs}
-    peers = [e for (st, cid), e in sorted(geo_data.items()) if st == stage and cid != "baseline"
-             and {k: v for k, v in e["config"].items() if k not in knobs} == rest]
-    if not rest:
-        return geo_data.get((stage, "baseline")), len(peers)
-    return next((e for e in peers if e["config"] == rest), None), len(peers) - 1
+def without(config, knobs):
+    """The configuration a stage's candidate was built on: ``config`` without the stage's knobs."""
+    return {k: v for k, v in config.items() if k not in knobs}
+
+
+def beats_its_base(geo_data, stage, knobs, config_id, benches, tolerance=stats.DEFAULT_TOLERANCE,
+                   alpha=stats.DEFAULT_ALPHA):
+    """(passes, others): whether a candidate passes validate's rule against the configuration it was
+    built on (its stage knobs at default, measured in the same stage; the stage's baseline while that
+    is the MPI's defaults), at alpha / the other candidates built on it, which it was picked among.
+    A stage that did not measure that configuration (no `default` value) cannot say: passes."""
+    cand = geo_data[(stage, config_id)]
+    rest = without(cand["config"], knobs)
+    peers = [e for (st, cid), e in sorted(geo_data.items())
+             if st == stage and cid != "baseline" and without(e["config"], knobs) == rest]
+    if rest:
+        base, others = next((e for e in peers if e["config"] == rest), None), len(peers) - 1
+    else:
+        base, others = geo_data.get((stage, "baseline")), len(peers)
+    if base is None or base is cand:
+        return True, others
+    return judge(base, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS", others
 
 
 def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
@@ -107,7 +119,7 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
     decided = {"stage": stage, "benchmarks": benches, "candidates": 0, "chosen": None}
     if not base or not benches or any(per_collective(k) for k in knobs):
         return dict(job), decided
-    rest = {k: v for k, v in job.items() if k not in knobs}
+    rest = without(job, knobs)
     # The incumbent (the job configuration itself, measured again in this stage; the baseline while
     # the job configuration is still the MPI's defaults) is replaced only by a candidate that passes
     # against the baseline, beats the incumbent's score here, and passes validate's rule against the
@@ -118,7 +130,7 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
         if st != stage or cid == "baseline":
             continue
         cfg = cand["config"]
-        if {k: v for k, v in cfg.items() if k not in knobs} != rest or not all(b in cand["bench"] for b in benches):
+        if without(cfg, knobs) != rest or not all(b in cand["bench"] for b in benches):
             continue          # built on another job configuration (or measured on fewer benchmarks)
         decided["candidates"] += 1
         verdict, score, _, _ = judge(base, cand, benches, tolerance, alpha)
@@ -128,10 +140,8 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
             best = dict(config=dict(cfg), config_id=cid, score=score)
     if best is None or best["config"] == job or best["score"] >= incumbent:
         return dict(job), decided
-    inc_entry, others = built_on(geo_data, stage, knobs, best["config"])
-    # None: a stage that did not measure the incumbent (no default value) cannot test against it
-    if inc_entry is not None and judge(inc_entry, geo_data[(stage, best["config_id"])], benches, tolerance,
-                                       alpha / max(1, others))[0] != "PASS":
+    passes, others = beats_its_base(geo_data, stage, knobs, best["config_id"], benches, tolerance, alpha)
+    if not passes:
         decided["unproven"] = dict(best, others=others)
         return dict(job), decided
     decided["chosen"] = best

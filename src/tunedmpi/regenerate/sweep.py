@@ -164,11 +164,11 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
         if any(choice.per_collective(k) for k in stage.knobs):
             sys.stderr.write("sweep: stage %s measured per size (tune makes its bands)\n" % stage.name)
         else:
+            why = ("%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
+                   if decided.get("unproven") else "no candidate passed and beat it")
             sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (
                 stage.name, "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
-                if ch else "unchanged, %s (%s)" % (store.config_id(job), "%s beat its score but did not pass against it"
-                                                      % decided["unproven"]["config_id"] if decided.get("unproven")
-                                                      else "no candidate passed and beat it")))
+                if ch else "unchanged, %s (%s)" % (store.config_id(job), why)))
     meta["stages"] = history
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)

@@ -73,16 +73,9 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
                 continue
             considered += 1
             if verdict == "PASS" and score is not None and (best is None or score < best["score"]) \
-                    and _beats_what_it_was_built_on(geo_data, st, job_stages[st], cand, benches, tolerance, alpha):
+                    and choice.beats_its_base(geo_data, st, job_stages[st], cid, benches, tolerance, alpha)[0]:
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
     return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=stats.per_size_best(measured))
-
-
-def _beats_what_it_was_built_on(geo_data, stage, knobs, cand, benches, tolerance, alpha):
-    """As the job-wide rule asks of a new job configuration: the stage's knobs must pass validate's
-    rule against the configuration without them (at alpha / the other candidates built on it)."""
-    inc, others = choice.built_on(geo_data, stage, knobs, cand["config"])
-    return inc is None or inc is cand or choice.judge(inc, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS"
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
@@ -91,7 +84,7 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
     reference, candidates = None, {}
     for (st, cid), e in (geo_data or {}).items():
         cfg = e["config"]
-        if st != name or coll not in e["bench"] or {k: v for k, v in cfg.items() if k not in knobs} != jobcfg:
+        if st != name or coll not in e["bench"] or choice.without(cfg, knobs) != jobcfg:
             continue
         if not any(k in cfg for k in knobs):
             reference = e
@@ -114,7 +107,7 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
         base = geo_data.get((name, "baseline"))
         if not base or coll not in base["bench"]:
             continue
-        jobcfg = {k: v for k, v in job.items() if k not in knobs}
+        jobcfg = choice.without(job, knobs)
         reference, cfgs = _algorithm_runs(geo_data, name, knobs, coll, jobcfg)
         if reference is None or not cfgs:
             return None
@@ -191,14 +184,16 @@ def _job_notes(d):
         if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
             continue
         un = step.get("unproven")
-        notes.append("stage %s: %s" % (
-            step["stage"],
-            "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
-                step["candidates"], ch["config_id"], (1 - ch["score"]) * 100) if ch else
-            "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule against the "
-            "job configuration measured in the stage (alpha / %d), which stays" % (
-                step["candidates"], un["config_id"], (1 - un["score"]) * 100, max(1, un["others"])) if un else
-            "none of %d candidate(s) passed and beat the job configuration, which stays" % step["candidates"]))
+        if ch:
+            what = "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
+                step["candidates"], ch["config_id"], (1 - ch["score"]) * 100)
+        elif un:
+            what = ("best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule "
+                    "against the job configuration measured in the stage (alpha / %d), which stays" % (
+                        step["candidates"], un["config_id"], (1 - un["score"]) * 100, max(1, un["others"])))
+        else:
+            what = "none of %d candidate(s) passed and beat the job configuration, which stays" % step["candidates"]
+        notes.append("stage %s: %s" % (step["stage"], what))
     return notes
 
 
