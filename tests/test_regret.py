@@ -1,5 +1,6 @@
 """`tunedmpi regret`: a validated module against the per-size oracle of a separate campaign, on the
 shared real-IMB validate campaign and the archived local sweep."""
+import math
 import subprocess
 import tarfile
 
@@ -23,11 +24,11 @@ def _campaign(tmp_path):
 
 def test_regret_is_the_module_relative_time_over_the_oracle_size_by_size(tmp_path):
     cdir = _campaign(tmp_path)
-    rows = {r[0]: r for r in regret.regret(FULL, [cdir])}
+    rows = {r[0]: r for r in regret.regret(FULL, [cdir], draws=60)}
     assert {"alltoall", "allgather", "allreduce", "put_latency"} <= set(rows)
     rel, _ = regret.module_relative(FULL)
     orc = regret.oracle([cdir], 1, 2)
-    bench, n, module_gain, oracle_gain, mean, worst, wsize = rows["allreduce"]
+    bench, n, module_gain, oracle_gain, mean, worst, wsize = rows["allreduce"][:7]
     sizes = [s for s in rel["allreduce"] if s in orc["allreduce"]]
     assert n == len(sizes) and n >= 10
     ratios = [rel["allreduce"][s] / orc["allreduce"][s] for s in sizes]
@@ -36,14 +37,20 @@ def test_regret_is_the_module_relative_time_over_the_oracle_size_by_size(tmp_pat
     assert abs(module_gain - 1 / stats.geomean([rel["allreduce"][s] for s in sizes])) < 1e-9
     # the oracle includes the untuned baseline itself (relative time 1) at every size
     assert all(orc["allreduce"][s] <= 1.0 for s in sizes) and oracle_gain >= 1.0
+    # every figure has its bootstrap interval, and a smooth one (the module's gain) holds its own figure
+    for r in rows.values():
+        assert r.gain_ci[0] <= r.gain <= r.gain_ci[1] and r.oracle_ci[0] < r.oracle_ci[1]
+        assert r.regret_ci[0] < r.regret_ci[1]
+    assert regret.regret(FULL, [cdir], draws=60) == list(rows.values())     # fixed seed: the same intervals again
 
 
 def test_the_command_prints_the_table_and_refuses_a_non_campaign(tmp_path):
     cdir = _campaign(tmp_path)
     exe = str(ROOT / ".venv/bin/tunedmpi")
-    ok = subprocess.run([exe, "regret", str(FULL), "--campaign", str(cdir)], capture_output=True, text=True)
+    ok = subprocess.run([exe, "regret", str(FULL), "--campaign", str(cdir), "--draws", "30"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("| benchmark | sizes | module gain") and "| allgather |" in ok.stdout
+    assert "95 % bootstrap intervals (30 redraws" in ok.stdout
     bad = subprocess.run([exe, "regret", str(FULL), "--campaign", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a results-store campaign" in bad.stderr
 
@@ -85,7 +92,7 @@ def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
     for coll in rows:
         default = measured(coll, 0)
         chosen = {s: measured(coll, algorithm_at(coll, s))[s] for s in default}
-        bench, n, gain, oracle_gain, mean, worst, wsize = rows[coll]
+        bench, n, gain, oracle_gain, mean, worst, wsize = rows[coll][:7]
         ratios = [chosen[s] / orc[coll][s] for s in chosen]
         assert n == len(chosen) and abs(mean - (stats.geomean(ratios) - 1) * 100) < 1e-9
         assert abs(gain - 1 / stats.geomean(chosen.values())) < 1e-9 and oracle_gain >= gain
@@ -95,3 +102,32 @@ def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
     both = subprocess.run([exe, "regret", str(FULL), "--table", str(TABLE), "--campaign", str(cdir)],
                           capture_output=True, text=True)
     assert both.returncode == 2 and "one of them" in both.stderr
+
+
+def _synthetic(runs_per_side, repeat=1):
+    """Two modules over two sizes, the tuned one 1.5x faster, with whole-run slow spells (2x)."""
+    import random
+    rng = random.Random(3)
+    base, tuned = [], []
+    for _ in range(runs_per_side):
+        for side, speed in ((base, 1.0), (tuned, 1.5)):
+            spell = 2.0 if rng.random() < 0.25 else 1.0
+            side.append({s: s * spell * rng.uniform(0.9, 1.1) / speed for s in (1, 2)})
+    return {"x": ("latency_us", base * repeat, tuned * repeat)}
+
+
+def test_the_intervals_come_from_redrawn_whole_runs_and_narrow_with_more_runs():
+    def rows_of(runs):
+        return lambda draw: [regret._row("x", regret._module(runs, draw)["x"], {1: 0.6, 2: 0.6})]
+    runs = _synthetic(10)
+    (one,) = regret._with_intervals(rows_of(runs), 300)
+    assert one.gain_ci[0] <= one.gain <= one.gain_ci[1]
+    assert regret._with_intervals(rows_of(runs), 300) == [one]          # fixed seed: the same interval again
+    (bare,) = regret._with_intervals(rows_of(runs), 0)
+    assert bare.gain_ci is None and bare.gain == one.gain and "–" not in regret.report([bare])
+    # the same runs measured four times over: the interval is about half as wide (1/sqrt(4))
+    (four,) = regret._with_intervals(rows_of(_synthetic(10, repeat=4)), 300)
+    width = lambda r: math.log(r.gain_ci[1] / r.gain_ci[0])
+    assert 0.3 < width(four) / width(one) < 0.75
+    # the oracle here is fixed, so regret's interval is the gain's, inverted
+    assert abs((1 + one.regret_ci[1] / 100) * one.gain_ci[0] - 1 / 0.6) < 0.05 * (1 / 0.6)

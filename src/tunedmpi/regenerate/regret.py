@@ -12,9 +12,18 @@ A table's choice can also be measured inside the separate campaign itself (table
 configuration and, per collective, the algorithm its bands give at each size, looked up among the
 campaign's measured configurations. Same rounds as the oracle, so no validate noise on top; but
 only where the campaign measured exactly what the table picks.
+
+Every figure comes with a 95 % bootstrap interval: the runs of each configuration (and of each
+validate module) are drawn again with replacement, whole runs so that a run's sizes stay together,
+and every figure is recomputed from the redrawn runs (DRAWS times, fixed seed: the same input gives
+the same interval). On this kind of host whole runs are fast or slow together for a few runs at a
+time, so a gain over all sizes moves by 10 % or more from one 10-30-run campaign to the next; the
+interval says whether "within 5 % of the oracle" is a measured statement or a draw.
 """
 import json
+import random
 from pathlib import Path
+from typing import NamedTuple, Optional, Tuple
 
 from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
@@ -22,9 +31,35 @@ from tunedmpi.errors import InputError
 from tunedmpi.regenerate import choice
 from tunedmpi.tables.units import SizeError, parse_size
 
+DRAWS = 400           # bootstrap redraws behind every interval
+COVERAGE = 0.95
+SEED = 12             # fixed: the same runs give the same intervals
 
-def module_relative(results_dir):
-    """{benchmark: {size: tuned/baseline time}} from a validate result directory."""
+
+class Row(NamedTuple):
+    benchmark: str
+    sizes: int
+    gain: float                 # the module's (table choice's) gain over all sizes: 1 / geomean relative time
+    oracle: float               # the per-size oracle's gain over the same sizes
+    regret_mean: float          # %: geomean over sizes of chosen / oracle, minus 1
+    worst: float                # %: the largest of those ratios, minus 1
+    worst_size: int
+    gain_ci: Optional[Tuple[float, float]] = None      # 95 % bootstrap intervals of the three above
+    oracle_ci: Optional[Tuple[float, float]] = None
+    regret_ci: Optional[Tuple[float, float]] = None
+
+
+def _as_measured(reps):
+    return reps
+
+
+def _redrawn(rng):
+    """The bootstrap's draw: a configuration's runs drawn again with replacement, whole runs."""
+    return lambda reps: [reps[rng.randrange(len(reps))] for _ in reps]
+
+
+def _module_runs(results_dir):
+    """({benchmark: (metric, baseline runs, tuned runs)}, results.json) of a validate result directory."""
     path = Path(results_dir) / "results.json"
     try:
         doc = json.loads(path.read_text())
@@ -36,8 +71,18 @@ def module_relative(results_dir):
         base = [{int(k): v for k, v in r.items()} for r in d.get("baseline") or []]
         tuned = [{int(k): v for k, v in r.items()} for r in d.get("tuned") or []]
         if len(base) >= 2 and len(tuned) >= 2:
-            out[bench] = stats.relative_times(base, tuned, d["metric"])
+            out[bench] = (d["metric"], base, tuned)
     return out, doc
+
+
+def _module(runs, draw=_as_measured):
+    return {bench: stats.relative_times(draw(base), draw(tuned), metric) for bench, (metric, base, tuned) in runs.items()}
+
+
+def module_relative(results_dir):
+    """{benchmark: {size: tuned/baseline time}} from a validate result directory."""
+    runs, doc = _module_runs(results_dir)
+    return _module(runs), doc
 
 
 def _geometry_data(campaign_dirs, nodes, ppn):
@@ -47,16 +92,21 @@ def _geometry_data(campaign_dirs, nodes, ppn):
     return choice.collect(records).get((nodes, ppn), {})
 
 
-def _relative(geo):
-    """{(stage, config_id): {benchmark: {size: config/baseline time}}} of every measured configuration."""
-    out = {}
+def _relative(geo, draw=_as_measured):
+    """{(stage, config_id): {benchmark: {size: config/baseline time}}} of every measured configuration.
+    A stage's baseline runs are drawn once per call, so every configuration of the stage is set
+    against the same baseline, as measured."""
+    out, bases = {}, {}
     for (stage, cid), e in geo.items():
         base = geo.get((stage, "baseline"))
         if not base:
             continue
         for bench, (metric, reps, _) in e["bench"].items():
             if bench in base["bench"] and len(reps) >= 2 and len(base["bench"][bench][1]) >= 2:
-                out.setdefault((stage, cid), {})[bench] = stats.relative_times(base["bench"][bench][1], reps, metric)
+                if (stage, bench) not in bases:
+                    bases[(stage, bench)] = draw(base["bench"][bench][1])
+                runs = bases[(stage, bench)] if cid == "baseline" else draw(reps)
+                out.setdefault((stage, cid), {})[bench] = stats.relative_times(bases[(stage, bench)], runs, metric)
     return out
 
 
@@ -81,18 +131,46 @@ def _row(bench, chosen, orc):
         return None
     ratios = {s: chosen[s] / orc[s] for s in sizes}
     worst = max(ratios, key=ratios.get)
-    return (bench, len(sizes), 1 / stats.geomean([chosen[s] for s in sizes]),
-            1 / stats.geomean([orc[s] for s in sizes]),
-            (stats.geomean(ratios.values()) - 1) * 100, (ratios[worst] - 1) * 100, worst)
+    return Row(bench, len(sizes), 1 / stats.geomean([chosen[s] for s in sizes]),
+               1 / stats.geomean([orc[s] for s in sizes]),
+               (stats.geomean(ratios.values()) - 1) * 100, (ratios[worst] - 1) * 100, worst)
 
 
-def regret(results_dir, campaign_dirs):
-    """[(benchmark, sizes, module gain, oracle gain, regret mean %, worst %, worst size)]."""
-    rel, doc = module_relative(results_dir)
-    geo = doc.get("geometry", {})
-    orc = oracle(campaign_dirs, geo.get("nodes", 1), geo.get("ppn", 2))
-    rows = [_row(bench, rel[bench], orc[bench]) for bench in sorted(set(rel) & set(orc))]
-    return [r for r in rows if r]
+def _percentiles(values):
+    v = sorted(values)
+    tail = (1 - COVERAGE) / 2
+    return v[int(tail * (len(v) - 1))], v[int(round((1 - tail) * (len(v) - 1)))]
+
+
+def _with_intervals(rows_of, draws):
+    """rows_of(draw) -> [Row] computed from the runs as `draw` gives them. The rows as measured,
+    each with the bootstrap intervals of its gain, oracle gain and regret mean."""
+    measured = rows_of(_as_measured)
+    if draws < 2:
+        return measured
+    rng = random.Random(SEED)
+    seen = {r.benchmark: [] for r in measured}
+    for _ in range(draws):
+        for r in rows_of(_redrawn(rng)):
+            if r.benchmark in seen:
+                seen[r.benchmark].append(r)
+    return [r._replace(gain_ci=_percentiles([d.gain for d in seen[r.benchmark]]),
+                       oracle_ci=_percentiles([d.oracle for d in seen[r.benchmark]]),
+                       regret_ci=_percentiles([d.regret_mean for d in seen[r.benchmark]]))
+            if len(seen[r.benchmark]) >= 2 else r for r in measured]
+
+
+def regret(results_dir, campaign_dirs, draws=DRAWS):
+    """[Row]: the validated module against the per-size oracle of the campaign(s)."""
+    runs, doc = _module_runs(results_dir)
+    where = doc.get("geometry", {})
+    geo = _geometry_data(campaign_dirs, where.get("nodes", 1), where.get("ppn", 2))
+
+    def rows_of(draw):
+        rel, orc = _module(runs, draw), _best(_relative(geo, draw))
+        rows = [_row(bench, rel[bench], orc[bench]) for bench in sorted(set(rel) & set(orc))]
+        return [r for r in rows if r]
+    return _with_intervals(rows_of, draws)
 
 
 def _same(a, b):
@@ -105,7 +183,7 @@ def _same(a, b):
     return a.keys() == b.keys() and all(norm(a[k]) == norm(b[k]) for k in a)
 
 
-def table_regret(table, campaign_dirs, nodes, ppn):
+def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS):
     """Rows as regret(), for the table's choice at (nodes, ppn) measured inside the campaign(s).
 
     Per collective: at each size, the table's job configuration plus the algorithm (and segment
@@ -114,8 +192,7 @@ def table_regret(table, campaign_dirs, nodes, ppn):
     configuration on the benchmark. Sizes where that stage lacks the configuration are left out."""
     geo = _geometry_data(campaign_dirs, nodes, ppn)
     rel = _relative(geo)
-    orc = _best(rel)
-    rows = []
+    picks = []      # (benchmark, {size: (stage, config_id) measuring the table's choice there})
     for case in sorted((c for c in table.cases if (c.nodes, c.ppn) == (nodes, ppn)),
                        key=lambda c: list(choice.OPERATIONS).index(c.collective)
                        if c.collective in choice.OPERATIONS else 99):
@@ -128,28 +205,43 @@ def table_regret(table, campaign_dirs, nodes, ppn):
                         key=lambda st: (not any(alg_knob in geo[k]["config"] for k in geo if k[0] == st), st))
         if not stages:
             continue
-        stage = stages[0]
-        configs = [(geo[k]["config"], rel[k][bench]) for k in rel if k[0] == stage and bench in rel[k]]
-        chosen = {}
-        for size in orc.get(bench, {}):
+        keys = [k for k in rel if k[0] == stages[0] and bench in rel[k]]
+        where = {}
+        for size in _best(rel).get(bench, {}):
             want = dict(job)
             for band in case.bands or []:
                 if size >= band.lo and (band.hi is None or size < band.hi) and band.algorithm:
                     want[alg_knob] = band.algorithm
                     if band.segsize:
                         want[alg_knob + "_segmentsize"] = band.segsize
-            got = [r for cfg, r in configs if _same(cfg, want) and size in r]
+            got = [k for k in keys if _same(geo[k]["config"], want) and size in rel[k][bench]]
             if got:
-                chosen[size] = got[0][size]
-        row = _row(bench, chosen, orc[bench])
-        if row:
-            rows.append(row)
-    return rows
+                where[size] = got[0]
+        picks.append((bench, where))
+
+    def rows_of(draw):
+        drawn = rel if draw is _as_measured else _relative(geo, draw)
+        orc = _best(drawn)
+        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, orc[bench])
+                for bench, where in picks if bench in orc]
+        return [r for r in rows if r]
+    return _with_intervals(rows_of, draws)
 
 
-def report(rows, what="module"):
+def _interval(ci, fmt):
+    return "" if ci is None else " (%s–%s)" % (fmt % ci[0], fmt % ci[1])
+
+
+def report(rows, what="module", draws=DRAWS):
+    """Markdown table; each figure with its 95 % bootstrap interval in brackets where one was drawn."""
     lines = ["| benchmark | sizes | %s gain (geomean) | oracle gain (geomean) | regret mean | worst (size) |" % what,
              "|---|---|---|---|---|---|"]
-    for bench, n, mg, og, mean, worst, wsize in rows:
-        lines.append("| %s | %d | %.2fx | %.2fx | %+.1f%% | %+.1f%% (%d B) |" % (bench, n, mg, og, mean, worst, wsize))
+    for r in rows:
+        lines.append("| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) |" % (
+            r.benchmark, r.sizes, r.gain, _interval(r.gain_ci, "%.2fx"), r.oracle, _interval(r.oracle_ci, "%.2fx"),
+            r.regret_mean, _interval(r.regret_ci, "%+.1f%%"), r.worst, r.worst_size))
+    if any(r.gain_ci for r in rows):
+        lines.append("")
+        lines.append("In brackets: %d %% bootstrap intervals (%d redraws of each configuration's runs, whole runs)."
+                     % (COVERAGE * 100, draws))
     return "\n".join(lines) + "\n"
