@@ -8,7 +8,7 @@ import pytest
 import lmod
 from conftest import FIXTURES, ROOT
 from tunedmpi.bench import store
-from tunedmpi.errors import InputErrors
+from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import space
 from tunedmpi.tables import schema
@@ -50,6 +50,39 @@ def test_the_local_space_loads():
     sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
     assert [s.name for s in sp.stages][:2] == ["transport", "ob1-limits"]
     assert len(sp.combinations(sp.stages[0])) == 6 and sp.combinations(sp.stages[0])[0] == {}
+
+
+def test_a_space_narrowed_to_some_stages_or_other_repetitions_is_a_campaign_of_its_own(tmp_path):
+    local = sites.load_named("local")
+    per_size = space.load_space(str(ROOT / "site-configs/local/space-per-size.yaml"), local)
+    assert space.narrowed(per_size) is per_size                 # nothing asked: the space as it is
+    confirm = space.narrowed(per_size, repetitions=20)
+    alone = space.narrowed(per_size, stages=["alltoall-algorithm"])
+    both = space.narrowed(per_size, 30, ["alltoall-algorithm", "bcast-algorithm"])
+    assert (confirm.repetitions, [s.name for s in confirm.stages]) == (20, [s.name for s in per_size.stages])
+    assert (alone.repetitions, [s.name for s in alone.stages]) == (per_size.repetitions, ["alltoall-algorithm"])
+    assert (both.repetitions, [s.name for s in both.stages]) == (30, ["alltoall-algorithm", "bcast-algorithm"])
+    assert alone.job == per_size.job and alone.path == per_size.path
+    digests = {per_size.digest, confirm.digest, alone.digest, both.digest}
+    assert len(digests) == 4 and space.narrowed(per_size, repetitions=20).digest == confirm.digest
+    with pytest.raises(InputError) as exc:
+        space.narrowed(per_size, stages=["alltoall"])
+    assert "no stage named alltoall" in str(exc.value) and "alltoall-algorithm, allgather-algorithm" in str(exc.value)
+    # a stage measured on a job configuration that a left-out job-wide stage was to choose: refused
+    full = space.load_space(str(ROOT / "site-configs/local/space.yaml"), local)
+    with pytest.raises(InputError) as exc:
+        space.narrowed(full, stages=["alltoall-algorithm"])
+    msg = str(exc.value)
+    assert "stage alltoall-algorithm builds on the job configuration that stage transport chooses" in msg
+    assert "space-per-size.yaml" in msg and str(full.path) in msg
+    assert [s.name for s in space.narrowed(full, stages=["transport"]).stages] == ["transport"]
+    # the command refuses before it measures or writes anything
+    proc = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space.yaml", "--stage",
+               "alltoall-algorithm", "--store", tmp_path / "s")
+    assert proc.returncode == 2 and "builds on the job configuration" in proc.stderr, proc.stderr
+    proc = cli("sweep", "--site", "local", "--repetitions", "1", "--store", tmp_path / "s")
+    assert proc.returncode == 2 and "--repetitions" in proc.stderr, proc.stderr
+    assert not (tmp_path / "s").exists()
 
 
 needs_mpi = pytest.mark.skipif(not lmod.available() or not (ROOT / ".venv/bin/mpicc").exists(),
@@ -215,7 +248,7 @@ def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_
     started = tmp_path / "s" / "local-1x2-x-confirm"
     started.mkdir(parents=True)
     (started / "campaign.json").write_text('{"site": "local", "role": "confirm"}\n')
-    again = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space-confirm.yaml",
-                "--store", tmp_path / "s", "--campaign", "local-1x2-x-confirm")
+    again = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space-per-size.yaml",
+                "--repetitions", "20", "--store", tmp_path / "s", "--campaign", "local-1x2-x-confirm")
     assert again.returncode == 2 and "was started with --confirm" in again.stderr, again.stderr
     assert sorted(p.name for p in started.iterdir()) == ["campaign.json"]

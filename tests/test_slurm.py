@@ -21,6 +21,7 @@ import slurmcluster as slurm
 from conftest import ROOT
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
+from tunedmpi.regenerate import space
 
 pytestmark = pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get "
                                 "install %s" % (" ".join(slurm.missing()), slurm.APT_PACKAGES))
@@ -579,6 +580,27 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
     meta = json.loads((cdir / "campaign.json").read_text())
     assert meta["finished"] and [(h["stage"], h["configurations"]) for h in meta["stages"]] == [("s1", 4)], meta
     assert meta["stages"][0]["knobs"] == ["pml", "ucx_tls"] and "job" in meta["stages"][0], meta
+
+
+@needs_sweep
+def test_array_tasks_measure_the_repetitions_the_sweep_was_given(cluster, tmp_path):
+    """sweep --repetitions: the tasks (which load the space from its file again) measure the
+    campaign's repetitions, not the file's."""
+    (tmp_path / "space.yaml").write_text(SWEEP_SPACE.replace('      ucx_tls: [default, "self,sm"]\n', ""))
+    s = run_sweep(cluster, tmp_path, "--repetitions", "3")
+    (cdir,) = store.campaigns(tmp_path / "store")
+    assert s.returncode == 0, s.context()
+    meta = json.loads((cdir / "campaign.json").read_text())
+    assert meta["repetitions"] == 3 and meta["finished"], meta
+    file_digest = space.load_space(str(tmp_path / "space.yaml"), sites.load_named(SITE)).digest
+    assert cdir.name != "%s-1x2-%s" % (SITE, file_digest), cdir       # a campaign of its own
+    (job,) = arrays(s.watcher)
+    outs = task_lines(cdir, job)
+    assert sorted(outs) == [0, 1], s.context()
+    for i, config in enumerate([{}, {"pml": "ucx"}]):
+        assert outs[i].strip() == "sweep-task: s1 %s: 3 run(s) measured" % store.config_id(config), outs[i]
+    _, records = store.load_campaign(cdir)
+    assert sorted(r["rep"] for r in records) == [1, 1, 2, 2, 3, 3]
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,8 @@ def cmd_sweep(args):
     from tunedmpi.regenerate import space, sweep
     from tunedmpi.bench.runner import CannotRun
     site = sites.load_named(args.site)
-    sp = space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site)
+    sp = space.narrowed(space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site),
+                        args.repetitions, args.stage)
     try:
         cdir, job = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
                                      args.sbatch_args, args.timeout, args.retries, args.modulepath or (),
@@ -306,6 +307,11 @@ def build_parser():
     p.add_argument("--confirm", action="store_true",
                    help="a confirmation campaign: per-collective stages only; tune chooses nothing from it, it tests "
                         "the bands picked on the other campaigns on these runs (docs/regenerate.md)")
+    p.add_argument("--repetitions", type=whole(2),
+                   help="repetitions per configuration instead of the space's (a campaign of its own)")
+    p.add_argument("--stage", action="append",
+                   help="measure this stage of the space only (repeatable; a campaign of its own), e.g. a "
+                        "separate run of one collective's algorithms for regret")
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0), help="seconds per run")

@@ -4,6 +4,7 @@ A space is split into stages, as in the seed studies' staged search (seed 000: t
 thresholds, then the zero-copy threshold, then component x placement x NPS): each stage tries the
 combinations of its own knobs, with every other knob fixed at the best found so far.
 """
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -13,7 +14,7 @@ from typing import List, Optional
 
 from tunedmpi import yamlsrc
 from tunedmpi.bench import suites
-from tunedmpi.errors import InputErrors
+from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import schema
 
 SCHEMA_VERSION = 1
@@ -139,3 +140,35 @@ def load_space(path, site):
     if ck.errors:
         raise InputErrors(ck.errors)
     return space
+
+
+def narrowed(space, repetitions=None, stages=None):
+    """The space with another repetition count and/or some of its stages only (sweep --repetitions,
+    --stage): a separate or confirmation run of a space's stages without a copy of its file. The
+    digest changes with what changed, so such a run is a campaign of its own. A kept stage may not
+    come after a dropped stage of job-wide knobs: it would be measured on a job configuration that
+    stage never chose (write that configuration as the space's `job:` instead)."""
+    if repetitions is None and not stages:
+        return space
+    names = [st.name for st in space.stages]
+    unknown = [n for n in stages or [] if n not in names]
+    if unknown:
+        raise InputError(space.path, None, "stages", "no stage named %s in this space" % ", ".join(unknown),
+                         "give --stage one of: %s" % ", ".join(names))
+    if repetitions is not None and not 2 <= repetitions <= 50:
+        raise InputError(space.path, None, "repetitions", "--repetitions must be from 2 to 50, not %r" % (repetitions,),
+                         "give --repetitions 20, say (the seed method drops max and min)")
+    kept = [st for st in space.stages if not stages or st.name in stages]
+    dropped_wide = None
+    for st in space.stages:
+        if st not in kept and any(not k.startswith("coll_tuned_") for k in st.knobs):
+            dropped_wide = dropped_wide or st.name
+        elif st in kept and dropped_wide:
+            raise InputError(space.path, None, "stages",
+                             "stage %s builds on the job configuration that stage %s chooses, which --stage leaves out"
+                             % (st.name, dropped_wide),
+                             "keep %s, or give a space whose `job:` is that configuration "
+                             "(as site-configs/local/space-per-size.yaml)" % dropped_wide)
+    what = {"space": space.digest, "repetitions": repetitions, "stages": [st.name for st in kept]}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:10]
+    return dataclasses.replace(space, repetitions=repetitions or space.repetitions, stages=kept, digest=digest)

@@ -226,7 +226,7 @@ def run_task(cdir, stage_name, index):
     cdir = Path(cdir)
     meta = json.loads((cdir / "campaign.json").read_text())
     site = sites.load_named(meta["site"])
-    sp = spacemod.load_space(meta["space"], site)
+    sp = spacemod.narrowed(spacemod.load_space(meta["space"], site), repetitions=meta["repetitions"])
     runner = make_runner(site, sp, meta["nodes"], meta["ppn"], meta["timeout_s"], meta["retries"], meta["modulepaths"])
     plan = json.loads((cdir / stage_name / "plan.json").read_text())
     entry = plan[int(index)]
