@@ -26,8 +26,8 @@ def test_regret_is_the_module_relative_time_over_the_oracle_size_by_size(tmp_pat
     cdir = _campaign(tmp_path)
     rows = {r[0]: r for r in regret.regret(FULL, [cdir], draws=60)}
     assert {"alltoall", "allgather", "allreduce", "put_latency"} <= set(rows)
-    rel, _ = regret.module_relative(FULL)
-    orc = regret.oracle([cdir], 1, 2)
+    rel = regret._module(regret._module_runs(FULL)[0])
+    orc = regret._best(regret._relative(regret._geometry_data([cdir], 1, 2)))
     bench, n, module_gain, oracle_gain, mean, worst, wsize = rows["allreduce"][:7]
     sizes = [s for s in rel["allreduce"] if s in orc["allreduce"]]
     assert n == len(sizes) and n >= 10
@@ -78,7 +78,7 @@ def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
     assert set(rows) == {"alltoall", "allgather", "allreduce", "bcast"}
     geo = regret._geometry_data([cdir], 1, 2)
     rel = regret._relative(geo)
-    orc = regret.oracle([cdir], 1, 2)
+    orc = regret._best(rel)
     cases = {c.collective: c for c in schema.load_table(str(table)).cases if (c.nodes, c.ppn) == (1, 2)}
 
     def measured(coll, alg):

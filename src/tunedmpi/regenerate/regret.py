@@ -76,13 +76,8 @@ def _module_runs(results_dir):
 
 
 def _module(runs, draw=_as_measured):
+    """{benchmark: {size: tuned/baseline time}} of a validate result's runs (as `draw` gives them)."""
     return {bench: stats.relative_times(draw(base), draw(tuned), metric) for bench, (metric, base, tuned) in runs.items()}
-
-
-def module_relative(results_dir):
-    """{benchmark: {size: tuned/baseline time}} from a validate result directory."""
-    runs, doc = _module_runs(results_dir)
-    return _module(runs), doc
 
 
 def _geometry_data(campaign_dirs, nodes, ppn):
@@ -111,16 +106,12 @@ def _relative(geo, draw=_as_measured):
 
 
 def _best(rel):
+    """The per-size oracle: {benchmark: {size: best config/baseline time over every configuration}}."""
     measured = {}
     for per in rel.values():
         for bench, r in per.items():
             measured.setdefault(bench, []).append(r)
     return {bench: stats.per_size_best(rels) for bench, rels in measured.items()}
-
-
-def oracle(campaign_dirs, nodes, ppn):
-    """{benchmark: {size: best config/baseline time over every configuration of every stage}}."""
-    return _best(_relative(_geometry_data(campaign_dirs, nodes, ppn)))
 
 
 def _row(bench, chosen, orc):
@@ -192,6 +183,7 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS):
     configuration on the benchmark. Sizes where that stage lacks the configuration are left out."""
     geo = _geometry_data(campaign_dirs, nodes, ppn)
     rel = _relative(geo)
+    measured = _best(rel)   # the sizes measured, per benchmark
     picks = []      # (benchmark, {size: (stage, config_id) measuring the table's choice there})
     for case in sorted((c for c in table.cases if (c.nodes, c.ppn) == (nodes, ppn)),
                        key=lambda c: list(choice.OPERATIONS).index(c.collective)
@@ -207,7 +199,7 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS):
             continue
         keys = [k for k in rel if k[0] == stages[0] and bench in rel[k]]
         where = {}
-        for size in _best(rel).get(bench, {}):
+        for size in measured.get(bench, {}):
             want = dict(job)
             for band in case.bands or []:
                 if size >= band.lo and (band.hi is None or size < band.hi) and band.algorithm:
@@ -220,7 +212,7 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS):
         picks.append((bench, where))
 
     def rows_of(draw):
-        drawn = rel if draw is _as_measured else _relative(geo, draw)
+        drawn = _relative(geo, draw)
         orc = _best(drawn)
         rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, orc[bench])
                 for bench, where in picks if bench in orc]

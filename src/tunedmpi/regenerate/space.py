@@ -15,11 +15,13 @@ from typing import List, Optional
 from tunedmpi import yamlsrc
 from tunedmpi.bench import suites
 from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.regenerate.choice import collective_of, per_collective
 from tunedmpi.tables import schema
 
 SCHEMA_VERSION = 1
 TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages", "job"}
 STAGE_KEYS = {"name", "knobs", "only", "set"}
+REPETITIONS = (2, 50)   # runs per configuration a space (or sweep --repetitions) may ask for
 DEFAULT = "default"   # a knob value meaning "leave the variable unset": the MPI's own default
 BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
 
@@ -71,14 +73,14 @@ def load_space(path, site):
             ck.err(("set",), "set must be one of %s, not %r" % (", ".join(suites.SETS), set_name),
                    "write set: quick (or full)")
         reps = doc.get("repetitions", 5)
-        if not isinstance(reps, int) or isinstance(reps, bool) or not 2 <= reps <= 50:
-            ck.err(("repetitions",), "repetitions must be a whole number from 2 to 50, not %r" % (reps,),
+        if not isinstance(reps, int) or isinstance(reps, bool) or not REPETITIONS[0] <= reps <= REPETITIONS[1]:
+            ck.err(("repetitions",), "repetitions must be a whole number from %d to %d, not %r" % (REPETITIONS + (reps,)),
                    "write repetitions: 5 (the seed method drops max and min of 5)")
         # A fixed starting job configuration, e.g. to measure only per-collective stages again on
         # top of a table's job row (a separate run for regret): job-wide knobs, one value each.
         job = OrderedDict()
         for knob, value in (ck.mapping(doc.get("job", {}), ("job",), "job") or {}).items():
-            if knob.startswith("coll_tuned_"):
+            if per_collective(knob):
                 ck.err(("job", knob), "%s is a per-collective knob" % knob, "measure it in a stage of its own")
                 continue
             nv = ck.knob(knob, value, ("job", knob), site.ucx_version)
@@ -120,12 +122,12 @@ def load_space(path, site):
                         ck.err(vkp, "value %r is listed twice" % (v,), "list each value once")
                     norm.append(nv)
                 knobs[knob] = norm
-            per = [k for k in knobs if k.startswith("coll_tuned_")]
+            per = [k for k in knobs if per_collective(k)]
             if per and len(per) != len(knobs):
                 ck.err(kp + ("knobs",), "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
                        % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
                        "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands")
-            elif len({k[len("coll_tuned_"):].split("_", 1)[0] for k in per}) > 1:
+            elif len({collective_of(k) for k in per}) > 1:
                 ck.err(kp + ("knobs",), "the stage's coll_tuned knobs are about several collectives",
                        "give each collective its own stage (only: [<its benchmark>])")
             stage_set = raw.get("set")
@@ -155,15 +157,16 @@ def narrowed(space, repetitions=None, stages=None):
     if unknown:
         raise InputError(space.path, None, "stages", "no stage named %s in this space" % ", ".join(unknown),
                          "give --stage one of: %s" % ", ".join(names))
-    if repetitions is not None and not 2 <= repetitions <= 50:
-        raise InputError(space.path, None, "repetitions", "--repetitions must be from 2 to 50, not %r" % (repetitions,),
-                         "give --repetitions 20, say (the seed method drops max and min)")
-    kept = [st for st in space.stages if not stages or st.name in stages]
+    if repetitions is not None and not REPETITIONS[0] <= repetitions <= REPETITIONS[1]:
+        raise InputError(space.path, None, "repetitions", "--repetitions must be from %d to %d, not %r"
+                         % (REPETITIONS + (repetitions,)), "give --repetitions 20, say (the seed method drops max and min)")
+    keep = set(stages or names)
+    kept = [st for st in space.stages if st.name in keep]
     dropped_wide = None
     for st in space.stages:
-        if st not in kept and any(not k.startswith("coll_tuned_") for k in st.knobs):
+        if st.name not in keep and not all(per_collective(k) for k in st.knobs):
             dropped_wide = dropped_wide or st.name
-        elif st in kept and dropped_wide:
+        elif st.name in keep and dropped_wide:
             raise InputError(space.path, None, "stages",
                              "stage %s builds on the job configuration that stage %s chooses, which --stage leaves out"
                              % (st.name, dropped_wide),
