@@ -170,6 +170,77 @@ def test_tune_refuses_to_pool_probe_and_real_suite_runs_of_one_benchmark(swept, 
     assert good.returncode == 0, good.stderr
 
 
+def test_a_stage_measures_its_collectives_in_validates_program():
+    """A stage about one collective runs every collective of the space in that one IMB run, as
+    validate does; one-sided tests stay programs of their own, run only where a stage judges them."""
+    from tunedmpi.regenerate import sweep
+    sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
+    colls = ["alltoall", "allgather", "allreduce", "bcast"]
+    assert sweep.program_benchmarks(sp, ["allreduce"]) == colls
+    assert sweep.program_benchmarks(sp, ["bcast", "put_latency"]) == colls + ["put_latency"]
+    assert sweep.program_benchmarks(sp, ["put_latency", "get_bw"]) == ["put_latency", "get_bw"]
+    assert sweep.program_benchmarks(sp, sp.benchmarks) == sp.benchmarks
+
+
+PER_COLLECTIVE = """schema: 1
+benchmarks: [alltoall, allreduce, put_latency]
+set: quick
+repetitions: 2
+stages:
+  - name: allreduce-algorithm
+    only: [allreduce]
+    knobs:
+      coll_tuned_allreduce_algorithm: [default, 1]
+"""
+
+
+@needs_mpi
+def test_a_swept_per_collective_stage_judges_its_collective_on_runs_of_every_collective(tmp_path):
+    from tunedmpi.regenerate import choice
+    (tmp_path / "space.yaml").write_text(PER_COLLECTIVE)
+    proc = cli("sweep", "--site", "local", "--space", tmp_path / "space.yaml", "--store", tmp_path / "s")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (cdir,) = store.campaigns(tmp_path / "s")
+    meta, records = store.load_campaign(cdir)
+    assert meta["program"] == space.PROGRAM and cdir.name.endswith(space.load_space(
+        str(tmp_path / "space.yaml"), sites.load_named("local")).digest)
+    # 2 configurations x 2 repetitions, one IMB run each with both collectives, no one-sided run
+    assert sorted((r["config_id"].split(".")[0], r["run"], r["rep"]) for r in records) == sorted(
+        (c, "collectives", rep) for c in ("baseline", "allreduce_alg=1") for rep in (1, 2))
+    for r in records:
+        assert r["status"] == "ok" and r["benchmarks"] == ["alltoall", "allreduce"] and r["judged"] == ["allreduce"]
+        assert sorted(r["series"]) == ["allreduce", "alltoall"] and r["command"].endswith(" alltoall allreduce")
+    geo = choice.collect(records)[(1, 2)]
+    assert {cid.split(".")[0]: sorted(e["bench"]) for (_, cid), e in geo.items()} == {
+        "baseline": ["allreduce"], "allreduce_alg=1": ["allreduce"]}
+
+
+def test_tune_keeps_validates_program_where_a_stage_ran_in_two(tmp_path):
+    """Runs pooled into one stage come from one program: a stage an older sweep ran with its
+    collective alone and a newer one in validate's program keeps the newer runs, and the table's
+    provenance says which runs were left out."""
+    imb = FIXTURES / "imb"
+    alone = [imb / "imb-mpi1_mem0.001_msglog0-20_allreduce_default-ompi.txt"] * 2
+    every = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
+    for campaign, logs in (("local-1x2-old", alone), ("local-1x2-new", every)):
+        for config in ([], ["--config", "coll_tuned_allreduce_algorithm=1"]):
+            proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
+                       "--campaign", campaign, "--stage", "allreduce-algorithm", *config, *logs)
+            assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
+    proc = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    notes = schema.load_table(str(out)).provenance["notes"]
+    assert notes[0] == "4 runs measured"
+    assert notes[1] == ("1x2 stage allreduce-algorithm: 4 run(s) of campaign local-1x2-old left out: they ran "
+                        "allreduce in one program, where other runs of the stage ran alltoall, allgather, allreduce "
+                        "(validate's program, which is kept)")
+    alone_only = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out, "--campaign", "local-1x2-old")
+    assert alone_only.returncode == 0, alone_only.stderr
+    notes = schema.load_table(str(out)).provenance["notes"]
+    assert notes[0] == "4 runs measured" and not any("left out" in n for n in notes)
+
+
 def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
     """A 2 x 1 campaign whose transport stage varies pml alone must not narrow the 1 x 2 transport
     stage (pml and ucx_tls) to pml: the 1 x 2 posix candidate stays a candidate."""

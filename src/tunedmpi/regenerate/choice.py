@@ -40,12 +40,14 @@ def collective_of(knob):
 
 
 def collect(records):
-    """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}"""
+    """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}
+    Only the benchmarks a record's stage judges: a per-collective stage's run measures every
+    collective of the space (validate's program) but is about its own collective alone."""
     out = {}
     for r in records:
         geo = out.setdefault((r["nodes"], r["ppn"]), {})
         entry = geo.setdefault((r["stage"], r["config_id"]), {"config": r["config"], "bench": {}})
-        for b in r.get("benchmarks") or list(r["series"]):
+        for b in r.get("judged") or r.get("benchmarks") or list(r["series"]):
             metric, reps, failed = entry["bench"].get(b, (None, [], 0))
             s = r["series"].get(b) if r["status"] == "ok" else None
             if s:
@@ -55,6 +57,33 @@ def collect(records):
                 failed += 1
             entry["bench"][b] = (metric, reps, failed)
     return out
+
+
+def one_program(records):
+    """(records, [notes]): each (geometry, stage, run) keeps the runs of one program. Sweeps before
+    the program changed (space.PROGRAM) ran a per-collective stage's collective alone in its IMB run;
+    pooled with the same stage run in validate's program, two contexts' levels would make one
+    sample. The program with the most benchmarks in one run (validate's) is kept (between two as
+    wide, the same one every time); each note says which campaign's runs were left out."""
+    def program(r):
+        return tuple(r.get("benchmarks") or sorted(r["series"]))
+    widest = {}
+    for r in records:
+        key = (r["nodes"], r["ppn"], r["stage"], r["run"])
+        widest[key] = max(widest.get(key, ()), program(r), key=lambda prog: (len(prog), prog))
+    kept, left = [], OrderedDict()
+    for r in records:
+        key = (r["nodes"], r["ppn"], r["stage"], r["run"])
+        if program(r) == widest[key]:
+            kept.append(r)
+        else:
+            note = (r["nodes"], r["ppn"], r["stage"], r.get("campaign", "?"), program(r), widest[key])
+            left[note] = left.get(note, 0) + 1
+    notes = ["%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
+             "the stage ran %s (validate's program, which is kept)" % (n, p, st, count, camp, ", ".join(prog),
+                                                                     ", ".join(wide))
+             for (n, p, st, camp, prog, wide), count in left.items()]
+    return kept, notes
 
 
 def judge(base, cand, benches, tolerance, alpha):

@@ -84,7 +84,7 @@ def _geometry_data(campaign_dirs, nodes, ppn):
     records = []
     for d in campaign_dirs:
         records += store.load_campaign(d)[1]
-    return choice.collect(records).get((nodes, ppn), {})
+    return choice.collect(choice.one_program(records)[0]).get((nodes, ppn), {})
 
 
 def _relative(geo, draw=_as_measured):

@@ -24,6 +24,9 @@ STAGE_KEYS = {"name", "knobs", "only", "set"}
 REPETITIONS = (2, 50)   # runs per configuration a space (or sweep --repetitions) may ask for
 DEFAULT = "default"   # a knob value meaning "leave the variable unset": the MPI's own default
 BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
+# How a sweep runs a stage's benchmarks (sweep.program_benchmarks). Part of every campaign's digest:
+# a space swept before the program changed is a campaign of its own, never resumed into the old one.
+PROGRAM = "every collective of the space in one IMB run"
 
 
 @dataclass
@@ -137,7 +140,8 @@ def load_space(path, site):
                 stage_set = None
             stages.append(Stage(name, knobs, only, stage_set))
         if not ck.errors:
-            digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            what = {"space": doc, "program": PROGRAM}
+            digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
             space = Space(str(path), list(benches), set_name, reps, stages, digest, dict(job))
     if ck.errors:
         raise InputErrors(ck.errors)

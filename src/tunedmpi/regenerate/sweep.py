@@ -57,9 +57,21 @@ def baseline_module(site):
     return "%s/%s" % (site.baseline_module, site.mpi_version)
 
 
+def program_benchmarks(sp, judged):
+    """What a stage's runs measure: the benchmarks it judges and, with any collective among them,
+    every collective of the space in that one IMB run, as validate runs them. A collective's time
+    depends on what ran before it in the program (docs/regenerate.md, "Measured in validate's
+    program"), so a band chosen on a collective run alone is chosen in another context than the one
+    it is validated and used in. One-sided tests are programs of their own: only the judged ones."""
+    colls = [b for b in sp.benchmarks if b in suites.COLLECTIVES]
+    wide = colls if any(b in colls for b in judged) else []
+    return [b for b in sp.benchmarks if b in judged or b in wide]
+
+
 def stage_plan(sp, stage, job):
     """[(config, [benchmarks])]: the stage's candidates, each built on the job configuration chosen so
-    far (choice.job_step); the baseline {} first. Every candidate runs every benchmark of the stage."""
+    far (choice.job_step); the baseline {} first. Every candidate is judged on every benchmark of the
+    stage (its `only:`, else the space's), measured in the program program_benchmarks() gives."""
     benches = [b for b in sp.benchmarks if not stage.only or b in stage.only]
     plan = OrderedDict([(store.config_id({}), ({}, list(benches)))])
     for combo in sp.combinations(stage):
@@ -74,7 +86,7 @@ def measure_config(ctx, stage, config, benches, rep):
     site, sp, runner, binaries, cdir = ctx["site"], ctx["space"], ctx["runner"], ctx["binaries"], ctx["dir"]
     exports, _ = envmap.knob_env(site, config, runner.nodes >= 2)
     done = 0
-    for run in suites.plan(binaries, stage.set_name or sp.set_name, runner.np, benches):
+    for run in suites.plan(binaries, stage.set_name or sp.set_name, runner.np, program_benchmarks(sp, benches)):
         path = store.record_path(cdir, stage.name, config, run.name, rep)
         if store.exists(path):
             continue
@@ -87,7 +99,8 @@ def measure_config(ctx, stage, config, benches, rep):
             logs.append(log_for(attempt).read_text())
             log_for(attempt).unlink()
         record = dict(campaign=cdir.name, stage=stage.name, config=dict(config), config_id=store.config_id(config),
-                      run=run.name, benchmarks=list(run.expect), rep=rep, nodes=runner.nodes, ppn=runner.ppn,
+                      run=run.name, benchmarks=list(run.expect), judged=[b for b in run.expect if b in benches],
+                      rep=rep, nodes=runner.nodes, ppn=runner.ppn,
                       attempts=attempt, source="sweep", exports=exports, **m)
         store.save(path, record, "\n".join(logs))
         done += 1
@@ -124,7 +137,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
                 mpi="%s %s" % (site.mpi_flavour, site.mpi_version), ucx=".".join(map(str, site.ucx_version)),
                 baseline_module=baseline_module(site), set=sp.set_name, repetitions=sp.repetitions,
-                timeout_s=runner.timeout, retries=retries, modulepaths=list(modulepaths))
+                program=spacemod.PROGRAM, timeout_s=runner.timeout, retries=retries, modulepaths=list(modulepaths))
     if confirm:
         meta["role"] = "confirm"
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -244,7 +244,7 @@ def _op_case(site, nodes, ppn, d, job, cids):
     return case
 
 
-def build_table(site, metas, decisions, runs_count):
+def build_table(site, metas, decisions, runs_count, left_out=()):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
     for m in metas:
@@ -276,7 +276,7 @@ def build_table(site, metas, decisions, runs_count):
                        "runs)" if any(m.get("role") == "confirm" for m in metas) else "")),
         ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
         ("campaign", cids),
-        ("notes", ["%d runs measured" % runs_count]),
+        ("notes", ["%d runs measured" % runs_count] + list(left_out)),
     ])
     cases = []
     for (nodes, ppn), ops in sorted(decisions.items()):
@@ -369,7 +369,7 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     if not dirs:
         raise InputError(str(store_root), None, "campaign", "no campaign of site %s in the store" % site.name,
                          "run tunedmpi sweep --site %s (or ingest logs) first" % site.name)
-    metas, records, confirming, loaded = [], [], [], []
+    metas, loaded = [], []
     for d in dirs:
         meta, recs = store.load_campaign(d)
         meta["campaign"] = d.name
@@ -377,9 +377,12 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         meta["suite"] = "+".join(sorted(suites_seen)) or "probe"
         metas.append(meta)
         loaded.append((d, recs))
-        # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
-        (confirming if meta.get("role") == "confirm" else records).extend(recs)
     _one_suite_per_benchmark(loaded)
+    kept, left_out = choice.one_program([r for _, recs in loaded for r in recs])
+    # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
+    confirm_ids = {id(r) for m, (_, recs) in zip(metas, loaded) if m.get("role") == "confirm" for r in recs}
+    records = [r for r in kept if id(r) not in confirm_ids]
+    confirming = [r for r in kept if id(r) in confirm_ids]
     choosers = [m for m in metas if m.get("role") != "confirm"]
     confirm_data = choice.collect(confirming)
     decisions = {}
@@ -398,7 +401,7 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
             start.update(m.get("job_start") or {})
         decisions[(nodes, ppn)] = decide(geo_data, stage_order(here, geo_data), tolerance, alpha, start,
                                          confirm_data.get((nodes, ppn)))
-    doc = build_table(site, metas, decisions, len(records) + len(confirming))
+    doc = build_table(site, metas, decisions, len(kept), left_out)
     target = Path(out) if out else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
     text = _dump(doc)
     tmp = target.parent / (".check-" + target.name)
