@@ -39,6 +39,12 @@ def collective_of(knob):
     return knob[len("coll_tuned_"):].split("_", 1)[0]
 
 
+def program_of(record):
+    """The benchmarks a record's run measured, in its program's order (records from before the
+    field existed: its series)."""
+    return tuple(record.get("benchmarks") or record["series"])
+
+
 def collect(records):
     """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}
     Only the benchmarks a record's stage judges: a per-collective stage's run measures every
@@ -47,7 +53,7 @@ def collect(records):
     for r in records:
         geo = out.setdefault((r["nodes"], r["ppn"]), {})
         entry = geo.setdefault((r["stage"], r["config_id"]), {"config": r["config"], "bench": {}})
-        for b in r.get("judged") or r.get("benchmarks") or list(r["series"]):
+        for b in r.get("judged") or program_of(r):
             metric, reps, failed = entry["bench"].get(b, (None, [], 0))
             s = r["series"].get(b) if r["status"] == "ok" else None
             if s:
@@ -65,24 +71,21 @@ def one_program(records):
     pooled with the same stage run in validate's program, two contexts' levels would make one
     sample. The program with the most benchmarks in one run (validate's) is kept (between two as
     wide, the same one every time); each note says which campaign's runs were left out."""
-    def program(r):
-        return tuple(r.get("benchmarks") or sorted(r["series"]))
+    keyed = [((r["nodes"], r["ppn"], r["stage"], r["run"]), program_of(r), r) for r in records]
     widest = {}
-    for r in records:
-        key = (r["nodes"], r["ppn"], r["stage"], r["run"])
-        widest[key] = max(widest.get(key, ()), program(r), key=lambda prog: (len(prog), prog))
+    for key, prog, _ in keyed:
+        widest[key] = max(widest.get(key, ()), prog, key=lambda p: (len(p), p))
     kept, left = [], OrderedDict()
-    for r in records:
-        key = (r["nodes"], r["ppn"], r["stage"], r["run"])
-        if program(r) == widest[key]:
+    for key, prog, r in keyed:
+        if prog == widest[key]:
             kept.append(r)
         else:
-            note = (r["nodes"], r["ppn"], r["stage"], r.get("campaign", "?"), program(r), widest[key])
-            left[note] = left.get(note, 0) + 1
+            what = (key[:3], r.get("campaign", "?"), prog, widest[key])
+            left[what] = left.get(what, 0) + 1
     notes = ["%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
              "the stage ran %s (validate's program, which is kept)" % (n, p, st, count, camp, ", ".join(prog),
                                                                      ", ".join(wide))
-             for (n, p, st, camp, prog, wide), count in left.items()]
+             for ((n, p, st), camp, prog, wide), count in left.items()]
     return kept, notes
 
 

@@ -379,10 +379,11 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         loaded.append((d, recs))
     _one_suite_per_benchmark(loaded)
     kept, left_out = choice.one_program([r for _, recs in loaded for r in recs])
-    # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
-    confirm_ids = {id(r) for m, (_, recs) in zip(metas, loaded) if m.get("role") == "confirm" for r in recs}
-    records = [r for r in kept if id(r) not in confirm_ids]
-    confirming = [r for r in kept if id(r) in confirm_ids]
+    kept_ids = {id(r) for r in kept}
+    records, confirming = [], []
+    for m, (_, recs) in zip(metas, loaded):
+        # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
+        (confirming if m.get("role") == "confirm" else records).extend(r for r in recs if id(r) in kept_ids)
     choosers = [m for m in metas if m.get("role") != "confirm"]
     confirm_data = choice.collect(confirming)
     decisions = {}
