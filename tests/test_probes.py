@@ -156,6 +156,23 @@ def test_failed_compile_reports_the_compiler_output(tmp_path):
         probes.build(tmp_path / "no-such-mpicc", tmp_path / "bin")
 
 
+def test_host_probe_times_a_round_trip_between_two_cpus(tmp_path):
+    """probe_host: a median round trip in ns on two CPUs; with one CPU it says it cannot tell."""
+    exe = probes.build(MPICC, tmp_path, names=(probes.HOST_PROBE,))[probes.HOST_PROBE]
+    out = subprocess.run([str(exe), "20"], capture_output=True, text=True, timeout=60).stdout
+    m = re.fullmatch(r"# tunedmpi-host-probe round_trip_ns=([\d.]+) min=([\d.]+) max=([\d.]+) blocks=(\d+) "
+                     r"cpus=(\d+),(\d+)\n", out)
+    assert m, out
+    median, low, high, blocks = float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    assert 0 < low <= median <= high and blocks >= 1 and m.group(5) != m.group(6)
+    assert 0 < probes.host_state(exe) < 1e6
+    one = subprocess.run(["taskset", "-c", "0", str(exe)], capture_output=True, text=True, timeout=60)
+    assert one.returncode == 0 and one.stdout.startswith("# tunedmpi-host-probe unavailable: ")
+    assert probes.host_state(tmp_path / "no-such-probe") is None
+    bad = subprocess.run([str(exe), "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "milliseconds" in bad.stderr
+
+
 # ------------------------------------------------------------ collectives
 
 

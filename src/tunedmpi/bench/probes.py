@@ -2,7 +2,9 @@
 
 The probes stand in for IMB-MPI1 and OSU where neither is installed (DESIGN.md section 7):
 ``probe_coll`` prints IMB-MPI1's table format for Alltoall/Allgather/Allreduce/Bcast, ``probe_osc`` OSU
-7.4's one-sided format; both start their output with a ``# tunedmpi-probe`` line.
+7.4's one-sided format; both start their output with a ``# tunedmpi-probe`` line. ``probe_host``
+uses no MPI: it times a cache-line round trip between two CPUs, the host-state figure that the
+runner records before and after every run, with IMB/OSU as with the probes (``host_state``).
 
 A build is cached in ``outdir``: ``<probe>.build-id`` holds a hash of the source text, the compile
 flags and the MPI wrapper's identity (its path, ``mpicc --showme`` / ``-show`` and ``--version``
@@ -20,7 +22,8 @@ from typing import Dict, List, Optional, Union
 
 from tunedmpi.atomic import write_atomic
 
-PROBES = ("probe_coll", "probe_osc")
+PROBES = ("probe_coll", "probe_osc")     # the benchmark stand-ins
+HOST_PROBE = "probe_host"
 # src/tunedmpi/bench/probes.py -> <repo>/validate/probes
 SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
 CFLAGS = ("-O2",)
@@ -67,8 +70,8 @@ def _resolve(mpicc: Union[str, os.PathLike], env=None) -> str:
 
 
 def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
-          source_dir: Union[str, os.PathLike, None] = None, env=None) -> Dict[str, Path]:
-    """Compile the probes with ``mpicc -O2`` into ``outdir``; returns {probe name: executable}.
+          source_dir: Union[str, os.PathLike, None] = None, env=None, names=PROBES) -> Dict[str, Path]:
+    """Compile the probes ``names`` with ``mpicc -O2`` into ``outdir``; returns {probe name: executable}.
 
     ``env``: the environment the wrapper runs in (the MPI module's; default this process's).
     Up-to-date probes are not recompiled. Raises ProbeBuildError with the command and the
@@ -80,7 +83,7 @@ def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     built = {}
-    for name in PROBES:
+    for name in names:
         src = src_dir / (name + ".c")
         try:
             # the probe and the headers it shares (probe_common.h): either change means a rebuild
@@ -134,3 +137,22 @@ def command(binaries: Dict[str, Path], benchmark: str, *args: str) -> List[str]:
         return [str(binaries["probe_osc"]), name, *args]
     raise ValueError("no probe runs %r (known: %s)"
                      % (benchmark, ", ".join(b for names in BENCHMARKS.values() for b in names)))
+
+
+HOST_MARK = "# tunedmpi-host-probe "
+HOST_PROBE_MS = 100
+
+
+def host_state(executable, env=None) -> Optional[float]:
+    """The host probe's median cache-line round trip in ns, measured now for HOST_PROBE_MS; None
+    when it cannot tell (one CPU to pin to, or it did not run)."""
+    r = _run([str(executable), str(HOST_PROBE_MS)], env)
+    if r is None or r.returncode != 0:
+        return None
+    for line in r.stdout.splitlines():
+        if line.startswith(HOST_MARK + "round_trip_ns="):
+            try:
+                return float(line[len(HOST_MARK + "round_trip_ns="):].split()[0])
+            except ValueError:
+                return None
+    return None

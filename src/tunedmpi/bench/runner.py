@@ -159,12 +159,13 @@ class Runner:
                 raise CannotRun("no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module)
             built = self.build_probes(mpi_module, extra, mpicc)
             b.probe_coll, b.probe_osc = str(built["probe_coll"]), str(built["probe_osc"])
+        b.host_probe = self.build_host_probe(mpi_module, extra, mpicc)
         b.suite = "+".join(["imb" if imb else "probe", "osu" if osu else "probe"])
         if b.suite == "probe+probe":
             b.suite = "probe"
         return b
 
-    def build_probes(self, mpi_module, extra, mpicc):
+    def build_probes(self, mpi_module, extra, mpicc, names=probes.PROBES):
         """Build validate/probes with the module's mpicc, in that module's environment (PATH,
         LD_LIBRARY_PATH of the compiler it wraps); one cache folder per mpicc."""
         cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunedmpi" / "probes"
@@ -174,9 +175,21 @@ class Runner:
             raise CannotRun("could not load %s to build the probes:\n%s" % (mpi_module, out[-2000:]))
         module_env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
         try:
-            return probes.build(mpicc, cache, env=module_env)
+            return probes.build(mpicc, cache, env=module_env, names=names)
         except probes.ProbeBuildError as exc:
             raise CannotRun("building the probes failed: %s" % exc)
+
+    def build_host_probe(self, mpi_module, extra, mpicc):
+        """probe_host's path, or None (said on stderr) when it cannot be built here: the host state is
+        then not recorded, and the verdict compares all runs as one group."""
+        if not mpicc:
+            sys.stderr.write("note: %s has no mpicc to build probe_host; the host state is not recorded\n" % mpi_module)
+            return None
+        try:
+            return str(self.build_probes(mpi_module, extra, mpicc, (probes.HOST_PROBE,))[probes.HOST_PROBE])
+        except CannotRun as exc:
+            sys.stderr.write("note: the host state is not recorded: %s\n" % exc)
+            return None
 
     def mpirun_line(self, run):
         args = ["mpirun", "-np", str(run.ranks or self.np)]
@@ -211,7 +224,11 @@ class Runner:
         envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
         body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '%s'\nexec %s" % (
             sets, envfile, OUTPUT_MARK, " ".join(shlex.quote(a) for a in argv))
+        # The host state just before and just after the run (probes.host_state): a run whose
+        # figures agree met one state throughout, one whose figures differ met a change.
+        before = probes.host_state(binaries.host_probe, self.env) if binaries.host_probe else None
         code, out, timed_out, wall = shell(self.script(module, binaries.modules, body), self.env, self.timeout)
+        after = probes.host_state(binaries.host_probe, self.env) if binaries.host_probe else None
         # Parse what the benchmark printed, not the module's messages and variables before it.
         head, _, bench_out = out.rpartition(OUTPUT_MARK + "\n")
         shown = dict(l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l)
@@ -232,10 +249,12 @@ class Runner:
         header = ["# %s" % title,
                   "# command: module purge; module load %s; %s%s" % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
                   "# exit code: %s%s, wall time: %.2f s, status: %s" % (code, " (timed out)" if timed_out else "", wall, status),
+                  "# host state (cache-line round trip, ns): before %s, after %s" % (before, after),
                   "# variables after module load:"]
         Path(log).write_text("\n".join(header) + "\n" + out)
+        host = None if before is None and after is None else {"before_ns": before, "after_ns": after}
         return dict(status=status, exit_code=code, wall_s=round(wall, 3), problems=problems, series=series, env=shown,
-                    command=" ".join(argv))
+                    command=" ".join(argv), host=host)
 
     def attempts(self, binaries, run, module, exports, log_for, title_for):
         """measure(), retried up to `retries` times while it fails; yields (attempt, result) for every

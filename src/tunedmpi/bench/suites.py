@@ -51,6 +51,7 @@ class Binaries:
     probe_coll: Optional[str] = None
     probe_osc: Optional[str] = None
     modules: List[str] = field(default_factory=list)   # benchmark modules loaded after the MPI
+    host_probe: Optional[str] = None   # probe_host: the host state around each run (None: not recorded)
 
 
 def machine_cache_mb():
