@@ -302,3 +302,100 @@ def test_reliability_and_module_verdict():
     assert stats.module_verdict([tie, tie]) == "FAIL"          # not better anywhere: no reason to ship it
     assert stats.module_verdict([win, lose]) == "FAIL"
     assert stats.module_verdict([R("b", "x", [], None, None, "no-data", "")]) == "NO-DATA"
+
+
+# ---- the host's state --------------------------------------------------------------------------
+
+def test_host_labels_are_relative_to_the_campaigns_fast_level():
+    hosts = [{"before_ns": 95, "after_ns": 100}, {"before_ns": 320, "after_ns": 330}, {"before_ns": 90, "after_ns": 310},
+             None, {"before_ns": None, "after_ns": 300}] + [{"before_ns": 100, "after_ns": 98}] * 5
+    labels, limit = stats.host_labels(hosts)
+    assert limit == pytest.approx(2 * 95)          # the 10 % quantile of the 17 figures is the 2nd smallest
+    assert labels[:5] == ["fast", "slow", "changed", None, "slow"] and labels[5:] == ["fast"] * 5
+    # a machine that is slow all the time is fast relative to itself: one state, nothing to hold equal
+    assert stats.host_labels([{"before_ns": 300, "after_ns": 330}] * 4) == (["fast"] * 4, pytest.approx(600))
+    assert stats.host_labels([None, None]) == ([None, None], None)
+
+
+def test_fisher_exact_two_sided():
+    assert stats.fisher_two_sided(3, 1, 1, 3) == pytest.approx(0.4857, abs=1e-4)     # the lady tasting tea
+    assert stats.fisher_two_sided(8, 2, 1, 5) == pytest.approx(0.0350, abs=1e-4)
+    assert stats.fisher_two_sided(5, 5, 5, 5) == pytest.approx(1.0)
+
+
+def test_host_strata_are_refused_when_the_state_depends_on_the_module():
+    assert stats.host_strata([None] * 5, [None] * 5) == (None, "no host state recorded")
+    ok, why = stats.host_strata(["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"])
+    assert ok == (["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"]) and why == ""
+    none, why = stats.host_strata(["fast"] * 12 + ["slow"] * 3, ["slow"] * 11 + ["fast"] * 4)
+    assert none is None and "fast in 12/15 baseline and 4/15 tuned runs" in why and "Fisher p=0.0" in why
+
+
+def test_one_state_is_the_plain_test_and_small_states_are_left_out():
+    rng = random.Random(3)
+    a, b = [rng.gauss(0, 0.1) for _ in range(8)], [rng.gauss(-0.2, 0.1) for _ in range(7)]
+    plain = stats.yuen_welch(a, b)
+    res, used = stats.stratified(stats.yuen_welch, a, b, ["fast"] * 8, ["fast"] * 7)
+    assert used == {"fast": [8, 7]} and (res.diff, res.se, res.df, res.p) == pytest.approx(
+        (plain.diff, plain.se, plain.df, plain.p))
+    # a slow run of the baseline alone is left out; the fast runs are the test
+    res, used = stats.stratified(stats.yuen_welch, a + [0.9], b, ["fast"] * 8 + ["slow"], ["fast"] * 7)
+    assert used == {"fast": [8, 7]} and res.p == pytest.approx(plain.p)
+    # no state with 2 runs of each: the plain test on everything, and nothing held equal
+    res, used = stats.stratified(stats.yuen_welch, a[:2], b[:2], ["fast", "slow"], ["slow", "fast"])
+    assert used == {} and res.p == pytest.approx(stats.yuen_welch(a[:2], b[:2]).p)
+
+
+def spells(rng, n, stay=0.8, slow_share=0.4):
+    """Host states in spells, as on these machines: each run keeps the last run's state with
+    probability `stay`, else draws it anew (slow with probability slow_share)."""
+    state, out = rng.random() < slow_share, []
+    for _ in range(n):
+        if rng.random() > stay:
+            state = rng.random() < slow_share
+        out.append("slow" if state else "fast")
+    return out
+
+
+def state_campaign(rng, n, gain, slow=0.8, sd=0.1):
+    """n runs a module, in ABBA order through one chain of spells: band scores (log time), the slow
+    state 2.2x slower for both modules, the tuned module `gain` times faster."""
+    states = spells(rng, 2 * n)
+    a, b, la, lb = [], [], [], []
+    for i, s in enumerate(states):
+        tuned = (i % 4) in (1, 2)           # A B B A
+        score = rng.gauss(0, sd) + (slow if s == "slow" else 0) - (math.log(gain) if tuned else 0)
+        (b if tuned else a).append(score)
+        (lb if tuned else la).append(s)
+    return a, b, la, lb
+
+
+def test_holding_the_state_equal_keeps_alpha_and_finds_what_the_state_hides():
+    """Brute force on runs like this host's: spells of a slow state that slows both modules 2.2x.
+    With no difference, the test within states rejects at most alpha; with a 1.2x gain it finds it
+    in most campaigns of 15 runs a module, where the test over all runs almost never does."""
+    rng = random.Random(11)
+    false = found = found_plain = 0
+    draws = 1500
+    for _ in range(draws):
+        a, b, la, lb = state_campaign(rng, 15, 1.0)
+        false += stats.stratified(stats.yuen_welch, a, b, la, lb)[0].p <= 0.05
+        a, b, la, lb = state_campaign(rng, 15, 1.2)
+        found += stats.stratified(stats.yuen_welch, a, b, la, lb)[0].p <= 0.05
+        found_plain += stats.yuen_welch(a, b).p <= 0.05
+    assert false / draws <= 0.05 + 0.015
+    assert found / draws >= 0.9 and found_plain / draws <= 0.4
+
+
+def test_compare_bands_within_host_states_says_so():
+    base = [{1: E(0.0 + d), 2: E(0.01 + d)} for d in (0.0, 0.02, -0.01, 0.8, 0.82, 0.79)]
+    tuned = [{1: E(-0.3 + d), 2: E(-0.29 + d)} for d in (0.01, -0.02, 0.81, 0.8, 0.78)]
+    strata = (["fast"] * 3 + ["slow"] * 3, ["fast"] * 2 + ["slow"] * 3)
+    held = stats.compare_bands("x", "latency_us", base, tuned, strata=strata)[0]
+    plain = stats.compare_bands("x", "latency_us", base, tuned)[0]
+    assert held.verdict == "win" and plain.verdict == "tie"
+    assert held.host_strata == {"fast": [3, 2], "slow": [3, 3]} and held.test == stats.HOST_TEST_NAME
+    assert held.reason.endswith("; host state held equal (fast 3+2, slow 3+3)")
+    assert held.estimate == pytest.approx(E(0.3), rel=0.02)
+    lonely = stats.compare_bands("x", "latency_us", base[:2], tuned[:2], strata=(["fast", "slow"], ["slow", "fast"]))[0]
+    assert lonely.host_strata == {} and lonely.test == stats.TEST_NAME and "held equal" not in lonely.reason

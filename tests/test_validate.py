@@ -65,6 +65,18 @@ def test_results_structure(campaign):
         assert log.startswith("# tunedmpi validate run: %s, %s module" % (x["run"], x["role"]))
         assert "# command: module purge; module load %s; mpirun -np 2 " % x["module"] in log
         assert "TUNEDMPI_SELECTION=site=local" in log
+        # the host state around the run (probe_host): two figures, in the record and in the log
+        assert x["host"]["before_ns"] > 0 and x["host"]["after_ns"] > 0
+        assert "# host state (cache-line round trip, ns): before %s, after %s\n" % (
+            x["host"]["before_ns"], x["host"]["after_ns"]) in log
+    assert r["binaries"]["host_probe"].endswith("/probe_host")
+    host = r["host_state"]
+    assert host["slow_above_ns"] > 0 and {role: sum(n.values()) for role, n in host["runs"].items()} == {
+        "baseline": 9, "tuned": 9}
+    for bench in ("allreduce", "put_bw"):
+        states = r["per_size"][bench]["host_states"]
+        assert len(states["baseline"]) == len(states["tuned"]) == 3
+        assert set(states["baseline"] + states["tuned"]) <= {"fast", "slow", "changed"}
     bands = {(b["benchmark"], b["band"]) for b in r["bands"]}
     for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
         assert {(bench, "<=1KB"), (bench, "1KB-64KB"), (bench, "reliability")} <= bands
@@ -94,7 +106,8 @@ def test_report_plots_and_junit(campaign):
     _, outdir, r = campaign
     md = (outdir / "report.md").read_text()
     assert "**Verdict: %s**" % r["verdict"] in md and "probes** (validate/probes)" in md
-    assert md.count("| allreduce | ") == 3
+    assert md.count("| allreduce | ") == 5          # verdicts (3 rows) and gains per host state (2)
+    assert "## Host state" in md and "| module | fast | slow | changed | not known |" in md
     envs = {x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")} for x in r["runs"]}
     assert ("sets no tuning variable the baseline does not set" in md) == (envs["tuned"] == envs["baseline"])
     for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):

@@ -1,7 +1,7 @@
 """Write a validation campaign's results: results.json, report.md, plots/*.png and junit.xml.
 
 Everything is derived from the results dict that validate.campaign() builds, so a report can be
-rewritten from results.json alone (`tunedmpi validate --report DIR`).
+rewritten from results.json alone.
 """
 import json
 import os
@@ -90,10 +90,12 @@ def markdown(results):
             "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
             "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
             "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
-            stats.describe_method(results["tolerance"], results["alpha"], design),
+            stats.describe_method(results["tolerance"], results["alpha"], design,
+                                  any(b.get("host_strata") for b in results["bands"])),
             "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
             "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.", ""]
     out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
+    out += host_state(results)
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:
         out += ["## Failed runs", "", "| benchmark | module | rep | attempt | status | exit | first problem | log |",
@@ -123,6 +125,47 @@ def markdown(results):
     out += ["", "Each run: `module purge; module load <module>` in a fresh shell, then the command; its log "
             "(in `logs/`) holds the command, the variables the module set, the exit code and the output.", ""]
     return "\n".join(out)
+
+
+STATES = ("fast", "slow", "changed")
+
+
+def host_state(results):
+    """How many runs of each module met which host state, and each band's gain within one state."""
+    host = results.get("host_state") or {}
+    if not host.get("slow_above_ns"):
+        return ["## Host state", "", "Not recorded (no probe_host: the MPI module has no mpicc, or results from "
+                "before validate recorded it): every run is compared with every other.", ""]
+    out = ["## Host state", "",
+           "Before and after each run, two threads on two CPUs bounce a cache line for 0.1 s "
+           "(validate/probes/probe_host.c). A figure above %.0f ns (%.1f x the campaign's %d%% quantile) is the "
+           "**slow** state, in which latency-bound sizes run 2-3x slower under either module on these machines. "
+           "A run is fast or slow when its two figures agree, **changed** when the state changed during it. "
+           "The test compares the modules within each state (Method)."
+           % (host["slow_above_ns"], host["slow_factor"], host["fast_quantile"] * 100), "",
+           "| module | %s | not known |" % " | ".join(STATES), "|---|" + "---:|" * (len(STATES) + 1)]
+    for role in ("baseline", "tuned"):
+        counts = host.get("runs", {}).get(role, {})
+        out.append("| %s | %s | %d |" % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0)))
+    out += ["", "Gain per state (seed figures of the runs in that state; - : fewer than 2 runs of a module):", "",
+            "| benchmark | band | all runs | %s | held equal |" % " | ".join(STATES), "|---|---|---:|" + "---:|" * len(STATES) + "---|"]
+    for b in results["bands"]:
+        data = results["per_size"].get(b["benchmark"], {})
+        if not b["sizes"] or not data.get("metric") or "host_states" not in data:
+            continue
+        cells = []
+        for state in STATES:
+            pick = {role: [p for p, l in zip(data[role], data["host_states"][role]) if l == state]
+                    for role in ("baseline", "tuned")}
+            rel = (stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
+                   if min(len(v) for v in pick.values()) >= 2 else {})
+            gain = stats.geomean([1 / rel[s] for s in b["sizes"] if s in rel])
+            cells.append("-" if gain is None else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"])))
+        held = ("yes" if b.get("host_strata") else
+                "no: %s" % (data.get("host_note") or "no state has 2 runs of each module"))
+        out.append("| %s | %s | %s | %s | %s |" % (b["benchmark"], b["band"], "-" if b["gain"] is None else "%.3fx" % b["gain"],
+                                                  " | ".join(cells), held))
+    return out + [""]
 
 
 def module_variables(results):

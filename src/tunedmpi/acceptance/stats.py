@@ -205,6 +205,106 @@ def resolution_floor(reps, sizes, all_reps):
     return total / len(sizes) ** 2
 
 
+# ---- the host's state ------------------------------------------------------------------------
+# The runner records a cache-line round trip between two CPUs just before and after every run
+# (bench/probes.py, probe_host). On this project's 2-vCPU machines it is ~100 ns in some spells and
+# ~320 ns in others, and a run in the slow spell is 2-3x slower at latency-bound sizes under either
+# module: the state is most of the run-to-run noise, and it comes in spells that can cover several
+# pairs. Comparing the modules within each state removes it from the comparison.
+SLOW_FACTOR = 2.0     # a figure this many times the campaign's fast level is the slow state
+FAST_QUANTILE = 0.1   # the fast level: this quantile of all the campaign's figures
+HOST_TEST_NAME = ("Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, "
+                  "weighted by runs; Holm over bands")
+
+
+def host_labels(hosts):
+    """(one label per run, slow limit in ns) from the runs' host figures ({"before_ns", "after_ns"}
+    or None), relative to the campaign: above SLOW_FACTOR x the FAST_QUANTILE of all its figures is
+    slow. A run is "fast" or "slow" when its figures agree, "changed" when the state changed during
+    the run, None without figures (limit None when no run has any)."""
+    figures = lambda h: [v for v in ((h or {}).get("before_ns"), (h or {}).get("after_ns")) if v]
+    values = sorted(v for h in hosts for v in figures(h))
+    if not values:
+        return [None] * len(hosts), None
+    limit = SLOW_FACTOR * values[int(FAST_QUANTILE * (len(values) - 1))]
+    labels = []
+    for h in hosts:
+        states = {"slow" if v > limit else "fast" for v in figures(h)}
+        labels.append(None if not states else states.pop() if len(states) == 1 else "changed")
+    return labels, limit
+
+
+def fisher_two_sided(a, b, c, d):
+    """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
+    row, col, n = a + b, a + c, a + b + c + d
+    lf = lambda k: math.lgamma(k + 1)
+    prob = lambda x: math.exp(lf(row) + lf(n - row) + lf(col) + lf(n - col) - lf(n) - lf(x) - lf(row - x)
+                              - lf(col - x) - lf(n - row - col + x))
+    observed = prob(a)
+    return min(1.0, sum(prob(x) for x in range(max(0, row + col - n), min(row, col) + 1)
+                        if prob(x) <= observed * (1 + 1e-7)))
+
+
+def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
+    """(labels_a, labels_b) to hold the host state equal by, or (None, why not). Not when no run has
+    a state, and not when the share of fast runs differs between the modules (Fisher's exact test at
+    alpha): the state may then be the module's own doing, and holding it equal would hide that cost."""
+    if not any(labels_a) and not any(labels_b):
+        return None, "no host state recorded"
+    fa, fb = sum(l == "fast" for l in labels_a), sum(l == "fast" for l in labels_b)
+    p = fisher_two_sided(fa, len(labels_a) - fa, fb, len(labels_b) - fb)
+    if p <= alpha:
+        return None, ("the host state depends on the module (fast in %d/%d baseline and %d/%d tuned runs, "
+                      "Fisher p=%.2g): compared without holding it equal" % (fa, len(labels_a), fb, len(labels_b), p))
+    return (list(labels_a), list(labels_b)), ""
+
+
+class RunPoints(dict):
+    """One run's {size: value} that also knows the host state the run met (host_labels; None: not
+    known), for callers that carry runs as lists of points (tune's choices)."""
+    __slots__ = ("state",)
+
+    def __init__(self, points, state=None):
+        super().__init__(points)
+        self.state = state
+
+
+def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
+    """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
+    state that depends on the side."""
+    state = lambda reps: [getattr(r, "state", None) for r in reps]
+    return host_strata(state(reps_a), state(reps_b), alpha)[0]
+
+
+def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
+    """`test` within each label that has >= 2 runs of each side, the differences averaged with
+    weights by runs (post-stratification; Satterthwaite's degrees of freedom). Returns (TestResult,
+    {label: [runs a, runs b]} used); runs of labels with fewer are left out. No usable label: the
+    test over all runs, and {}."""
+    groups = {}
+    for side, values, labels in ((0, a, labels_a), (1, b, labels_b)):
+        for v, label in zip(values, labels):
+            groups.setdefault(label, ([], []))[side].append(v)
+    used = {l: g for l, g in groups.items() if len(g[0]) >= 2 and len(g[1]) >= 2}
+    if not used:
+        return test(a, b, floor_a, floor_b), {}
+    total = float(sum(len(ga) + len(gb) for ga, gb in used.values()))
+    diff = se2 = df_den = 0.0
+    for ga, gb in used.values():
+        res = test(ga, gb, floor_a, floor_b)
+        w = (len(ga) + len(gb)) / total
+        diff += w * res.diff
+        part = (w * res.se) ** 2
+        se2 += part
+        df_den += part * part / res.df if res.df > 0 else 0.0
+    counts = {("none" if l is None else l): [len(ga), len(gb)] for l, (ga, gb) in sorted(
+        used.items(), key=lambda kv: str(kv[0]))}
+    if se2 <= 0:
+        return TestResult(diff, 0.0, total - 2, 1.0 if diff == 0 else 0.0), counts
+    df = se2 * se2 / df_den if df_den > 0 else total - 2
+    return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df)), counts
+
+
 # ---- sequential design -----------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=256)
@@ -273,6 +373,7 @@ class BandResult:
     n_tuned: int = 0
     undecided: bool = False             # not significant and the interval reaches beyond the tolerance
     test: str = ""
+    host_strata: Optional[dict] = None  # {host state: [baseline runs, tuned runs]} the test held equal
 
 
 def common_sizes(reps_a, reps_b):
@@ -312,8 +413,10 @@ def _decide(r, tolerance):
 
 
 def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAULT_TOLERANCE,
-                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch):
+                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch, strata=None):
     """baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
+    strata: (labels of baseline_reps, labels of tuned_reps), the host state of each run
+    (host_strata): the test is then made within each state (`stratified`).
 
     Returns one BandResult per band that has sizes in common. Without `design`: one look at alpha
     (what tune uses). With `design`: look 1, or look 2 when `previous` holds this benchmark's look-1
@@ -325,13 +428,14 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
     look = None if design is None else (2 if previous is not None else 1)
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
     out, pending, done = [], [], []      # pending: (band, test result) still to decide
+    test_name = TEST_NAME if strata is None else HOST_TEST_NAME
     for name, _, _ in BANDS:
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
             continue
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
             out.append(BandResult(benchmark, name, in_band, None, None, "no-data",
-                                  "fewer than 2 successful repetitions of a module", test=TEST_NAME))
+                                  "fewer than 2 successful repetitions of a module", test=test_name))
             continue
         gain = geomean([1 / rel[s] for s in in_band if s in rel])   # inverse of the tuned relative time
         a = band_scores(baseline_reps, in_band, metric)
@@ -339,7 +443,7 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
         sign = 1 if LOWER_IS_BETTER[metric] else -1
         r = BandResult(benchmark, name, in_band, gain, None, "no-data", "no positive values to compare",
                        [math.exp(sign * x) for x in a], [math.exp(sign * x) for x in b], look=look,
-                       n_baseline=len(a), n_tuned=len(b), test=TEST_NAME)
+                       n_baseline=len(a), n_tuned=len(b), test=test_name)
         if gain is None:
             out.append(r)
             continue
@@ -349,8 +453,12 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
             done.append(old)
             continue
         everyone = list(baseline_reps) + list(tuned_reps)
-        res = test(a, b, resolution_floor(baseline_reps, in_band, everyone),
-                   resolution_floor(tuned_reps, in_band, everyone))
+        floors = (resolution_floor(baseline_reps, in_band, everyone), resolution_floor(tuned_reps, in_band, everyone))
+        if strata is None:
+            res = test(a, b, *floors)
+        else:
+            res, r.host_strata = stratified(test, a, b, strata[0], strata[1], *floors)
+            r.test = r.test if r.host_strata else TEST_NAME
         r.p_value, r.estimate = res.p, math.exp(-res.diff)
         out.append(r)
         pending.append((r, res))
@@ -369,6 +477,11 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
         _decide(r, tolerance)
+        if r.host_strata:
+            left = len(a) + len(b) - sum(sum(n) for n in r.host_strata.values())
+            r.reason += "; host state held equal (%s%s)" % (", ".join(
+                "%s %d+%d" % (state, na, nb) for state, (na, nb) in r.host_strata.items()),
+                "; %d run(s) left out: their state has fewer than 2 runs of a module" % left if left else "")
     return out
 
 
@@ -389,18 +502,22 @@ def pair_order(rep, run_index=0):
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
 
 
-def describe_method(tolerance, alpha, design=None):
-    """The verdict's method in a few sentences (report.md's Method section)."""
+def describe_method(tolerance, alpha, design=None, host=False):
+    """The verdict's method in a few sentences (report.md's Method section); host: the comparison
+    held the host state equal (host_strata)."""
     looks = ("one look" if design is None else
              "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
              "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1)))
+    within = ("" if not host else
+              " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
+              "weights by runs (states with fewer than 2 runs of a module are left out)")
     return ("A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
             "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
-            "nothing is trimmed below 10 runs), two-sided; Holm's step-down over the bands of a benchmark keeps "
+            "nothing is trimmed below 10 runs)%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
             "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
             "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
             "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-            % (alpha, looks, tolerance * 100))
+            % (within, alpha, looks, tolerance * 100))
 
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):

@@ -62,6 +62,7 @@ class RunRecord:
     problems: List[str]
     series: dict                  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
     env: dict = field(default_factory=dict)   # tuning variables the module set for this run
+    host: Optional[dict] = None   # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
 
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
@@ -70,7 +71,7 @@ def run_once(runner, binaries, run, role, module, rep, logdir):
     title_for = lambda attempt: ("tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d"
                                  % (run.name, role, module, rep, attempt))
     return [RunRecord(run.name, role, module, rep, attempt, m["status"], m["exit_code"], m["wall_s"],
-                      str(log_for(attempt).relative_to(logdir.parent)), m["problems"], m["series"], m["env"])
+                      str(log_for(attempt).relative_to(logdir.parent)), m["problems"], m["series"], m["env"], m["host"])
             for attempt, m in runner.attempts(binaries, run, module, {}, log_for, title_for)]
 
 
@@ -170,6 +171,9 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
     final = {}
     for r in records:  # later attempts replace earlier ones
         final[(r.run, r.role, r.rep)] = r
+    # The host state of each run, relative to the whole campaign (stats.host_labels).
+    labels, slow_above = stats.host_labels([r.host for r in final.values()])
+    state = dict(zip(final, labels))
     again = {run.name for run in extended}
     old = {} if previous is None else {(b["benchmark"], b["band"]): b for b in previous["bands"]}
     bands, per_size = [], {}
@@ -177,8 +181,10 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
         for bench in run.expect:
             reps = {role: sorted((r for (name, rl, _), r in final.items() if name == run.name and rl == role),
                                  key=lambda r: r.rep) for role in ("baseline", "tuned")}
-            ok = {role: [r.series[bench] for r in recs if r.status == "ok" and bench in r.series]
-                  for role, recs in reps.items()}
+            used = {role: [r for r in recs if r.status == "ok" and bench in r.series] for role, recs in reps.items()}
+            ok = {role: [r.series[bench] for r in recs] for role, recs in used.items()}
+            states = {role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()}
+            strata, why_not = stats.host_strata(states["baseline"], states["tuned"], opts.alpha)
             failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
             metric = next((s["metric"] for role in ok for s in ok[role]), None)
             suite = next((s["suite"] for role in ok for s in ok[role]), None)
@@ -190,17 +196,21 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                     look1 = ([stats.BandResult(**b) for (bn, band), b in old.items() if bn == bench and band != "reliability"]
                              if previous is not None else None)
                     bands += stats.compare_bands(bench, metric, pts["baseline"], pts["tuned"], opts.tolerance,
-                                                 opts.alpha, design=design, previous=look1)
+                                                 opts.alpha, design=design, previous=look1, strata=strata)
                 bands.append(stats.reliability(bench, failed["baseline"], len(reps["baseline"]),
                                                failed["tuned"], len(reps["tuned"])))
-            per_size[bench] = {"metric": metric, "suite": suite, "baseline": pts["baseline"], "tuned": pts["tuned"]}
+            per_size[bench] = {"metric": metric, "suite": suite, "baseline": pts["baseline"], "tuned": pts["tuned"],
+                               "host_states": states, "host_note": why_not}
     verdict = stats.module_verdict(bands)
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
     # module does is a result (reliability), not a failure to validate.
     any_data = any(r.status == "ok" for r in final.values())
     exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
     return {"bands": [asdict(b) for b in bands], "per_size": per_size, "verdict": verdict if any_data else "COULD-NOT-RUN",
-            "exit_code": exit_code}
+            "exit_code": exit_code, "host_state": {
+                "slow_above_ns": slow_above, "slow_factor": stats.SLOW_FACTOR, "fast_quantile": stats.FAST_QUANTILE,
+                "runs": {role: {str(l): sum(1 for k, lab in state.items() if k[1] == role and lab == l)
+                                for l in sorted(set(labels), key=str)} for role in ("baseline", "tuned")}}}
 
 
 def options_from_args(args):
