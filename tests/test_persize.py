@@ -205,3 +205,33 @@ def test_an_operations_own_best_must_pass_against_what_it_was_built_on():
         geo, stages = _do_nothing_limits(seed)
         picked.append(tune.choose(geo, "alltoall", stages)["chosen"]["config"])
     assert sum(p != {"pml": "ucx"} for p in picked) <= 2, picked   # 35 of 40 without the test
+
+
+def test_runs_that_know_their_host_state_are_compared_within_it():
+    """Tune's choices hold the host state equal as validate does: collect labels each run within
+    its campaign, and a 1.3x band hidden under a slow state (2.2x for everyone, half the runs) is
+    found within states and not across them."""
+    from tunedmpi.acceptance import stats
+    rnd = random.Random(9)
+    slow = [i % 4 in (1, 2) for i in range(8)]
+
+    def record(config, rep, factor, campaign="c1"):
+        level = (2.2 if slow[rep] else 1.0) * factor * (1 + rnd.uniform(-0.03, 0.03))
+        return {"campaign": campaign, "nodes": 1, "ppn": 2, "stage": "st", "config": config,
+                "config_id": "baseline" if not config else "x", "run": "collectives", "rep": rep + 1,
+                "status": "ok", "benchmarks": ["allreduce"], "judged": ["allreduce"],
+                "host": {"before_ns": 330.0 if slow[rep] else 95.0, "after_ns": 320.0 if slow[rep] else 97.0},
+                "series": {"allreduce": {"metric": "latency_us", "suite": "imb",
+                                         "points": {str(s): round(ref_curve(s) * level, 3) for s in SIZES}}}}
+    records = [record({}, k, 1.0) for k in range(8)] + [record({"pml": "ucx"}, k, 1 / 1.3) for k in range(8)]
+    geo = choice.collect(records)[(1, 2)]
+    base, cand = geo[("st", "baseline")]["bench"]["allreduce"][1], geo[("st", "x")]["bench"]["allreduce"][1]
+    assert [r.state for r in base] == ["slow" if s else "fast" for s in slow] and isinstance(cand[0], stats.RunPoints)
+    gain, p = persize._test(base, cand, SIZES[1:], "latency_us", 1)
+    plain = persize._test([dict(r) for r in base], [dict(r) for r in cand], SIZES[1:], "latency_us", 1)
+    assert abs(gain - 1.3) < 0.05 and p < 1e-4 and plain[1] > 0.05
+    verdict, _, _, bands = choice.judge(geo[("st", "baseline")], geo[("st", "x")], ["allreduce"], 0.05, 0.05)
+    assert verdict == "PASS" and all(b.host_strata == {"fast": [4, 4], "slow": [4, 4]} for b in bands if b.sizes)
+    # labels are relative to each campaign: a campaign that is slow all through is fast for itself
+    other = [dict(record({}, 0, 1.0, "c2"), host={"before_ns": 330.0, "after_ns": 320.0})]
+    assert choice.collect(other)[(1, 2)][("st", "baseline")]["bench"]["allreduce"][1][0].state == "fast"

@@ -139,3 +139,33 @@ def test_cli_candidates_and_bad_input(tmp_path):
     bad = cli(tmp_path)
     assert bad.returncode == 2 and "results.json" in bad.stderr
     assert cli("--gain", "0.5", AA).returncode == 2
+
+
+def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
+    """The A/A campaign with a slow host state in spells (runs 2.2x slower for either side, and the
+    probe figures that say so): pools carry each run's state, the study judges within states, as
+    validate does, and finds a 1.3x gain that the same draws judged as one group mostly miss."""
+    import json
+    res = json.loads((AA / "results.json").read_text())
+    rng = random.Random(4)
+    slow = False
+    for r in res["runs"]:
+        if rng.random() > 0.7:
+            slow = rng.random() < 0.5
+        r["host"] = {"before_ns": 320.0 if slow else 95.0, "after_ns": 330.0 if slow else 99.0}
+        for s in r["series"].values():
+            s["points"] = {k: v * (2.2 if slow else 1.0) ** (1 if s["metric"] == "latency_us" else -1)
+                           for k, v in s["points"].items()}
+    (tmp_path / "aa-states").mkdir()
+    (tmp_path / "aa-states" / "results.json").write_text(json.dumps(res))
+    (src,) = power.load([tmp_path / "aa-states"])
+    assert {r.state for r in src.runs} == {"fast", "slow"}
+    found = power.pools([src], 10)
+    same = next(p for p in found if p.family == "same-config" and p.bench == "allreduce")
+    assert same.states == [r.state for r in src.runs if r.bench == "allreduce"]
+    pairs = next(p for p in found if p.family == "A/A pairs" and p.bench == "allreduce")
+    assert len(pairs.states) == len(pairs.units) and all(len(s) == 2 for s in pairs.states)
+    held = power.study(same, random.Random(3), 60, 1.3, None, 8, 0.05, 0.05)
+    plain = power.study(same, random.Random(3), 60, 1.3, None, 8, 0.05, 0.05, rule=power.all_as_one)
+    assert held["false"] <= 0.1
+    assert min(held["power"].values()) >= 0.8 and max(plain["power"].values()) <= 0.2

@@ -131,3 +131,34 @@ def test_the_intervals_come_from_redrawn_whole_runs_and_narrow_with_more_runs():
     assert 0.3 < width(four) / width(one) < 0.75
     # the oracle here is fixed, so regret's interval is the gain's, inverted
     assert abs((1 + one.regret_ci[1] / 100) * one.gain_ci[0] - 1 / 0.6) < 0.05 * (1 / 0.6)
+
+
+def test_a_host_state_compares_the_module_and_the_oracle_in_that_state_alone(tmp_path):
+    import json
+    import pytest
+    from tunedmpi.errors import InputError
+    cdir = _campaign(tmp_path)
+    with pytest.raises(InputError) as err:            # made before validate recorded the host state
+        regret.regret(FULL, [cdir], draws=0, state="fast")
+    assert "records no host state" in str(err.value) and "leave out --state" in str(err.value)
+    doc = json.loads((FULL / "results.json").read_text())
+    for d in doc["per_size"].values():                # every third run of each module met the slow state
+        d["host_states"] = {role: ["slow" if i % 3 == 0 else "fast" for i in range(len(d[role] or []))]
+                            for role in ("baseline", "tuned")}
+    (tmp_path / "result").mkdir()
+    (tmp_path / "result" / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:            # a campaign swept before the runner recorded it
+        regret.regret(tmp_path / "result", [cdir], draws=0, state="fast")
+    assert "no run of this campaign records the host state" in str(err.value)
+    for path in cdir.rglob("*-rep*.json"):            # the campaign's repetition 1 met the slow state
+        rec = json.loads(path.read_text())
+        rec["host"] = {"before_ns": 330.0, "after_ns": 320.0} if rec["rep"] == 1 else {"before_ns": 95.0, "after_ns": 99.0}
+        path.write_text(json.dumps(rec))
+    every, fast = regret._module_runs(tmp_path / "result")[0], regret._module_runs(tmp_path / "result", "fast")[0]
+    assert fast["allreduce"][1] == [r for i, r in enumerate(every["allreduce"][1]) if i % 3]
+    geo_all, geo_fast = regret._geometry_data([cdir], 1, 2), regret._geometry_data([cdir], 1, 2, "fast")
+    reps = lambda geo: len(geo[next(k for k in geo if k[1] == "baseline")]["bench"]["allreduce"][1])
+    assert reps(geo_fast) == reps(geo_all) - 1
+    rows = regret.regret(tmp_path / "result", [cdir], draws=0, state="fast")
+    assert {r.benchmark for r in rows} >= {"alltoall", "allreduce"}
+    assert rows != regret.regret(tmp_path / "result", [cdir], draws=0)

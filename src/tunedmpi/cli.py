@@ -193,10 +193,10 @@ def cmd_regret(args):
     if args.table:
         meta = json.loads((dirs[0] / "campaign.json").read_text())
         nodes, ppn = args.nodes or meta["nodes"], args.ppn or meta["ppn"]
-        rows = regret.table_regret(schema.load_table(args.table), dirs, nodes, ppn, args.draws)
+        rows = regret.table_regret(schema.load_table(args.table), dirs, nodes, ppn, args.draws, args.state)
         what, source = "table's choice", "%s at %dx%d" % (args.table, nodes, ppn)
     else:
-        rows, what, source = regret.regret(args.results, dirs, args.draws), "module", args.results
+        rows, what, source = regret.regret(args.results, dirs, args.draws, args.state), "module", args.results
     if not rows:
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT
@@ -387,6 +387,8 @@ def build_parser():
                    help="results-store/<campaign> directory of a separate run (repeatable)")
     p.add_argument("--draws", type=whole(0), default=400,
                    help="bootstrap redraws behind each figure's 95%% interval (default 400; 0: no intervals)")
+    p.add_argument("--state", choices=("fast", "slow", "changed"),
+                   help="only the runs that met this host state, in the result and the campaigns alike")
     p.set_defaults(func=cmd_regret)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")

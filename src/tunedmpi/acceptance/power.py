@@ -29,6 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Optional
 
 from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
@@ -49,6 +50,7 @@ class Run:
     rep: int
     order: float       # execution order: validate, position in the run list; store, minutes since the first record
     points: dict
+    state: Optional[str] = None   # host state (stats.host_labels) where the run recorded it
 
 
 @dataclass
@@ -68,6 +70,8 @@ def _validate_source(path):
     for i, r in enumerate(res.get("runs", [])):   # later attempts replace earlier ones; list order = run order
         final[(r["run"], r["role"], r["rep"])] = (i, r)
     geo = res.get("geometry", {})
+    labels, _ = stats.host_labels([r.get("host") for _, r in final.values()])   # as validate labels them
+    state = {id(r): label for (_, r), label in zip(final.values(), labels)}
     runs = []
     for i, r in sorted(final.values(), key=lambda x: x[0]):
         if r["status"] != "ok":
@@ -76,7 +80,7 @@ def _validate_source(path):
         for bench, s in r["series"].items():
             config = ("validate", s["suite"], res.get("set"), geo.get("np"), module, bench)
             runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, module, bench),
-                            r["role"], r["rep"], float(i), {int(k): v for k, v in s["points"].items()}))
+                            r["role"], r["rep"], float(i), {int(k): v for k, v in s["points"].items()}, state[id(r)]))
     mods = res.get("modules", {})
     return Source(path.name, "validate", runs, False, aa=bool(mods) and mods.get("baseline") == mods.get("tuned"))
 
@@ -89,7 +93,8 @@ def _store_source(path):
     stages += sorted({r["stage"] for r in records} - set(stages))
     top = max([r["rep"] for r in records] or [1]) + 1
     runs, times, rounds = [], [], {}
-    for r in records:
+    labels, _ = stats.host_labels([r.get("host") for r in records])
+    for r, state in zip(records, labels):
         if r["status"] != "ok":
             continue
         rnd = stages.index(r["stage"]) * top + r["rep"]
@@ -99,7 +104,7 @@ def _store_source(path):
         for bench, s in r["series"].items():
             config = ("store", path.name, r["config_id"], bench)
             runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, r["config_id"], r["stage"], bench),
-                            r["config_id"], r["rep"], float(rnd), s["points"]))
+                            r["config_id"], r["rep"], float(rnd), s["points"], state))
             times.append(t)
     means = [sum(rounds[k]) / len(rounds[k]) for k in sorted(rounds)]
     timed = len(means) > 2 and all(b - a > 1.0 for a, b in zip(means, means[1:]))
@@ -359,6 +364,7 @@ class Pool:
     units: list       # {size: value}; paired pools: (first side's run, second side's run) per repetition
     bands: OrderedDict
     paired: bool = False
+    states: Optional[list] = None   # the host state of each unit, where every run recorded one
 
 
 def pools(sources, minimum):
@@ -380,7 +386,7 @@ def pools(sources, minimum):
         else:
             label = "%s %s" % (config[1], config[2] if len(config[2]) <= 40 else config[2][:37] + "...")
         out.append(Pool(label, "same-config", runs[0].bench, runs[0].metric, runs[0].suite,
-                        [r.points for r in runs], bands))
+                        [r.points for r in runs], bands, states=_states(runs)))
     for src in sources:
         if not src.aa:
             continue
@@ -393,24 +399,34 @@ def pools(sources, minimum):
                 continue
             bands = bands_of([r for pr in pairs for r in pr])
             if bands:
+                both = _states([r for pr in pairs for r in pr])
                 out.append(Pool("%s (A/A repetitions, order kept)" % src.name, "A/A pairs", bench, pairs[0][0].metric,
-                                pairs[0][0].suite, [(a.points, b.points) for a, b in pairs], bands, paired=True))
+                                pairs[0][0].suite, [(a.points, b.points) for a, b in pairs], bands, paired=True,
+                                states=both and [(a.state, b.state) for a, b in pairs]))
     for src in sources:
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             sizes = [s for b in bands.values() for s in b]
-            units = []
+            units, kept = [], []
             for grp in _groups(runs, 3):
                 n = len(grp)
                 k = math.sqrt(n / (n - 1.0))
                 mean = {s: sum(math.log(r.points[s]) for r in grp) / n for s in sizes}
                 units += [{s: (math.log(r.points[s]) - mean[s]) * k for s in sizes} for r in grp]
+                kept += grp
             if len(units) < minimum or not sizes:
                 continue
             level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
             units = [{s: math.exp(u[s] + level[s]) for s in sizes} for u in units]
-            out.append(Pool("%s (residuals)" % src.name, "residual", bench, runs[0].metric, runs[0].suite, units, bands))
+            out.append(Pool("%s (residuals)" % src.name, "residual", bench, runs[0].metric, runs[0].suite, units, bands,
+                            states=_states(kept)))
     return out
+
+
+def _states(runs):
+    """The runs' host states when every run has one, else None (the pool is judged without them)."""
+    states = [r.state for r in runs]
+    return states if all(states) else None
 
 
 def _scaled(unit, sizes, factor, metric):
@@ -419,21 +435,28 @@ def _scaled(unit, sizes, factor, metric):
     return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
 
 
-def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch):
-    """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it.
+def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch, states=None):
+    """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it;
+    with `states` (each side's runs' host states) within host states, as validate judges.
     Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
+    strata = lambda n: None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
     one = stats.compare_bands(pool.bench, pool.metric, base[:first], tuned[:first], tolerance, alpha,
-                              design=design, test=test)
+                              design=design, test=test, strata=strata(first))
     res, extended = one, False
     if design and len(base) >= design.final and stats.extension(one, design):
         res = stats.compare_bands(pool.bench, pool.metric, base, tuned, tolerance, alpha, design=design,
-                                  previous=one, test=test)
+                                  previous=one, test=test, strata=strata(len(base)))
         extended = True
     return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
 
 
-def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False):
+def all_as_one(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch, states=None):
+    """The procedure without the host states: every run of a side as one group (for comparison)."""
+    return procedure(pool, base, tuned, design, tolerance, alpha, test)
+
+
+def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False, states=None):
     """The rule before this study, for comparison: exact Mann-Whitney over the per-run band times
     (geometric means), p < alpha per band (Holm's levels with holm=True), one look of `first` runs."""
     first = design.first if design else len(base)
@@ -485,7 +508,8 @@ def mann_whitney_p(a, b):
 
 def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=procedure, test=stats.yuen_welch,
           outlier=False):
-    """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool."""
+    """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
+    within host states where the pool has them (validate's way; `rule` may ignore them)."""
     need = 1 if pool.paired else 2      # units per repetition of both sides
     per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
     two_looks = design is not None and per_side == design.final and design.final > design.first
@@ -498,14 +522,18 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=pr
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
             base = [pool.units[i][0] for i in idx]
             tuned = [pool.units[i][1] for i in idx]
+            sides = [pool.states[i] for i in idx] if pool.states else None
         else:
             idx = rng.sample(range(len(pool.units)), 2 * per_side)
             base = [pool.units[i] for i in idx[0::2]]
             tuned = [pool.units[i] for i in idx[1::2]]
+            sides = list(zip(idx[0::2], idx[1::2])) if pool.states else None
+            sides = sides and [(pool.states[i], pool.states[j]) for i, j in sides]
+        states = tuple(map(list, zip(*sides))) if sides else None
         aa_tuned = tuned
         if outlier:   # heavy tails: one run of a side five times slower
             aa_tuned = [_scaled(tuned[0], set(tuned[0]), 1 / OUTLIER, pool.metric)] + tuned[1:]
-        verdicts, ext, est = rule(pool, base, aa_tuned, use_design, tolerance, alpha, test=test)
+        verdicts, ext, est = rule(pool, base, aa_tuned, use_design, tolerance, alpha, test=test, states=states)
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
@@ -513,7 +541,7 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=pr
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
             if outlier:
                 faster[0] = _scaled(faster[0], set(faster[0]), 1 / OUTLIER, pool.metric)
-            v, _, _ = rule(pool, base, faster, use_design, tolerance, alpha, test=test)
+            v, _, _ = rule(pool, base, faster, use_design, tolerance, alpha, test=test, states=states)
             wins[name] += v.get(name) == "win"
     apparent.sort()
     return dict(false=false / float(draws), power=OrderedDict((b, w / float(draws)) for b, w in wins.items()),
@@ -600,7 +628,7 @@ def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=sta
         r = study(pool, rng, draws, gain, design, repetitions, tolerance, alpha)
         mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
         w("| %s | %s | %s | %d | %s | %.3f | ±%.3f | %s | %s | %s |\n" % (
-            pool.label, pool.family, pool.bench, len(pool.units),
+            pool.label, pool.family + (", within host states" if pool.states else ""), pool.bench, len(pool.units),
             "%d+%d" % (repetitions, final - repetitions) if r["two_looks"] else str(r["per_side"]),
             r["false"], mc, " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
             "%.2f" % r["extended"] if r["two_looks"] else "-", "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100)))
@@ -627,6 +655,11 @@ def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=sta
                 ("chosen: Yuen-Welch, Holm, %d+%d" % (repetitions, final - repetitions), procedure, stats.yuen_welch, design),
                 ("Welch without trimming, Holm, %d+%d" % (repetitions, final - repetitions), procedure,
                  partial(stats.yuen_welch, trim=False), design), one, old]))
+        held = [p for p in found if p.states]
+        if held:   # the host state: held equal (validate's way) against every run as one group
+            classes.append(("%d pools with host states" % len(held), held, [
+                ("chosen, within host states", procedure, stats.yuen_welch, design),
+                ("chosen, all runs as one group", all_as_one, stats.yuen_welch, design)]))
         for label, members, cands in classes:
             for name, rule, test, dsg in cands:
                 rows = []

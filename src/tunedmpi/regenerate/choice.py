@@ -48,8 +48,16 @@ def program_of(record):
 def collect(records):
     """{(nodes, ppn): {(stage, config_id): {"config":…, "bench": {b: (metric, [points…], failed)}}}}
     Only the benchmarks a record's stage judges: a per-collective stage's run measures every
-    collective of the space (validate's program) but is about its own collective alone."""
+    collective of the space (validate's program) but is about its own collective alone. Each run's
+    points are stats.RunPoints that know the host state the run met, labelled within its campaign
+    (stats.host_labels), so that choices compare runs in like states as validate does."""
     out = {}
+    by_campaign = OrderedDict()
+    for r in records:
+        by_campaign.setdefault(r.get("campaign"), []).append(r)
+    state = {}
+    for recs in by_campaign.values():
+        state.update(zip(map(id, recs), stats.host_labels([r.get("host") for r in recs])[0]))
     for r in records:
         geo = out.setdefault((r["nodes"], r["ppn"]), {})
         entry = geo.setdefault((r["stage"], r["config_id"]), {"config": r["config"], "bench": {}})
@@ -58,7 +66,7 @@ def collect(records):
             s = r["series"].get(b) if r["status"] == "ok" else None
             if s:
                 metric = s["metric"]
-                reps = reps + [{int(k): v for k, v in s["points"].items()}]
+                reps = reps + [stats.RunPoints({int(k): v for k, v in s["points"].items()}, state[id(r)])]
             else:
                 failed += 1
             entry["bench"][b] = (metric, reps, failed)
@@ -99,7 +107,8 @@ def judge(base, cand, benches, tolerance, alpha):
         cm, creps, cfail = cand["bench"][b]
         metric = bm or cm
         if metric:
-            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha)
+            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha,
+                                         strata=stats.strata_of(breps, creps, alpha))
             rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
         bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
     per_op = {}

@@ -46,12 +46,14 @@ def _merge(runs):
 
 def _test(reference, reps, sizes, metric, n_candidates):
     """(gain, p) of ``reps`` against the reference over ``sizes``: Yuen-Welch on per-run log band
-    scores, p multiplied by the number of candidates the winner was picked among (Bonferroni)."""
+    scores (within host states where the runs know theirs, as validate), p multiplied by the number
+    of candidates the winner was picked among (Bonferroni)."""
     a = stats.band_scores(reference, sizes, metric)
     b = stats.band_scores(reps, sizes, metric)
     everyone = list(reference) + list(reps)
-    res = stats.yuen_welch(a, b, stats.resolution_floor(reference, sizes, everyone),
-                           stats.resolution_floor(reps, sizes, everyone))
+    floors = (stats.resolution_floor(reference, sizes, everyone), stats.resolution_floor(reps, sizes, everyone))
+    strata = stats.strata_of(reference, reps)
+    res = stats.yuen_welch(a, b, *floors) if strata is None else stats.stratified(stats.yuen_welch, a, b, *strata, *floors)[0]
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
 

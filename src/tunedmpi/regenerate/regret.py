@@ -19,6 +19,11 @@ and every figure is recomputed from the redrawn runs (DRAWS times, fixed seed: t
 the same interval). On this kind of host whole runs are fast or slow together for a few runs at a
 time, so a gain over all sizes moves by 10 % or more from one 10-30-run campaign to the next; the
 interval says whether "within 5 % of the oracle" is a measured statement or a draw.
+
+With `state` ("fast", "slow" or "changed"), only the runs that met that host state count, in the
+validate result and in the campaigns alike (stats.host_labels, per campaign): the module and the
+oracle are then compared in the same state of the host, which on these machines decides much of a
+run's speed (validate/README.md, "The host's state, held equal").
 """
 import json
 import random
@@ -58,8 +63,9 @@ def _redrawn(rng):
     return lambda reps: [reps[rng.randrange(len(reps))] for _ in reps]
 
 
-def _module_runs(results_dir):
-    """({benchmark: (metric, baseline runs, tuned runs)}, results.json) of a validate result directory."""
+def _module_runs(results_dir, state=None):
+    """({benchmark: (metric, baseline runs, tuned runs)}, results.json) of a validate result directory;
+    with `state`, only its runs in that host state."""
     path = Path(results_dir) / "results.json"
     try:
         doc = json.loads(path.read_text())
@@ -68,8 +74,11 @@ def _module_runs(results_dir):
                          "give the --out directory of a finished validate/run.sh")
     out = {}
     for bench, d in doc.get("per_size", {}).items():
-        base = [{int(k): v for k, v in r.items()} for r in d.get("baseline") or []]
-        tuned = [{int(k): v for k, v in r.items()} for r in d.get("tuned") or []]
+        if state and "host_states" not in d:
+            raise InputError(str(path), None, "per_size.%s.host_states" % bench, "this result records no host state",
+                             "leave out --state, or give a result of a validate that recorded it (probe_host)")
+        base, tuned = ([{int(k): v for k, v in r.items()} for i, r in enumerate(d.get(role) or [])
+                        if state is None or d["host_states"][role][i] == state] for role in ("baseline", "tuned"))
         if len(base) >= 2 and len(tuned) >= 2:
             out[bench] = (d["metric"], base, tuned)
     return out, doc
@@ -80,10 +89,17 @@ def _module(runs, draw=_as_measured):
     return {bench: stats.relative_times(draw(base), draw(tuned), metric) for bench, (metric, base, tuned) in runs.items()}
 
 
-def _geometry_data(campaign_dirs, nodes, ppn):
+def _geometry_data(campaign_dirs, nodes, ppn, state=None):
     records = []
     for d in campaign_dirs:
-        records += store.load_campaign(d)[1]
+        recs = store.load_campaign(d)[1]
+        if state:
+            labels, limit = stats.host_labels([r.get("host") for r in recs])
+            if limit is None:
+                raise InputError(str(d), None, "host", "no run of this campaign records the host state",
+                                 "leave out --state, or give campaigns swept since the runner records it (probe_host)")
+            recs = [r for r, l in zip(recs, labels) if l == state]
+        records += recs
     return choice.collect(choice.one_program(records)[0]).get((nodes, ppn), {})
 
 
@@ -151,11 +167,11 @@ def _with_intervals(rows_of, draws):
             if len(seen[r.benchmark]) >= 2 else r for r in measured]
 
 
-def regret(results_dir, campaign_dirs, draws=DRAWS):
+def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
     """[Row]: the validated module against the per-size oracle of the campaign(s)."""
-    runs, doc = _module_runs(results_dir)
+    runs, doc = _module_runs(results_dir, state)
     where = doc.get("geometry", {})
-    geo = _geometry_data(campaign_dirs, where.get("nodes", 1), where.get("ppn", 2))
+    geo = _geometry_data(campaign_dirs, where.get("nodes", 1), where.get("ppn", 2), state)
 
     def rows_of(draw):
         rel, orc = _module(runs, draw), _best(_relative(geo, draw))
@@ -174,14 +190,14 @@ def _same(a, b):
     return a.keys() == b.keys() and all(norm(a[k]) == norm(b[k]) for k in a)
 
 
-def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS):
+def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
     """Rows as regret(), for the table's choice at (nodes, ppn) measured inside the campaign(s).
 
     Per collective: at each size, the table's job configuration plus the algorithm (and segment
     size) of the band holding that size. Its relative time is taken from one stage: the one that
     measured the collective's algorithms if there is one, else any stage that measured the job
     configuration on the benchmark. Sizes where that stage lacks the configuration are left out."""
-    geo = _geometry_data(campaign_dirs, nodes, ppn)
+    geo = _geometry_data(campaign_dirs, nodes, ppn, state)
     rel = _relative(geo)
     measured = _best(rel)   # the sizes measured, per benchmark
     picks = []      # (benchmark, {size: (stage, config_id) measuring the table's choice there})
