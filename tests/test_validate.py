@@ -220,3 +220,30 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
     assert put2["look"] == 2 and put2["n_tuned"] == 10 and put2["level"] == pytest.approx(design.level(0.05, 2))
     get1 = [b for b in look1["bands"] if b["benchmark"] == "get_latency"]
     assert [b for b in look2["bands"] if b["benchmark"] == "get_latency"] == get1
+
+
+def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp_path):
+    """--reanalyse runs nothing: the campaign's own runs, judged by this version, give its verdict and
+    bands again; an older result (the shared real IMB/OSU campaign, no host state) gets today's method
+    in a new directory, and its source is not touched."""
+    from tunedmpi.acceptance import stats
+    _, outdir, r = campaign
+    proc = subprocess.run([str(RUN), "--reanalyse", str(outdir), "--out", str(tmp_path / "again")],
+                          env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    (again,) = sorted((tmp_path / "again").iterdir())
+    res = json.loads((again / "results.json").read_text())
+    assert proc.returncode == r["exit_code"] and res["reanalysed_from"] == str(outdir.resolve())
+    assert res["bands"] == r["bands"] and res["runs"] == r["runs"] and (again / r["runs"][0]["log"]).is_file()
+    full = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
+    before = (full / "results.json").read_text()
+    proc = subprocess.run([str(RUN), "--reanalyse", str(full), "--out", str(tmp_path / "old")],
+                          env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    (old,) = sorted((tmp_path / "old").iterdir())
+    res = json.loads((old / "results.json").read_text())
+    assert proc.returncode in (0, 1) and "verdict: %s" % res["verdict"] in proc.stdout
+    assert res["host_state"]["slow_above_ns"] is None and "## Host state\n\nNot recorded" in (old / "report.md").read_text()
+    assert {b["test"] for b in res["bands"] if b["band"] != "reliability"} == {stats.TEST_NAME}
+    assert (full / "results.json").read_text() == before
+    bad = subprocess.run([str(RUN), "--reanalyse", str(tmp_path), "--out", str(tmp_path / "x")],
+                         env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "not a validate result" in bad.stderr

@@ -110,7 +110,10 @@ def cmd_validate(args):
     try:
         if args.submit:
             return validate.submit(args)
-        results, outdir = validate.campaign(validate.options_from_args(args))
+        if args.reanalyse:
+            results, outdir = validate.reanalyse(args.reanalyse, args.out)
+        else:
+            results, outdir = validate.campaign(validate.options_from_args(args))
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
@@ -294,6 +297,8 @@ def build_parser():
     p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
     p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
     p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
+    p.add_argument("--reanalyse", metavar="DIR", help="run nothing: judge the runs of an earlier result DIR again with "
+                   "this version's method, into a new directory under --out")
     p.add_argument("--sbatch-args", help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'")
     p.set_defaults(func=cmd_validate)
 

@@ -81,7 +81,10 @@ def markdown(results):
            % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
            "| benchmarks | %s%s |" % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),
            "| OSU one-sided | window %s, synchronisation %s |" % (results["osu_options"]["window"], results["osu_options"]["sync"]),
-           "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"]), ""]
+           "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"])]
+    if results.get("reanalysed_from"):
+        out.append("| judged again | the runs of %s, by `validate --reanalyse` |" % results["reanalysed_from"])
+    out.append("")
     out += module_variables(results)
     design = results.get("design")
     design = stats.Design(design["first"], design["final"]) if design else None

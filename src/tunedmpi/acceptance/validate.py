@@ -8,8 +8,10 @@ module set, its output, exit code and wall time go to a log of their own. Result
 directory that is never reused (report.py).
 """
 import datetime
+import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -160,6 +162,44 @@ def campaign(opts):
         commands={r.name: " ".join(runner.mpirun_line(r)) for r in runs},
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
         runs=[asdict(r) for r in records])
+    report.write_all(outdir, results)
+    return results, outdir
+
+
+def reanalyse(source, out):
+    """Judge an earlier campaign's runs again with this version's method (e.g. within host states,
+    which the verdict of a result from before them did not use). Writes a new results directory
+    under `out`, with the source's runs, logs and options and `reanalysed_from` naming the source,
+    which is never changed. The looks are the source's: its first repetitions, then its extended
+    runs. Returns (results, directory)."""
+    src = Path(source)
+    try:
+        res = json.loads((src / "results.json").read_text())
+        records = [RunRecord(**dict(r, series={b: dict(s, points={int(k): v for k, v in s["points"].items()})
+                                               for b, s in r["series"].items()}))
+                   for r in res["runs"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CannotRun("%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
+                        % (src / "results.json", exc))
+    holds = {}      # run name -> the benchmarks its output held, in the source's order
+    for bench in res["per_size"]:
+        run = next((r.run for r in records if bench in r.series), bench)   # a run that never parsed: its own name
+        holds.setdefault(run, []).append(bench)
+    runs = [suites.Run(name, "", tuple(holds.get(name, ())), (), None) for name in res["commands"]]
+    opts = Options(site=res["site"], tuned=res["modules"]["tuned"], baseline=res["modules"]["baseline"],
+                   tolerance=res["tolerance"], alpha=res["alpha"])
+    # results from before the two looks: one look at all their repetitions
+    looks = res.get("design") or {"first": res["repetitions"], "final": res["repetitions"], "extended": [],
+                                  "order": "as recorded"}
+    design = stats.Design(looks["first"], looks["final"])
+    results = analyse(opts, runs, [r for r in records if r.rep <= design.first], design)
+    extended = [run for run in runs if run.name in looks["extended"]]
+    if extended:
+        results = analyse(opts, runs, records, design, previous=results, extended=extended)
+    outdir = new_results_dir(out, res["site"])
+    if (src / "logs").is_dir():
+        shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
+    results = dict(res, **results, design=looks, reanalysed_from=str(src.resolve()))
     report.write_all(outdir, results)
     return results, outdir
 
