@@ -162,3 +162,26 @@ def test_a_host_state_compares_the_module_and_the_oracle_in_that_state_alone(tmp
     rows = regret.regret(tmp_path / "result", [cdir], draws=0, state="fast")
     assert {r.benchmark for r in rows} >= {"alltoall", "allreduce"}
     assert rows != regret.regret(tmp_path / "result", [cdir], draws=0)
+
+
+SEPARATE_HOST = ROOT / "results-archive" / "local-1x2-fe02597a71-separate-host.tar.xz"
+
+
+def test_a_real_campaigns_host_figures_fall_in_two_states_and_regret_keeps_one(tmp_path):
+    """The separate run of 21:15 UTC (real IMB, the host probe around every run): its figures fall in
+    two groups that the campaign-relative limit separates, and --state fast measures the table's
+    choice and the oracle on the fast runs alone."""
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(SEPARATE_HOST) as tar:
+        tar.extractall(tmp_path, **safe)
+    (cdir,) = store.campaigns(tmp_path / "results-store")
+    records = store.load_campaign(cdir)[1]
+    labels, limit = stats.host_labels([r["host"] for r in records])
+    figures = [v for r in records for v in r["host"].values()]
+    assert len(records) == 330 and 120 < limit < 300
+    assert not [v for v in figures if 0.8 * limit < v < 1.25 * limit]          # nothing near the limit
+    assert labels.count("fast") > len(records) / 2 and {"slow", "changed"} <= set(labels)
+    fast = regret.table_regret(schema.load_table(TABLE), [cdir], 1, 2, draws=0, state="fast")
+    every = regret.table_regret(schema.load_table(TABLE), [cdir], 1, 2, draws=0)
+    assert {r.benchmark for r in fast} == {r.benchmark for r in every} == {"alltoall", "allgather", "allreduce", "bcast"}
+    assert [r.gain for r in fast] != [r.gain for r in every]

@@ -478,7 +478,7 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
         _decide(r, tolerance)
         if r.host_strata:
-            left = len(a) + len(b) - sum(sum(n) for n in r.host_strata.values())
+            left = r.n_baseline + r.n_tuned - sum(sum(n) for n in r.host_strata.values())
             r.reason += "; host state held equal (%s%s)" % (", ".join(
                 "%s %d+%d" % (state, na, nb) for state, (na, nb) in r.host_strata.items()),
                 "; %d run(s) left out: their state has fewer than 2 runs of a module" % left if left else "")

@@ -181,11 +181,10 @@ def reanalyse(source, out):
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRun("%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
                         % (src / "results.json", exc))
-    holds = {}      # run name -> the benchmarks its output held, in the source's order
-    for bench in res["per_size"]:
-        run = next((r.run for r in records if bench in r.series), bench)   # a run that never parsed: its own name
-        holds.setdefault(run, []).append(bench)
-    runs = [suites.Run(name, "", tuple(holds.get(name, ())), (), None) for name in res["commands"]]
+    # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
+    benches = set(res["per_size"])
+    runs = [suites.Run(name, "", tuple(c for c in suites.COLLECTIVES if c in benches) if name == "collectives"
+                       else (name,), (), None) for name in suites.run_names(sorted(benches))]
     opts = Options(site=res["site"], tuned=res["modules"]["tuned"], baseline=res["modules"]["baseline"],
                    tolerance=res["tolerance"], alpha=res["alpha"])
     # results from before the two looks: one look at all their repetitions
