@@ -522,14 +522,12 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=pr
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
             base = [pool.units[i][0] for i in idx]
             tuned = [pool.units[i][1] for i in idx]
-            sides = [pool.states[i] for i in idx] if pool.states else None
+            states = ([pool.states[i][0] for i in idx], [pool.states[i][1] for i in idx]) if pool.states else None
         else:
             idx = rng.sample(range(len(pool.units)), 2 * per_side)
             base = [pool.units[i] for i in idx[0::2]]
             tuned = [pool.units[i] for i in idx[1::2]]
-            sides = list(zip(idx[0::2], idx[1::2])) if pool.states else None
-            sides = sides and [(pool.states[i], pool.states[j]) for i, j in sides]
-        states = tuple(map(list, zip(*sides))) if sides else None
+            states = ([pool.states[i] for i in idx[0::2]], [pool.states[i] for i in idx[1::2]]) if pool.states else None
         aa_tuned = tuned
         if outlier:   # heavy tails: one run of a side five times slower
             aa_tuned = [_scaled(tuned[0], set(tuned[0]), 1 / OUTLIER, pool.metric)] + tuned[1:]
