@@ -8,6 +8,16 @@ the table was tuned on, so the oracle is not the optimistic minimum over the cho
 
     regret(size) = (tuned / baseline)(size) / min over configurations (config / baseline)(size)
 
+That oracle is picked and measured on the same runs: at each size it is the lowest of many noisy
+figures, so it is biased up (the winner's curse), the more so the more configurations and the
+fewer runs. Each row therefore also has a **cross-fitted oracle**: the campaign's runs are split
+into two halves (alternate runs, so each half spans the whole campaign and every configuration's
+halves are the same rounds); at each size the best configuration is picked on one half and its
+relative time is measured on the other, both ways round, and the two measurements are averaged
+(geometric mean). Its picks never see the runs that measure them, so it is not biased up; picked
+on half the runs it may miss a small true difference, so it errs low. The true per-size oracle lies
+between the two; how often the halves pick the same winner says how real the per-size winners are.
+
 A table's choice can also be measured inside the separate campaign itself (table_regret): its job
 configuration and, per collective, the algorithm its bands give at each size, looked up among the
 campaign's measured configurations. Same rounds as the oracle, so no validate noise on top; but
@@ -52,6 +62,11 @@ class Row(NamedTuple):
     gain_ci: Optional[Tuple[float, float]] = None      # 95 % bootstrap intervals of the three above
     oracle_ci: Optional[Tuple[float, float]] = None
     regret_ci: Optional[Tuple[float, float]] = None
+    fitted: Optional[float] = None              # the cross-fitted oracle's gain (None: too few runs to halve)
+    fitted_regret: Optional[float] = None       # %: the regret mean against it
+    agree: Optional[Tuple[int, int]] = None     # (sizes where both halves picked the same winner, sizes)
+    fitted_ci: Optional[Tuple[float, float]] = None
+    fitted_regret_ci: Optional[Tuple[float, float]] = None
 
 
 def _as_measured(reps):
@@ -117,7 +132,8 @@ def _relative(geo, draw=_as_measured):
                 if (stage, bench) not in bases:
                     bases[(stage, bench)] = draw(base["bench"][bench][1])
                 runs = bases[(stage, bench)] if cid == "baseline" else draw(reps)
-                out.setdefault((stage, cid), {})[bench] = stats.relative_times(bases[(stage, bench)], runs, metric)
+                if len(runs) >= 2 and len(bases[(stage, bench)]) >= 2:    # a half may hold fewer
+                    out.setdefault((stage, cid), {})[bench] = stats.relative_times(bases[(stage, bench)], runs, metric)
     return out
 
 
@@ -130,17 +146,50 @@ def _best(rel):
     return {bench: stats.per_size_best(rels) for bench, rels in measured.items()}
 
 
-def _row(bench, chosen, orc):
-    """One report row from {size: chosen/baseline} and {size: oracle/baseline}, or None. Size 0
-    moves no data (its time is the call's overhead alone): left out, as validate's bands do."""
+def _halves(draw):
+    """Two draws that keep alternate runs of a configuration (positions 0, 2, 4, … and 1, 3, 5, …),
+    each then drawn as `draw` gives them."""
+    return [lambda reps, h=h: draw(reps[h::2]) for h in (0, 1)]
+
+
+def _cross_fitted(geo, draw=_as_measured):
+    """The cross-fitted oracle (module docstring): ({benchmark: {size: oracle/baseline}},
+    {benchmark: {size: True where both halves picked the same configuration}}). Sizes where a half
+    has no configuration measured on both halves are left out."""
+    rel = [_relative(geo, half) for half in _halves(draw)]
+    oracle, agree = {}, {}
+    for bench in sorted({b for per in rel[0].values() for b in per}):
+        both = [k for k in rel[0] if bench in rel[0][k] and k in rel[1] and bench in rel[1][k]]
+        sizes = set.intersection(*(set(rel[h][k][bench]) for h in (0, 1) for k in both)) if both else ()
+        for size in sorted(sizes):
+            at = [{k: rel[h][k][bench][size] for k in both if rel[h][k][bench][size] > 0} for h in (0, 1)]
+            if not at[0] or not at[1]:
+                continue
+            picks = [min(sorted(at[h], key=str), key=at[h].get) for h in (0, 1)]
+            if any(p not in at[1 - h] for h, p in enumerate(picks)):
+                continue
+            oracle.setdefault(bench, {})[size] = stats.geomean([at[1 - h][p] for h, p in enumerate(picks)])
+            agree.setdefault(bench, {})[size] = picks[0] == picks[1]
+    return oracle, agree
+
+
+def _row(bench, chosen, orc, fitted=None, agree=None):
+    """One report row from {size: chosen/baseline} and {size: oracle/baseline}, or None; with the
+    cross-fitted oracle's {size: oracle/baseline} and {size: picks agree} where it covers every size.
+    Size 0 moves no data (its time is the call's overhead alone): left out, as validate's bands do."""
     sizes = sorted(s for s in chosen if s >= 1 and s in orc and orc[s] > 0 and chosen[s] > 0)
     if not sizes:
         return None
     ratios = {s: chosen[s] / orc[s] for s in sizes}
     worst = max(ratios, key=ratios.get)
-    return Row(bench, len(sizes), 1 / stats.geomean([chosen[s] for s in sizes]),
-               1 / stats.geomean([orc[s] for s in sizes]),
-               (stats.geomean(ratios.values()) - 1) * 100, (ratios[worst] - 1) * 100, worst)
+    row = Row(bench, len(sizes), 1 / stats.geomean([chosen[s] for s in sizes]),
+              1 / stats.geomean([orc[s] for s in sizes]),
+              (stats.geomean(ratios.values()) - 1) * 100, (ratios[worst] - 1) * 100, worst)
+    if fitted and all(s in fitted for s in sizes):
+        row = row._replace(fitted=1 / stats.geomean([fitted[s] for s in sizes]),
+                           fitted_regret=(stats.geomean([chosen[s] / fitted[s] for s in sizes]) - 1) * 100,
+                           agree=(sum(bool(agree[s]) for s in sizes), len(sizes)))
+    return row
 
 
 def _percentiles(values):
@@ -161,10 +210,18 @@ def _with_intervals(rows_of, draws):
         for r in rows_of(_redrawn(rng)):
             if r.benchmark in seen:
                 seen[r.benchmark].append(r)
-    return [r._replace(gain_ci=_percentiles([d.gain for d in seen[r.benchmark]]),
-                       oracle_ci=_percentiles([d.oracle for d in seen[r.benchmark]]),
-                       regret_ci=_percentiles([d.regret_mean for d in seen[r.benchmark]]))
-            if len(seen[r.benchmark]) >= 2 else r for r in measured]
+    out = []
+    for r in measured:
+        drawn = seen[r.benchmark]
+        if len(drawn) >= 2:
+            r = r._replace(gain_ci=_percentiles([d.gain for d in drawn]), oracle_ci=_percentiles([d.oracle for d in drawn]),
+                           regret_ci=_percentiles([d.regret_mean for d in drawn]))
+        fitted = [d for d in drawn if d.fitted is not None]
+        if r.fitted is not None and len(fitted) >= 2:
+            r = r._replace(fitted_ci=_percentiles([d.fitted for d in fitted]),
+                           fitted_regret_ci=_percentiles([d.fitted_regret for d in fitted]))
+        out.append(r)
+    return out
 
 
 def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
@@ -175,7 +232,9 @@ def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
 
     def rows_of(draw):
         rel, orc = _module(runs, draw), _best(_relative(geo, draw))
-        rows = [_row(bench, rel[bench], orc[bench]) for bench in sorted(set(rel) & set(orc))]
+        fitted, agree = _cross_fitted(geo, draw)
+        rows = [_row(bench, rel[bench], orc[bench], fitted.get(bench), agree.get(bench))
+                for bench in sorted(set(rel) & set(orc))]
         return [r for r in rows if r]
     return _with_intervals(rows_of, draws)
 
@@ -230,7 +289,9 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
     def rows_of(draw):
         drawn = _relative(geo, draw)
         orc = _best(drawn)
-        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, orc[bench])
+        fitted, agree = _cross_fitted(geo, draw)
+        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, orc[bench],
+                     fitted.get(bench), agree.get(bench))
                 for bench, where in picks if bench in orc]
         return [r for r in rows if r]
     return _with_intervals(rows_of, draws)
@@ -242,14 +303,22 @@ def _interval(ci, fmt):
 
 def report(rows, what="module", draws=DRAWS):
     """Markdown table; each figure with its 95 % bootstrap interval in brackets where one was drawn."""
-    lines = ["| benchmark | sizes | %s gain (geomean) | oracle gain (geomean) | regret mean | worst (size) |" % what,
-             "|---|---|---|---|---|---|"]
+    lines = ["| benchmark | sizes | %s gain (geomean) | oracle gain (geomean) | regret mean | worst (size) "
+             "| cross-fitted oracle | regret against it | halves agree |" % what,
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) |" % (
+        fitted = ("| %.2fx%s | %+.1f%%%s | %d of %d sizes |" % (
+            r.fitted, _interval(r.fitted_ci, "%.2fx"), r.fitted_regret, _interval(r.fitted_regret_ci, "%+.1f%%"),
+            *r.agree) if r.fitted is not None else "| - | - | - |")
+        lines.append("| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) %s" % (
             r.benchmark, r.sizes, r.gain, _interval(r.gain_ci, "%.2fx"), r.oracle, _interval(r.oracle_ci, "%.2fx"),
-            r.regret_mean, _interval(r.regret_ci, "%+.1f%%"), r.worst, r.worst_size))
+            r.regret_mean, _interval(r.regret_ci, "%+.1f%%"), r.worst, r.worst_size, fitted))
+    lines.append("")
+    lines.append("Oracle: at each size the best configuration of the campaign, picked and measured on the same runs "
+                 "(biased up: the lowest of many noisy figures). Cross-fitted oracle: picked on alternate runs and "
+                 "measured on the others, both ways round (not biased up; errs low). The per-size oracle lies "
+                 "between them; \"halves agree\": sizes where both halves picked the same configuration.")
     if any(r.gain_ci for r in rows):
-        lines.append("")
         lines.append("In brackets: %d %% bootstrap intervals (%d redraws of each configuration's runs, whole runs)."
                      % (COVERAGE * 100, draws))
     return "\n".join(lines) + "\n"
