@@ -10,7 +10,7 @@ from conftest import FIXTURES, ROOT
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import sites
-from tunedmpi.regenerate import space
+from tunedmpi.regenerate import space, sweep
 from tunedmpi.tables import schema
 
 TINY = """schema: 1
@@ -112,8 +112,24 @@ def test_sweep_measures_every_configuration_interleaved(swept):
     assert ucx["exports"] == {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"}
     log = store.record_path(cdir, "transport", {"pml": "ucx"}, "put_latency", 1).with_suffix(".log").read_text()
     assert "export OMPI_MCA_pml=ucx;" in log and "#   OMPI_MCA_pml=ucx" in log and "# OSU MPI_Put Latency Test" in log
+    # every repetition measures each configuration once, in the campaign's shuffled order for it
     order = [l for l in proc.stderr.splitlines() if l.startswith("[")]
-    assert "rep 1/2 baseline" in order[0] and "rep 1/2 pml=ucx" in order[1] and "rep 2/2 baseline" in order[2]
+    plan = ["baseline", "pml=ucx"]
+    expected = ["rep %d/2 %s" % (rep, plan[i]) for rep in (1, 2) for i in sweep.round_order(2, cdir.name, "transport", rep)]
+    assert len(order) == 4 and all(e in line for e, line in zip(expected, order))
+    assert meta["order"] == sweep.ORDER
+
+
+def test_each_repetition_shuffles_the_configurations_the_same_way_every_time():
+    orders = [sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)]
+    assert all(sorted(o) == list(range(6)) for o in orders)
+    assert orders == [sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)]
+    assert len({tuple(o) for o in orders}) > 15                  # a new order in (nearly) every repetition
+    # no configuration keeps one place or one predecessor through the campaign
+    assert all(len({o[k] for o in orders}) > 3 for k in range(6))
+    assert len({(o[k], o[k + 1]) for o in orders for k in range(5)}) > 20
+    assert sweep.round_order(6, "local-1x2-abc", "bcast-algorithm", 1) != orders[0] or \
+        sweep.round_order(6, "local-1x2-abd", "alltoall-algorithm", 1) != orders[0]
 
 
 @needs_mpi

@@ -4,7 +4,8 @@ Each stage measures every combination of its knobs, built on the job configurati
 (choice.py: one configuration for every operation of the job), against the untuned baseline,
 which every stage measures again as its control. Stages of per-collective knobs (coll_tuned
 algorithms, segment sizes) are measured at every size; tune turns them into bands (persize.py).
-Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...) and made by the
+Runs are interleaved (repetition 1 of every configuration, then repetition 2, ...), the
+configurations in a new shuffled order in every repetition (round_order), and made by the
 runner validate also uses (bench/runner.py): the same benchmarks, parsers and fresh `module purge;
 module load <baseline>` shells, with the configuration's variables exported on top. Every finished
 run is one record in the results store (store.py); a rerun of the same command skips what exists,
@@ -13,6 +14,7 @@ With --slurm-array each stage is a Slurm job array, one task per configuration.
 """
 import json
 import os
+import random
 import shlex
 import subprocess
 import sys
@@ -81,6 +83,20 @@ def stage_plan(sp, stage, job):
     return [(cfg, bs) for cfg, bs in plan.values()]
 
 
+ORDER = "configurations shuffled in every repetition (seeded by campaign, stage and repetition)"
+
+
+def round_order(n, campaign, stage, rep):
+    """The order of a stage's n configurations in repetition `rep`: a shuffle seeded by campaign,
+    stage and repetition, so a resumed sweep keeps it. Why not the plan's order: slow spells of this
+    kind of host last a few runs, so neighbouring runs share the host's state; in a fixed order every
+    configuration follows the same neighbour in every round, and a spell pattern turns into a bias
+    between configurations instead of noise the tests count."""
+    order = list(range(n))
+    random.Random("%s/%s/%d" % (campaign, stage, rep)).shuffle(order)
+    return order
+
+
 def measure_config(ctx, stage, config, benches, rep):
     """Every missing run of one configuration's repetition; returns how many were measured."""
     site, sp, runner, binaries, cdir = ctx["site"], ctx["space"], ctx["runner"], ctx["binaries"], ctx["dir"]
@@ -141,6 +157,10 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
     if confirm:
         meta["role"] = "confirm"
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
+    order = ORDER if not array else "one Slurm array task per configuration, the tasks concurrent"
+    meta["order"] = old.get("order") or (
+        "plan order until %s, then %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order) if old else order)
     store.save_campaign(cdir, meta)
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     job, history = dict(sp.job or {}), []
@@ -154,7 +174,7 @@ def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_a
         else:
             total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
             for rep in range(1, sp.repetitions + 1):   # interleaved: every configuration per repetition
-                for config, benches in plan:
+                for config, benches in (plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)):
                     n = measure_config(ctx, stage, config, benches, rep)
                     done += 1
                     progress(done, total, stage_started, "stage %s rep %d/%d %s: %s" % (
