@@ -10,6 +10,15 @@ sys.path.insert(0, str(ROOT / "tools"))  # slurmcluster: the test (and `make clu
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+def unpack_archive(name, dest):
+    """results-archive/<name>.tar.xz unpacked under dest (its results-store/ or validate-results/
+    folder inside), extracting only plain files and folders where Python can say so."""
+    import tarfile
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(ROOT / "results-archive" / ("%s.tar.xz" % name)) as tar:
+        tar.extractall(dest, **safe)
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Run `tunedmpi ARGS...` in-process; returns (exit code, stdout, stderr)."""

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import lmod
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, unpack_archive
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import sites
@@ -310,13 +310,10 @@ def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
 def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(tmp_path):
     """The local table's measurements are archived (one archive per campaign the table names): tune on
     them must give the committed file."""
-    import tarfile
     table = ROOT / "tuning-tables/local/openmpi-5.0.8.yaml"
     names = schema.load_table(str(table)).provenance["campaign"].split(", ")
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     for name in names:
-        with tarfile.open(ROOT / "results-archive" / ("%s.tar.xz" % name)) as tar:
-            tar.extractall(tmp_path, **safe)
+        unpack_archive(name, tmp_path)
     assert sorted(d.name for d in store.campaigns(tmp_path / "results-store")) == sorted(names)
     out = tmp_path / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp_path / "results-store", "--out", out)

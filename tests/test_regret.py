@@ -2,22 +2,19 @@
 shared real-IMB validate campaign and the archived local sweep."""
 import math
 import subprocess
-import tarfile
 
-from conftest import ROOT
+from conftest import ROOT, unpack_archive
 from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
 from tunedmpi.regenerate import regret
 from tunedmpi.tables import schema
 
 FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
-ARCHIVE = ROOT / "results-archive" / "local-1x2-4e73d17310.tar.xz"
+ARCHIVE = "local-1x2-4e73d17310"
 
 
-def _campaign(tmp_path):
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(ARCHIVE) as tar:
-        tar.extractall(tmp_path, **safe)
+def _campaign(tmp_path, archive=ARCHIVE):
+    unpack_archive(archive, tmp_path)
     (cdir,) = store.campaigns(tmp_path / "results-store")
     return cdir
 
@@ -55,16 +52,13 @@ def test_the_command_prints_the_table_and_refuses_a_non_campaign(tmp_path):
     assert bad.returncode == 2 and "not a results-store campaign" in bad.stderr
 
 
-SEPARATE = ROOT / "results-archive" / "local-1x2-a174daa01c-separate.tar.xz"
+SEPARATE = "local-1x2-a174daa01c-separate"
 TABLE = ROOT / "tuning-tables" / "local" / "openmpi-5.0.8.yaml"
 
 
 def test_a_tables_choice_measured_inside_a_separate_campaign(tmp_path):
     # the committed local table against the separate run of its per-size stages (not pooled by tune)
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(SEPARATE) as tar:
-        tar.extractall(tmp_path, **safe)
-    (cdir,) = store.campaigns(tmp_path / "results-store")
+    cdir = _campaign(tmp_path, SEPARATE)
     # the committed table has no bands at 1 x 2 (none was confirmed): give a copy of it two, so the
     # band lookup is checked too
     import yaml
@@ -164,17 +158,14 @@ def test_a_host_state_compares_the_module_and_the_oracle_in_that_state_alone(tmp
     assert rows != regret.regret(tmp_path / "result", [cdir], draws=0)
 
 
-SEPARATE_HOST = ROOT / "results-archive" / "local-1x2-fe02597a71-separate-host.tar.xz"
+SEPARATE_HOST = "local-1x2-fe02597a71-separate-host"
 
 
 def test_a_real_campaigns_host_figures_fall_in_two_states_and_regret_keeps_one(tmp_path):
     """The separate run of 21:15 UTC (real IMB, the host probe around every run): its figures fall in
     two groups that the campaign-relative limit separates, and --state fast measures the table's
     choice and the oracle on the fast runs alone."""
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(SEPARATE_HOST) as tar:
-        tar.extractall(tmp_path, **safe)
-    (cdir,) = store.campaigns(tmp_path / "results-store")
+    cdir = _campaign(tmp_path, SEPARATE_HOST)
     records = store.load_campaign(cdir)[1]
     labels, limit = stats.host_labels([r["host"] for r in records])
     figures = [v for r in records for v in r["host"].values()]
@@ -254,10 +245,7 @@ def test_on_a_real_separate_run_the_same_runs_oracle_is_the_higher(tmp_path):
     """The separate run of 21:15 UTC: per-size winners among coll_tuned's algorithms are mostly
     noise there (the halves agree on few sizes), so the same-runs oracle stands above the
     cross-fitted one for every collective, and the command prints both."""
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(SEPARATE_HOST) as tar:
-        tar.extractall(tmp_path, **safe)
-    (cdir,) = store.campaigns(tmp_path / "results-store")
+    cdir = _campaign(tmp_path, SEPARATE_HOST)
     rows = regret.table_regret(schema.load_table(TABLE), [cdir], 1, 2, draws=20)
     assert {r.benchmark for r in rows} == {"alltoall", "allgather", "allreduce", "bcast"}
     for r in rows:

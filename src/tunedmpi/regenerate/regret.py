@@ -173,6 +173,14 @@ def _cross_fitted(geo, draw=_as_measured):
     return oracle, agree
 
 
+def _oracles(geo, draw=_as_measured):
+    """(every configuration's relative times, {benchmark: (same-runs oracle, cross-fitted oracle,
+    halves agree)}) of the runs as `draw` gives them: what _row takes after the chosen times."""
+    rel = _relative(geo, draw)
+    fitted, agree = _cross_fitted(geo, draw)
+    return rel, {bench: (orc, fitted.get(bench), agree.get(bench)) for bench, orc in _best(rel).items()}
+
+
 def _row(bench, chosen, orc, fitted=None, agree=None):
     """One report row from {size: chosen/baseline} and {size: oracle/baseline}, or None; with the
     cross-fitted oracle's {size: oracle/baseline} and {size: picks agree} where it covers every size.
@@ -231,10 +239,9 @@ def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
     geo = _geometry_data(campaign_dirs, where.get("nodes", 1), where.get("ppn", 2), state)
 
     def rows_of(draw):
-        rel, orc = _module(runs, draw), _best(_relative(geo, draw))
-        fitted, agree = _cross_fitted(geo, draw)
-        rows = [_row(bench, rel[bench], orc[bench], fitted.get(bench), agree.get(bench))
-                for bench in sorted(set(rel) & set(orc))]
+        module = _module(runs, draw)
+        oracles = _oracles(geo, draw)[1]
+        rows = [_row(bench, module[bench], *oracles[bench]) for bench in sorted(set(module) & set(oracles))]
         return [r for r in rows if r]
     return _with_intervals(rows_of, draws)
 
@@ -287,12 +294,9 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
         picks.append((bench, where))
 
     def rows_of(draw):
-        drawn = _relative(geo, draw)
-        orc = _best(drawn)
-        fitted, agree = _cross_fitted(geo, draw)
-        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, orc[bench],
-                     fitted.get(bench), agree.get(bench))
-                for bench, where in picks if bench in orc]
+        drawn, oracles = _oracles(geo, draw)
+        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, *oracles[bench])
+                for bench, where in picks if bench in oracles]
         return [r for r in rows if r]
     return _with_intervals(rows_of, draws)
 
