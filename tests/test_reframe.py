@@ -62,6 +62,12 @@ def perflog_records(path):
     return out
 
 
+def kept(cwd, name):
+    """The files called ``name`` that the run left: ReFrame copies the stage to output/ when the test
+    passes, and keeps the stage (with no output/) when it fails."""
+    return sorted((cwd / "output").rglob(name)) or sorted((cwd / "stage").rglob(name))
+
+
 def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS):
     """ReFrame's pass/fail is validate's verdict (``verdict``: the one expected; None: whichever
     validate reached, PASS or FAIL), and its perflog holds one record per benchmark x band with the
@@ -73,8 +79,7 @@ def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS)
     must mean a broken wiring, not a noisy hour: the verdict is reported, and the forced-FAIL test
     below proves the FAIL side deterministically."""
     context = "reframe exit %d\n%s\n%s" % (proc.returncode, proc.stdout[-6000:], proc.stderr[-3000:])
-    # ReFrame copies the stage to the output directory when the test passes, and keeps the stage when it fails
-    results = sorted((cwd / "output").rglob("results.json")) or sorted((cwd / "stage").rglob("results.json"))
+    results = kept(cwd, "results.json")
     assert len(results) == 1, context
     res = json.loads(results[0].read_text())
     context += "\nvalidate's verdict table:\n%s" % (results[0].parent / "report.md").read_text().split(
@@ -133,8 +138,9 @@ def test_local_site_under_a_real_one_node_slurm(tmp_path):
     finally:
         cluster.stop()
     # validate ran inside the batch job ReFrame submitted, for the allocation it asked for
-    script = next((work / "output").rglob("rfm_job.sh")).read_text()
+    script, = (p.read_text() for p in kept(work, "rfm_job.sh"))
     assert "#SBATCH --ntasks=2" in script and "#SBATCH --ntasks-per-node=2" in script, script
     assert "validate/run.sh --nodes 1 --ppn 2" in script, script
     assert res["geometry"]["np"] == 2
-    assert "validate: " in next((work / "output").rglob("rfm_job.err")).read_text()
+    err, = (p.read_text() for p in kept(work, "rfm_job.err"))
+    assert "validate: " in err
