@@ -399,3 +399,81 @@ def test_compare_bands_within_host_states_says_so():
     assert held.estimate == pytest.approx(E(0.3), rel=0.02)
     lonely = stats.compare_bands("x", "latency_us", base[:2], tuned[:2], strata=(["fast", "slow"], ["slow", "fast"]))[0]
     assert lonely.host_strata == {} and lonely.test == stats.TEST_NAME and "held equal" not in lonely.reason
+
+
+# ---- pairs: the crossover test -----------------------------------------------------------------
+
+def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second():
+    """Pairs with a module effect of -0.2 (tuned faster) and +0.3 for whichever module runs second:
+    the mean of all differences is off by the imbalance of the orders, the crossover estimate is
+    not; its t and df are Welch's between the baseline-first differences and the negated
+    tuned-first ones, halved in scale (checked by hand)."""
+    noise = [0.01, -0.02, 0.015, 0.0, -0.01, 0.02, -0.015]
+    first = [True, True, True, True, False, False, False]          # 4 baseline-first, 3 tuned-first
+    a = [1.0 + n for n in noise]
+    b = [x - 0.2 + (0.3 if f else -0.3) + 0.5 * n for x, f, n in zip(a, first, noise)]
+    res = stats.crossover(stats.yuen_welch, a, b, first)
+    d1 = [y - x for x, y, f in zip(a, b, first) if f]
+    d2 = [y - x for x, y, f in zip(a, b, first) if not f]
+    m = lambda v: sum(v) / len(v)
+    v = lambda v: sum((x - m(v)) ** 2 for x in v) / (len(v) - 1)
+    assert res.diff == pytest.approx((m(d1) + m(d2)) / 2) and res.diff == pytest.approx(-0.2, abs=0.01)
+    assert m(d1 + d2) == pytest.approx(-0.2 + 0.3 / 7, abs=0.01)        # the plain paired mean is biased
+    se = math.sqrt(v(d1) / len(d1) + v(d2) / len(d2)) / 2
+    df = (v(d1) / 4 + v(d2) / 3) ** 2 / ((v(d1) / 4) ** 2 / 3 + (v(d2) / 3) ** 2 / 2)
+    assert res.se == pytest.approx(se) and res.df == pytest.approx(df)
+    assert res.p == pytest.approx(stats.t_two_sided(res.diff / se, df))
+    assert stats.crossover(stats.yuen_welch, a[:5], b[:5], first[:5]) is None   # one tuned-first pair
+
+
+def pair_campaign(rng, n, gain, shared=0.3, own=0.1, second=0.0):
+    """n pairs in ABBA order, as validate measures them: each pair meets one level of the host
+    (drifting from pair to pair, SD `shared`), each run adds its own noise (SD `own`), the run made
+    second is `second` slower, the tuned module `gain` times faster. Returns (a, b, baseline_first)."""
+    level, a, b, first = 0.0, [], [], []
+    for k in range(n):
+        level = 0.7 * level + rng.gauss(0, shared)
+        f = stats.pair_order(k + 1) == ("baseline", "tuned")
+        base, tuned = level + rng.gauss(0, own), level + rng.gauss(0, own) - math.log(gain)
+        a.append(base + (0 if f else second))
+        b.append(tuned + (second if f else 0))
+        first.append(f)
+    return a, b, first
+
+
+@pytest.mark.parametrize("second", [0.0, 0.2])
+def test_the_crossover_test_keeps_alpha_and_finds_what_pairs_share(second):
+    """Brute force: with no difference the crossover test rejects at most alpha, with or without an
+    effect of running second (a second-run effect that does not cancel would be a false result);
+    with a 1.15x gain under noise that pairs share it finds it in most 15-pair campaigns, where the
+    unpaired test over the same runs rarely does."""
+    rng = random.Random(5)
+    draws, false, found, found_unpaired = 2000, 0, 0, 0
+    for _ in range(draws):
+        a, b, first = pair_campaign(rng, 15, 1.0, second=second)
+        false += stats.crossover(stats.yuen_welch, a, b, first).p <= 0.05
+        a, b, first = pair_campaign(rng, 15, 1.15, second=second)
+        found += stats.crossover(stats.yuen_welch, a, b, first).p <= 0.05
+        found_unpaired += stats.yuen_welch(a, b).p <= 0.05
+    assert false / draws <= 0.05 + 0.012
+    assert found / draws >= 0.8 and found_unpaired / draws <= 0.4
+
+
+def test_compare_bands_over_pairs_says_so_and_falls_back_without_enough_pairs():
+    rng = random.Random(2)
+    levels = [rng.gauss(0, 0.4) for _ in range(12)]
+    base = [{1: E(0.0 + l + rng.gauss(0, 0.02)), 2: E(0.01 + l)} for l in levels]
+    tuned = [{1: E(-0.15 + l + rng.gauss(0, 0.02)), 2: E(-0.14 + l)} for l in levels[:11]]   # the last pair lacks its tuned run
+    pairs = [(k, k, stats.pair_order(k + 1) == ("baseline", "tuned")) for k in range(11)]
+    paired = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs)[0]
+    plain = stats.compare_bands("x", "latency_us", base, tuned)[0]
+    assert paired.verdict == "win" and plain.verdict == "tie"
+    assert paired.test == stats.PAIRED_TEST_NAME and paired.pairs == {"baseline first": 6, "tuned first": 5}
+    assert paired.reason.endswith("; paired: 11 pairs (6 baseline first, 5 tuned first); "
+                                  "1 run(s) without their pair left out")
+    assert paired.estimate == pytest.approx(E(0.15), rel=0.03)
+    few = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs[:3])[0]     # one tuned-first pair
+    assert few.pairs is None and few.test == stats.TEST_NAME and "paired" not in few.reason
+    assert few.p_value == pytest.approx(plain.p_value)
+    method = stats.describe_method(0.05, 0.05, stats.Design(15, 30), paired=True)
+    assert "crossover" in method and "From %d pairs" % stats.PAIRED_MIN in method

@@ -1,6 +1,7 @@
 """validate/run.sh end to end on this machine: 2 ranks, the probes, the real Open MPI wheel and Lmod.
 Checks the results directory's structure and the parsed numbers, not the verdict (machine noise)."""
 import json
+import math
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -9,7 +10,7 @@ import pytest
 
 import lmod
 from conftest import ROOT
-from tunedmpi.bench import parse
+from tunedmpi.bench import parse, suites
 
 RUN = ROOT / "validate" / "run.sh"
 pytestmark = [
@@ -247,3 +248,72 @@ def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp
     bad = subprocess.run([str(RUN), "--reanalyse", str(tmp_path), "--out", str(tmp_path / "x")],
                          env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "not a validate result" in bad.stderr
+
+
+def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pairs():
+    """analyse(): from stats.PAIRED_MIN pairs at the first look the runs are paired by repetition, the
+    order of each pair read from the order the records were measured in; a run whose partner failed
+    is left out of the test (and counted in reliability). Below it the test stays unpaired. No MPI
+    needed: the pairs share a level of the host that the unpaired test cannot see past."""
+    import random
+    from tunedmpi.acceptance import stats, validate
+    from tunedmpi.bench import suites
+
+    rng = random.Random(4)
+    runs = [suites.Run("put_latency", "osu", ("put_latency",), ("x",), 2)]
+    levels = [rng.gauss(0, 0.4) for _ in range(15)]
+
+    def rec(role, rep, status="ok"):
+        value = math.exp(levels[rep - 1] + rng.gauss(0, 0.03)) / (1.15 if role == "tuned" else 1.0)
+        points = {size: value * size ** 0.5 for size in (1, 4, 16, 64, 256, 1024)}
+        return validate.RunRecord("put_latency", role, "m", rep, 1, status, 0, 1.0, "log", [],
+                                  {"put_latency": {"metric": "latency_us", "suite": "osu", "points": points}})
+
+    records = [rec(role, k, "failed" if (role, k) == ("tuned", 8) else "ok")
+               for k in range(1, 16) for role in stats.pair_order(k)]
+    opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=15)
+    res = validate.analyse(opts, runs, records, stats.Design(15, 30))
+    band = next(b for b in res["bands"] if b["band"] == "<=1KB")
+    # repetition 8 (tuned first) lost its tuned run: 14 pairs, 8 of them baseline first (the odd reps)
+    assert band["test"] == stats.PAIRED_TEST_NAME and band["pairs"] == {"baseline first": 8, "tuned first": 6}
+    assert band["verdict"] == "win" and band["n_baseline"] == 15 and band["n_tuned"] == 14
+    assert "1 run(s) without their pair left out" in band["reason"]
+    flipped = validate.analyse(opts, runs, [r for k in range(0, len(records), 2) for r in records[k:k + 2][::-1]],
+                               stats.Design(15, 30))
+    assert next(b for b in flipped["bands"] if b["band"] == "<=1KB")["pairs"] == {"baseline first": 6, "tuned first": 8}
+    few = validate.analyse(validate.Options(site="local", tuned="t/1", baseline="b/1"), runs,
+                           [r for r in records if r.rep <= 5], stats.Design(5, 10))
+    assert {b["test"] for b in few["bands"] if b["sizes"]} <= {stats.TEST_NAME, stats.HOST_TEST_NAME}
+    assert all(b["pairs"] is None for b in few["bands"])
+
+
+PAIRED_CAMPAIGNS = ("validate-local-20261123T205744Z", "validate-local-20261123T213812Z",
+                    "validate-local-20261124T002110Z", "validate-local-20261124T020900Z")
+
+
+def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
+    """The four 30-pair `--full` campaigns of results-archive/ (real IMB-MPI1 and OSU 7.4, judged
+    when measured by the test within host states), judged again: every collective band is tested
+    over its pairs, each campaign still PASSes with nothing losing, no collective band that won
+    stops winning, and the paired p is smaller by about half (geometric mean over the 48 collective
+    bands; validate/README.md, 'Order of runs')."""
+    from conftest import unpack_archive
+    from tunedmpi.acceptance import stats, validate
+
+    ratios, wins_le1kb = [], 0
+    for name in PAIRED_CAMPAIGNS:
+        unpack_archive(name, tmp_path / name)
+        (src,) = (tmp_path / name / "validate-results").iterdir()
+        before = {(b["benchmark"], b["band"]): b for b in json.loads((src / "results.json").read_text())["bands"]}
+        res, _ = validate.reanalyse(src, tmp_path / "again")
+        assert res["verdict"] == "PASS" and not [b for b in res["bands"] if b["verdict"] == "lose"], name
+        for b in res["bands"]:
+            if b["benchmark"] in suites.COLLECTIVES and b["p_value"] is not None:
+                was = before[(b["benchmark"], b["band"])]
+                assert b["test"] == stats.PAIRED_TEST_NAME and sum(b["pairs"].values()) == b["n_tuned"] in (15, 30), b
+                assert b["verdict"] == "win" or was["verdict"] != "win", (name, b)
+                ratios.append(b["p_value"] / was["p_value"])
+                wins_le1kb += b["band"] == "<=1KB" and b["benchmark"] != "bcast" and b["verdict"] == "win"
+    assert len(ratios) == 48 and stats.geomean(ratios) < 0.6, stats.geomean(ratios)
+    # alltoall, allgather and allreduce at <= 1 KB: 10 of 12 win (8 by the test within host states)
+    assert wins_le1kb == 10, wins_le1kb

@@ -94,7 +94,8 @@ def markdown(results):
             "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
             "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
             stats.describe_method(results["tolerance"], results["alpha"], design,
-                                  any(b.get("host_strata") for b in results["bands"])),
+                                  any(b.get("host_strata") for b in results["bands"]),
+                                  any(b.get("pairs") for b in results["bands"])),
             "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
             "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.", ""]
     out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
@@ -144,7 +145,8 @@ def host_state(results):
            "(validate/probes/probe_host.c). A figure above %.0f ns (%.1f x the campaign's %d%% quantile) is the "
            "**slow** state, in which latency-bound sizes run 2-3x slower under either module on these machines. "
            "A run is fast or slow when its two figures agree, **changed** when the state changed during it. "
-           "The test compares the modules within each state (Method)."
+           "The unpaired test compares the modules within each state; the paired one compares each run with "
+           "the other module's run next to it (Method)."
            % (host["slow_above_ns"], host["slow_factor"], host["fast_quantile"] * 100), "",
            "| module | %s | not known |" % " | ".join(STATES), "|---|" + "---:|" * (len(STATES) + 1)]
     for role in ("baseline", "tuned"):
@@ -164,7 +166,7 @@ def host_state(results):
                    if min(len(v) for v in pick.values()) >= 2 else {})
             gain = stats.geomean([1 / rel[s] for s in b["sizes"] if s in rel])
             cells.append("-" if gain is None else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"])))
-        held = ("yes" if b.get("host_strata") else
+        held = ("yes" if b.get("host_strata") else "by pairs (crossover test)" if b.get("pairs") else
                 "no: %s" % (data.get("host_note") or "no state has 2 runs of each module"))
         out.append("| %s | %s | %s | %s | %s |" % (b["benchmark"], b["band"], "-" if b["gain"] is None else "%.3fx" % b["gain"],
                                                   " | ".join(cells), held))

@@ -305,6 +305,34 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df)), counts
 
 
+# ---- pairs: the crossover test --------------------------------------------------------------
+# validate measures the modules in pairs, one right after the other, in ABBA order (pair_order).
+# Neighbouring runs share much of this host's run-to-run noise: on the four 30-pair `--full`
+# campaigns of 2026-11-23/24 the within-pair correlation of band scores was 0.19-0.78, and the
+# crossover test below gave smaller p than the test within host states in most bands (validate/
+# README.md). With few pairs it has half the degrees of freedom of the unpaired test, so it is used
+# from PAIRED_MIN pairs at the first look: a choice fixed by the design, never by the data.
+PAIRED_MIN = 10
+PAIRED_TEST_NAME = ("crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
+                    "pairs' differences); Holm over bands")
+
+
+def crossover(test, a, b, baseline_first, floor_a=0.0, floor_b=0.0):
+    """The 2 x 2 crossover analysis of pairs (a[i], b[i]), measured in the order baseline_first[i]
+    says. Within a pair d = b - a; over the pairs that ran the baseline first its mean is the module
+    effect plus the effect of running second, over the others the effect minus it. So `test` between
+    the first group's d and the second group's -d estimates twice the module effect, and running
+    second cancels instead of adding noise. Returns a TestResult on the scale of yuen_welch(a, b)
+    (diff: tuned minus baseline), or None when a group has fewer than 2 pairs."""
+    first = [y - x for x, y, f in zip(a, b, baseline_first) if f]
+    second = [x - y for x, y, f in zip(a, b, baseline_first) if not f]
+    if len(first) < 2 or len(second) < 2:
+        return None
+    floor = floor_a + floor_b      # a difference of two runs varies at least as much as both
+    res = test(second, first, floor, floor)
+    return TestResult(res.diff / 2, res.se / 2, res.df, res.p)
+
+
 # ---- sequential design -----------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=256)
@@ -374,6 +402,7 @@ class BandResult:
     undecided: bool = False             # not significant and the interval reaches beyond the tolerance
     test: str = ""
     host_strata: Optional[dict] = None  # {host state: [baseline runs, tuned runs]} the test held equal
+    pairs: Optional[dict] = None        # {"baseline first": n, "tuned first": n}: the crossover test's pairs
 
 
 def common_sizes(reps_a, reps_b):
@@ -413,10 +442,13 @@ def _decide(r, tolerance):
 
 
 def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAULT_TOLERANCE,
-                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch, strata=None):
+                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch, strata=None, pairs=None):
     """baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
     strata: (labels of baseline_reps, labels of tuned_reps), the host state of each run
     (host_strata): the test is then made within each state (`stratified`).
+    pairs: [(index in baseline_reps, index in tuned_reps, baseline ran first)] of the runs measured
+    as pairs: the test is then the `crossover` test over them (strata are not used; runs without
+    their pair are left out and counted in the reason).
 
     Returns one BandResult per band that has sizes in common. Without `design`: one look at alpha
     (what tune uses). With `design`: look 1, or look 2 when `previous` holds this benchmark's look-1
@@ -428,7 +460,7 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
     look = None if design is None else (2 if previous is not None else 1)
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
     out, pending, done = [], [], []      # pending: (band, test result) still to decide
-    test_name = TEST_NAME if strata is None else HOST_TEST_NAME
+    test_name = PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
     for name, _, _ in BANDS:
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
@@ -454,8 +486,13 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
             continue
         everyone = list(baseline_reps) + list(tuned_reps)
         floors = (resolution_floor(baseline_reps, in_band, everyone), resolution_floor(tuned_reps, in_band, everyone))
-        if strata is None:
+        res = None if pairs is None else crossover(
+            test, [a[i] for i, _, _ in pairs], [b[j] for _, j, _ in pairs], [f for _, _, f in pairs], *floors)
+        if res is not None:
+            r.pairs = {"baseline first": sum(1 for p in pairs if p[2]), "tuned first": sum(1 for p in pairs if not p[2])}
+        elif strata is None:
             res = test(a, b, *floors)
+            r.test = TEST_NAME
         else:
             res, r.host_strata = stratified(test, a, b, strata[0], strata[1], *floors)
             r.test = r.test if r.host_strata else TEST_NAME
@@ -477,6 +514,11 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
         _decide(r, tolerance)
+        if r.pairs:
+            left = r.n_baseline + r.n_tuned - 2 * sum(r.pairs.values())
+            r.reason += "; paired: %d pairs (%d baseline first, %d tuned first)%s" % (
+                sum(r.pairs.values()), r.pairs["baseline first"], r.pairs["tuned first"],
+                "; %d run(s) without their pair left out" % left if left else "")
         if r.host_strata:
             left = r.n_baseline + r.n_tuned - sum(sum(n) for n in r.host_strata.values())
             r.reason += "; host state held equal (%s%s)" % (", ".join(
@@ -502,22 +544,30 @@ def pair_order(rep, run_index=0):
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
 
 
-def describe_method(tolerance, alpha, design=None, host=False):
+def describe_method(tolerance, alpha, design=None, host=False, paired=False):
     """The verdict's method in a few sentences (report.md's Method section); host: the comparison
-    held the host state equal (host_strata)."""
+    held the host state equal (host_strata); paired: the crossover test over the pairs was used."""
     looks = ("one look" if design is None else
              "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
              "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1)))
     within = ("" if not host else
               " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
               "weights by runs (states with fewer than 2 runs of a module are left out)")
+    compared = ("The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
+                "nothing is trimmed below 10 runs)%s" % within)
+    if paired:
+        compared = ("The runs were measured in pairs, the modules one right after the other, half of the pairs "
+                    "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
+                    "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
+                    "means between the differences of the baseline-first pairs and the negated differences of the "
+                    "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
+                    "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN)
     return ("A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
-            "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
-            "nothing is trimmed below 10 runs)%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
+            "%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
             "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
             "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
             "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-            % (within, alpha, looks, tolerance * 100))
+            % (compared, alpha, looks, tolerance * 100))
 
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):

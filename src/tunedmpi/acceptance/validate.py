@@ -207,9 +207,13 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
     """Per benchmark: the final attempt of each repetition, band verdicts, reliability; the verdict.
     previous: the look-1 results; then the benchmarks of the `extended` runs are judged at look 2 on
     all their repetitions and every other benchmark keeps its look-1 bands."""
-    final = {}
-    for r in records:  # later attempts replace earlier ones
+    final, first = {}, {}
+    for r in records:  # later attempts replace earlier ones; records are in the order they were measured
         final[(r.run, r.role, r.rep)] = r
+        first.setdefault((r.run, r.rep), r.role)
+    # The crossover test over the pairs when the design has enough of them at its first look
+    # (stats.PAIRED_MIN: a rule of the design, not of the data); else the unpaired test.
+    paired = design is not None and design.first >= stats.PAIRED_MIN
     # The host state of each run, relative to the whole campaign (stats.host_labels).
     labels, slow_above = stats.host_labels([r.host for r in final.values()])
     state = dict(zip(final, labels))
@@ -224,6 +228,11 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
             ok = {role: [r.series[bench] for r in recs] for role, recs in used.items()}
             states = {role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()}
             strata, why_not = stats.host_strata(states["baseline"], states["tuned"], opts.alpha)
+            pairs = None
+            if paired:
+                where = {r.rep: j for j, r in enumerate(used["tuned"])}
+                pairs = [(i, where[r.rep], first[(run.name, r.rep)] == "baseline")
+                         for i, r in enumerate(used["baseline"]) if r.rep in where]
             failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
             metric = next((s["metric"] for role in ok for s in ok[role]), None)
             suite = next((s["suite"] for role in ok for s in ok[role]), None)
@@ -235,7 +244,8 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                     look1 = ([stats.BandResult(**b) for (bn, band), b in old.items() if bn == bench and band != "reliability"]
                              if previous is not None else None)
                     bands += stats.compare_bands(bench, metric, pts["baseline"], pts["tuned"], opts.tolerance,
-                                                 opts.alpha, design=design, previous=look1, strata=strata)
+                                                 opts.alpha, design=design, previous=look1, strata=strata,
+                                                 pairs=pairs)
                 bands.append(stats.reliability(bench, failed["baseline"], len(reps["baseline"]),
                                                failed["tuned"], len(reps["tuned"])))
             per_size[bench] = {"metric": metric, "suite": suite, "baseline": pts["baseline"], "tuned": pts["tuned"],
