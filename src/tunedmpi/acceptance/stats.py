@@ -553,15 +553,14 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False):
     within = ("" if not host else
               " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
               "weights by runs (states with fewer than 2 runs of a module are left out)")
-    compared = ("The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
+    compared = ("The runs were measured in pairs, the modules one right after the other, half of the pairs "
+                "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
+                "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
+                "means between the differences of the baseline-first pairs and the negated differences of the "
+                "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
+                "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN if paired else
+                "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
                 "nothing is trimmed below 10 runs)%s" % within)
-    if paired:
-        compared = ("The runs were measured in pairs, the modules one right after the other, half of the pairs "
-                    "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
-                    "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
-                    "means between the differences of the baseline-first pairs and the negated differences of the "
-                    "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
-                    "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN)
     return ("A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
             "%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
             "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
