@@ -1,15 +1,16 @@
 """`tunedmpi regret`: a validated module against the per-size oracle of a separate campaign, on the
-shared real-IMB validate campaign and the archived local sweep."""
+real-IMB validate campaign (tests/fixtures/campaigns/local-full-imb-osu, copied from the team's
+shared fixtures) and the archived local sweep."""
 import math
 import subprocess
 
-from conftest import ROOT, unpack_archive
+from conftest import FIXTURES, ROOT, unpack_archive
 from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
 from tunedmpi.regenerate import regret
 from tunedmpi.tables import schema
 
-FULL = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
+FULL = FIXTURES / "campaigns" / "local-full-imb-osu"         # its results.json: tests/fixtures/campaigns/README.md
 ARCHIVE = "local-1x2-4e73d17310"
 
 

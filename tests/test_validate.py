@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import lmod
-from conftest import ROOT
+from conftest import FIXTURES, ROOT
 from tunedmpi.bench import parse, suites
 
 RUN = ROOT / "validate" / "run.sh"
@@ -225,8 +225,8 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
 
 def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp_path):
     """--reanalyse runs nothing: the campaign's own runs, judged by this version, give its verdict and
-    bands again; an older result (the shared real IMB/OSU campaign, no host state) gets today's method
-    in a new directory, and its source is not touched."""
+    bands again; an older result (the real IMB/OSU campaign of tests/fixtures/campaigns, no host
+    state) gets today's method in a new directory, and its source is not touched."""
     from tunedmpi.acceptance import stats
     _, outdir, r = campaign
     proc = subprocess.run([str(RUN), "--reanalyse", str(outdir), "--out", str(tmp_path / "again")],
@@ -235,7 +235,7 @@ def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp
     res = json.loads((again / "results.json").read_text())
     assert proc.returncode == r["exit_code"] and res["reanalysed_from"] == str(outdir.resolve())
     assert res["bands"] == r["bands"] and res["runs"] == r["runs"] and (again / r["runs"][0]["log"]).is_file()
-    full = ROOT.parent / "shared" / "fixtures" / "campaigns" / "local-full-imb-osu"
+    full = FIXTURES / "campaigns" / "local-full-imb-osu"      # results.json only, no logs (fixtures README)
     before = (full / "results.json").read_text()
     proc = subprocess.run([str(RUN), "--reanalyse", str(full), "--out", str(tmp_path / "old")],
                           env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
