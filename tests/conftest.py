@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,27 @@ sys.path.insert(0, str(ROOT / "src"))  # tests run from a clean checkout without
 sys.path.insert(0, str(ROOT / "tools"))  # slurmcluster: the test (and `make cluster-up`) Slurm
 
 FIXTURES = ROOT / "tests" / "fixtures"
+
+# The seed documents (the team's studies, shared/seeds/ on its machines) are not in this repository:
+# a test that reads one finds it in the folder this variable names, and skips without it. Nothing
+# outside the checkout is read unless a variable names it.
+SEEDS_VAR = "TUNEDMPI_SEEDS"
+
+
+def seed_path(name):
+    """The seed document `name` (e.g. 000_6452ddfe42026a33.txt) in the folder $TUNEDMPI_SEEDS names,
+    or None when the variable is unset or empty or that folder does not hold it."""
+    folder = os.environ.get(SEEDS_VAR)
+    path = Path(folder).resolve() / name if folder else None
+    return path if path and path.is_file() else None
+
+
+def needs_seed(name):
+    """A skipif mark for tests that read seed `name`, its reason one line saying where to put it."""
+    folder = os.environ.get(SEEDS_VAR)
+    where = "%s=%s does not hold it; point it at" % (SEEDS_VAR, folder) if folder else "set %s to" % SEEDS_VAR
+    return pytest.mark.skipif(seed_path(name) is None, reason="needs seed %s: %s the folder that holds it "
+                              "(the team's shared/seeds)" % (name, where))
 
 
 def unpack_archive(name, dest):

@@ -1,21 +1,22 @@
 """Seed 000 (OCI tutorial, Open MPI 5.0.6 on BM.Optimized3.36) and its importer.
 
-(a) the committed table is exactly what tunedmpi.tables.seedimport makes of the seed (when the seed is here);
+(a) the committed table is exactly what tunedmpi.tables.seedimport makes of the seed (when $TUNEDMPI_SEEDS
+    names the folder that holds it);
 (b) spot values read by eye in shared/seeds/000_6452ddfe42026a33.txt, independent of the importer;
 (c) counts and the 2+-node rules; (d) the findings phrase parser; (e) the component choice rule.
 """
-from pathlib import Path
-
 import pytest
 
+import conftest
+from conftest import ROOT
 from tunedmpi.tables import seedimport
 from tunedmpi.tables.schema import load_table
 from tunedmpi.tables.seedimport import derive_choice, parse_finding, SeedError
 
-ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "tuning-tables" / "oci-bm-optimized3.36" / "openmpi-5.0.6.yaml"
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_6452ddfe42026a33.txt"
-needs_seed = pytest.mark.skipif(not SEED.is_file(), reason="seed 000 not found at %s" % SEED)
+SEED_NAME = "000_6452ddfe42026a33.txt"
+SEED = conftest.seed_path(SEED_NAME)            # None without $TUNEDMPI_SEEDS: the tests that read it skip
+needs_seed = conftest.needs_seed(SEED_NAME)
 
 COMPONENTS = ("none", "ucc", "hcoll")
 KB, MB = 1 << 10, 1 << 20

@@ -7,9 +7,11 @@ import re
 
 import pytest
 
+import conftest
 from conftest import ROOT
 
-SEED = ROOT.parent / "shared" / "seeds" / "000_6452ddfe42026a33.txt"
+SEED_NAME = "000_6452ddfe42026a33.txt"
+SEED = conftest.seed_path(SEED_NAME)            # None without $TUNEDMPI_SEEDS: the test skips
 NODES, PPN, COLL = {1: 1, 2: 2, 3: 4, 4: 8}, {1: 8, 2: 16, 3: 32, 4: 36}, {1: "alltoall", 2: "allgather", 3: "allreduce"}
 PLACEMENT = {"ブロック分割": "block", "サイクリック分割": "cyclic"}
 COMPONENTS = ("none", "ucc", "hcoll")
@@ -44,7 +46,7 @@ def read_document():
     return expected
 
 
-@pytest.mark.skipif(not SEED.is_file(), reason="../shared/seeds is not beside this checkout")
+@conftest.needs_seed(SEED_NAME)
 def test_every_value_of_the_seed000_table_equals_the_document(run_cli):
     expected = read_document()
     code, out, err = run_cli("tables", ROOT / "tuning-tables", "--platform", "oci-bm-optimized3.36",
