@@ -3,7 +3,7 @@
 A fresh quick probe campaign (validate/run.sh --probes: the local site, baseline and tuned module,
 5 alternating repetitions, the same flags as the real campaign) is compared with the real suites'
 quick campaign on this machine kind (tests/fixtures/campaigns/local-quick-imb-osu.json, the per-size
-data of ../shared/fixtures/campaigns/local-quick-imb-osu/results.json): per benchmark, the median
+data copied from ../shared/fixtures/campaigns/local-quick-imb-osu/results.json): per benchmark, the median
 per-size coefficient of variation must be at most 1.5 x the real suite's.
 
 The figure, as ../shared/fixtures/campaigns/README.md defines it: for each module and each message

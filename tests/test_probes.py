@@ -1,6 +1,6 @@
 """The validate probes (validate/probes/): built with the venv's Open MPI mpicc, run with its mpirun
-on 2 ranks, and held to IMB-MPI1's and OSU 7.4's exact output formats (checked against excerpts of
-real output from ../shared/fixtures/) so that one parser reads probes and the real benchmarks."""
+on 2 ranks, and held to IMB-MPI1's and OSU 7.4's exact output formats (checked against lines of real
+output copied from ../shared/fixtures/) so that one parser reads probes and the real benchmarks."""
 import math
 import os
 import re
@@ -20,7 +20,7 @@ UCX = ("--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_d
 # Printed on every one-sided window under default settings (shared fixtures README); not ours.
 BENIGN = re.compile(r"osc_ucx_component\.c:\d+ .*query failed")
 
-# Real output, cut from ../shared/fixtures/imb/imb-mpi1_oci-flags_mem2.3_default-ompi.txt ...
+# Real output, lines copied from ../shared/fixtures/imb/imb-mpi1_oci-flags_mem2.3_default-ompi.txt ...
 REAL_IMB = """
 #----------------------------------------------------------------
 # Benchmarking Alltoall 
@@ -32,7 +32,7 @@ REAL_IMB = """
         65536          640       106.95       119.48       113.21
       1048576           40       495.76       506.88       501.32
 """
-# ... and from ../shared/fixtures/osu/osu-7.4_osu_put_{latency,bw}_defaultopts_default-ompi.txt
+# ... and copied from ../shared/fixtures/osu/osu-7.4_osu_put_{latency,bw}_defaultopts_default-ompi.txt
 REAL_OSU_LAT = """# OSU MPI_Put Latency Test v7.4
 # Window creation: MPI_Win_allocate
 # Synchronization: MPI_Win_flush
