@@ -1,0 +1,225 @@
+"""Turn upstream git trees into a Spack source mirror, for a site that builds without internet.
+
+    python3 tools/spack_source_mirror.py SOURCES.yaml MIRROR --git-root DIR [--git owner/name=PATH ...]
+    spack mirror add --scope site tunedmpi-sources MIRROR
+
+SOURCES.yaml (e.g. site-configs/local-source/sources.yaml) names, per Spack package, the repository,
+the tag, the archive name Spack looks for and the command that makes a git tree release-like
+(`autogen.pl`, `autogen.sh`). Each archive is written to MIRROR/<package>/<archive>, Spack's mirror
+layout, with its submodules at the commits the tag records (found by owner/name like the top
+repository). A repository is looked for as --git owner/name=PATH, else under --git-root as
+<owner>+<name>/repo, <owner>/<name>.git, <owner>/<name> or <name>. MIRROR/SOURCES.json records the
+commit and sha256 of every archive. Needs git, tar and what the prepare commands run (perl,
+autoconf, automake, libtool). Exit 0 written, 2 could not (one line saying why).
+"""
+
+import argparse
+import bz2
+import fnmatch
+import gzip
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import yaml
+
+
+class MirrorError(Exception):
+    pass
+
+
+def run(cmd, cwd=None, stdout=None, stdin_data=None):
+    res = subprocess.run(cmd, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, input=stdin_data)
+    if res.returncode:
+        err = res.stderr.decode(errors="replace").strip().splitlines()
+        raise MirrorError("%s failed (exit %d): %s" % (" ".join(cmd), res.returncode, err[-1] if err else ""))
+    return res.stdout
+
+
+class Repos:
+    """owner/name -> a git directory, as the command line says where to look."""
+
+    def __init__(self, explicit, root):
+        self.explicit = explicit
+        self.root = Path(root) if root else None
+
+    def find(self, slug):
+        if slug in self.explicit:
+            return self.explicit[slug]
+        owner, name = slug.split("/", 1)
+        if self.root:
+            for cand in (f"{owner}+{name}/repo", f"{owner}/{name}.git", f"{owner}/{name}", name):
+                path = self.root / cand
+                if path.exists():
+                    return str(path)
+        raise MirrorError("no git repository for %s: pass --git %s=PATH or --git-root DIR" % (slug, slug))
+
+
+def gitdir_of(path):
+    """A bare repository (or a fetched mirror) is its own git dir; a checkout has .git inside."""
+    return os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else path
+
+
+def submodule_urls(gitdir, commit):
+    """path -> url from .gitmodules at that commit ({} when there is none)."""
+    try:
+        text = run(["git", "--git-dir", gitdir, "show", f"{commit}:.gitmodules"], stdout=subprocess.PIPE)
+    except MirrorError:
+        return {}
+    urls, path = {}, None
+    for line in text.decode().splitlines():
+        key, _, val = (s.strip() for s in line.partition("="))
+        if key == "path":
+            path = val
+        elif key == "url" and path:
+            urls[path] = val
+    return urls
+
+
+def slug_of(url, parent):
+    """A submodule URL (relative ../../owner/name or absolute) -> owner/name."""
+    if url.startswith("../"):
+        url = posixpath.normpath(posixpath.join(parent, url))
+    parts = url.rstrip("/").removesuffix(".git").split("/")
+    return "/".join(parts[-2:])
+
+
+def extract(repos, slug, ref, dest, omit=(), where=""):
+    """The tree of slug at ref into dest, submodules included (recursively); paths in omit (files,
+    or submodules, relative to the top tree; glob patterns allowed) are left out."""
+    gitdir = gitdir_of(repos.find(slug))
+    commit = run(["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                 stdout=subprocess.PIPE).decode().strip()
+    dest.mkdir(parents=True, exist_ok=True)
+    here = [p[len(where) + 1:] if where else p for p in omit if not where or p.startswith(where + "/")]
+    archive = run(["git", "--git-dir", gitdir, "archive", "--format=tar", commit, "--", ".",
+                   *(f":(exclude,glob){p}" for p in here)], stdout=subprocess.PIPE)
+    with tempfile.TemporaryFile() as fh:
+        fh.write(archive)
+        fh.seek(0)
+        with tarfile.open(fileobj=fh) as tar:
+            tar.extractall(dest, filter="tar")
+    commits = {where or ".": f"{slug}@{commit}"}
+    urls = submodule_urls(gitdir, commit)
+    tree = run(["git", "--git-dir", gitdir, "ls-tree", "-r", commit], stdout=subprocess.PIPE).decode()
+    for line in tree.splitlines():
+        meta, path = line.split("\t", 1)
+        mode, kind, sub = meta.split()
+        full = posixpath.join(where, path) if where else path
+        if kind != "commit" or any(fnmatch.fnmatch(full, p) for p in omit):
+            continue
+        if path not in urls:
+            raise MirrorError(f"{slug}@{ref}: submodule {path} has no .gitmodules entry: add it to omit:")
+        commits.update(extract(repos, slug_of(urls[path], slug), sub, dest / path, omit, full))
+    return commits
+
+
+def write_archive(tree, top, out, name):
+    """tree as the file out, compressed as name says (.tar.gz / .tar.bz2), every member under top/."""
+    opener = (lambda f: gzip.GzipFile(fileobj=f, mode="wb", mtime=0)) if name.endswith(".gz") else \
+        (lambda f: bz2.BZ2File(f, "wb"))
+    with open(out, "wb") as raw, opener(raw) as comp, tarfile.open(fileobj=comp, mode="w") as tar:
+        tar.add(tree, arcname=top)
+
+
+def store(mirror, name, entry, made):
+    """made (a temporary file) -> Spack's storage path for the package's recorded checksum, and
+    <package>/<archive> a relative link to it, as `spack mirror create` lays a mirror out."""
+    ext = entry["archive"].split(".tar.", 1)[-1]
+    sha = hashlib.sha256(made.read_bytes()).hexdigest()
+    storage = mirror / "_source-cache" / "archive" / entry["spack_sha256"][:2] / f"{entry['spack_sha256']}.tar.{ext}"
+    storage.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(made, storage)
+    alias = mirror / name / entry["archive"]
+    alias.parent.mkdir(parents=True, exist_ok=True)
+    tmp = alias.with_name(f".{alias.name}.tmp")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(os.path.relpath(storage, alias.parent))
+    os.replace(tmp, alias)
+    return sha
+
+
+def make_one(repos, name, entry, mirror, scratch):
+    for key in ("version", "repo", "ref", "archive", "spack_sha256"):
+        if not entry.get(key):
+            raise MirrorError(f"{name}: {key} is missing (each entry needs version, repo, ref, archive, spack_sha256)")
+    if not entry["archive"].endswith((".tar.gz", ".tar.bz2")):
+        raise MirrorError(f"{name}: archive {entry['archive']}: write a .tar.gz or .tar.bz2 name")
+    made = scratch / f"{name}.archive"
+    gitdir = gitdir_of(repos.find(entry["repo"]))
+    if entry.get("prefix"):
+        # As GitHub makes tag archives (git archive | gzip -n): byte for byte where Spack's checksum is.
+        commit = run(["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{entry['ref']}^{{commit}}"],
+                     stdout=subprocess.PIPE).decode().strip()
+        commits = {".": f"{entry['repo']}@{commit}"}
+        data = run(["git", "--git-dir", gitdir, "archive", "--format=tar", f"--prefix={entry['prefix']}",
+                    commit], stdout=subprocess.PIPE)
+        made.write_bytes(run(["gzip", "-n"], stdout=subprocess.PIPE, stdin_data=data))
+    else:
+        tree = scratch / name
+        commits = extract(repos, entry["repo"], entry["ref"], tree, tuple(entry.get("omit") or ()))
+        if entry.get("prepare"):
+            run([str(c) for c in entry["prepare"]], cwd=tree, stdout=subprocess.DEVNULL)
+        write_archive(tree, f"{name}-{entry['version']}", made, entry["archive"])
+        shutil.rmtree(tree)
+    sha = store(mirror, name, entry, made)
+    return {"version": str(entry["version"]), "archive": f"{name}/{entry['archive']}", "sha256": sha,
+            "spack_sha256": entry["spack_sha256"], "checksum_matches_spack": sha == entry["spack_sha256"],
+            "commits": commits, "prepare": [str(c) for c in entry.get("prepare") or []]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sources", help="e.g. site-configs/local-source/sources.yaml")
+    ap.add_argument("mirror", help="the mirror folder to write (created)")
+    ap.add_argument("--git-root", help="folder that holds the upstream repositories")
+    ap.add_argument("--git", action="append", default=[], metavar="OWNER/NAME=PATH")
+    ap.add_argument("--only", action="append", default=[], metavar="PACKAGE", help="just these packages")
+    args = ap.parse_args(argv)
+    try:
+        explicit = {}
+        for item in args.git:
+            slug, sep, path = item.partition("=")
+            if not sep or "/" not in slug:
+                raise MirrorError(f"--git {item}: write OWNER/NAME=PATH")
+            explicit[slug] = path
+        try:
+            with open(args.sources, encoding="utf-8") as fh:
+                sources = yaml.safe_load(fh) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise MirrorError(f"{args.sources}: cannot read: {exc}") from exc
+        unknown = set(args.only) - set(sources)
+        if unknown:
+            raise MirrorError(f"--only {', '.join(sorted(unknown))}: not in {args.sources}")
+        repos = Repos(explicit, args.git_root)
+        mirror = Path(args.mirror)
+        index_path = mirror / "SOURCES.json"
+        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+        with tempfile.TemporaryDirectory(prefix="tunedmpi-mirror-") as scratch:
+            for name, entry in sources.items():
+                if args.only and name not in args.only:
+                    continue
+                index[name] = make_one(repos, name, entry, mirror, Path(scratch))
+                done = index[name]
+                print(f"wrote {mirror / done['archive']}  sha256 {done['sha256']}"
+                      + ("  = Spack's" if done["checksum_matches_spack"] else
+                         "  (not Spack's: install it with --no-checksum)"))
+        tmp = index_path.with_name(".SOURCES.json.tmp")
+        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, index_path)
+    except (MirrorError, OSError) as exc:
+        print(f"spack_source_mirror: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
