@@ -15,9 +15,11 @@ from tunedmpi.tables import knobs, schema
 SCHEMA_VERSION = 1
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?$")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+$")
+# A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
+SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?$")
 TOP_KEYS = {"schema", "site", "description", "table", "mpi", "ucx_version", "interconnect",
             "hardware", "components", "default_profile", "default_geometry", "modules", "module_formats",
-            "hpcx", "notes"}
+            "hpcx", "spack", "notes"}
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 # Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (render/__init__.py).
 MODULE_FORMATS = ("lua", "tcl")
@@ -47,6 +49,9 @@ class Site:
     notes: List[str] = field(default_factory=list)
     module_formats: tuple = ("lua",)  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
     hpcx: Optional["Site"] = None     # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
+    # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
+    spack_depends_on: List[str] = field(default_factory=list)
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -163,6 +168,7 @@ def _check(ck, doc, path):
                "leave it out for [lua]")
         formats = ["lua"]
     hpcx = _hpcx(ck, doc)
+    spack_deps = _spack(ck, doc, flavour)
     if ck.errors:
         return None
     site = Site(path=str(path), name=name, description=description, table_ref=ref, table=table,
@@ -171,11 +177,39 @@ def _check(ck, doc, path):
                 interconnect=net.get("name") or "", sockets=sockets, components=list(comps),
                 default_profile=profile, default_nodes=dn, default_ppn=dp,
                 tuned_module=names["tuned"], baseline_module=names["baseline"],
-                notes=list(doc.get("notes") or []), module_formats=tuple(formats))
+                notes=list(doc.get("notes") or []), module_formats=tuple(formats),
+                spack_depends_on=spack_deps)
     if hpcx:
         # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
         site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, **hpcx)
     return site
+
+
+def _spack(ck, doc, flavour):
+    """The `spack:` block: what openmpi-tuned site=<site> depends on at run time, as Spack specs
+    (the Spack package reads them from this file; docs/spack.md). A list of strings, or []."""
+    if doc.get("spack") is None:
+        return []
+    block = ck.mapping(doc.get("spack"), ("spack",), "spack") or {}
+    ck.unknown_keys(block, {"depends_on"}, ("spack",), "spack")
+    deps = block.get("depends_on", [])
+    example = "e.g. depends_on: [\"openmpi fabrics=ucx,ucc\", \"ucx +verbs +rc\"]"
+    if not isinstance(deps, list):
+        ck.err(("spack", "depends_on"), "spack.depends_on must be a list of Spack specs", example)
+        return []
+    out = []
+    for i, spec in enumerate(deps):
+        if not isinstance(spec, str) or not SPACK_SPEC.match(spec.strip()):
+            ck.err(("spack", "depends_on", i), "%r is not a Spack spec that starts with a package name" % (spec,),
+                   example)
+            continue
+        name, rest = SPACK_SPEC.match(spec.strip()).groups()
+        if name == flavour and (rest or "").startswith("@"):
+            ck.err(("spack", "depends_on", i), "%r names a version of the MPI" % spec,
+                   "leave the version out: openmpi-tuned depends on %s@<mpi.version> already" % flavour)
+            continue
+        out.append(" ".join(spec.split()))
+    return out
 
 
 def _hpcx(ck, doc):
