@@ -99,6 +99,16 @@ def cmd_explain(args):
     return EXIT_OK
 
 
+def cmd_install_module(args):
+    from tunedmpi.modules import install
+    formats = [f for f in args.formats.split(",") if f] if args.formats else None
+    install.install(args.checkout or str(paths.project_root()), args.site, args.share, args.installer,
+                    mpi_prefix=args.mpi_prefix, base_module=args.base_module, ucx_version=args.ucx_version,
+                    modules=args.modules, formats=formats, mpi_version=args.mpi_version, name=args.name,
+                    pinned_copy=args.pinned_copy)
+    return EXIT_OK
+
+
 def cmd_import_seed(args):
     from tunedmpi.tables import seedimport
     return seedimport.main([args.seed, args.out])
@@ -395,6 +405,27 @@ def build_parser():
     p.add_argument("--state", choices=("fast", "slow", "changed"),
                    help="only the runs that met this host state, in the result and the campaigns alike")
     p.set_defaults(func=cmd_regret)
+
+    p = sub.add_parser("install-module", allow_abbrev=False,
+                       help="install a site's modules into a Spack or EasyBuild prefix (what both installers run)")
+    p.add_argument("--site", required=True, help="a folder of the checkout's site-configs/")
+    p.add_argument("--share", required=True,
+                   help="<prefix>/share/tunedmpi: gets site-configs/, tuning-tables/, modulefiles/, SOURCE.json")
+    p.add_argument("--installer", required=True, choices=sorted(("spack", "easybuild")),
+                   help="who installs: its name in the notes, and its fix in error messages")
+    p.add_argument("--checkout", help="the tuned-mpi-modules checkout to install from (default: the project root)")
+    mpi = p.add_mutually_exclusive_group()
+    mpi.add_argument("--mpi-prefix", help="the MPI as the build installed it (default: the site's mpi)")
+    mpi.add_argument("--base-module", help="the module that provides the MPI in the build (default: the site's mpi)")
+    p.add_argument("--ucx-version", help="the UCX the build's MPI uses (default: the site's ucx_version)")
+    p.add_argument("--modules", nargs=2, metavar=("TUNED", "BASELINE"),
+                   help="the build's module names (default: the site's)")
+    p.add_argument("--formats", help="lua, tcl or lua,tcl (default: the site's module_formats)")
+    p.add_argument("--mpi-version", help="the MPI version the build installs; must be the site's mpi.version")
+    p.add_argument("--name", help="the tuned module the build installs; must be the site's (after --modules)")
+    p.add_argument("--pinned-copy", help="also write the tuned Lua module here, its rules folder named absolutely "
+                   "(the installer's own module, in a tree away from <share>/modulefiles)")
+    p.set_defaults(func=cmd_install_module)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

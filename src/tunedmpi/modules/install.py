@@ -1,0 +1,194 @@
+"""`tunedmpi install-module`: install one site's modules into a package manager's prefix.
+
+The one install routine of the Spack package (spack-repo/.../openmpi_tuned/package.py) and the
+EasyBuild easyblock (easybuild/easyblocks/tunedmpimodule.py): both run
+`python -m tunedmpi install-module ...` with the build's Python and the checkout's src/, and differ
+only in what they pass (docs/spack.md, docs/easybuild.md):
+
+  1. the site config as the build has it: the checkout's site-configs/<site>/site.yaml with the MPI
+     named as the build has it (``mpi_prefix``: where the build installed it; ``base_module``: the
+     module that provides it; neither: the site's own, a relative prefix made absolute against the
+     checkout), the UCX the build's MPI uses, the build's module names and formats; table,
+     hardware, defaults and components stay the site's;
+  2. written with its table to <share>/site-configs/<site>/site.yaml and <share>/tuning-tables/,
+     so <share> is a project root of its own (TUNEDMPI_ROOT=<share> renders it again);
+  3. the table checked (as `tunedmpi check`) and the derived config loaded (as `tunedmpi render`);
+  4. rendered into <share>/modulefiles (rules files beside the tuned module);
+  5. optionally the pinned copy of the tuned Lua module (render.pin_rules_dir) for a module tree
+     away from <share>/modulefiles: Spack's and EasyBuild's own module;
+  6. <share>/SOURCE.json: the checkout, its commit and uncommitted changes to tables, site configs, src/.
+
+Nothing is written before the build's MPI version and module name are checked against the site.
+"""
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+
+import yaml
+
+from tunedmpi.atomic import write_atomic
+from tunedmpi.errors import InputError
+from tunedmpi.modules import render, sites
+from tunedmpi.tables import schema
+
+#: Who installs: the name in the derived config's notes, and the fix of each mismatch in its terms.
+INSTALLERS = {
+    "spack": {
+        "label": "Spack",
+        "version": ("site {site} tunes Open MPI {want}, but this build has {got}",
+                    "install openmpi-tuned@{want} site={site}"),
+        "name": ("site {site} names its tuned module {want}, but this package is {got}",
+                 "pass --modules {got} <baseline> to tunedmpi install-module"),
+    },
+    "easybuild": {
+        "label": "EasyBuild",
+        "version": ("site {site} tunes {name} {want}, but this easyconfig is version {got}", "version = '{want}'"),
+        "name": ("site {site} names its tuned module {want}, but this easyconfig is {got}", "name = '{want}'"),
+    },
+}
+
+
+def derive(doc, checkout, installer, mpi_prefix=None, base_module=None, ucx_version=None, modules=None,
+           formats=None):
+    """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
+    doc = dict(doc)
+    mpi = doc.get("mpi") or {}
+    out = {"flavour": mpi.get("flavour"), "version": str(mpi.get("version"))}
+    how = []
+    if mpi_prefix:
+        out["prefix"] = str(mpi_prefix)
+        how.append("mpi.prefix is the build's MPI")
+    elif base_module:
+        out["base_module"] = base_module
+        how.append("mpi.base_module is the build's MPI module %s" % base_module)
+    elif mpi.get("prefix"):
+        out["prefix"] = os.path.join(str(checkout), str(mpi["prefix"]))
+        how.append("mpi.prefix is the site's, absolute")
+    else:
+        out["base_module"] = mpi.get("base_module")
+        how.append("mpi.base_module is the site's")
+    doc["mpi"] = out
+    if ucx_version:
+        doc["ucx_version"] = str(ucx_version)
+        how.append("ucx_version is the build's UCX")
+    if modules:
+        doc["modules"] = {"tuned": modules[0], "baseline": modules[1]}
+        how.append("modules are the build's")
+    if formats:
+        doc["module_formats"] = list(formats)
+        how.append("module_formats are the build's")
+    doc["notes"] = list(doc.get("notes") or []) + [
+        "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))]
+    return doc
+
+
+@contextlib.contextmanager
+def project_root(root):
+    """TUNEDMPI_ROOT=root for the renderer (paths.project_root), restored afterwards."""
+    old = os.environ.get("TUNEDMPI_ROOT")
+    os.environ["TUNEDMPI_ROOT"] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TUNEDMPI_ROOT", None)
+        else:
+            os.environ["TUNEDMPI_ROOT"] = old
+
+
+def _git(checkout, *args):
+    git = shutil.which("git")
+    if not git or not os.path.exists(os.path.join(str(checkout), ".git")):
+        return None
+    proc = subprocess.run([git, "-C", str(checkout)] + list(args), capture_output=True, text=True, timeout=60)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def source(checkout, site, table, installer):
+    """SOURCE.json: which checkout (and commit, and uncommitted changes) the modules came from."""
+    out = {"checkout": str(checkout), "site": site, "table": table, "installer": installer}
+    commit = _git(checkout, "rev-parse", "HEAD")
+    if commit is not None:
+        out["commit"] = commit.strip()
+        status = _git(checkout, "status", "--porcelain", "--", "tuning-tables", "site-configs", "src")
+        out["uncommitted"] = (status or "").splitlines()
+    return out
+
+
+def install(checkout, site, share, installer, mpi_prefix=None, base_module=None, ucx_version=None,
+            modules=None, formats=None, mpi_version=None, name=None, pinned_copy=None, log=print):
+    """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
+    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
+    Raises InputError (file, key, problem, fix) before writing anything when the build and the
+    site do not match."""
+    checkout = os.path.realpath(str(checkout))
+    share = os.path.abspath(str(share))
+    words = INSTALLERS[installer]
+    folder = os.path.join(checkout, "site-configs")
+    src = os.path.join(folder, site, "site.yaml")
+    if not os.path.isfile(src):
+        known = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n, "site.yaml"))) \
+            if os.path.isdir(folder) else []
+        raise InputError(src, None, "site", "no site '%s' in %s" % (site, checkout),
+                         "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"))
+    with open(src, encoding="utf-8") as fh:
+        doc = derive(yaml.safe_load(fh) or {}, checkout, installer, mpi_prefix, base_module, ucx_version,
+                     modules, formats)
+    want = doc["mpi"]["version"]
+    tuned = (doc.get("modules") or {}).get("tuned")
+    if mpi_version and str(mpi_version) != want:
+        problem, fix = words["version"]
+        kw = dict(site=site, want=want, got=mpi_version, name=tuned)
+        raise InputError(src, None, "mpi.version", problem.format(**kw), fix.format(**kw))
+    if name and name != tuned:
+        problem, fix = words["name"]
+        kw = dict(site=site, want=tuned, got=name)
+        raise InputError(src, None, "modules.tuned", problem.format(**kw), fix.format(**kw))
+    if pinned_copy and "lua" not in (doc.get("module_formats") or ["lua"]):
+        raise InputError(src, None, "module_formats", "%s's module is the rendered Lua module, but the site "
+                         "renders %s" % (words["label"], ", ".join(doc["module_formats"])),
+                         "add lua to module_formats")
+
+    # 2. the derived config and its table: <share> is a project root
+    conf = os.path.join(share, "site-configs", site, "site.yaml")
+    write_atomic(conf, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    log("wrote %s" % conf)
+    table = doc.get("table")
+    if table:
+        tsrc = os.path.join(checkout, "tuning-tables", table + ".yaml")
+        if not os.path.isfile(tsrc):
+            raise InputError(src, None, "table", "no table %s" % tsrc, "create it or name an existing table")
+        tdst = os.path.join(share, "tuning-tables", table + ".yaml")
+        os.makedirs(os.path.dirname(tdst), exist_ok=True)
+        shutil.copyfile(tsrc, tdst)
+        log("wrote %s" % tdst)
+
+    with project_root(share):
+        # 3. checked as `tunedmpi check` and `tunedmpi render` check them
+        if table:
+            t = schema.load_table(tdst)
+            log("ok  %s: %s %s, %d cases" % (tdst, t.platform, t.name, len(t.cases)))
+        loaded = sites.load_site(conf)
+        # 4. rendered as `tunedmpi render --site <site> --out <share>/modulefiles` writes it
+        out = os.path.join(share, "modulefiles")
+        files = render.render_all([loaded])
+        gone = render.stale_rules(out, loaded, files)
+        for rel, text in files.items():
+            write_atomic(os.path.join(out, rel), text)
+            log("wrote %s/%s" % (out, rel))
+        render.remove_stale_rules(out, gone)
+    rendered = os.path.join(out, render.module_path(loaded, loaded.tuned_module, "lua"))
+
+    # 5. the pinned copy: a module loaded from elsewhere names the installed rules folder
+    if pinned_copy:
+        with open(rendered, encoding="utf-8") as fh:
+            write_atomic(str(pinned_copy), render.pin_rules_dir(fh.read(), rendered))
+        log("wrote %s" % pinned_copy)
+
+    # 6. where it came from (reinstall after changing tables: the package's recipe did not change)
+    write_atomic(os.path.join(share, "SOURCE.json"),
+                 json.dumps(source(checkout, site, table, installer), indent=1, sort_keys=True) + "\n")
+    return {"site": site, "table": table, "version": want, "rendered": rendered,
+            "copy": str(pinned_copy) if pinned_copy else None}
