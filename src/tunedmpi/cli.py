@@ -109,6 +109,21 @@ def cmd_install_module(args):
     return EXIT_OK
 
 
+def cmd_known_params(args):
+    from tunedmpi.modules import knownparams
+    report = knownparams.check([args.site] if args.site else None, root=args.modulefiles, folder=args.lists)
+    sys.stdout.write(knownparams.describe(report))
+    return EXIT_OK if report.ok() else EXIT_FAIL
+
+
+def cmd_import_params(args):
+    from tunedmpi.modules import paramlists
+    for where in args.prefix:
+        for path in paramlists.import_install(where, args.out, args.build):
+            print("wrote %s" % path)
+    return EXIT_OK
+
+
 def cmd_import_seed(args):
     from tunedmpi.tables import seedimport
     return seedimport.main([args.seed, args.out])
@@ -426,6 +441,20 @@ def build_parser():
     p.add_argument("--pinned-copy", help="also write the tuned Lua module here, its rules folder named absolutely "
                    "(the installer's own module, in a tree away from <share>/modulefiles)")
     p.set_defaults(func=cmd_install_module)
+
+    p = sub.add_parser("known-params", help="every variable the modules set (and envmap can set) is one its "
+                       "library knows: exit 0, or 1 naming variable, version and list (known-params/)")
+    p.add_argument("--site", help="only this site (default: every site in site-configs/)")
+    p.add_argument("--modulefiles", help="the rendered modules to read (default: modulefiles/)")
+    p.add_argument("--lists", help="the known-params folder (default: known-params/)")
+    p.set_defaults(func=cmd_known_params)
+
+    p = sub.add_parser("import-params", help="write known-params/<library>-<version>.txt from an install's "
+                       "ompi_info (+ prte_info), ucx_info, ucc_info")
+    p.add_argument("prefix", nargs="+", help="an install prefix or its bin/ (e.g. /opt/openmpi-5.0.6 /opt/ucx-1.18.1)")
+    p.add_argument("--out", help="folder to write (default: known-params/)")
+    p.add_argument("--build", help="how that install was made, for the lists' header (default: its path)")
+    p.set_defaults(func=cmd_import_params)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")

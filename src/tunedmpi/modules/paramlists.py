@@ -117,8 +117,9 @@ def _number_first(item):
 
 # --- Open MPI: ompi_info --all --parsable (and PRRTE's prte_info --all, Open MPI 5's mpirun) ---
 
-# coll_tuned's forced-algorithm enumerations: the only Open MPI enumerations the lists keep.
-KEPT_ENUMS = re.compile(r"^coll_tuned_[a-z_]+_algorithm$")
+# The Open MPI enumerations the lists keep: coll_tuned's forced algorithms, and Open MPI 4's
+# single-copy mechanism (what envmap sets for smsc there).
+KEPT_ENUMS = re.compile(r"^(coll_tuned_[a-z_]+_algorithm|btl_vader_single_copy_mechanism)$")
 
 
 def ompi_info(text):
