@@ -216,3 +216,19 @@ def test_prrte_reads_the_stand_in_binding_name_and_not_a_misspelling(hello):
     assert code == 0 and re.search(r"Rank \d is not bound", out), out
     code, out = mpirun(hello, {"PRTE_MCA_hwloc_default_binding_polcy": "none"}, "--report-bindings")
     assert code == 0 and re.search(r"Rank \d bound to", out), out
+
+
+def test_open_mpi_4_gets_the_names_it_reads():
+    """Found by this check: Open MPI 4.1 has btl vader (not sm), vader's single-copy mechanism (not
+    smsc), and an mpirun (ORTE) that reads no PRTE_MCA_ variable (known-params/openmpi-4.1.4.txt)."""
+    import dataclasses
+    nagoya = sites.load_named("nagoya-flow-type2")
+    values = {"btl_sm_eager_limit": 8192, "smsc": "none", "mapping": "cyclic"}
+    env, notes = envmap.knob_env(nagoya, values, True)
+    assert dict(env) == {"SLURM_DISTRIBUTION": "block:cyclic", "OMPI_MCA_btl_vader_eager_limit": "8192",
+                         "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+    assert [n for n in notes if n.startswith("PRTE_MCA_ placement not set: Open MPI 4.1.2's mpirun (ORTE)")]
+    five = dataclasses.replace(nagoya, mpi_version="5.0.6")
+    env, _ = envmap.knob_env(five, values, True)
+    assert env["OMPI_MCA_btl_sm_eager_limit"] == "8192" and env["OMPI_MCA_smsc"] == "^cma,xpmem,knem,accelerator"
+    assert env["PRTE_MCA_rmaps_default_mapping_policy"] == "numa"

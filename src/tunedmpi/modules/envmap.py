@@ -56,6 +56,12 @@ def rndv_value(value, ucx_version, multi_node):
     return parts.get("inter" if multi_node else "intra") or parts.get("") or "auto"
 
 
+def open_mpi_4(site):
+    """Open MPI 4 names what 5 renamed (known-params/openmpi-4.1.4.txt): btl sm was vader, smsc was
+    vader's single_copy_mechanism, and its mpirun (ORTE) reads no PRTE_MCA_ variable."""
+    return site.mpi_flavour == "openmpi" and int(str(site.mpi_version).split(".")[0]) < 5
+
+
 # UCX transports that stay inside a node: a UCX_TLS made only of these is meaningful on one node.
 SHARED_MEMORY_TLS = {"self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "mm"}
 
@@ -75,15 +81,22 @@ def knob_env(site, values, multi_node):
         env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi_node)
     if values.get("ucx_zcopy_thresh"):
         env["UCX_ZCOPY_THRESH"] = str(values["ucx_zcopy_thresh"])
-    if values.get("mapping"):
+    old = open_mpi_4(site)
+    if values.get("mapping") and old:
+        env["SLURM_DISTRIBUTION"] = PLACEMENT[values["mapping"]]["SLURM_DISTRIBUTION"]
+        notes.append("PRTE_MCA_ placement not set: Open MPI %s's mpirun (ORTE) does not read it "
+                     "(under srun SLURM_DISTRIBUTION places the ranks)" % site.mpi_version)
+    elif values.get("mapping"):
         env.update(PLACEMENT[values["mapping"]])
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
         if values.get(knob) and values[knob] != "default":
             env[var] = values[knob]
     for knob in sorted(values):   # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
         if knob.startswith(("btl_", "mpi_")) and values[knob] not in (None, "default"):
-            env["OMPI_MCA_" + knob] = str(values[knob])
-    if values.get("smsc") not in (None, "default"):
+            env["OMPI_MCA_" + (knob.replace("btl_sm_", "btl_vader_", 1) if old else knob)] = str(values[knob])
+    if values.get("smsc") not in (None, "default") and old:
+        env["OMPI_MCA_btl_vader_single_copy_mechanism"] = values["smsc"]    # cma, xpmem, knem or none
+    elif values.get("smsc") not in (None, "default"):
         # none: every single-copy component excluded (copy in/out through the shared segment)
         env["OMPI_MCA_smsc"] = "^cma,xpmem,knem,accelerator" if values["smsc"] == "none" else values["smsc"]
     if env.get("OMPI_MCA_pml") == "ucx" and not site.network_transports:
