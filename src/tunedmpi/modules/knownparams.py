@@ -116,8 +116,9 @@ def resolve(library, version, folder=None, stand_ins=None):
     stand_ins = load_stand_ins(folder) if stand_ins is None else stand_ins
     base = used = None
     if version is not None:
-        found = sorted(p for p in folder.glob("%s-*.txt" % library)
-                       if p.stem[len(library) + 1:] == version or p.stem[len(library) + 1:].startswith(version + "."))
+        found = sorted((p for p in folder.glob("%s-*.txt" % library)
+                        if p.stem[len(library) + 1:] == version or p.stem[len(library) + 1:].startswith(version + ".")),
+                       key=lambda p: _natural(p.stem))
         if found:
             base = paramlists.read(found[-1])
     if base is None:
@@ -143,7 +144,7 @@ def site_versions(mpi):
             "hcoll": ("hcoll", None), "slurm": ("slurm", None)}
 
 
-def check_value(name, value, kind, known):
+def check_value(value, kind, known):
     """A problem with ``value`` by what the list says of ``name``, or None. In a '^' exclusion
     Open MPI and UCX skip names the build lacks (tests/test_known_params.py runs both), so only
     what they would select is checked."""
@@ -162,8 +163,7 @@ def check_value(name, value, kind, known):
     # one-of: the number or the name; PRRTE policies may carry ':modifiers'
     head = value.split(":", 1)[0]
     if value not in legal and head not in legal and head not in legal.values():
-        return "%r is not one of %s's values (%s)" % (value, known.label(),
-                                                      " ".join("%s=%s" % kv for kv in legal.items()))
+        return "%r is not one of %s's values (%s)" % (value, known.label(), _enum(legal))
     return None
 
 
@@ -205,7 +205,7 @@ class Checker:
         """Check one variable's name (a problem goes into the report) and return what is wrong
         with its value as (what the name is of, problem, list source), or None."""
         lib = library_of(name)
-        key = (site.name, where.split(",")[0], name)
+        key = (site.name, mpi.tuned_module, where if where.startswith("modulefiles/") else "envmap", name)
         if lib is None:
             if not NOT_A_LIBRARY.match(name):
                 self.problem(site, "%s: %s: belongs to no library the check knows (%s)"
@@ -223,7 +223,7 @@ class Checker:
         kind, stand_in = found
         if stand_in is not None:
             self.report.stand_ins.setdefault(stand_in.index, set()).add(site.name)
-        problem = check_value(name, str(value), kind, known) if value is not None else None
+        problem = check_value(str(value), kind, known) if value is not None else None
         return problem and (known.label(), problem, known.source(stand_in))
 
     # (a) the shipped modules
@@ -295,7 +295,7 @@ def _natural(text):
 
 
 def _enum(d):
-    return " ".join("%s=%s" % kv for kv in sorted(d.items(), key=lambda kv: int(kv[0])))
+    return " ".join(k if k == v else "%s=%s" % (k, v) for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0])))
 
 
 # --- reading the shipped modules: the generated data, not the Lua or Tcl logic ---
