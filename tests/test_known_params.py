@@ -110,6 +110,7 @@ ompi:version:full:5.0.8
 mca:btl:sm:version:mca:2.1.0
 mca:btl:tcp:version:mca:2.1.0
 mca:btl:base:param:btl:value:
+mca:smsc:base:param:smsc:value:
 mca:btl:sm:param:btl_sm_eager_limit:value:4096
 mca:btl:vader:param:btl_vader_eager_limit:deprecated:yes
 mca:coll:tuned:param:coll_tuned_bcast_algorithm:enumerator:value:0:ignore
@@ -145,6 +146,7 @@ def test_the_importer_reads_each_tool_and_round_trips(tmp_path):
     version, names = paramlists.ompi_info(OMPI_INFO)
     assert version == "5.0.8"
     assert names["OMPI_MCA_btl"] == ("list", frozenset({"sm", "tcp"}))
+    assert names["OMPI_MCA_smsc"] == ("list", frozenset())    # a framework this build has no component of
     assert names["OMPI_MCA_btl_sm_eager_limit"] is None
     assert names["OMPI_MCA_btl_vader_eager_limit"] == ("deprecated", None)
     assert names["OMPI_MCA_coll_tuned_bcast_algorithm"] == ("one-of", {"0": "ignore", "1": "basic_linear"})

@@ -104,7 +104,7 @@ def render(library, version, names, header):
         elif kind[0] == "deprecated":
             out.append("%s deprecated" % name)
         elif kind[0] == "list":
-            out.append("%s list: %s" % (name, " ".join(sorted(kind[1]))))
+            out.append(("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip())   # "list:" alone: none
         else:
             out.append("%s one-of: %s" % (name, " ".join(k if k == v else "%s=%s" % (k, v) for k, v in
                                                         sorted(kind[1].items(), key=_number_first))))
@@ -139,6 +139,8 @@ def ompi_info(text):
         elif kind == "param":
             name = f[4]
             names.add(name)
+            if comp == "base" and name == fw:      # the framework's selection: even with no component
+                comps.setdefault(fw, set())
             if f[5:7] == ["enumerator", "value"] and KEPT_ENUMS.match(name):
                 enums.setdefault(name, {})[f[7]] = ":".join(f[8:])
             elif f[5:7] == ["deprecated", "yes"]:
@@ -173,6 +175,8 @@ def prte_info(text):
             current = m.group(2)
             names.add(current)
             helps[current] = []
+            if m.group(1) == current:               # the framework's selection: even with no component
+                comps.setdefault(current, set())
             continue
         m = _PRTE_COMP.match(line)
         if m:
