@@ -1,4 +1,4 @@
-"""The package shows the data flow (DESIGN.md, "Layout"): each stage is a subpackage, and no stage
+"""The package shows the data flow (docs/design.md, "Stages"): each stage is a subpackage, and no stage
 imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc) sit below them all;
 cli.py sits on top."""
 import ast

@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not (BIN / "mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"),
 ]
 RUN_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               # No InfiniBand here: without these pml ucx disqualifies itself (DESIGN.md §5).
+               # No InfiniBand here: without these pml ucx disqualifies itself (docs/design.md, "Knob facts").
                OMPI_MCA_pml_ucx_tls="any", OMPI_MCA_pml_ucx_devices="any")
 # Parameters of components this wheel lacks (no UCC, no HCOLL), as Open MPI 5.0's
 # coll_ucc_component.c and coll_hcoll_component.c register them; checked by name only.

@@ -155,9 +155,9 @@ def test_probes_are_as_steady_as_the_real_suites(tmp_path, real):
     noisy = {b: row for b, row in best.items() if row[2] > LIMIT}
     if noisy and os.environ.get("TUNEDMPI_NOISE_GATE") != "1":
         # Measured in alternation with the real suites on this machine kind, the probes are at parity
-        # (validate/README.md, "Probes"); against the fixed figures of a quiet period a noisy host fails
-        # the real suites too. So in CI an excess is reported, and gates only where asked (a quiet
-        # machine: TUNEDMPI_NOISE_GATE=1).
+        # (results-archive/notes/2026-11-24-probes-vs-real-suites.md); against the fixed figures of a
+        # quiet period a noisy host fails the real suites too. So in CI an excess is reported, and
+        # gates only where asked (a quiet machine: TUNEDMPI_NOISE_GATE=1).
         warnings.warn("probe noise above %.1f x the quiet-period real-suite figures for %s (host noise? "
                       "rerun with TUNEDMPI_NOISE_GATE=1 on a quiet machine)\n%s"
                       % (LIMIT, ", ".join(sorted(noisy)), "\n".join(reports)))

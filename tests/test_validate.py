@@ -296,7 +296,7 @@ def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
     when measured by the test within host states), judged again: every collective band is tested
     over its pairs, each campaign still PASSes with nothing losing, no collective band that won
     stops winning, and the paired p is smaller by about half (geometric mean over the 48 collective
-    bands; validate/README.md, 'Order of runs')."""
+    bands; docs/design.md, 'Statistics')."""
     from conftest import unpack_archive
     from tunedmpi.acceptance import stats, validate
 

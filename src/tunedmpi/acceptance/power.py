@@ -1,5 +1,6 @@
 """`tunedmpi power`: how often the verdict is wrong, and how often it finds a real gain, on this
-machine's own noise (method: validate/README.md, "Statistics and verdict").
+machine's own noise (method: docs/design.md, "Statistics";
+use: validate/README.md).
 
 Reads validate result directories (results.json) and results-store campaigns (campaign.json plus
 one record per run), or directories holding either. From their runs it builds:

@@ -1,4 +1,4 @@
-"""Repetition statistics and the tuned-vs-baseline verdict (documented in validate/README.md).
+"""Repetition statistics and the tuned-vs-baseline verdict (docs/design.md, "Statistics").
 
 Per message size the reported figure is the seed studies' own: of the repetitions, drop the
 largest and the smallest and average the rest. Whether a difference is real is decided per
@@ -309,9 +309,10 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 # validate measures the modules in pairs, one right after the other, in ABBA order (pair_order).
 # Neighbouring runs share much of this host's run-to-run noise: on the four 30-pair `--full`
 # campaigns of 2026-11-23/24 the within-pair correlation of band scores was 0.19-0.78, and the
-# crossover test below gave smaller p than the test within host states in most bands (validate/
-# README.md). With few pairs it has half the degrees of freedom of the unpaired test, so it is used
-# from PAIRED_MIN pairs at the first look: a choice fixed by the design, never by the data.
+# crossover test below gave smaller p than the test within host states in most bands
+# (results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the degrees of
+# freedom of the unpaired test, so it is used from PAIRED_MIN pairs at the first look: a choice
+# fixed by the design, never by the data.
 PAIRED_MIN = 10
 PAIRED_TEST_NAME = ("crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
                     "pairs' differences); Holm over bands")

@@ -1,6 +1,6 @@
 """Build the validate probes (validate/probes/*.c) with an MPI's own mpicc, once per source and MPI.
 
-The probes stand in for IMB-MPI1 and OSU where neither is installed (DESIGN.md section 7):
+The probes stand in for IMB-MPI1 and OSU where neither is installed (docs/design.md, "Benchmarks and probes"):
 ``probe_coll`` prints IMB-MPI1's table format for Alltoall/Allgather/Allreduce/Bcast, ``probe_osc`` OSU
 7.4's one-sided format; both start their output with a ``# tunedmpi-probe`` line. ``probe_host``
 uses no MPI: it times a cache-line round trip between two CPUs, the host-state figure that the

@@ -33,7 +33,7 @@ interval says whether "within 5 % of the oracle" is a measured statement or a dr
 With `state` ("fast", "slow" or "changed"), only the runs that met that host state count, in the
 validate result and in the campaigns alike (stats.host_labels, per campaign): the module and the
 oracle are then compared in the same state of the host, which on these machines decides much of a
-run's speed (validate/README.md, "The host's state, held equal").
+run's speed (docs/design.md, "Statistics", item 5).
 """
 import json
 import random
