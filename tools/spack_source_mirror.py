@@ -147,6 +147,24 @@ def store(mirror, name, entry, made):
     return sha
 
 
+def store_patch(mirror, name, gitdir, patch):
+    """A commit as GitHub serves <commit>.patch?full_index=1, at Spack's storage path for a patch
+    (no extension); its checksum must be the package's, since Spack checks patches always."""
+    if not patch.get("commit") or not patch.get("spack_sha256"):
+        raise MirrorError(f"{name}: each patch needs commit and spack_sha256")
+    text = run(["git", "--git-dir", gitdir, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
+                patch["commit"]], stdout=subprocess.PIPE)
+    sha = hashlib.sha256(text).hexdigest()
+    if sha != patch["spack_sha256"]:
+        raise MirrorError(f"{name}: patch {patch['commit']} has sha256 {sha}, not Spack's {patch['spack_sha256']}")
+    path = mirror / "_source-cache" / "archive" / sha[:2] / sha
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{sha}.tmp")
+    tmp.write_bytes(text)
+    os.replace(tmp, path)
+    return {f"patch {patch['commit'][:12]}": f"sha256 {sha}"}
+
+
 def make_one(repos, name, entry, mirror, scratch):
     for key in ("version", "repo", "ref", "archive", "spack_sha256"):
         if not entry.get(key):
@@ -171,6 +189,8 @@ def make_one(repos, name, entry, mirror, scratch):
         write_archive(tree, f"{name}-{entry['version']}", made, entry["archive"])
         shutil.rmtree(tree)
     sha = store(mirror, name, entry, made)
+    for patch in entry.get("patches") or []:
+        commits.update(store_patch(mirror, name, gitdir, patch))
     return {"version": str(entry["version"]), "archive": f"{name}/{entry['archive']}", "sha256": sha,
             "spack_sha256": entry["spack_sha256"], "checksum_matches_spack": sha == entry["spack_sha256"],
             "commits": commits, "prepare": [str(c) for c in entry.get("prepare") or []]}
