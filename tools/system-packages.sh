@@ -5,7 +5,10 @@
 #   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm (+ iproute2 for the
 #                                    namespace hosts) for the real-Slurm tests,
 #                                    Tcl + Environment Modules 5 for the Tcl modulefile tests
-#   tools/system-packages.sh --check main|test    only say what is missing (exit 1 if anything is)
+#   tools/system-packages.sh spack   what the local-source Spack environment takes from Debian (its
+#                                    externals: autotools, hwloc, libevent, numactl, Python + PyYAML +
+#                                    Jinja2 ...) to build Open MPI + UCX + UCC from source (docs/spack.md)
+#   tools/system-packages.sh --check main|test|spack    only say what is missing (exit 1 if anything is)
 #
 # Debian/Ubuntu as root: apt-get installs what is missing. Not root: one line with the exact command,
 # exit 2. Other systems: the package names to look for, exit 2. TUNEDMPI_SYSTEM_PACKAGES=skip skips
@@ -15,7 +18,7 @@ set -eu
 check_only=0
 if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
 level="${1:-main}"
-case "$level" in main|test) ;; *) echo "usage: $0 [--check] main|test" >&2; exit 2 ;; esac
+case "$level" in main|test|spack) ;; *) echo "usage: $0 [--check] main|test|spack" >&2; exit 2 ;; esac
 [ "${TUNEDMPI_SYSTEM_PACKAGES:-}" = "skip" ] && exit 0
 
 # "package(s)|test that says it is there", one per line; apt installs the Debian names
@@ -31,6 +34,17 @@ slurmd|test -x /usr/sbin/slurmd
 slurm-client|command -v sbatch
 iproute2|command -v ip
 tcl8.6|command -v tclsh8.6'
+# site-configs/local-source/spack.yaml's externals (and what the source mirror's autogen runs)
+spack_needs='g++|command -v g++
+autoconf automake libtool m4 flex|command -v autoreconf && command -v libtoolize && command -v flex
+pkgconf|command -v pkgconf
+libhwloc-dev|test -f /usr/include/hwloc.h
+libevent-dev|test -f /usr/include/event2/event.h
+libnuma-dev|test -f /usr/include/numa.h
+zlib1g-dev|test -f /usr/include/zlib.h
+openssh-client|command -v ssh
+python3-yaml python3-jinja2|/usr/bin/python3 -c "import yaml, jinja2"
+git bzip2|command -v git && command -v bzip2'
 # Environment Modules 5 (Tcl modulefiles): Debian's environment-modules Conflicts with lmod (apt would
 # remove Lmod), so its .deb is unpacked, not installed, into $ENVMODULES; its modulecmd.tcl runs from
 # there with tclsh8.6 (tests/envmodules.py). Nothing of it is on PATH or in /etc.
@@ -54,6 +68,7 @@ missing() {   # the packages of the list in $1 whose test fails
 plain=$(missing "$main_needs")
 slurm=""
 [ "$level" = test ] && slurm=$(missing "$test_needs")
+[ "$level" = spack ] && plain="$plain$(missing "$spack_needs")"
 unpack=$(envmodules_missing)
 [ -z "$plain$slurm$unpack" ] && exit 0
 if [ "$check_only" = 1 ]; then echo "missing system packages: $plain$slurm$unpack"; exit 1; fi
