@@ -148,7 +148,10 @@ class Runner:
         if not mpirun:
             raise CannotRun("%s puts no mpirun on PATH" % mpi_module)
         imb = os.environ.get("IMB_MPI1") or imb_path or None
-        osu_root = os.environ.get("OSU_DIR") or osu_dir or None
+        # OSU installed beside the MPI (a Spack view holding both: site local-source) puts its
+        # programs in libexec/osu-micro-benchmarks/, which no module adds to PATH.
+        beside = Path(mpirun).parent.parent / "libexec" / "osu-micro-benchmarks"
+        osu_root = os.environ.get("OSU_DIR") or osu_dir or (str(beside) if beside.is_dir() else None)
         osu = suites.find_osu(osu_root) if osu_root else {}
         if force_probes:
             imb, osu = None, {}
