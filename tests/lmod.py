@@ -4,7 +4,8 @@ import shlex
 import subprocess
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
-WATCHED = ("UCX_", "OMPI_MCA_", "PRTE_MCA_", "HCOLL_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION", "TUNEDMPI_ROW")
+WATCHED = ("UCX_", "UCC_", "OMPI_MCA_", "PRTE_MCA_", "HCOLL_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION",
+           "TUNEDMPI_ROW")
 
 
 def available():

@@ -5,8 +5,10 @@ per job geometry). The seed studies measured one collective at a time; a job run
   UCX transports and thresholds, placement, exactly as the table publishes them for that
   collective's chosen component;
 - components are combined over every collective measured at the geometry, whatever the profile:
-  UCC takes the collectives whose best is UCC (coll_ucc_cts); HCOLL is on when any collective's
-  best is HCOLL and switched off (HCOLL_ML_DISABLE_<COLL>=1) for the measured ones whose best is not.
+  UCC takes each collective that chose it for some message sizes (coll_ucc_cts) and declines the
+  other sizes (UCC_CL_BASIC_TUNE); HCOLL, which has no per-size switch, is on when any collective's
+  best (for most sizes) is HCOLL and switched off (HCOLL_ML_DISABLE_<COLL>=1) for the measured ones
+  whose best is not.
 The Lua twin is held to the same answers by tests/test_modules_conformance.py (every row)."""
 import pytest
 
@@ -30,7 +32,18 @@ def env_for(site, nodes, ppn, profile=""):
 
 
 COMPONENT_VARS = ("OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts",
-                  "OMPI_MCA_coll_hcoll_enable")
+                  "OMPI_MCA_coll_hcoll_enable", "UCC_CL_BASIC_TUNE")
+
+
+def ucc_bands(site, nodes, ppn):
+    """{collective: [(lo, hi)]} of the sizes each collective at the geometry chose UCC for."""
+    out = {}
+    for c in site.table.cases:
+        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in envmap.UCC_CTS_NAMES:
+            bands = [(ch.band.lo, ch.band.hi) for ch in c.choice if ch.component == "ucc"]
+            if bands:
+                out[c.collective] = bands
+    return out
 
 
 def component_env(env):
@@ -43,12 +56,18 @@ def test_components_are_combined_over_the_geometrys_collectives_for_every_profil
     profiles = sorted({c.collective for c in site.table.cases})
     for nodes, ppn in geometries(site):
         best = best_components(site, nodes, ppn)
-        ucc = sorted(c for c, k in best.items() if k == "ucc")
+        ucc = ucc_bands(site, nodes, ppn)
         hcoll = sorted(c for c, k in best.items() if k == "hcoll")
         expected = {}
         if ucc:
             expected.update(OMPI_MCA_coll_ucc_enable="1", OMPI_MCA_coll_ucc_priority="100",
-                            OMPI_MCA_coll_ucc_cts=",".join(ucc))
+                            OMPI_MCA_coll_ucc_cts=",".join(sorted(ucc)))
+            declined = ["%s:%d-%s:0" % (c, max(lo * (nodes * ppn if c in ("alltoall", "allgather") else 1) - 1, 0),
+                                        "inf" if hi is None else hi * (nodes * ppn if c in ("alltoall", "allgather")
+                                                                       else 1) - 1)
+                        for c in sorted(ucc) for lo, hi in envmap.gaps(ucc[c])]
+            if declined:
+                expected["UCC_CL_BASIC_TUNE"] = "#".join(declined)
         if best:
             expected["OMPI_MCA_coll_hcoll_enable"] = "1" if hcoll else "0"
         if hcoll:
@@ -59,12 +78,17 @@ def test_components_are_combined_over_the_geometrys_collectives_for_every_profil
 
 def test_a_geometry_where_three_collectives_chose_three_components():
     # BM.Optimized3.36, 2 nodes x 16 ppn (seed 000): allgather's best is HCOLL, allreduce's UCC,
-    # alltoall's no component. HCOLL runs allgather only; UCC runs allreduce; alltoall stays on tuned.
+    # alltoall's no component. HCOLL runs allgather only; UCC runs allreduce up to 8 KB (its choice:
+    # UCC below 8 KB, HCOLL above; HCOLL has no per-size switch, so from 8 KB on allreduce goes back
+    # to tuned: UCC declines from 8192 B, which UCC's inclusive range ends make "8191-inf");
+    # alltoall stays on tuned.
     site = sites.load_named("oci-bm-optimized3.36")
     assert best_components(site, 2, 16) == {"allgather": "hcoll", "allreduce": "ucc", "alltoall": "none"}
+    assert ucc_bands(site, 2, 16) == {"allreduce": [(0, 8192)]}
     assert component_env(env_for(site, 2, 16)) == {
         "OMPI_MCA_coll_hcoll_enable": "1", "HCOLL_ML_DISABLE_ALLREDUCE": "1", "HCOLL_ML_DISABLE_ALLTOALL": "1",
-        "OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100", "OMPI_MCA_coll_ucc_cts": "allreduce"}
+        "OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100", "OMPI_MCA_coll_ucc_cts": "allreduce",
+        "UCC_CL_BASIC_TUNE": "allreduce:8191-inf:0"}
 
 
 @pytest.mark.parametrize("name", SEED_SITES)

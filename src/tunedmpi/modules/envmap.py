@@ -48,6 +48,20 @@ def dominant_component(case, available):
     return comp if comp in available else "none"
 
 
+def gaps(bands):
+    """The sizes [(lo, hi)] that sorted, non-overlapping bands leave out of [0, no end)."""
+    out, at = [], 0
+    for lo, hi in bands:
+        if lo > at:
+            out.append((at, lo))
+        at = hi
+        if hi is None:
+            break
+    if at is not None:
+        out.append((at, None))
+    return out
+
+
 def rndv_value(value, ucx_version, multi_node):
     """UCX >= 1.17 takes the keyed form as is; older UCX takes one value: inter or intra."""
     if value is None or ":" not in value or ucx_version >= (1, 17):
@@ -111,7 +125,45 @@ def knob_env(site, values, multi_node):
         if knob.startswith("coll_tuned_"):
             env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
             env["OMPI_MCA_" + knob] = str(values[knob])
+    # A sweep's component stage: UCC runs these collectives at every size (a table routes per size
+    # with its `choice`: row_env).
+    ucc = sorted(c for c in UCC_CTS_NAMES if values.get("coll_%s_component" % c) == "ucc")
+    if ucc and "ucc" in site.components:
+        env.update(ucc_env(ucc))
+    elif ucc:
+        notes.append("UCC not set for %s: the site's MPI has no UCC (site.yaml components)" % ", ".join(ucc))
     return env, notes
+
+
+# UCC sizes alltoall and allgather by the whole receive buffer (ucc_coll_args_msgsize): the block
+# per rank (IMB's #bytes, the tables' sizes) times the ranks of the communicator.
+UCC_SIZE_PER_RANK = ("alltoall", "allgather")
+
+
+def ucc_token(coll, lo, hi, ranks):
+    """UCC's tuning token declining coll from lo to hi (exclusive; None: no end), table sizes. UCC
+    matches a size against the first range whose inclusive end reaches it (ucc_coll_score_map.c:
+    start <= size <= end), and a range it splits starts where the one before ends, so a range that
+    must catch size S starts at S - 1."""
+    scale = ranks if coll in UCC_SIZE_PER_RANK else 1
+    start = max(lo * scale - 1, 0)
+    return "%s:%d-%s:0" % (coll, start, "inf" if hi is None else hi * scale - 1)
+
+
+def ucc_env(collectives, declined=(), ranks=1):
+    """UCC for these collectives (Open MPI's coll_ucc_cts) and, where it should run only some
+    sizes, UCC's own tuning string declining the others: ``declined`` = [(collective, lo, hi)],
+    hi exclusive (None: no end), for a job of ``ranks`` ranks. Score 0 disables UCC's basic CL for
+    that collective and range (ucc_info -c: UCC_CL_BASIC_TUNE), so UCC answers "not supported"
+    and Open MPI's coll_ucc hands the call to the component below it (coll_tuned)."""
+    env = OrderedDict()
+    env["OMPI_MCA_coll_ucc_enable"] = "1"
+    # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
+    env["OMPI_MCA_coll_ucc_priority"] = "100"
+    env["OMPI_MCA_coll_ucc_cts"] = ",".join(collectives)  # only these go to UCC
+    if declined:
+        env["UCC_CL_BASIC_TUNE"] = "#".join(ucc_token(c, lo, hi, ranks) for c, lo, hi in declined)
+    return env
 
 
 # HPC-X (NVIDIA's bundle of Open MPI 4.1.x, UCX, UCC, HCOLL and SHARP): a tuned hpcx module sets
@@ -133,6 +185,9 @@ HPCX_VARIABLES = OrderedDict([
                                    "with coll_ucc_enable 1 and coll_ucc_priority 100)"),
     ("OMPI_MCA_coll_ucc_cts", "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; "
                               "check it in HPC-X's Open MPI 4.1 before relying on it)"),
+    ("UCC_CL_BASIC_TUNE", "UCC's own parameter (ucc_info -c of UCC 1.3.0: known-params/ucc-1.3.0.txt), read by "
+                          "the UCC HPC-X bundles; it keeps UCC to the message sizes its table chose (confirm with "
+                          "HPC-X's ucc_info -c)"),
     ("SLURM_DISTRIBUTION", "Slurm's srun(1) (input environment variable of --distribution): the launcher's, "
                            "not the MPI's"),
 ])
@@ -170,11 +225,17 @@ def row_env(site, table, nodes, ppn, profile):
     env, notes = knob_env(site, values, nodes >= 2)
     # Collective components, only where the table measured collectives at this geometry, combined
     # over the geometry's collectives whatever the profile (the seed studies measured one collective
-    # at a time; the profile's row gives only the job-wide knobs): UCC is routed per collective with
-    # coll_ucc_cts; HCOLL is on when any collective chose it, and HCOLL's own per-collective switch
+    # at a time; the profile's row gives only the job-wide knobs): UCC takes each collective that
+    # chose it for some sizes (coll_ucc_cts) and declines the sizes it did not win (UCC's tuning
+    # string, so those calls go on to the next component); HCOLL, which has no per-size switch, is
+    # on when any collective chose it for most sizes, and HCOLL's own per-collective switch
     # (HCOLL_ML_DISABLE_<COLL>, HCOLL_DISABLE) keeps it off for the measured ones that did not.
     has = set(site.components)
-    ucc_colls = sorted(c for c, k in comps.items() if k == "ucc")
+    ucc_bands = {case.collective: [(ch.band.lo, ch.band.hi) for ch in case.choice if ch.component == "ucc"]
+                 for case in table.cases
+                 if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES}
+    ucc_colls = sorted(c for c, bands in ucc_bands.items() if bands)
+    declined = [(c, lo, hi) for c in ucc_colls for lo, hi in gaps(ucc_bands[c])]
     hcoll_colls = sorted(c for c, k in comps.items() if k == "hcoll")
     if "hcoll" in has and comps:
         env["OMPI_MCA_coll_hcoll_enable"] = "1" if hcoll_colls else "0"
@@ -182,10 +243,7 @@ def row_env(site, table, nodes, ppn, profile):
             for coll in sorted(c for c in comps if c not in hcoll_colls):
                 env[HCOLL_DISABLE % coll.upper()] = "1"
     if "ucc" in has and ucc_colls:
-        env["OMPI_MCA_coll_ucc_enable"] = "1"
-        # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
-        env["OMPI_MCA_coll_ucc_priority"] = "100"
-        env["OMPI_MCA_coll_ucc_cts"] = ",".join(ucc_colls)  # only these go to UCC
+        env.update(ucc_env(ucc_colls, declined, nodes * ppn))
     if site.mpi_flavour == "hpcx":
         env, notes = hpcx_env(env, notes)
     return env, comp, values.get("nps"), notes

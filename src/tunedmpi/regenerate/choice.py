@@ -30,13 +30,19 @@ OPERATION_OF = {b: op for op, benches in OPERATIONS.items() for b in benches}
 
 
 def per_collective(knob):
-    """A knob that each collective gets for itself (coll_tuned_<coll>_algorithm, ..._segmentsize)."""
-    return knob.startswith("coll_tuned_")
+    """A knob that each collective gets for itself (coll_tuned_<coll>_algorithm, ..._segmentsize,
+    coll_<coll>_component)."""
+    return knob.startswith("coll_tuned_") or is_component(knob)
+
+
+def is_component(knob):
+    """coll_<coll>_component: which component runs the collective (none or ucc)."""
+    return knob.startswith("coll_") and knob.endswith("_component")
 
 
 def collective_of(knob):
-    """coll_tuned_allreduce_algorithm -> allreduce."""
-    return knob[len("coll_tuned_"):].split("_", 1)[0]
+    """coll_tuned_allreduce_algorithm, coll_allreduce_component -> allreduce."""
+    return knob[len("coll_tuned_" if knob.startswith("coll_tuned_") else "coll_"):].split("_", 1)[0]
 
 
 def program_of(record):

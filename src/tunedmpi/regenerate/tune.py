@@ -79,8 +79,9 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
-    """(reference entry, {(algorithm, segsize): entry}) of one per-collective stage: the runs on top
-    of the job configuration with Open MPI's own choice, and with each forced algorithm."""
+    """(reference entry, {key: entry}) of one per-collective stage: the runs on top of the job
+    configuration with Open MPI's own choice, and with each candidate: key (algorithm, segsize) for
+    an algorithm stage, the component ("ucc") for a component stage."""
     reference, candidates = None, {}
     for (st, cid), e in (geo_data or {}).items():
         cfg = e["config"]
@@ -89,6 +90,10 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
         if not any(k in cfg for k in knobs):
             reference = e
             continue
+        component = cfg.get("coll_%s_component" % coll)
+        if component:
+            candidates[component] = e
+            continue
         alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
         seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
         candidates[(alg, seg)] = e
@@ -96,13 +101,14 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
 
 
 def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA,
-               confirm_geo=None):
+               confirm_geo=None, components=False):
     """Bands for one collective from its per-collective stage, measured on top of the job
     configuration, or None. Also the per-size relative time of the chosen bands (for regret).
-    confirm_geo: a confirmation campaign's data at this geometry, on which the bands are tested."""
+    confirm_geo: a confirmation campaign's data at this geometry, on which the bands are tested.
+    components: from its component stage (none or UCC per size) instead of its algorithm stage."""
     for name, knobs in stages:
         per = [k for k in knobs if choice.per_collective(k) and choice.collective_of(k) == coll]
-        if not per or len(per) != len(knobs):
+        if not per or len(per) != len(knobs) or any(map(choice.is_component, per)) != components:
             continue
         base = geo_data.get((name, "baseline"))
         if not base or coll not in base["bench"]:
@@ -154,12 +160,15 @@ def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFA
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        d["bands"] = (size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo)
-                      if op in schema.COLLECTIVES else None)
-        chosen_rel = d["bands"]["effective"] if d["bands"] else _job_rel(geo_data, stages, job, d["benchmarks"][0])
+        coll = op in schema.COLLECTIVES
+        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
+        d["components"] = size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, True) if coll else None
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
-        oracle = d["bands"]["oracle"] if d["bands"] else d["oracle"]
+        # The algorithm stage's where there is one, else the component stage's.
+        per_size = d["bands"] or d["components"]
+        chosen_rel = per_size["effective"] if per_size else _job_rel(geo_data, stages, job, d["benchmarks"][0])
+        oracle = per_size["oracle"] if per_size else d["oracle"]
         ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
         d["regret"] = {"mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
                        "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None, "sizes": len(ratios)}
@@ -215,6 +224,24 @@ def _op_case(site, nodes, ppn, d, job, cids):
                                for k in schema.INTER_NODE_KNOBS if k not in job)
         if unstated:
             case["unstated"] = unstated
+    comps = d.get("components")
+    if comps and comps["bands"]:
+        # Component per message size: UCC where it beat Open MPI's own collectives with significance
+        # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
+        chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
+        if any(k != "none" for _, _, k in chosen):
+            case["settings"] = OrderedDict((c, case["settings"]["none"]) for c in ["none"] + sorted(
+                {k for _, _, k in chosen} - {"none"}))
+            case["choice"] = [OrderedDict([("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None),
+                                           ("component", k)]) for lo, hi, k in chosen]
+    if comps:
+        notes.append("components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
+                     "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
+                     "band(s) go to UCC (%s)" % (
+                         comps["stage"], CONFIRMED if comps["confirmed"] else "", len([t for t in comps["tests"] if t[6]]),
+                         len(comps["tests"]), "; ".join("%s-%s %s x%.2f p=%.2g" % (
+                             format_size(t[0]), format_size(t[1]), t[2], t[3], t[4]) for t in comps["tests"])
+                         or "UCC won no size"))
     got = d.get("bands")
     if got and got["bands"]:
         names = rulesfile.algorithms(d["op"], site.mpi_version)

@@ -183,6 +183,13 @@ KNOBS = {
     "btl_tcp_links": _count("btl_tcp_links", 1, 8),
     # ranks that wait call sched_yield() instead of spinning, so whatever else needs that core runs
     "mpi_yield_when_idle": _flag("mpi_yield_when_idle"),
+    # Which component runs one collective (a sweep's per-collective component stage; a table says
+    # it per message size with a case's `choice`): Open MPI's own (none) or UCC. Per collective, as
+    # Open MPI routes it (coll_ucc_cts); where UCC runs only some sizes, UCC's own tuning string
+    # declines the others (modules/envmap.py).
+    **{"coll_%s_component" % c: _choice("coll_%s_component" % c, ("none", "ucc"),
+                                         "use none (Open MPI's own collectives) or ucc")
+       for c in ("alltoall", "allgather", "allreduce", "bcast")},
     "coll_tuned_alltoall_algorithm": _algorithm,
     "coll_tuned_allgather_algorithm": _algorithm,
     "coll_tuned_allreduce_algorithm": _algorithm,

@@ -21,7 +21,8 @@ from tunedmpi.tables import rulesfile
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/-]*$")
+# '#': UCC's tuning strings separate their tokens with it (envmap.ucc_env); inert in both quotings.
+ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*$")
 _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
@@ -69,7 +70,7 @@ def _checked(site, name, value, where):
     if not ENV_NAME.match(name) or not ENV_VALUE.match(str(value)):
         raise InputError(site.table.path if site.table else site.path, where[0], where[1],
                          "refusing to render %s=%r into a modulefile" % (name, value),
-                         "values may hold only letters, digits and _ . , : ^ + / -")
+                         "values may hold only letters, digits and _ . , : ^ + / # -")
     return str(value)
 
 
