@@ -307,16 +307,18 @@ def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
     assert bad.returncode == 2 and "pml" in bad.stderr and "fix:" in bad.stderr
 
 
-def test_the_committed_local_table_is_what_tune_makes_of_the_archived_campaign(tmp_path):
-    """The local table's measurements are archived (one archive per campaign the table names): tune on
-    them must give the committed file."""
-    table = ROOT / "tuning-tables/local/openmpi-5.0.8.yaml"
+@pytest.mark.parametrize("site, table_name", [("local", "local/openmpi-5.0.8"),
+                                              ("local-source", "local-source/openmpi-5.0.6")])
+def test_the_committed_measured_table_is_what_tune_makes_of_the_archived_campaign(tmp_path, site, table_name):
+    """A measured table's measurements are archived (one archive per campaign the table names): tune
+    on them must give the committed file (local-source: its UCC component stages included)."""
+    table = ROOT / "tuning-tables" / (table_name + ".yaml")
     names = schema.load_table(str(table)).provenance["campaign"].split(", ")
     for name in names:
         unpack_archive(name, tmp_path)
     assert sorted(d.name for d in store.campaigns(tmp_path / "results-store")) == sorted(names)
-    out = tmp_path / "local" / "openmpi-5.0.8.yaml"
-    proc = cli("tune", "--site", "local", "--store", tmp_path / "results-store", "--out", out)
+    out = tmp_path / (table_name + ".yaml")
+    proc = cli("tune", "--site", site, "--store", tmp_path / "results-store", "--out", out)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == table.read_text()
 
