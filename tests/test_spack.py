@@ -398,7 +398,10 @@ def test_spack_yaml_structure(name, pkg):
     if name != "local":            # local: only externals, so nothing needs a compiler or a download
         assert by_name["intel-mpi-benchmarks"][1] == "2021.7"
         assert re.match(r"7\.\d", by_name["osu-micro-benchmarks"][1])     # 7.5 at the studied sites, 7.4 local-source
-    assert env["view"] is False and env["concretizer"]["unify"] is True
+    # a view only where the site's modules use it as the MPI's prefix (local-source: Spack builds
+    # the site's MPI, and its view is a path the committed modules can name)
+    assert env["view"] is (site.prefix == "site-configs/%s/.spack-env/view" % name)
+    assert env["concretizer"]["unify"] is True
     assert _resolve(path, env["repos"]["tunedmpi"]) == NAMESPACE
     dirs = [_resolve(path, d) for d in env["config"]["template_dirs"]]
     assert TEMPLATES in dirs
