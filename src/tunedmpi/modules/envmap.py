@@ -1,7 +1,7 @@
 """From a table row to environment variables, per MPI flavour and UCX version.
 
 Used at render time (the modulefile carries the result as data) and by `tunedmpi explain`, so the
-module and its Python twin cannot disagree on values. Facts behind each rule: DESIGN.md §5.
+module and its Python twin cannot disagree on values. Facts behind each rule: docs/design.md, "Knob facts".
 """
 from collections import OrderedDict
 
@@ -174,7 +174,7 @@ HPCX_VARIABLES = OrderedDict([
     ("UCX_TLS", HPCX_MANUAL + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default pml "
                 "since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x UCX_TLS=dc,shm,self)"),
     ("UCX_RNDV_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
-                        "directs); keyed intra:/inter: form only with UCX >= 1.17 (DESIGN.md section 5)"),
+                        "directs); keyed intra:/inter: form only with UCX >= 1.17 (docs/design.md, Knob facts)"),
     ("UCX_ZCOPY_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)"),
     ("OMPI_MCA_pml", "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml"),
     ("OMPI_MCA_osc", "Open MPI 4.1 MCA parameter (ompi_info --param osc all)"),

@@ -4,7 +4,7 @@ job-wide rule that picks ONE configuration for every operation of a job geometry
 Used by the sweep (which configuration later stages build on) and by tune (what the table says),
 so the configuration a sweep built its later stages on is the one tune writes.
 
-Two kinds of knobs (DESIGN.md, "One configuration per job"):
+Two kinds of knobs (docs/design.md, "One configuration per job"):
 - per-collective knobs, ``coll_tuned_<coll>_*``: each collective gets its own best, per message
   size (tunedmpi.regenerate.persize turns an algorithm stage into bands);
 - job-wide knobs, everything else (pml, osc, UCX, btl sm, ...): one value for the whole job.
