@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from tunedmpi import paths
+from tunedmpi.acceptance.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import schema, tablefmt
 
@@ -309,16 +310,18 @@ def build_parser():
                       "where one call takes milliseconds (e.g. the untuned default between namespace hosts)")
     p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
     p.add_argument("--ppn", type=whole(1), help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
-    p.add_argument("--repetitions", type=whole(1), default=5,
-                   help="runs per module and benchmark at the first look (default 5, at least 3)")
+    p.add_argument("--repetitions", type=whole(1),
+                   help="runs per module and benchmark at the first look (default 5; 15 with --full, so that the "
+                   "first look is judged over its pairs; at least 3)")
     p.add_argument("--no-extend", action="store_true",
                    help="no second look: do not measure up to twice the repetitions for undecided bands")
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
-    p.add_argument("--timeout", type=number(0), help="seconds per run (default 120 quick, 900 full)")
+    p.add_argument("--timeout", type=number(0), help="seconds per run (default 120 quick, 900 short and full)")
     p.add_argument("--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)")
-    p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
-    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--tolerance", type=number(0, low_ok=True), default=DEFAULT_TOLERANCE,
+                   help="smallest gain that counts (default %g)" % DEFAULT_TOLERANCE)
+    p.add_argument("--alpha", type=number(0, 1), default=DEFAULT_ALPHA, help="significance level (default %g)" % DEFAULT_ALPHA)
     p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
     p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
     p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")

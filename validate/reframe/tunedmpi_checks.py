@@ -60,7 +60,7 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
     modulepath = variable(str, value='')    # extra module directory (module use)
     full = variable(bool, value=False)      # the studies' sizes instead of the quick set
     benchmarks = variable(str, value='')    # comma list, e.g. allreduce,alltoall; '' = all
-    repetitions = variable(int, value=5)    # runs per module at the first look
+    repetitions = variable(int, value=0)    # runs per module at the first look; 0 = validate's (5, 15 with full)
     extend = variable(bool, value=True)     # validate's one bounded extension for undecided bands
     probes = variable(bool, value=False)    # validate/probes even where IMB/OSU exist
     nodes = variable(int, value=1)
@@ -79,12 +79,13 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
         self.num_tasks = self.nodes * self.ppn     # the allocation validate measures in
         self.num_tasks_per_node = self.ppn
         self.executable = self.validate_sh
-        opts = ['--nodes', str(self.nodes), '--ppn', str(self.ppn), '--repetitions', str(self.repetitions),
+        opts = ['--nodes', str(self.nodes), '--ppn', str(self.ppn),
                 '--tolerance', str(self.tolerance), '--alpha', str(self.alpha),
                 '--out', os.path.join(self.stagedir, 'results')]
         for option, value in (('--site', self.site), ('--module', self.module), ('--baseline', self.baseline),
                               ('--modulepath', self.modulepath)):
             opts += [option, value] if value else []
+        opts += ['--repetitions', str(self.repetitions)] if self.repetitions else []
         opts += ['--full'] if self.full else []
         opts += ['--benchmarks', self.benchmarks] if self.benchmarks else []
         opts += [] if self.extend else ['--no-extend']

@@ -312,7 +312,7 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 # crossover test below gave smaller p than the test within host states in most bands
 # (results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the degrees of
 # freedom of the unpaired test, so it is used from PAIRED_MIN pairs at the first look: a choice
-# fixed by the design, never by the data.
+# fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
 PAIRED_MIN = 10
 PAIRED_TEST_NAME = ("crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
                     "pairs' differences); Holm over bands")

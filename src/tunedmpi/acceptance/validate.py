@@ -27,6 +27,19 @@ from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
 MIN_REPETITIONS = 3   # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
+# Pairs per module at the first look, per set (--repetitions overrides). --full starts with 15 so that
+# its first look is paired (stats.PAIRED_MIN): on this project's hosts the crossover test over the pairs
+# found far more real gains than the unpaired test at the same false-call rate (validate/README.md,
+# "Why --full defaults to 15 pairs"). The quick sets keep 5: a crossover test on 5 pairs has 3 degrees
+# of freedom, which costs more than pairing gains.
+DEFAULT_REPETITIONS = {"quick": 5, "short": 5, "full": 15}
+EXTENSION_FACTOR = 2  # the one extension measures undecided benchmarks up to this many times the first look
+DEFAULT_TIMEOUT_S = {"quick": 120.0, "short": 900.0, "full": 900.0}   # per run
+
+
+def first_look(set_name, requested=None):
+    """Pairs at the first look: --repetitions when given, else the set's default."""
+    return requested or DEFAULT_REPETITIONS[set_name]
 
 
 @dataclass
@@ -39,6 +52,7 @@ class Options:
     ppn: int = 2
     geometry_source: str = "default"
     repetitions: int = 5          # the first look; the extension may double it for undecided benchmarks
+                                  # (options_from_args: DEFAULT_REPETITIONS of the set)
     extend: bool = True
     timeout: float = 120.0
     retries: int = 1
@@ -118,12 +132,12 @@ def campaign(opts):
     module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
     # which hosts the ranks land on under each module (the tuned one may set the placement)
     placement = {role: runner.placement(module, binaries.modules) for role, module in module_of.items()}
-    design = stats.Design(opts.repetitions, opts.repetitions * 2 if opts.extend else opts.repetitions)
+    design = stats.Design(opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions)
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     records = []
     sys.stderr.write("validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
                      % (opts.tuned, opts.baseline, opts.nodes, opts.ppn, opts.set_name, opts.repetitions,
-                        " (+ up to %d for undecided bands)" % opts.repetitions if opts.extend else "",
+                        " (+ up to %d for undecided bands)" % (design.final - design.first) if opts.extend else "",
                         "benchmarks: " + binaries.suite, outdir))
 
     def measure_reps(todo, first, last):
@@ -285,14 +299,15 @@ def options_from_args(args):
     if only and not set(only) <= known:
         raise CannotRun("--benchmarks: unknown benchmark(s) %s; choose from %s"
                         % (", ".join(sorted(set(only) - known)), ", ".join(sorted(known))))
-    if args.repetitions < MIN_REPETITIONS:
-        raise CannotRun("--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
-                        "the largest and the smallest run); use --repetitions %d or more (default 5)"
-                        % (args.repetitions, MIN_REPETITIONS, MIN_REPETITIONS))
     set_name = "full" if args.full else "short" if args.short else "quick"
+    repetitions = first_look(set_name, args.repetitions)
+    if repetitions < MIN_REPETITIONS:
+        raise CannotRun("--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
+                        "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
+                        % (repetitions, MIN_REPETITIONS, MIN_REPETITIONS, DEFAULT_REPETITIONS[set_name], set_name))
     return Options(site=site.name, tuned=tuned, baseline=baseline, set_name=set_name, nodes=nodes, ppn=ppn,
-                   geometry_source=source, repetitions=args.repetitions, extend=not args.no_extend,
-                   timeout=args.timeout or (120.0 if set_name == "quick" else 900.0),
+                   geometry_source=source, repetitions=repetitions, extend=not args.no_extend,
+                   timeout=args.timeout or DEFAULT_TIMEOUT_S[set_name],
                    retries=args.retries, tolerance=args.tolerance, alpha=args.alpha, only=only,
                    force_probes=args.probes, out=args.out, modulepaths=modulepaths)
 
