@@ -1,7 +1,7 @@
 /*
  * probe_coll.c - IMB-MPI1-style timing of MPI_Alltoall, MPI_Allgather,
  * MPI_Allreduce and MPI_Bcast, for machines without Intel MPI Benchmarks
- * (tunedmpi validate/probes, DESIGN.md section 7).
+ * (tunedmpi validate/probes, docs/design.md, "Benchmarks and probes").
  *
  * The table is printed byte-for-byte in IMB-MPI1 2021.11's format so one
  * parser reads both; the first output line says that this is a probe.

@@ -4,8 +4,9 @@
  * one-node job run on), bounce one cache line and time the round trip. On the 2-vCPU machines
  * of this project that round trip is ~100 ns in some spells of seconds to minutes and ~320 ns
  * in others, and a benchmark run that meets the slow spell runs latency-bound sizes 2-3x slower
- * under either module (docs/regenerate.md, "The host's slow state"). validate and sweep run this
- * before and after every run and record the figure, so runs can be compared in like states.
+ * under either module (results-archive/notes/2026-11-23-host-slow-state.md). validate and sweep
+ * run this before and after every run and record the figure, so runs can be compared in like
+ * states (docs/design.md, "Statistics").
  *
  * Usage: probe_host [milliseconds]   (default 100)
  * Output, one line:

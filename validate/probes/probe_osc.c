@@ -1,7 +1,7 @@
 /*
  * probe_osc.c - OSU-style one-sided (MPI RMA) latency and bandwidth probe
  * for machines without OSU Micro-Benchmarks (tunedmpi validate/probes,
- * DESIGN.md section 7).
+ * docs/design.md, "Benchmarks and probes").
  *
  * Output is OSU Micro-Benchmarks 7.4's format, header lines included, so one
  * parser reads both; the first line says that this is a probe.
