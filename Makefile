@@ -36,6 +36,8 @@ tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 
 test: system-packages-test $(BIN)/tunedmpi  ## the whole test suite, and committed modulefiles are current
 	$(BIN)/tunedmpi render --check
+	$(BIN)/ruff format --check .     # formatting and lint: [tool.ruff] in pyproject.toml
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -rs   # -rs: each skip says what it needs
 
 # A Slurm cluster of namespace hosts on this machine, to try multi-node jobs (root; docs/slurm.md,
