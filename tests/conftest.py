@@ -27,15 +27,23 @@ def seed_path(name):
 def needs_seed(name):
     """A skipif mark for tests that read seed `name`, its reason one line saying where to put it."""
     folder = os.environ.get(SEEDS_VAR)
-    where = "%s=%s does not hold it; point it at" % (SEEDS_VAR, folder) if folder else "set %s to" % SEEDS_VAR
-    return pytest.mark.skipif(seed_path(name) is None, reason="needs seed %s: %s the folder that holds it "
-                              "(the team's shared/seeds)" % (name, where))
+    where = (
+        "%s=%s does not hold it; point it at" % (SEEDS_VAR, folder)
+        if folder
+        else "set %s to" % SEEDS_VAR
+    )
+    return pytest.mark.skipif(
+        seed_path(name) is None,
+        reason="needs seed %s: %s the folder that holds it "
+        "(the team's shared/seeds)" % (name, where),
+    )
 
 
 def unpack_archive(name, dest):
     """results-archive/<name>.tar.xz unpacked under dest (its results-store/ or validate-results/
     folder inside), extracting only plain files and folders where Python can say so."""
     import tarfile
+
     safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     with tarfile.open(ROOT / "results-archive" / ("%s.tar.xz" % name)) as tar:
         tar.extractall(dest, **safe)
@@ -50,4 +58,5 @@ def run_cli(capsys):
         code = main([str(a) for a in args])
         out, err = capsys.readouterr()
         return code, out, err
+
     return run

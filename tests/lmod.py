@@ -1,11 +1,20 @@
 """Run real Lmod (Debian's `lmod` package) from tests: load modules in clean subshells, read env."""
+
 import os
 import shlex
 import subprocess
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
-WATCHED = ("UCX_", "UCC_", "OMPI_MCA_", "PRTE_MCA_", "HCOLL_", "SLURM_DISTRIBUTION", "TUNEDMPI_SELECTION",
-           "TUNEDMPI_ROW")
+WATCHED = (
+    "UCX_",
+    "UCC_",
+    "OMPI_MCA_",
+    "PRTE_MCA_",
+    "HCOLL_",
+    "SLURM_DISTRIBUTION",
+    "TUNEDMPI_SELECTION",
+    "TUNEDMPI_ROW",
+)
 
 
 def available():
@@ -14,9 +23,28 @@ def available():
 
 def clean_env(**extra):
     """This process's environment without scheduler, tuning, MPI or Lmod state (tests set their own)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "HCOLL_",
-                                "PRTE_MCA_", "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LM"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "SLURM_",
+                "PBS_",
+                "LSB_",
+                "FLUX_",
+                "TUNEDMPI_",
+                "UCX_",
+                "OMPI_MCA_",
+                "HCOLL_",
+                "PRTE_MCA_",
+                "LMOD",
+                "MODULE",
+                "_LMFILES_",
+                "LOADEDMODULES",
+                "__LM",
+            )
+        )
+    }
     # Lmod drops duplicate PATH entries as it edits PATH: start without any, so before/after compare.
     seen = []
     for part in env.get("PATH", "").split(":"):
@@ -44,8 +72,11 @@ def site_modulepaths(site, tmp_path, root):
         prefix = stand_in_prefix(site, tmp_path)
         base = tmp_path / "base" / (site.base_module + ".lua")
         base.parent.mkdir(parents=True, exist_ok=True)
-        base.write_text('whatis("stand-in for the site\'s own MPI module")\n'
-                        'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\nprepend_path("PATH", "%s/bin")\n' % (prefix, prefix))
+        base.write_text(
+            'whatis("stand-in for the site\'s own MPI module")\n'
+            'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\nprepend_path("PATH", "%s/bin")\n'
+            % (prefix, prefix)
+        )
         paths.append(tmp_path / "base")
     return paths
 
@@ -54,8 +85,13 @@ def shell(modulepaths, script, **env):
     """Run a bash script with Lmod initialised and the modulepaths in use; a CompletedProcess."""
     head = ["set -u", "source %s" % LMOD_INIT]
     head += ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
-    return subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(head + [script])],
-                          env=clean_env(**env), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", "\n".join(head + [script])],
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT):
@@ -66,11 +102,17 @@ def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT)
     script = [init] + ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
     for i, env in enumerate(envs):
         exports = " ".join("export %s=%s;" % (k, shlex.quote(v)) for k, v in env.items())
-        script.append("( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "
-                      "env; echo '@@ERR'; cat /tmp/.lmod_err_$$; echo '@@END' )"
-                      % (exports, module, extra, i))
-    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(script)], env=clean_env(),
-                          capture_output=True, text=True, timeout=600)
+        script.append(
+            "( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "
+            "env; echo '@@ERR'; cat /tmp/.lmod_err_$$; echo '@@END' )" % (exports, module, extra, i)
+        )
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", "\n".join(script)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     results = []
     for block in proc.stdout.split("@@CASE ")[1:]:
         head, _, rest = block.partition("\n")

@@ -1,6 +1,7 @@
 """Seed 002's broadcast pipeline model (tunedmpi.regenerate.bcastmodel): the fit, the segment size against a
 brute-force minimum of the cost equations, the paper's own numbers, bands that the real tuning-table
 checker accepts, and the model-vs-measured report. Pure Python, real fixture output."""
+
 import math
 
 import pytest
@@ -11,9 +12,13 @@ from tunedmpi.errors import InputError
 from tunedmpi.regenerate import bcastmodel as bm
 from tunedmpi.tables import schema
 
-PINGPONG = FIXTURES / "imb" / "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt"
+PINGPONG = (
+    FIXTURES
+    / "imb"
+    / "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt"
+)
 OSU_BCAST = FIXTURES / "osu" / "osu-7.4_osu_bcast_c-validation_default-ompi.txt"
-IMB_SIZES = [0] + [2 ** i for i in range(21)]          # -msglog 0:20
+IMB_SIZES = [0] + [2**i for i in range(21)]  # -msglog 0:20
 
 
 def series(path, bench):
@@ -26,7 +31,7 @@ def series(path, bench):
 
 
 def test_fit_recovers_an_exact_line():
-    L, B = 1.73, 6340.0                                 # seed 002's Trinaryx6 fit: 1.73 us, 6.34 GB/s
+    L, B = 1.73, 6340.0  # seed 002's Trinaryx6 fit: 1.73 us, 6.34 GB/s
     f = bm.fit([(m, L + m / B) for m in IMB_SIZES])
     assert f.L == pytest.approx(L, rel=1e-9) and f.B == pytest.approx(B, rel=1e-9)
     assert f.n == 22 and f.rms_rel < 1e-9 and f.r2 == pytest.approx(1.0) and not f.latency_clamped
@@ -60,14 +65,17 @@ def test_fit_real_imb_pingpong_and_osu_bcast():
     assert "L = 3.937 us, B = 10868 bytes/us" in big.describe()
 
 
-@pytest.mark.parametrize("points, kwargs, key, message", [
-    ([(0, 1.0)], {}, "points", "a line needs 2"),
-    ([(0, 1.0), (8, 1.0), (64, -2.0)], {}, "points[2]", "times > 0"),
-    ([(0, 5.0), (1024, 4.0), (4096, 3.0)], {}, "points", "does not grow with size"),
-    ([(0, 1.0), (8, "x")], {}, "points[1]", "not a (bytes, microseconds) pair"),
-    ([(0, 1.0), (8, 2.0)], {"rounds": 0}, "rounds", "rounds must be"),
-    ([(0, 1.0), (8, 2.0), (16, 3.0)], {"lo": 16}, "points", "1 point(s)"),
-])
+@pytest.mark.parametrize(
+    "points, kwargs, key, message",
+    [
+        ([(0, 1.0)], {}, "points", "a line needs 2"),
+        ([(0, 1.0), (8, 1.0), (64, -2.0)], {}, "points[2]", "times > 0"),
+        ([(0, 5.0), (1024, 4.0), (4096, 3.0)], {}, "points", "does not grow with size"),
+        ([(0, 1.0), (8, "x")], {}, "points[1]", "not a (bytes, microseconds) pair"),
+        ([(0, 1.0), (8, 2.0)], {"rounds": 0}, "rounds", "rounds must be"),
+        ([(0, 1.0), (8, 2.0), (16, 3.0)], {"lo": 16}, "points", "1 point(s)"),
+    ],
+)
 def test_fit_refuses_bad_points(points, kwargs, key, message):
     with pytest.raises(InputError) as err:
         bm.fit(points, **kwargs)
@@ -96,11 +104,19 @@ def brute_force_minimum(cost, hi):
     return math.exp((a + b) / 2)
 
 
-@pytest.mark.parametrize("L, B, k, M", [
-    (4.29, 6640.0, 11, 1 << 20),        # seed 002 Bintree3d, 3072 ranks 1D: eq. 7, k = ceil(log2 3072) - 1
-    (4.29, 6640.0, 11, 1 << 26),
-    (3.94, 10868.0, 62, 1 << 20),       # this machine's PingPong fit, a 64-rank pipeline
-])
+@pytest.mark.parametrize(
+    "L, B, k, M",
+    [
+        (
+            4.29,
+            6640.0,
+            11,
+            1 << 20,
+        ),  # seed 002 Bintree3d, 3072 ranks 1D: eq. 7, k = ceil(log2 3072) - 1
+        (4.29, 6640.0, 11, 1 << 26),
+        (3.94, 10868.0, 62, 1 << 20),  # this machine's PingPong fit, a 64-rank pipeline
+    ],
+)
 def test_eq7_is_the_minimum_of_eq6(L, B, k, M):
     depth = k + 1
     eq6 = lambda m: (depth + M / m - 1) * (L + m / B)
@@ -111,8 +127,10 @@ def test_eq7_is_the_minimum_of_eq6(L, B, k, M):
 def test_the_papers_bintree3d_numbers():
     # 3072 nodes, one axis: k = ceil(log2 3072) + 0 + 0 - 1 = 11; L = 4.29 us, B = 6.64 GB/s
     assert bm.optimal_segment(4.29, 6640.0, 1 << 20, 11) == pytest.approx(52109.4, abs=0.5)
-    assert bm.segment_size(4.29, 6640.0, 1 << 20, 11) == 65536      # 32 KB and 64 KB straddle it
-    assert bm.predict(4.29, 6640.0, 1 << 20, 11, 65536) < bm.predict(4.29, 6640.0, 1 << 20, 11, 32768)
+    assert bm.segment_size(4.29, 6640.0, 1 << 20, 11) == 65536  # 32 KB and 64 KB straddle it
+    assert bm.predict(4.29, 6640.0, 1 << 20, 11, 65536) < bm.predict(
+        4.29, 6640.0, 1 << 20, 11, 32768
+    )
 
 
 def test_eq5_as_printed_is_not_the_minimum_of_eq4():
@@ -134,7 +152,9 @@ def test_segment_size_is_the_best_power_of_two(ranks):
         seg = bm.segment_size(L, B, M, k)
         candidates = [0] + [1 << j for j in range(31) if (1 << j) < M]
         best = min(candidates, key=lambda s: (bm.predict(L, B, M, k, s), s))
-        assert bm.predict(L, B, M, k, seg) == pytest.approx(bm.predict(L, B, M, k, best), rel=1e-12), (M, seg, best)
+        assert bm.predict(L, B, M, k, seg) == pytest.approx(
+            bm.predict(L, B, M, k, best), rel=1e-12
+        ), (M, seg, best)
         assert seg == 0 or (seg & (seg - 1) == 0 and seg < M)
 
 
@@ -157,8 +177,17 @@ def test_k_for_open_mpi_algorithms():
         bm.k_for("pipeline", 1)
 
 
-@pytest.mark.parametrize("L, B, k, M", [(-1, 100.0, 1, 10), (1, 0.0, 1, 10), (1, 100.0, -1, 10),
-                                        (1, 100.0, 1, -5), (1, float("nan"), 1, 10), (True, 100.0, 1, 10)])
+@pytest.mark.parametrize(
+    "L, B, k, M",
+    [
+        (-1, 100.0, 1, 10),
+        (1, 0.0, 1, 10),
+        (1, 100.0, -1, 10),
+        (1, 100.0, 1, -5),
+        (1, float("nan"), 1, 10),
+        (True, 100.0, 1, 10),
+    ],
+)
 def test_model_refuses_bad_arguments(L, B, k, M):
     with pytest.raises(InputError) as err:
         bm.segment_size(L, B, M, k)
@@ -196,12 +225,13 @@ cases:
 def checked(bands, nodes, ppn):
     """The bands through the real tuning-table checker (schema.py and rulesfile.render)."""
     import json
+
     table = schema.load_table("model.yaml", TABLE % (nodes, ppn, json.dumps(bands)))
     return [(b.lo, b.hi, b.name, b.segsize, b.faninout) for b in table.cases[0].bands]
 
 
 def test_bands_merge_sizes_and_pass_the_table_checker():
-    L, B = 3.94, 10868.0                       # the PingPong fit above 4 KB
+    L, B = 3.94, 10868.0  # the PingPong fit above 4 KB
     k = bm.k_for("pipeline", 64)
     got = bm.bands(L, B, IMB_SIZES, k)
     assert got == [
@@ -213,27 +243,34 @@ def test_bands_merge_sizes_and_pass_the_table_checker():
         {"from": 262144, "to": 1048576, "algorithm": "pipeline", "segsize": 16384},
         {"from": 1048576, "to": None, "algorithm": "pipeline", "segsize": 32768},
     ]
-    for band in got:                            # every size in a band gets that band's segment size
-        assert all(bm.segment_size(L, B, m, k) == band["segsize"] for m in IMB_SIZES
-                   if m >= band["from"] and (band["to"] is None or m < band["to"]))
+    for band in got:  # every size in a band gets that band's segment size
+        assert all(
+            bm.segment_size(L, B, m, k) == band["segsize"]
+            for m in IMB_SIZES
+            if m >= band["from"] and (band["to"] is None or m < band["to"])
+        )
     assert checked(got, 1, 64) == [(b["from"], b["to"], "pipeline", b["segsize"], 0) for b in got]
 
 
 def test_two_ranks_is_one_unsegmented_band_and_chain_carries_its_fanout():
     assert bm.bands(3.94, 10868.0, IMB_SIZES, bm.k_for("pipeline", 2)) == [
-        {"from": 0, "to": None, "algorithm": "pipeline", "segsize": 0}]
+        {"from": 0, "to": None, "algorithm": "pipeline", "segsize": 0}
+    ]
     chain = bm.bands(3.94, 10868.0, IMB_SIZES, 14, algorithm=2, faninout=1)
     assert {b["algorithm"] for b in chain} == {"chain"} and {b["faninout"] for b in chain} == {1}
     assert checked(chain, 1, 16) == [(b["from"], b["to"], "chain", b["segsize"], 1) for b in chain]
 
 
-@pytest.mark.parametrize("kwargs, key, message", [
-    ({"algorithm": "binomial_tree"}, "algorithm", "no bcast algorithm"),
-    ({"algorithm": "basic_linear"}, "algorithm", "does not segment"),
-    ({"algorithm": "chain"}, "faninout", "needs its chain fan-out"),
-    ({"algorithm": "pipeline", "faninout": 2}, "faninout", "takes no fan-out"),
-    ({"sizes": []}, "sizes", "no message sizes"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key, message",
+    [
+        ({"algorithm": "binomial_tree"}, "algorithm", "no bcast algorithm"),
+        ({"algorithm": "basic_linear"}, "algorithm", "does not segment"),
+        ({"algorithm": "chain"}, "faninout", "needs its chain fan-out"),
+        ({"algorithm": "pipeline", "faninout": 2}, "faninout", "takes no fan-out"),
+        ({"sizes": []}, "sizes", "no message sizes"),
+    ],
+)
 def test_bands_refuse_what_open_mpi_would_ignore(kwargs, key, message):
     args = dict(L=3.94, B=10868.0, sizes=IMB_SIZES, k=14)
     args.update(kwargs)
@@ -259,12 +296,21 @@ def test_report_puts_the_models_choice_beside_the_measured_best():
     lines = text.splitlines()
     assert lines[0].startswith("| #bytes | model segsize | model us | best segsize | best us |")
     row = {int(l.split("|")[1]): [c.strip() for c in l.split("|")[2:-1]] for l in lines[2:5]}
-    assert list(row) == [4096, 65536, 1048576]                          # sorted by size
-    assert row[4096] == ["0 (none)", "%.2f" % bm.predict(L, B, 4096, k, 0), "0 (none)", "5.20", "5.20", "1.00"]
+    assert list(row) == [4096, 65536, 1048576]  # sorted by size
+    assert row[4096] == [
+        "0 (none)",
+        "%.2f" % bm.predict(L, B, 4096, k, 0),
+        "0 (none)",
+        "5.20",
+        "5.20",
+        "1.00",
+    ]
     assert row[65536][0] == "16384" and row[65536][2:] == ["0 (none)", "40.10", "44.20", "1.10"]
     assert row[1048576][0] == "65536" and row[1048576][2:] == ["32768", "150.50", "171.00", "1.14"]
     assert "the measured best at 1 of 3 sizes" in text
     # a segment as large as the message is "no segmentation": the model's 0, measured twice here
     same = bm.report(L, B, k, {4096: {4096: 5.0, 65536: 4.0, 1024: 9.0}}).splitlines()[2]
-    assert same == "| 4096 | 0 (none) | %.2f | 0 (none) | 4.00 | 4.00 | 1.00 |" % bm.predict(L, B, 4096, k, 0)
+    assert same == "| 4096 | 0 (none) | %.2f | 0 (none) | 4.00 | 4.00 | 1.00 |" % bm.predict(
+        L, B, 4096, k, 0
+    )
     assert "not measured" in bm.report(L, B, k, {1048576: {0: 10.0}})

@@ -1,14 +1,37 @@
 """Random damage to real tables must give InputError(s), never another exception (no traceback)."""
+
 import random
 
 from conftest import FIXTURES, ROOT
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import schema
 
-SOURCES = [FIXTURES / "tables" / "valid.yaml",
-           ROOT / "tuning-tables" / "nagoya-flow-type2" / "openmpi-4.1.2.yaml"]
-JUNK = ["", "]]", "{", "- ", ": ", "null", "[1, 2]", "{a: b}", "!!python/object:os.system", "\t",
-        "'", '"', "0", "-1", "1e9", "yes", "~", "&a", "*a", "? x"]
+SOURCES = [
+    FIXTURES / "tables" / "valid.yaml",
+    ROOT / "tuning-tables" / "nagoya-flow-type2" / "openmpi-4.1.2.yaml",
+]
+JUNK = [
+    "",
+    "]]",
+    "{",
+    "- ",
+    ": ",
+    "null",
+    "[1, 2]",
+    "{a: b}",
+    "!!python/object:os.system",
+    "\t",
+    "'",
+    '"',
+    "0",
+    "-1",
+    "1e9",
+    "yes",
+    "~",
+    "&a",
+    "*a",
+    "? x",
+]
 
 
 def damaged(text, rng):

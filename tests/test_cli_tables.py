@@ -10,13 +10,32 @@ def test_csv_has_exactly_the_documented_columns(run_cli):
     code, out, err = run_cli("tables", VALID, "--format", "csv")
     assert code == 0, err
     rows = list(csv.reader(io.StringIO(out)))
-    assert rows[0] == ["nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",
-                       "ucx_zcopy_thresh", "nps", "mapping"]
+    assert rows[0] == [
+        "nodes",
+        "ppn",
+        "collective",
+        "component",
+        "ucx_tls",
+        "ucx_rndv_thresh",
+        "ucx_zcopy_thresh",
+        "nps",
+        "mapping",
+    ]
     assert rows[1:] == [
         ["1", "8", "alltoall", "none", "", "32kb", "", "2", "cyclic"],
         ["1", "8", "alltoall", "ucc", "", "32kb", "", "1", "cyclic"],
         ["1", "8", "alltoall", "hcoll", "", "32kb", "", "1", "block"],
-        ["2", "8", "allreduce", "none", "self,sm,rc", "intra:128kb,inter:128kb", "128kb", "1", "block"],
+        [
+            "2",
+            "8",
+            "allreduce",
+            "none",
+            "self,sm,rc",
+            "intra:128kb,inter:128kb",
+            "128kb",
+            "1",
+            "block",
+        ],
     ]
 
 
@@ -62,20 +81,29 @@ def test_grid_lists_each_cases_algorithm_bands(run_cli):
     rows = [line.split() for line in listing.splitlines()[2:]]
     assert [" ".join(r) for r in rows] == [
         "1x2 alltoall 0 - end two_proc (5)",
-        "1x4 allgather 0 - 1kb bruck (2)", "1kb - end ring (4)",
-        "1x4 allreduce 0 - 4kb basic_linear (1)", "4kb - end segmented_ring (5) segsize 4kb",
-        "1x4 alltoall 0 - 1kb modified_bruck (3)", "1kb - end linear (1)",
-        "1x4 bcast 0 - 1kb chain (2) faninout 2", "1kb - end scatter_allgather (8)",
-        "2x4 allreduce 0 - 64kb recursive_doubling (3)", "64kb - end rabenseifner (6)",
-        "2x4 alltoall 0 - 256 Open MPI's fixed decision (0)", "256 - end pairwise (2)"]
+        "1x4 allgather 0 - 1kb bruck (2)",
+        "1kb - end ring (4)",
+        "1x4 allreduce 0 - 4kb basic_linear (1)",
+        "4kb - end segmented_ring (5) segsize 4kb",
+        "1x4 alltoall 0 - 1kb modified_bruck (3)",
+        "1kb - end linear (1)",
+        "1x4 bcast 0 - 1kb chain (2) faninout 2",
+        "1kb - end scatter_allgather (8)",
+        "2x4 allreduce 0 - 64kb recursive_doubling (3)",
+        "64kb - end rabenseifner (6)",
+        "2x4 alltoall 0 - 256 Open MPI's fixed decision (0)",
+        "256 - end pairwise (2)",
+    ]
     # continuation lines keep the size column under the first line's
     lines = listing.splitlines()
     first, cont = lines[3], lines[4]
     assert first.index("0 - 1kb") == cont.index("1kb - end")
-    assert "- +bands" in head and "- ? +bands" in head                # 1x4 and 2x4 (unstated) cells
+    assert "- +bands" in head and "- ? +bands" in head  # 1x4 and 2x4 (unstated) cells
 
 
 def test_tables_without_bands_print_no_band_listing(run_cli):
-    code, out, err = run_cli("tables", ROOT / "tuning-tables" / "oci-bm-optimized3.36")     # a seed table: none
+    code, out, err = run_cli(
+        "tables", ROOT / "tuning-tables" / "oci-bm-optimized3.36"
+    )  # a seed table: none
     assert code == 0, err
     assert "coll_tuned algorithm bands (" not in out and "+bands" not in out.split("\n", 2)[2]

@@ -8,6 +8,7 @@ Two kinds of quotes are checked:
   pattern must still occur in its doc, and every occurrence must carry the code's value. A doc
   rewritten without one of them fails here with the name of the quote: move it to the new wording.
 """
+
 import re
 from pathlib import Path
 
@@ -18,9 +19,13 @@ from tunedmpi.acceptance import history, stats, validate
 from tunedmpi.bench import suites
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = sorted(["README.md", "validate/README.md", "site-configs/README.md", "tuning-tables/README.md"]
-                   + ["docs/" + p.name for p in (ROOT / "docs").glob("*.md")])
-NOTES = sorted("results-archive/notes/" + p.name for p in (ROOT / "results-archive" / "notes").glob("*.md"))
+REFERENCE = sorted(
+    ["README.md", "validate/README.md", "site-configs/README.md", "tuning-tables/README.md"]
+    + ["docs/" + p.name for p in (ROOT / "docs").glob("*.md")]
+)
+NOTES = sorted(
+    "results-archive/notes/" + p.name for p in (ROOT / "results-archive" / "notes").glob("*.md")
+)
 MODULES = {"stats": stats, "validate": validate, "history": history, "suites": suites}
 
 
@@ -61,50 +66,153 @@ WORDS = {2: "twice", 3: "three times"}
 
 # (name, doc, pattern, expected): expected() gives the tuple of strings the groups must equal.
 QUOTES = [
-    ("bands", "validate/README.md", r"band: (≤ 1 KB, 1–64 KB,\s+64 KB–1 MB, > 1 MB)", lambda: (band_labels(),)),
-    ("bands", "docs/design.md", r"\(`BANDS`\): (≤ 1 KB, 1–64 KB, 64 KB–1 MB, > 1 MB)", lambda: (band_labels(),)),
-    ("tolerance", "validate/README.md", r"at least the tolerance \((\d+) %\)", lambda: (pct(stats.DEFAULT_TOLERANCE),)),
+    (
+        "bands",
+        "validate/README.md",
+        r"band: (≤ 1 KB, 1–64 KB,\s+64 KB–1 MB, > 1 MB)",
+        lambda: (band_labels(),),
+    ),
+    (
+        "bands",
+        "docs/design.md",
+        r"\(`BANDS`\): (≤ 1 KB, 1–64 KB, 64 KB–1 MB, > 1 MB)",
+        lambda: (band_labels(),),
+    ),
+    (
+        "tolerance",
+        "validate/README.md",
+        r"at least the tolerance \((\d+) %\)",
+        lambda: (pct(stats.DEFAULT_TOLERANCE),),
+    ),
     ("tolerance", "validate/README.md", r"±(\d+) %", lambda: (pct(stats.DEFAULT_TOLERANCE),)),
-    ("tolerance and alpha", "validate/README.md", r"`--tolerance`, `--alpha` \| ([0-9.]+), ([0-9.]+) \|",
-     lambda: ("%g" % validate_defaults().tolerance, "%g" % validate_defaults().alpha)),
-    ("cli defaults are stats'", "validate/README.md", r"`--tolerance`, `--alpha` \| ([0-9.]+), ([0-9.]+) \|",
-     lambda: ("%g" % stats.DEFAULT_TOLERANCE, "%g" % stats.DEFAULT_ALPHA)),
-    ("repetitions", "validate/README.md",
-     r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\), (\d+) \(`--full`\) \| pairs at the first look \(at least (\d+)\)",
-     lambda: (str(validate.DEFAULT_REPETITIONS["quick"]), str(validate.DEFAULT_REPETITIONS["full"]),
-              str(validate.MIN_REPETITIONS))),
-    ("short set like quick", "validate/README.md", r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\)",
-     lambda: (str(validate.DEFAULT_REPETITIONS["short"]),)),
-    ("--full pairs", "validate/README.md", r"`--full` defaults to (\d+) pairs", lambda: (str(validate.DEFAULT_REPETITIONS["full"]),)),
-    ("--full pairs", "validate/README.md", r"--full\s+# the studies' sizes, (\d+) pairs", lambda: (str(validate.DEFAULT_REPETITIONS["full"]),)),
-    ("quick pairs", "validate/README.md", r"The quick set stays at\s+(\d+) pairs", lambda: (str(validate.DEFAULT_REPETITIONS["quick"]),)),
-    ("extension", "validate/README.md", r"up to (\w+) the pairs", lambda: (WORDS[validate.EXTENSION_FACTOR],)),
-    ("extension", "docs/design.md", r"`Design\(first, final=(\d+) × first\)`", lambda: (str(validate.EXTENSION_FACTOR),)),
-    ("timeouts and retries", "validate/README.md", r"\| (\d+) s `--quick`, else (\d+) s; (\d+) \|",
-     lambda: ("%g" % validate.DEFAULT_TIMEOUT_S["quick"], "%g" % validate.DEFAULT_TIMEOUT_S["full"],
-              str(validate_defaults().retries))),
-    ("Pocock level", "docs/design.md", r"fraction of 1/2 \(([0-9.]+) for α = ([0-9.]+)\)",
-     lambda: ("%.4f" % stats.Design(1, 2).level(stats.DEFAULT_ALPHA, 1), "%g" % stats.DEFAULT_ALPHA)),
-    ("Yuen from n runs", "docs/design.md", r"from (\d+) runs a side Yuen's", lambda: (str(min(
-        n for n in range(2, 50) if stats.trimmed([float(i) for i in range(n)])[2] < n)),)),
-    ("drift margin", "validate/README.md", r"`--margin`\s+\(([0-9.]+)\)", lambda: ("%.2f" % history.DEFAULT_MARGIN,)),
-    ("runs per campaign", "docs/slurm.md", r"(\d+) for quick's (\d+)\s+repetitions, (\d+) for full's (\d+)",
-     lambda: tuple(str(v) for v in (
-         2 * validate.DEFAULT_REPETITIONS["quick"] * (1 + len(suites.ONE_SIDED)), validate.DEFAULT_REPETITIONS["quick"],
-         2 * validate.DEFAULT_REPETITIONS["full"] * (1 + len(suites.ONE_SIDED)), validate.DEFAULT_REPETITIONS["full"]))),
-    ("tune's band gain", "docs/regenerate.md", r"gain ≥ (\d+) %", lambda: (pct(stats.DEFAULT_TOLERANCE),)),
+    (
+        "tolerance and alpha",
+        "validate/README.md",
+        r"`--tolerance`, `--alpha` \| ([0-9.]+), ([0-9.]+) \|",
+        lambda: ("%g" % validate_defaults().tolerance, "%g" % validate_defaults().alpha),
+    ),
+    (
+        "cli defaults are stats'",
+        "validate/README.md",
+        r"`--tolerance`, `--alpha` \| ([0-9.]+), ([0-9.]+) \|",
+        lambda: ("%g" % stats.DEFAULT_TOLERANCE, "%g" % stats.DEFAULT_ALPHA),
+    ),
+    (
+        "repetitions",
+        "validate/README.md",
+        r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\), (\d+) \(`--full`\) \| pairs at the first look \(at least (\d+)\)",
+        lambda: (
+            str(validate.DEFAULT_REPETITIONS["quick"]),
+            str(validate.DEFAULT_REPETITIONS["full"]),
+            str(validate.MIN_REPETITIONS),
+        ),
+    ),
+    (
+        "short set like quick",
+        "validate/README.md",
+        r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\)",
+        lambda: (str(validate.DEFAULT_REPETITIONS["short"]),),
+    ),
+    (
+        "--full pairs",
+        "validate/README.md",
+        r"`--full` defaults to (\d+) pairs",
+        lambda: (str(validate.DEFAULT_REPETITIONS["full"]),),
+    ),
+    (
+        "--full pairs",
+        "validate/README.md",
+        r"--full\s+# the studies' sizes, (\d+) pairs",
+        lambda: (str(validate.DEFAULT_REPETITIONS["full"]),),
+    ),
+    (
+        "quick pairs",
+        "validate/README.md",
+        r"The quick set stays at\s+(\d+) pairs",
+        lambda: (str(validate.DEFAULT_REPETITIONS["quick"]),),
+    ),
+    (
+        "extension",
+        "validate/README.md",
+        r"up to (\w+) the pairs",
+        lambda: (WORDS[validate.EXTENSION_FACTOR],),
+    ),
+    (
+        "extension",
+        "docs/design.md",
+        r"`Design\(first, final=(\d+) × first\)`",
+        lambda: (str(validate.EXTENSION_FACTOR),),
+    ),
+    (
+        "timeouts and retries",
+        "validate/README.md",
+        r"\| (\d+) s `--quick`, else (\d+) s; (\d+) \|",
+        lambda: (
+            "%g" % validate.DEFAULT_TIMEOUT_S["quick"],
+            "%g" % validate.DEFAULT_TIMEOUT_S["full"],
+            str(validate_defaults().retries),
+        ),
+    ),
+    (
+        "Pocock level",
+        "docs/design.md",
+        r"fraction of 1/2 \(([0-9.]+) for α = ([0-9.]+)\)",
+        lambda: (
+            "%.4f" % stats.Design(1, 2).level(stats.DEFAULT_ALPHA, 1),
+            "%g" % stats.DEFAULT_ALPHA,
+        ),
+    ),
+    (
+        "Yuen from n runs",
+        "docs/design.md",
+        r"from (\d+) runs a side Yuen's",
+        lambda: (
+            str(min(n for n in range(2, 50) if stats.trimmed([float(i) for i in range(n)])[2] < n)),
+        ),
+    ),
+    (
+        "drift margin",
+        "validate/README.md",
+        r"`--margin`\s+\(([0-9.]+)\)",
+        lambda: ("%.2f" % history.DEFAULT_MARGIN,),
+    ),
+    (
+        "runs per campaign",
+        "docs/slurm.md",
+        r"(\d+) for quick's (\d+)\s+repetitions, (\d+) for full's (\d+)",
+        lambda: tuple(
+            str(v)
+            for v in (
+                2 * validate.DEFAULT_REPETITIONS["quick"] * (1 + len(suites.ONE_SIDED)),
+                validate.DEFAULT_REPETITIONS["quick"],
+                2 * validate.DEFAULT_REPETITIONS["full"] * (1 + len(suites.ONE_SIDED)),
+                validate.DEFAULT_REPETITIONS["full"],
+            )
+        ),
+    ),
+    (
+        "tune's band gain",
+        "docs/regenerate.md",
+        r"gain ≥ (\d+) %",
+        lambda: (pct(stats.DEFAULT_TOLERANCE),),
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, doc, pattern, expected", QUOTES, ids=["%s: %s" % (q[1], q[0]) for q in QUOTES])
+@pytest.mark.parametrize(
+    "name, doc, pattern, expected", QUOTES, ids=["%s: %s" % (q[1], q[0]) for q in QUOTES]
+)
 def test_a_quoted_default_is_the_codes(name, doc, pattern, expected):
     found = [m.groups() for m in re.finditer(pattern, text(doc))]
-    assert found, ("%s no longer quotes %s (pattern %r): reword the doc to quote it, or change QUOTES in "
-                   "tests/test_docs.py with the doc" % (doc, name, pattern))
+    assert found, (
+        "%s no longer quotes %s (pattern %r): reword the doc to quote it, or change QUOTES in "
+        "tests/test_docs.py with the doc" % (doc, name, pattern)
+    )
     want = tuple(expected())
     for groups in found:
         assert tuple(" ".join(g.split()) for g in groups) == want, (
-            "%s quotes %s as %s, the code says %s" % (doc, name, ", ".join(groups), ", ".join(want)))
+            "%s quotes %s as %s, the code says %s" % (doc, name, ", ".join(groups), ", ".join(want))
+        )
 
 
 CONSTANT = re.compile(r"`(?:(\w+)\.)?([A-Z][A-Z0-9_]+)` = ([0-9][0-9.]*)")
@@ -116,16 +224,34 @@ def quoted_constants():
 
 def test_the_docs_quote_some_constants_by_name():
     names = {name for _, _, name, _ in quoted_constants()}
-    assert {"PAIRED_MIN", "SLOW_FACTOR", "FAST_QUANTILE", "DEFAULT_ALPHA", "DEFAULT_TOLERANCE"} <= names, names
+    assert {
+        "PAIRED_MIN",
+        "SLOW_FACTOR",
+        "FAST_QUANTILE",
+        "DEFAULT_ALPHA",
+        "DEFAULT_TOLERANCE",
+    } <= names, names
 
 
 @pytest.mark.parametrize("doc, module, name, value", quoted_constants(), ids=lambda v: str(v))
 def test_a_constant_quoted_by_name_has_the_codes_value(doc, module, name, value):
     owners = [MODULES[module]] if module else [m for m in MODULES.values() if hasattr(m, name)]
-    assert module in (None,) + tuple(MODULES), "%s: `%s.%s`: no such module among %s" % (doc, module, name, sorted(MODULES))
-    assert owners and hasattr(owners[0], name), "%s quotes `%s`, which the code does not define" % (doc, name)
-    assert float(value) == float(getattr(owners[0], name)), (
-        "%s: `%s` = %s, but the code has %r" % (doc, name, value, getattr(owners[0], name)))
+    assert module in (None,) + tuple(MODULES), "%s: `%s.%s`: no such module among %s" % (
+        doc,
+        module,
+        name,
+        sorted(MODULES),
+    )
+    assert owners and hasattr(owners[0], name), "%s quotes `%s`, which the code does not define" % (
+        doc,
+        name,
+    )
+    assert float(value) == float(getattr(owners[0], name)), "%s: `%s` = %s, but the code has %r" % (
+        doc,
+        name,
+        value,
+        getattr(owners[0], name),
+    )
 
 
 def test_the_full_set_is_judged_by_the_crossover_test_and_the_quick_set_is_not():
@@ -167,4 +293,8 @@ def test_a_relative_link_resolves(doc, target):
     dest = (ROOT / doc).parent / path if path else ROOT / doc
     assert dest.exists(), "%s links to %s, which does not exist" % (doc, target)
     if anchor and dest.suffix == ".md":
-        assert anchor in anchors(dest), "%s links to %s: no heading with anchor #%s there" % (doc, target, anchor)
+        assert anchor in anchors(dest), "%s links to %s: no heading with anchor #%s there" % (
+            doc,
+            target,
+            anchor,
+        )

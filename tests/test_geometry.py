@@ -1,4 +1,5 @@
 """The Python twin of the load-time selector: geometry from scheduler variables, row choice."""
+
 import pytest
 
 from tunedmpi.modules import geometry as g
@@ -11,16 +12,38 @@ def detect(env, tmp_path=None):
     return geo.nodes, geo.ppn, geo.source
 
 
-@pytest.mark.parametrize("text,value", [("8", 8), ("036", 36), ("", None), ("0", None), ("-2", None),
-                                        ("2.5", None), ("x", None), (" 4", None), (None, None),
-                                        ("99999999", None)])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("8", 8),
+        ("036", 36),
+        ("", None),
+        ("0", None),
+        ("-2", None),
+        ("2.5", None),
+        ("x", None),
+        (" 4", None),
+        (None, None),
+        ("99999999", None),
+    ],
+)
 def test_count_accepts_only_positive_whole_numbers(text, value):
     assert g.count(text) == value
 
 
-@pytest.mark.parametrize("text,value", [("36(x2),20", 36), ("20,36(x2)", 36), ("4", 4),
-                                        ("2(x3)", 2), ("", None), ("36(x)", None), ("a,b", None),
-                                        ("0(x2)", None)])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("36(x2),20", 36),
+        ("20,36(x2)", 36),
+        ("4", 4),
+        ("2(x3)", 2),
+        ("", None),
+        ("36(x)", None),
+        ("a,b", None),
+        ("0(x2)", None),
+    ],
+)
 def test_slurm_compressed_task_list(text, value):
     assert g.max_tasks_per_node(text) == value
 
@@ -59,25 +82,33 @@ def test_lsf_and_flux():
 
 
 def test_first_scheduler_that_makes_sense_wins():
-    env = {"SLURM_JOB_NUM_NODES": "0", "PBS_NUM_NODES": "2", "PBS_NUM_PPN": "8",
-           "FLUX_JOB_NNODES": "4", "FLUX_JOB_SIZE": "16"}
+    env = {
+        "SLURM_JOB_NUM_NODES": "0",
+        "PBS_NUM_NODES": "2",
+        "PBS_NUM_PPN": "8",
+        "FLUX_JOB_NNODES": "4",
+        "FLUX_JOB_SIZE": "16",
+    }
     assert detect(env) == (2, 8, "pbs")
 
 
 GRID = [(n, p) for n in (1, 2, 4, 8) for p in (8, 16, 32, 36)]
 
 
-@pytest.mark.parametrize("nodes,ppn,row,kind", [
-    (2, 16, (2, 16), "exact"),
-    (3, 16, (4, 16), "nearest"),      # 4/3 = 1.33 < 3/2 = 1.5: 3 is nearer 4 on a log2 scale
-    (6, 16, (8, 16), "nearest"),      # 6/4 = 1.5 > 8/6 = 1.33
-    (1, 20, (1, 16), "nearest"),
-    (1, 24, (1, 16), "nearest"),      # tie 16 vs 32 at distance 8 -> the smaller
-    (1, 34, (1, 32), "nearest"),
-    (16, 36, (8, 36), "extrapolated"),
-    (1, 64, (1, 36), "extrapolated"),
-    (1, 2, (1, 8), "extrapolated"),
-])
+@pytest.mark.parametrize(
+    "nodes,ppn,row,kind",
+    [
+        (2, 16, (2, 16), "exact"),
+        (3, 16, (4, 16), "nearest"),  # 4/3 = 1.33 < 3/2 = 1.5: 3 is nearer 4 on a log2 scale
+        (6, 16, (8, 16), "nearest"),  # 6/4 = 1.5 > 8/6 = 1.33
+        (1, 20, (1, 16), "nearest"),
+        (1, 24, (1, 16), "nearest"),  # tie 16 vs 32 at distance 8 -> the smaller
+        (1, 34, (1, 32), "nearest"),
+        (16, 36, (8, 36), "extrapolated"),
+        (1, 64, (1, 36), "extrapolated"),
+        (1, 2, (1, 8), "extrapolated"),
+    ],
+)
 def test_row_choice(nodes, ppn, row, kind):
     m = g.choose_row(GRID, nodes, ppn)
     assert ((m.nodes, m.ppn), m.kind) == (row, kind)

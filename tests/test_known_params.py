@@ -3,6 +3,7 @@ shipped module and every name envmap can emit, against known-params/; a misspelt
 naming the variable, the version and the list; and the PyPI wheel's real mpirun agrees with the
 lists (UCX warns about a name not in them, Open MPI refuses a component not in them, skips one
 it lacks in an exclusion, and PRRTE reads the stand-in name)."""
+
 import re
 import shutil
 import subprocess
@@ -15,8 +16,10 @@ from tunedmpi.modules import envmap, knownparams, paramlists, sites
 
 BIN = ROOT / ".venv" / "bin"
 LISTS = ROOT / "known-params"
-needs_wheel = pytest.mark.skipif(not (BIN / "mpicc").exists() or not shutil.which("cc"),
-                                 reason="no Open MPI wheel in .venv or no C compiler (run make)")
+needs_wheel = pytest.mark.skipif(
+    not (BIN / "mpicc").exists() or not shutil.which("cc"),
+    reason="no Open MPI wheel in .venv or no C compiler (run make)",
+)
 
 
 def problems(report):
@@ -36,9 +39,11 @@ def test_every_shipped_module_and_every_envmap_name_is_known(site):
 def test_the_cli_reports_counts_and_stand_ins(run_cli):
     code, out, _ = run_cli("known-params", "--site", "oci-bm-optimized3.36")
     assert code == 0, out
-    assert re.search(r"^ok   oci-bm-optimized3\.36: \d+ variables in 8 module files", out, re.M), out
+    assert re.search(r"^ok   oci-bm-optimized3\.36: \d+ variables in 8 module files", out, re.M), (
+        out
+    )
     assert "stand-in used (oci-bm-optimized3.36): known-params/ucx-1.18.1.txt for ucx 1.17" in out
-    assert "HCOLL_ML_DISABLE_ALLGATHER" in out          # HCOLL: names only, said so
+    assert "HCOLL_ML_DISABLE_ALLGATHER" in out  # HCOLL: names only, said so
 
 
 def _respelt(monkeypatch, old, new):
@@ -47,22 +52,42 @@ def _respelt(monkeypatch, old, new):
     def knob_env(site, values, multi_node):
         env, notes = real(site, values, multi_node)
         return OrderedDict((new if k == old else k, v) for k, v in env.items()), notes
+
     monkeypatch.setattr(envmap, "knob_env", knob_env)
 
 
-@pytest.mark.parametrize("old, new, version, listfile", [
-    ("OMPI_MCA_coll_tuned_alltoall_algorithm", "OMPI_MCA_coll_tuned_alltoal_algorithm", "Open MPI 5.0.8",
-     "known-params/openmpi-5.0.8.txt"),
-    ("UCX_RNDV_THRESH", "UCX_RNDV_THRESHOLD", "UCX 1.18", "known-params/ucx-1.18.1.txt"),
-    ("PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_rmaps_ranking_policy", "Open MPI 5.0.8",
-     "known-params/openmpi-5.0.8.txt"),
-])
-def test_a_misspelt_mapping_fails_naming_variable_version_and_list(monkeypatch, old, new, version, listfile):
+@pytest.mark.parametrize(
+    "old, new, version, listfile",
+    [
+        (
+            "OMPI_MCA_coll_tuned_alltoall_algorithm",
+            "OMPI_MCA_coll_tuned_alltoal_algorithm",
+            "Open MPI 5.0.8",
+            "known-params/openmpi-5.0.8.txt",
+        ),
+        ("UCX_RNDV_THRESH", "UCX_RNDV_THRESHOLD", "UCX 1.18", "known-params/ucx-1.18.1.txt"),
+        (
+            "PRTE_MCA_rmaps_default_ranking_policy",
+            "PRTE_MCA_rmaps_ranking_policy",
+            "Open MPI 5.0.8",
+            "known-params/openmpi-5.0.8.txt",
+        ),
+    ],
+)
+def test_a_misspelt_mapping_fails_naming_variable_version_and_list(
+    monkeypatch, old, new, version, listfile
+):
     _respelt(monkeypatch, old, new)
     report = knownparams.check(["local"])
     assert not report.ok()
-    hits = [p for p in problems(report) if ": %s: not a parameter of %s (%s)" % (new, version, listfile) in p]
-    assert hits and hits[0].startswith("envmap (site local, Open MPI 5.0.8), knob "), problems(report)
+    hits = [
+        p
+        for p in problems(report)
+        if ": %s: not a parameter of %s (%s)" % (new, version, listfile) in p
+    ]
+    assert hits and hits[0].startswith("envmap (site local, Open MPI 5.0.8), knob "), problems(
+        report
+    )
 
 
 def test_a_misspelt_name_or_value_in_a_shipped_module_fails(tmp_path):
@@ -72,10 +97,18 @@ def test_a_misspelt_name_or_value_in_a_shipped_module_fails(tmp_path):
     lua.write_text(lua.read_text().replace('"OMPI_MCA_pml_ucx_tls"', '"OMPI_MCA_pml_ucx_tsl"'))
     tcl.write_text(tcl.read_text().replace('"OMPI_MCA_pml" "ucx"', '"OMPI_MCA_pml" "ucxx"', 1))
     got = problems(knownparams.check(["local"], root=tmp_path))
-    assert ("modulefiles/local/openmpi-tuned/5.0.8.lua: OMPI_MCA_pml_ucx_tsl: not a parameter of Open MPI 5.0.8 "
-            "(known-params/openmpi-5.0.8.txt)") in got, got
-    assert [p for p in got if p.startswith("modulefiles/local/openmpi-tuned/5.0.8: OMPI_MCA_pml=ucxx: Open MPI 5.0.8 "
-                                           "has no ucxx (it lists: cm monitoring ob1 ucx v)")], got
+    assert (
+        "modulefiles/local/openmpi-tuned/5.0.8.lua: OMPI_MCA_pml_ucx_tsl: not a parameter of Open MPI 5.0.8 "
+        "(known-params/openmpi-5.0.8.txt)"
+    ) in got, got
+    assert [
+        p
+        for p in got
+        if p.startswith(
+            "modulefiles/local/openmpi-tuned/5.0.8: OMPI_MCA_pml=ucxx: Open MPI 5.0.8 "
+            "has no ucxx (it lists: cm monitoring ob1 ucx v)"
+        )
+    ], got
     assert not [p for p in got if "modulefiles/local/openmpi/" in p]
 
 
@@ -90,7 +123,9 @@ def test_values_follow_what_the_library_does():
     assert knownparams.check_value("pairwise", alg, known) is None
     assert "is not one of" in knownparams.check_value("6", alg, known)
     rank = known.lookup("PRTE_MCA_rmaps_default_ranking_policy")[0]
-    assert "is not one of" in knownparams.check_value("core", rank, known)   # PRRTE 3 exits 213 on it
+    assert "is not one of" in knownparams.check_value(
+        "core", rank, known
+    )  # PRRTE 3 exits 213 on it
     ucx = knownparams.resolve("ucx", "1.18")
     tls = ucx.lookup("UCX_TLS")[0]
     assert knownparams.check_value("self,sm,rc", tls, ucx) is None
@@ -100,7 +135,7 @@ def test_values_follow_what_the_library_does():
 
 def test_a_version_without_a_list_or_stand_in_is_an_error(tmp_path):
     for f in LISTS.glob("*.txt"):
-        shutil.copy(str(f), str(tmp_path))        # no STAND-INS.yaml: UCX 1.17 has no list
+        shutil.copy(str(f), str(tmp_path))  # no STAND-INS.yaml: UCX 1.17 has no list
     got = problems(knownparams.check(["oci-bm-standard-e6.256"], folder=tmp_path))
     assert [p for p in got if "UCX_RNDV_THRESH: no list of UCX 1.17 in known-params/" in p], got
 
@@ -146,21 +181,34 @@ def test_the_importer_reads_each_tool_and_round_trips(tmp_path):
     version, names = paramlists.ompi_info(OMPI_INFO)
     assert version == "5.0.8"
     assert names["OMPI_MCA_btl"] == ("list", frozenset({"sm", "tcp"}))
-    assert names["OMPI_MCA_smsc"] == ("list", frozenset())    # a framework this build has no component of
+    assert names["OMPI_MCA_smsc"] == (
+        "list",
+        frozenset(),
+    )  # a framework this build has no component of
     assert names["OMPI_MCA_btl_sm_eager_limit"] is None
     assert names["OMPI_MCA_btl_vader_eager_limit"] == ("deprecated", None)
-    assert names["OMPI_MCA_coll_tuned_bcast_algorithm"] == ("one-of", {"0": "ignore", "1": "basic_linear"})
-    assert "OMPI_MCA_coll_tuned_x" not in names              # a performance variable, not settable
+    assert names["OMPI_MCA_coll_tuned_bcast_algorithm"] == (
+        "one-of",
+        {"0": "ignore", "1": "basic_linear"},
+    )
+    assert "OMPI_MCA_coll_tuned_x" not in names  # a performance variable, not settable
     pversion, pnames = paramlists.prte_info(PRTE_INFO)
     assert pversion == "3.0.11a1"
     assert pnames["PRTE_MCA_rmaps"] == ("list", frozenset({"ppr", "round_robin"}))
-    assert pnames["PRTE_MCA_rmaps_default_ranking_policy"][1] == {w: w for w in ("slot", "node", "span", "fill")}
+    assert pnames["PRTE_MCA_rmaps_default_ranking_policy"][1] == {
+        w: w for w in ("slot", "node", "span", "fill")
+    }
     assert paramlists.ucx_transports(UCX_INFO) == {"sysv", "all", "sm", "shm", "dc", "dc_x"}
-    assert paramlists.config_names(UCX_INFO) == {"UCX_SYSV_FIFO_SIZE": None, "UCX_TLS": None,
-                                                 "UCX_MEM_CUDA_RELOC": ("deprecated", None)}
+    assert paramlists.config_names(UCX_INFO) == {
+        "UCX_SYSV_FIFO_SIZE": None,
+        "UCX_TLS": None,
+        "UCX_MEM_CUDA_RELOC": ("deprecated", None),
+    }
     names.update(pnames)
     path = tmp_path / "openmpi-5.0.8.txt"
-    path.write_text(paramlists.render("openmpi", "5.0.8", names, [("build", "test"), ("date", "2025-01-01")]))
+    path.write_text(
+        paramlists.render("openmpi", "5.0.8", names, [("build", "test"), ("date", "2025-01-01")])
+    )
     back = paramlists.read(path)
     assert (back.library, back.version, back.names) == ("openmpi", "5.0.8", names)
 
@@ -175,16 +223,27 @@ def test_the_wheel_list_is_what_the_importer_makes_from_the_wheel_now(tmp_path):
 @pytest.fixture(scope="module")
 def hello(tmp_path_factory):
     exe = tmp_path_factory.mktemp("mpi") / "hello"
-    subprocess.run([str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/hello.c")], check=True)
+    subprocess.run(
+        [str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/hello.c")], check=True
+    )
     return exe
 
 
 def mpirun(hello, env, *args, np=2):
     import os
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PRTE_", "UCX_", "PMIX_"))}
+
+    full = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PRTE_", "UCX_", "PMIX_"))
+    }
     full.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **env)
-    proc = subprocess.run([str(BIN / "mpirun")] + list(args) + ["-np", str(np), str(hello)], env=full,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
+    proc = subprocess.run(
+        [str(BIN / "mpirun")] + list(args) + ["-np", str(np), str(hello)],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=120,
+    )
     return proc.returncode, proc.stdout
 
 
@@ -192,9 +251,19 @@ def mpirun(hello, env, *args, np=2):
 def test_ucx_warns_about_a_name_the_list_lacks_and_not_about_the_ones_it_has(hello):
     ucx = paramlists.read(LISTS / "ucx-1.18.1.txt").names
     # The UCX names envmap emits for the local site, with values it emits, and one misspelling.
-    env = {"UCX_TLS": "self,posix", "UCX_RNDV_THRESH": "32kb", "UCX_ZCOPY_THRESH": "128kb", "UCX_RNDV_THRESHOLD": "8kb"}
-    assert all(n in ucx for n in env if n != "UCX_RNDV_THRESHOLD") and "UCX_RNDV_THRESHOLD" not in ucx
-    code, out = mpirun(hello, dict(env, OMPI_MCA_pml="ucx", OMPI_MCA_pml_ucx_tls="any", OMPI_MCA_pml_ucx_devices="any"))
+    env = {
+        "UCX_TLS": "self,posix",
+        "UCX_RNDV_THRESH": "32kb",
+        "UCX_ZCOPY_THRESH": "128kb",
+        "UCX_RNDV_THRESHOLD": "8kb",
+    }
+    assert (
+        all(n in ucx for n in env if n != "UCX_RNDV_THRESHOLD") and "UCX_RNDV_THRESHOLD" not in ucx
+    )
+    code, out = mpirun(
+        hello,
+        dict(env, OMPI_MCA_pml="ucx", OMPI_MCA_pml_ucx_tls="any", OMPI_MCA_pml_ucx_devices="any"),
+    )
     assert code == 0, out
     unused = set(re.findall(r"unused environment variable: (UCX_\w+)", out))
     assert unused == {"UCX_RNDV_THRESHOLD"}, out
@@ -209,14 +278,20 @@ def test_open_mpi_refuses_a_component_the_list_lacks_and_skips_it_in_an_exclusio
     # One rank: with two, the second may wait for the first's abort for ever.
     code, out = mpirun(hello, {"OMPI_MCA_smsc": "xpmem"}, np=1)
     # (the "requested component was not found" help text is sometimes lost in the abort)
-    assert code != 0 and re.search(r"A requested component was not found|error occurred in MPI_Init", out), out
-    code, out = mpirun(hello, {"OMPI_MCA_smsc": "^cma,xpmem,knem,accelerator"})   # what envmap's smsc=none sets
+    assert code != 0 and re.search(
+        r"A requested component was not found|error occurred in MPI_Init", out
+    ), out
+    code, out = mpirun(
+        hello, {"OMPI_MCA_smsc": "^cma,xpmem,knem,accelerator"}
+    )  # what envmap's smsc=none sets
     assert code == 0, out
 
 
 @needs_wheel
 def test_prrte_reads_the_stand_in_binding_name_and_not_a_misspelling(hello):
-    code, out = mpirun(hello, {"PRTE_MCA_hwloc_default_binding_policy": "none"}, "--report-bindings")
+    code, out = mpirun(
+        hello, {"PRTE_MCA_hwloc_default_binding_policy": "none"}, "--report-bindings"
+    )
     assert code == 0 and re.search(r"Rank \d is not bound", out), out
     code, out = mpirun(hello, {"PRTE_MCA_hwloc_default_binding_polcy": "none"}, "--report-bindings")
     assert code == 0 and re.search(r"Rank \d bound to", out), out
@@ -226,13 +301,24 @@ def test_open_mpi_4_gets_the_names_it_reads():
     """Found by this check: Open MPI 4.1 has btl vader (not sm), vader's single-copy mechanism (not
     smsc), and an mpirun (ORTE) that reads no PRTE_MCA_ variable (known-params/openmpi-4.1.4.txt)."""
     import dataclasses
+
     nagoya = sites.load_named("nagoya-flow-type2")
     values = {"btl_sm_eager_limit": 8192, "smsc": "none", "mapping": "cyclic"}
     env, notes = envmap.knob_env(nagoya, values, True)
-    assert dict(env) == {"SLURM_DISTRIBUTION": "block:cyclic", "OMPI_MCA_btl_vader_eager_limit": "8192",
-                         "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
-    assert [n for n in notes if n.startswith("PRTE_MCA_ placement not set: Open MPI 4.1.2's mpirun (ORTE)")]
+    assert dict(env) == {
+        "SLURM_DISTRIBUTION": "block:cyclic",
+        "OMPI_MCA_btl_vader_eager_limit": "8192",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    }
+    assert [
+        n
+        for n in notes
+        if n.startswith("PRTE_MCA_ placement not set: Open MPI 4.1.2's mpirun (ORTE)")
+    ]
     five = dataclasses.replace(nagoya, mpi_version="5.0.6")
     env, _ = envmap.knob_env(five, values, True)
-    assert env["OMPI_MCA_btl_sm_eager_limit"] == "8192" and env["OMPI_MCA_smsc"] == "^cma,xpmem,knem,accelerator"
+    assert (
+        env["OMPI_MCA_btl_sm_eager_limit"] == "8192"
+        and env["OMPI_MCA_smsc"] == "^cma,xpmem,knem,accelerator"
+    )
     assert env["PRTE_MCA_rmaps_default_mapping_policy"] == "numa"

@@ -1,6 +1,7 @@
 """The package shows the data flow (docs/design.md, "Stages"): each stage is a subpackage, and no stage
 imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc) sit below them all;
 cli.py sits on top."""
+
 import ast
 from pathlib import Path
 
@@ -25,15 +26,18 @@ def stage_of(dotted):
 def imports_of(path):
     """Absolute tunedmpi modules that ``path`` imports, anywhere in it (lazy imports included)."""
     rel = path.relative_to(SRC.parent).with_suffix("")
-    pkg = list(rel.parts[:-1])          # the package that relative imports start from
+    pkg = list(rel.parts[:-1])  # the package that relative imports start from
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            base = pkg[:len(pkg) - node.level + 1] if node.level else []
+            base = pkg[: len(pkg) - node.level + 1] if node.level else []
             mod = ".".join(base + ([node.module] if node.module else []))
             if mod.startswith("tunedmpi"):
-                found.update([mod] if node.module and mod != "tunedmpi" else
-                             [mod + "." + a.name for a in node.names])
+                found.update(
+                    [mod]
+                    if node.module and mod != "tunedmpi"
+                    else [mod + "." + a.name for a in node.names]
+                )
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("tunedmpi"))
     return found
@@ -44,13 +48,21 @@ MODULES = sorted(p for p in SRC.rglob("*.py"))
 
 def test_every_stage_is_a_subpackage_and_nothing_else_sits_at_the_top():
     top = sorted(p.stem for p in SRC.glob("*.py"))
-    assert set(top) == SHARED | {"cli", "__main__"}, "a new top-level module belongs in a stage subpackage: %s" % top
+    assert set(top) == SHARED | {"cli", "__main__"}, (
+        "a new top-level module belongs in a stage subpackage: %s" % top
+    )
     for stage in STAGES[1:-1]:
         assert (SRC / stage / "__init__.py").is_file(), stage
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
 def test_no_stage_imports_a_later_one(path):
-    own = STAGES.index(stage_of("tunedmpi." + ".".join(path.relative_to(SRC).with_suffix("").parts)))
+    own = STAGES.index(
+        stage_of("tunedmpi." + ".".join(path.relative_to(SRC).with_suffix("").parts))
+    )
     later = sorted(m for m in imports_of(path) if STAGES.index(stage_of(m)) > own)
-    assert not later, "%s (stage %s) imports later stages: %s" % (path.relative_to(SRC), STAGES[own], later)
+    assert not later, "%s (stage %s) imports later stages: %s" % (
+        path.relative_to(SRC),
+        STAGES[own],
+        later,
+    )

@@ -1,5 +1,6 @@
 """Conformance: for hundreds of (geometry, environment) cases over every shipped site, real Lmod's
 `module load` yields exactly the environment `tunedmpi explain` (the Python twin) predicts."""
+
 import random
 
 import pytest
@@ -8,10 +9,12 @@ import lmod
 from conftest import ROOT
 from tunedmpi.modules import explain, sites
 
-pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
+pytestmark = pytest.mark.skipif(
+    not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"
+)
 
 JUNK = ["", "0", "-1", "abc", "2.5", "99999999", " 4", "1e3", "0x10", "4\n", "010", "0000000"]
-CASES_PER_SITE = 70      # + the empty environment; tests/test_modules_tcl.py runs the same grid
+CASES_PER_SITE = 70  # + the empty environment; tests/test_modules_tcl.py runs the same grid
 
 
 def value(rng, good):
@@ -30,12 +33,16 @@ def cases(rng, tmp_path, profiles, n):
             env["TUNEDMPI_NODES"] = value(rng, counts)
             env["TUNEDMPI_PPN"] = value(rng, counts)
         if kind in (1, 6):
-            env["SLURM_JOB_NUM_NODES" if rng.random() < 0.5 else "SLURM_NNODES"] = value(rng, counts)
+            env["SLURM_JOB_NUM_NODES" if rng.random() < 0.5 else "SLURM_NNODES"] = value(
+                rng, counts
+            )
             pick = rng.randrange(3)
             if pick == 0:
                 env["SLURM_NTASKS_PER_NODE"] = value(rng, counts)
             elif pick == 1:
-                env["SLURM_TASKS_PER_NODE"] = rng.choice(["36(x2),20", "8", "16(x4)", "2,4(x3)", "x(2)", ""])
+                env["SLURM_TASKS_PER_NODE"] = rng.choice(
+                    ["36(x2),20", "8", "16(x4)", "2,4(x3)", "x(2)", ""]
+                )
             else:
                 env["SLURM_NTASKS"] = value(rng, counts)
             if kind == 6:
@@ -46,8 +53,9 @@ def cases(rng, tmp_path, profiles, n):
             else:
                 env["PBS_NODEFILE"] = rng.choice([str(nodefile), str(tmp_path / "missing"), ""])
         if kind == 3:
-            env["LSB_MCPU_HOSTS"] = rng.choice(["a 36 b 36", "a 8", "a 16 b 16 c 16 d 16", "a 36 b",
-                                                "a x b 2", "a 4 a 4"])
+            env["LSB_MCPU_HOSTS"] = rng.choice(
+                ["a 36 b 36", "a 8", "a 16 b 16 c 16 d 16", "a 36 b", "a x b 2", "a 4 a 4"]
+            )
         if kind == 4:
             env["FLUX_JOB_NNODES"], env["FLUX_JOB_SIZE"] = value(rng, counts), value(rng, counts)
         if rng.random() < 0.3:
@@ -59,7 +67,11 @@ def cases(rng, tmp_path, profiles, n):
 def mpis():
     """(site, tuned module name) of every tuned module render writes: each site's MPI and its HPC-X
     alternative (sites.Site.mpis)."""
-    return [(name, mpi.tuned_module) for name in sites.site_names() for mpi in sites.load_named(name).mpis()]
+    return [
+        (name, mpi.tuned_module)
+        for name in sites.site_names()
+        for mpi in sites.load_named(name).mpis()
+    ]
 
 
 def load_mpi(site_name, tuned):
@@ -70,7 +82,7 @@ def load_mpi(site_name, tuned):
 def test_lmod_load_equals_explain(site_name, tuned, tmp_path):
     site = load_mpi(site_name, tuned)
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
-    envs = cases(random.Random(site_name), tmp_path, profiles, CASES_PER_SITE)   # one grid per site
+    envs = cases(random.Random(site_name), tmp_path, profiles, CASES_PER_SITE)  # one grid per site
     module = "%s/%s" % (site.tuned_module, site.mpi_version)
     paths = lmod.site_modulepaths(site, tmp_path, ROOT)
     results = lmod.load_many(paths, module, envs)

@@ -2,6 +2,7 @@
 `mpirun -np 2` of the PyPI Open MPI 5.0.8 wheel (UCX 1.18), and Open MPI, PRRTE and UCX accept every
 variable the module sets: exit 0, no unused-variable warning, no unrecognised value, and every
 OMPI_MCA_ name is a parameter the MPI registers."""
+
 import os
 import re
 import subprocess
@@ -16,32 +17,54 @@ from tunedmpi.modules.render import rows_for, RULES_VARS
 BIN = ROOT / ".venv" / "bin"
 pytestmark = [
     pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
-    pytest.mark.skipif(not (BIN / "mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"),
+    pytest.mark.skipif(
+        not (BIN / "mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"
+    ),
 ]
-RUN_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               # No InfiniBand here: without these pml ucx disqualifies itself (docs/design.md, "Knob facts").
-               OMPI_MCA_pml_ucx_tls="any", OMPI_MCA_pml_ucx_devices="any")
+RUN_ENV = dict(
+    OMPI_ALLOW_RUN_AS_ROOT="1",
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+    # No InfiniBand here: without these pml ucx disqualifies itself (docs/design.md, "Knob facts").
+    OMPI_MCA_pml_ucx_tls="any",
+    OMPI_MCA_pml_ucx_devices="any",
+)
 # Parameters of components this wheel lacks (no UCC, no HCOLL), as Open MPI 5.0's
 # coll_ucc_component.c and coll_hcoll_component.c register them; checked by name only.
-ABSENT_COMPONENT_PARAMS = {"coll_hcoll_enable", "coll_ucc_enable", "coll_ucc_priority", "coll_ucc_cts"}
+ABSENT_COMPONENT_PARAMS = {
+    "coll_hcoll_enable",
+    "coll_ucc_enable",
+    "coll_ucc_priority",
+    "coll_ucc_cts",
+}
 # Lines the wheel prints on every one-sided run with default settings (see shared fixtures README).
-BENIGN = re.compile(r"osc_ucx_component\.c:\d+ +Error: OSC UCX component priority set inside "
-                    r"component query failed|^\s*$")
-TROUBLE = re.compile(r"unused environment variable|not recognized|invalid|unknown|error|abort|"
-                     r"not available", re.I)
+BENIGN = re.compile(
+    r"osc_ucx_component\.c:\d+ +Error: OSC UCX component priority set inside "
+    r"component query failed|^\s*$"
+)
+TROUBLE = re.compile(
+    r"unused environment variable|not recognized|invalid|unknown|error|abort|"
+    r"not available",
+    re.I,
+)
 
 
 @pytest.fixture(scope="module")
 def hello(tmp_path_factory):
     exe = tmp_path_factory.mktemp("mpi") / "hello"
-    subprocess.run([str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/hello.c")], check=True)
+    subprocess.run(
+        [str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/hello.c")], check=True
+    )
     return exe
 
 
 @pytest.fixture(scope="module")
 def registered():
-    out = subprocess.run([str(BIN / "ompi_info"), "--param", "all", "all", "--level", "9", "--parsable"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(BIN / "ompi_info"), "--param", "all", "all", "--level", "9", "--parsable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(re.findall(r"^mca:[^:]+:[^:]+:param:([^:]+):", out, re.M))
 
 
@@ -54,16 +77,27 @@ def loaded_rows(tmp_path):
             continue
         data, _ = rows_for(site)
         geos = [(p, r) for p, rows in data.items() for r in rows]
-        envs = [{"TUNEDMPI_NODES": str(r["nodes"]), "TUNEDMPI_PPN": str(r["ppn"]), "TUNEDMPI_PROFILE": p}
-                for p, r in geos]
-        got = lmod.load_many(lmod.site_modulepaths(site, tmp_path, ROOT),
-                             "%s/%s" % (site.tuned_module, site.mpi_version), envs)
+        envs = [
+            {
+                "TUNEDMPI_NODES": str(r["nodes"]),
+                "TUNEDMPI_PPN": str(r["ppn"]),
+                "TUNEDMPI_PROFILE": p,
+            }
+            for p, r in geos
+        ]
+        got = lmod.load_many(
+            lmod.site_modulepaths(site, tmp_path, ROOT),
+            "%s/%s" % (site.tuned_module, site.mpi_version),
+            envs,
+        )
         for (p, r), (env, err) in zip(geos, got):
             assert "match=exact" in env["TUNEDMPI_SELECTION"], (name, p, r["nodes"], r["ppn"], err)
             want = dict(r["env"])
-            if r["rules"]:      # a banded geometry: the module adds its rules file, which must exist
+            if r["rules"]:  # a banded geometry: the module adds its rules file, which must exist
                 path = env.get(RULES_VARS[1], "")
-                assert path.endswith("/__%s.rules/%s" % (site.mpi_version, r["rules"])) and os.path.isfile(path), env
+                assert path.endswith(
+                    "/__%s.rules/%s" % (site.mpi_version, r["rules"])
+                ) and os.path.isfile(path), env
                 want.update(zip(RULES_VARS, ("1", path)))
             assert {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")} == want
             out.append((site, p, r, env))
@@ -73,9 +107,16 @@ def loaded_rows(tmp_path):
 def run(hello, env):
     full = lmod.clean_env(**RUN_ENV)
     full.update(env)
-    full.setdefault("OMPI_MCA_pml", "ucx")  # so that UCX starts and reads its variables in every run
-    proc = subprocess.run([str(BIN / "mpirun"), "-np", "2", str(hello)], env=full,
-                          capture_output=True, text=True, timeout=120)
+    full.setdefault(
+        "OMPI_MCA_pml", "ucx"
+    )  # so that UCX starts and reads its variables in every run
+    proc = subprocess.run(
+        [str(BIN / "mpirun"), "-np", "2", str(hello)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc, proc.stdout + proc.stderr
 
 
@@ -90,14 +131,19 @@ def test_every_row_runs_and_every_variable_is_accepted(hello, registered, tmp_pa
         env = dict(key)
         for name in env:
             if name.startswith("OMPI_MCA_"):
-                param = name[len("OMPI_MCA_"):]
+                param = name[len("OMPI_MCA_") :]
                 assert param in registered or param in ABSENT_COMPONENT_PARAMS, (site.name, name)
-        network = site.network_transports and any(t in env.get("UCX_TLS", "").split(",")
-                                                  for t in ("rc", "ud", "dc", "rc_x", "dc_x", "ud_x"))
+        network = site.network_transports and any(
+            t in env.get("UCX_TLS", "").split(",")
+            for t in ("rc", "ud", "dc", "rc_x", "dc_x", "ud_x")
+        )
         proc, text = run(hello, env)
         where = (site.name, profile, row["nodes"], row["ppn"], env)
         assert proc.returncode == 0, (where, text[-3000:])
-        assert sorted(re.findall(r"hello rank (\d) of 2 sum 2", proc.stdout)) == ["0", "1"], (where, text)
+        assert sorted(re.findall(r"hello rank (\d) of 2 sum 2", proc.stdout)) == ["0", "1"], (
+            where,
+            text,
+        )
         for line in (proc.stderr + proc.stdout).splitlines():
             if BENIGN.search(line) or line.startswith("hello rank"):
                 continue
@@ -108,9 +154,16 @@ def test_every_row_runs_and_every_variable_is_accepted(hello, registered, tmp_pa
             raise AssertionError("unexpected output %r for %r" % (line, where))
     # The shipped tables reach UCX thresholds, placement and one-sided choices in these runs.
     names = {k for key in distinct for k, _ in key}
-    assert {"UCX_RNDV_THRESH", "UCX_ZCOPY_THRESH", "PRTE_MCA_rmaps_default_mapping_policy",
-            "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy",
-            "OMPI_MCA_pml", "OMPI_MCA_osc", "OMPI_MCA_coll_hcoll_enable"} <= names
+    assert {
+        "UCX_RNDV_THRESH",
+        "UCX_ZCOPY_THRESH",
+        "PRTE_MCA_rmaps_default_mapping_policy",
+        "PRTE_MCA_rmaps_default_ranking_policy",
+        "PRTE_MCA_hwloc_default_binding_policy",
+        "OMPI_MCA_pml",
+        "OMPI_MCA_osc",
+        "OMPI_MCA_coll_hcoll_enable",
+    } <= names
 
 
 def test_a_bad_value_is_caught_by_this_check(hello):
@@ -125,8 +178,11 @@ def test_a_bad_value_is_caught_by_this_check(hello):
 
 def test_loading_the_local_tuned_module_gives_a_working_mpi(hello, tmp_path):
     site = sites.load_named("local")
-    script = ("module load %s/%s >/dev/null && command -v mpirun && mpirun -np 2 %s"
-              % (site.tuned_module, site.mpi_version, hello))
+    script = "module load %s/%s >/dev/null && command -v mpirun && mpirun -np 2 %s" % (
+        site.tuned_module,
+        site.mpi_version,
+        hello,
+    )
     proc = lmod.shell(lmod.site_modulepaths(site, tmp_path, ROOT), script, **RUN_ENV)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == str(BIN / "mpirun")

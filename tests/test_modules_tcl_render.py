@@ -1,6 +1,7 @@
 """module_formats in site configs: checked with a clear error; [lua] (the default) renders the Lua
 modules byte for byte as before; Tcl files sit beside the .lua; `render --check` covers them and
 reports the ones a site no longer renders; the three twins take the rule from selector.py."""
+
 import shutil
 
 import pytest
@@ -18,8 +19,16 @@ def site_copy(tmp_path, monkeypatch, name, extra):
     return folder / "site.yaml"
 
 
-@pytest.mark.parametrize("bad", ["module_formats: [lmod]", "module_formats: []", "module_formats: tcl",
-                                 "module_formats: [tcl, tcl]", "module_formats: [lua, 3]"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "module_formats: [lmod]",
+        "module_formats: []",
+        "module_formats: tcl",
+        "module_formats: [tcl, tcl]",
+        "module_formats: [lua, 3]",
+    ],
+)
 def test_bad_module_formats_name_file_key_and_fix(tmp_path, monkeypatch, bad):
     text = (sites.site_dir() / "oci-bm-standard-e6.256" / "site.yaml").read_text()
     path = site_copy(tmp_path, monkeypatch, "oci-bm-standard-e6.256", "\n" + bad + "\n")
@@ -35,13 +44,20 @@ def test_formats_default_to_lua_and_choose_the_files(tmp_path, monkeypatch):
     assert site.module_formats == ("lua",)
     lua_only = render.render_site(site)
     assert all(rel.endswith(".lua") for rel in lua_only)
-    path = site_copy(tmp_path, monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [lua, tcl]\n")
+    path = site_copy(
+        tmp_path, monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [lua, tcl]\n"
+    )
     both = render.render_site(sites.load_site(str(path)))
-    assert {k: v for k, v in both.items() if k.endswith(".lua")} == lua_only     # Lua unchanged
+    assert {k: v for k, v in both.items() if k.endswith(".lua")} == lua_only  # Lua unchanged
     tcl = {k: v for k, v in both.items() if not k.endswith(".lua")}
-    assert sorted(tcl) == ["oci-bm-standard-e6.256/openmpi-tuned/5.0.6", "oci-bm-standard-e6.256/openmpi/5.0.6"]
+    assert sorted(tcl) == [
+        "oci-bm-standard-e6.256/openmpi-tuned/5.0.6",
+        "oci-bm-standard-e6.256/openmpi/5.0.6",
+    ]
     assert all(v.startswith("#%Module1.0\n") for v in tcl.values())
-    path = site_copy(tmp_path / "t", monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [tcl]\n")
+    path = site_copy(
+        tmp_path / "t", monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [tcl]\n"
+    )
     assert sorted(render.render_site(sites.load_site(str(path)))) == sorted(tcl)
 
 
@@ -57,6 +73,7 @@ def test_render_check_covers_tcl_and_finds_tcl_no_longer_rendered(run_cli, tmp_p
     # A site that stops rendering Tcl: its old Tcl modules are reported, and render removes them.
     site = sites.load_named("local")
     import dataclasses
+
     lua_only = dataclasses.replace(site, module_formats=("lua",))
     files = render.render_site(lua_only)
     stale = render.stale_rules(str(out), lua_only, files)
@@ -72,7 +89,7 @@ def test_selectors_are_generated_from_the_one_description():
     for text in (lua, tcl):
         where = [text.index('"%s"' % n if text is lua else " %s]" % n) for n, _ in selector.SOURCES]
         assert where == sorted(where)
-        for var in selector.variables()[len(selector.EXPLICIT):]:
+        for var in selector.variables()[len(selector.EXPLICIT) :]:
             assert var in text
     site = sites.load_named("local")
     for fmt in site.module_formats:
@@ -84,15 +101,35 @@ def test_selectors_are_generated_from_the_one_description():
         def get(self, key, default=None):
             self.seen.append(key)
             return default
+
     spy = Spy()
     spy.seen = []
     assert geometry.from_scheduler(spy) is None
-    assert spy.seen == [v for v in selector.variables()[len(selector.EXPLICIT):]
-                        if v not in ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS",
-                                     "PBS_NUM_PPN", "FLUX_JOB_SIZE")]   # ppn is read only once nodes are found
+    assert spy.seen == [
+        v
+        for v in selector.variables()[len(selector.EXPLICIT) :]
+        if v
+        not in (
+            "SLURM_NTASKS_PER_NODE",
+            "SLURM_TASKS_PER_NODE",
+            "SLURM_NTASKS",
+            "PBS_NUM_PPN",
+            "FLUX_JOB_SIZE",
+        )
+    ]  # ppn is read only once nodes are found
 
 
-@pytest.mark.parametrize("text,want", [("4\n", None), ("010", 10), ("0000000", None), ("1000000", 1000000),
-                                       ("1000001", None), ("00000001", None), ("٣", None)])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("4\n", None),
+        ("010", 10),
+        ("0000000", None),
+        ("1000000", 1000000),
+        ("1000001", None),
+        ("00000001", None),
+        ("٣", None),
+    ],
+)
 def test_count_is_the_same_rule_in_python(text, want):
     assert geometry.count(text) == want

@@ -5,6 +5,7 @@ as two nodes (shared memory cannot reach the other host, TCP can); the tuned mod
 2-node geometry from the job's real SLURM_*; `validate/run.sh --submit --nodes 2 --ppn 1` and
 `tunedmpi sweep --slurm-array --nodes 2 --ppn 1` run across the hosts. After stop (or `down` after
 the caller died) no namespace, daemon or interface is left."""
+
 import json
 import os
 import subprocess
@@ -15,25 +16,41 @@ import pytest
 import lmod
 import slurmcluster as slurm
 from conftest import ROOT
-from test_slurm import SITE, Watcher, build_mpi_program, hello, job_script, parse, pid_alive, watched  # noqa: F401 (hello: fixture)
+from test_slurm import (
+    SITE,
+    Watcher,
+    build_mpi_program,
+    hello,
+    job_script,
+    parse,
+    pid_alive,
+    watched,
+)  # noqa: F401 (hello: fixture)
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
 
 HOSTS = 2
 pytestmark = [
-    pytest.mark.skipif(bool(slurm.missing(HOSTS)), reason="Slurm/munge/iproute2 not installed (%s): apt-get install %s %s"
-                       % (" ".join(slurm.missing(HOSTS)), slurm.APT_PACKAGES, slurm.APT_PACKAGES_HOSTS)),
+    pytest.mark.skipif(
+        bool(slurm.missing(HOSTS)),
+        reason="Slurm/munge/iproute2 not installed (%s): apt-get install %s %s"
+        % (" ".join(slurm.missing(HOSTS)), slurm.APT_PACKAGES, slurm.APT_PACKAGES_HOSTS),
+    ),
     pytest.mark.skipif(bool(slurm.cannot_make_hosts()), reason=slurm.cannot_make_hosts() or "-"),
 ]
-needs_mpi = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
-                               reason="needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
+needs_mpi = pytest.mark.skipif(
+    not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
+    reason="needs Lmod (apt-get install lmod) and the Open MPI wheel (make)",
+)
 TUNEDMPI = ROOT / ".venv" / "bin" / "tunedmpi"
 MPIRUN = ROOT / ".venv" / "bin" / "mpirun"
 
 
 def root_links():
     """The interfaces of this machine's own network namespace."""
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True
+    ).stdout
     return sorted(line.split(":")[1].strip().split("@")[0] for line in out.splitlines())
 
 
@@ -50,7 +67,9 @@ def cluster(tmp_path_factory):
 
 
 def on(cluster, host, *argv):
-    return subprocess.run(cluster.on(host, list(argv)), capture_output=True, text=True, timeout=30, check=True).stdout
+    return subprocess.run(
+        cluster.on(host, list(argv)), capture_output=True, text=True, timeout=30, check=True
+    ).stdout
 
 
 def test_two_idle_hosts_with_their_own_names_and_addresses(cluster):
@@ -71,11 +90,16 @@ def test_two_idle_hosts_with_their_own_names_and_addresses(cluster):
 def test_no_route_leads_out_of_the_hosts(cluster):
     node = cluster.nodes[0]
     routes = on(cluster, node, "ip", "-4", "route", "show").strip().splitlines()
-    assert routes == ["%s.0/24 dev eth0 proto kernel scope link src %s" % (slurm.SUBNET, cluster.addrs[node])], routes
+    assert routes == [
+        "%s.0/24 dev eth0 proto kernel scope link src %s" % (slurm.SUBNET, cluster.addrs[node])
+    ], routes
     # an address outside the private network is unreachable, not merely silent
-    probe = ("import socket\ns = socket.socket()\ns.settimeout(5)\n"
-             "try:\n    s.connect(('192.0.2.1', 9))\nexcept OSError as e:\n    print(e.errno)\n")
+    probe = (
+        "import socket\ns = socket.socket()\ns.settimeout(5)\n"
+        "try:\n    s.connect(('192.0.2.1', 9))\nexcept OSError as e:\n    print(e.errno)\n"
+    )
     import errno
+
     assert on(cluster, node, sys.executable, "-c", probe).strip() == str(errno.ENETUNREACH)
 
 
@@ -102,17 +126,21 @@ def talk(tmp_path_factory):
     return build_mpi_program(tmp_path_factory, "talk", TALK_C)
 
 
-MULTI = "\n".join([
-    "echo @@HOST $(hostname)",
-    "M=%s" % MPIRUN,
-    "for v in 'ob1 self,sm' 'ob1 self,tcp'; do set -- $v",
-    "  $M --mca pml $1 --mca btl $2 %(hello)s >/dev/null 2>&1 && echo \"@@TRANSPORT pml=$1 btl=$2 ok\" "
-    "|| echo \"@@TRANSPORT pml=$1 btl=$2 failed\"",
-    "done",
-    "for tls in sm,self tcp,self; do",
-    "  UCX_TLS=$tls $M --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS %(hello)s >/dev/null 2>&1 "
-    "&& echo \"@@TRANSPORT pml=ucx UCX_TLS=$tls ok\" || echo \"@@TRANSPORT pml=ucx UCX_TLS=$tls failed\"",
-    "done", ""])
+MULTI = "\n".join(
+    [
+        "echo @@HOST $(hostname)",
+        "M=%s" % MPIRUN,
+        "for v in 'ob1 self,sm' 'ob1 self,tcp'; do set -- $v",
+        '  $M --mca pml $1 --mca btl $2 %(hello)s >/dev/null 2>&1 && echo "@@TRANSPORT pml=$1 btl=$2 ok" '
+        '|| echo "@@TRANSPORT pml=$1 btl=$2 failed"',
+        "done",
+        "for tls in sm,self tcp,self; do",
+        "  UCX_TLS=$tls $M --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS %(hello)s >/dev/null 2>&1 "
+        '&& echo "@@TRANSPORT pml=ucx UCX_TLS=$tls ok" || echo "@@TRANSPORT pml=ucx UCX_TLS=$tls failed"',
+        "done",
+        "",
+    ]
+)
 
 
 @needs_mpi
@@ -122,36 +150,74 @@ def test_a_two_node_job_spans_both_hosts_and_the_module_reads_its_geometry(clust
     context = "job %s %s:\n%s\n%s" % (job_id, state, out, cluster.diagnostics())
     assert state == "COMPLETED", context
     job_env, sel, mpirun, ranks = parse(out)
-    assert job_env["SLURM_JOB_NUM_NODES"] == "2" and job_env["SLURM_TASKS_PER_NODE"] == "1(x2)", context
+    assert job_env["SLURM_JOB_NUM_NODES"] == "2" and job_env["SLURM_TASKS_PER_NODE"] == "1(x2)", (
+        context
+    )
     assert "@@BATCHHOST %s" % cluster.nodes[0] in out, context
     # the module's selection: 2 nodes x 1 ppn from Slurm, equal to the Python twin fed the real env
     assert " nodes=2 ppn=1 source=slurm " in sel + " ", context
     assert sel == explain.select(sites.load_named(SITE), job_env)["selection"], context
     # mpirun without -np started one rank on each host
-    assert sorted((r, s, h) for r, s, h in ranks) == [(0, 2, cluster.nodes[0]), (1, 2, cluster.nodes[1])], context
+    assert sorted((r, s, h) for r, s, h in ranks) == [
+        (0, 2, cluster.nodes[0]),
+        (1, 2, cluster.nodes[1]),
+    ], context
 
 
 @needs_mpi
 def test_ranks_on_different_hosts_talk_over_tcp_not_shared_memory(cluster, talk):
-    job_id, state, out = cluster.sbatch("#!/bin/bash\nexport OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
-                                        + MULTI % {"hello": talk}, "-N2", "--ntasks-per-node=1", timeout=180)
+    job_id, state, out = cluster.sbatch(
+        "#!/bin/bash\nexport OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
+        + MULTI % {"hello": talk},
+        "-N2",
+        "--ntasks-per-node=1",
+        timeout=180,
+    )
     context = "job %s %s:\n%s" % (job_id, state, out)
-    found = sorted(line.split(None, 1)[1] for line in out.splitlines() if line.startswith("@@TRANSPORT "))
+    found = sorted(
+        line.split(None, 1)[1] for line in out.splitlines() if line.startswith("@@TRANSPORT ")
+    )
     # Open MPI (ob1's btl sm) and UCX (its sm transports) both see another node: shared memory
     # cannot reach the peer and the job aborts; TCP can
-    assert found == sorted(["pml=ob1 btl=self,sm failed", "pml=ob1 btl=self,tcp ok",
-                            "pml=ucx UCX_TLS=sm,self failed", "pml=ucx UCX_TLS=tcp,self ok"]), context
+    assert found == sorted(
+        [
+            "pml=ob1 btl=self,sm failed",
+            "pml=ob1 btl=self,tcp ok",
+            "pml=ucx UCX_TLS=sm,self failed",
+            "pml=ucx UCX_TLS=tcp,self ok",
+        ]
+    ), context
 
 
 @needs_mpi
 def test_validate_submit_runs_across_the_two_hosts(cluster, tmp_path):
     out = tmp_path / "results"
-    s = watched(cluster, Watcher(cluster), cluster.client([str(ROOT / "validate" / "run.sh"), "--submit", "--nodes", "2",
-                                                           "--ppn", "1", "--repetitions", "3", "--no-extend", "--short",
-                                                           "--benchmarks", "allreduce", "--out", str(out)]),
-                tmp_path, timeout=400)
+    s = watched(
+        cluster,
+        Watcher(cluster),
+        cluster.client(
+            [
+                str(ROOT / "validate" / "run.sh"),
+                "--submit",
+                "--nodes",
+                "2",
+                "--ppn",
+                "1",
+                "--repetitions",
+                "3",
+                "--no-extend",
+                "--short",
+                "--benchmarks",
+                "allreduce",
+                "--out",
+                str(out),
+            ]
+        ),
+        tmp_path,
+        timeout=400,
+    )
     ctx = s.context()
-    assert s.returncode in (0, 1), ctx                   # a verdict, whichever
+    assert s.returncode in (0, 1), ctx  # a verdict, whichever
     (rdir,) = [d for d in out.iterdir() if d.is_dir()]
     r = json.loads((rdir / "results.json").read_text())
     # the job gets --nodes/--ppn as given (source explicit); they must fit its allocation
@@ -159,7 +225,10 @@ def test_validate_submit_runs_across_the_two_hosts(cluster, tmp_path):
     assert r["set"] == "short", ctx
     both = sorted(cluster.nodes)
     for role in ("baseline", "tuned"):
-        assert r["placement"][role] == {"collectives": both, "one_sided": both}, (r["placement"], ctx)
+        assert r["placement"][role] == {"collectives": both, "one_sided": both}, (
+            r["placement"],
+            ctx,
+        )
     report = (rdir / "report.md").read_text()
     assert "| hosts, tuned, collectives | %s (1), %s (1) |" % tuple(both) in report, report[:3000]
     assert {x["status"] for x in r["runs"]} == {"ok"}, ctx
@@ -179,14 +248,35 @@ stages:
 @needs_mpi
 def test_sweep_array_tasks_span_the_hosts(cluster, tmp_path):
     (tmp_path / "space.yaml").write_text(SPACE)
-    argv = [str(TUNEDMPI), "sweep", "--site", SITE, "--space", str(tmp_path / "space.yaml"), "--store",
-            str(tmp_path / "store"), "--slurm-array", "--nodes", "2", "--ppn", "1"]
-    s = watched(cluster, Watcher(cluster, name="tunedmpi-sweep-s1", scripts=False), cluster.client(argv), tmp_path,
-                timeout=400)
+    argv = [
+        str(TUNEDMPI),
+        "sweep",
+        "--site",
+        SITE,
+        "--space",
+        str(tmp_path / "space.yaml"),
+        "--store",
+        str(tmp_path / "store"),
+        "--slurm-array",
+        "--nodes",
+        "2",
+        "--ppn",
+        "1",
+    ]
+    s = watched(
+        cluster,
+        Watcher(cluster, name="tunedmpi-sweep-s1", scripts=False),
+        cluster.client(argv),
+        tmp_path,
+        timeout=400,
+    )
     ctx = s.context()
     assert s.returncode == 0, ctx
     for rec in s.watcher.last.values():
-        assert (rec["NumNodes"], rec["NumTasks"], rec["JobState"]) == ("2", "2", "COMPLETED"), (rec, ctx)
+        assert (rec["NumNodes"], rec["NumTasks"], rec["JobState"]) == ("2", "2", "COMPLETED"), (
+            rec,
+            ctx,
+        )
         assert rec["NodeList"] == "%sn[1-2]" % cluster.tag, (rec, ctx)
     (cdir,) = store.campaigns(tmp_path / "store")
     recs = [json.loads(p.read_text()) for p in sorted(cdir.glob("s1/*/*-rep*.json"))]
@@ -198,13 +288,19 @@ def test_down_after_the_caller_died_leaves_nothing(tmp_path):
     from another process stops every daemon and removes every namespace."""
     links = root_links()
     tool = [sys.executable, str(ROOT / "tools" / "slurmcluster.py")]
-    up = subprocess.run(tool + ["up", "--hosts", "2", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    up = subprocess.run(
+        tool + ["up", "--hosts", "2", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert up.returncode == 0, up.stdout + up.stderr
     state = json.loads((tmp_path / slurm.STATE_FILE).read_text())
-    assert sorted(state["pids"]) == ["munged", "slurmctld"] + ["slurmd@" + n for n in state["nodes"]]
+    assert sorted(state["pids"]) == ["munged", "slurmctld"] + [
+        "slurmd@" + n for n in state["nodes"]
+    ]
     assert all(pid_alive(pid) for pid in state["pids"].values())
     assert set(state["netns"]) <= set(slurm.namespaces())
-    down = subprocess.run(tool + ["down", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    down = subprocess.run(
+        tool + ["down", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert down.returncode == 0 and "nothing left" in down.stdout, down.stdout + down.stderr
     assert [n for n, pid in state["pids"].items() if pid_alive(pid)] == []
     assert not set(state["netns"]) & set(slurm.namespaces())

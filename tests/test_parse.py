@@ -3,47 +3,60 @@
 bench-MANIFEST.tsv gives each sample's command line and real exit code; EXPECTED below is the status
 each must get, from the fixtures README and the file itself.
 """
+
 import csv
 import random
 
 import pytest
 
 from conftest import FIXTURES
-from tunedmpi.bench.parse import BANDWIDTH, LATENCY, parse_imb, parse_osu, parse_output, Series, STATUSES
+from tunedmpi.bench.parse import (
+    BANDWIDTH,
+    LATENCY,
+    parse_imb,
+    parse_osu,
+    parse_output,
+    Series,
+    STATUSES,
+)
 
-MANIFEST = {row["file"]: row for row in csv.DictReader(
-    open(FIXTURES / "bench-MANIFEST.tsv", encoding="utf-8"), delimiter="\t")}
+MANIFEST = {
+    row["file"]: row
+    for row in csv.DictReader(
+        open(FIXTURES / "bench-MANIFEST.tsv", encoding="utf-8"), delimiter="\t"
+    )
+}
 
 EXPECTED = {
     # IMB
-    "imb-mpi1_error_bad-option-value.txt": "failed",                # -msglog abc: parse error
-    "imb-mpi1_error_unknown-benchmark.txt": "failed",               # exit 0, "Invalid benchmark name"
-    "imb-mpi1_help.txt": "failed",                                  # usage instead of data
+    "imb-mpi1_error_bad-option-value.txt": "failed",  # -msglog abc: parse error
+    "imb-mpi1_error_unknown-benchmark.txt": "failed",  # exit 0, "Invalid benchmark name"
+    "imb-mpi1_help.txt": "failed",  # usage instead of data
     "imb-mpi1_mem0.001_msglog0-20_allreduce_default-ompi.txt": "ok",  # 1 MiB row out-of-mem, noted
     "imb-mpi1_np4-oversubscribe_npmin2_msglog0-12_default-ompi.txt": "ok",
-    "imb-mpi1_oci-flags_mem2.3_default-ompi.txt": "ok",             # the studies' flags, default MPI
-    "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt": "ok",   # -mem 2.3G read as 2.3
+    "imb-mpi1_oci-flags_mem2.3_default-ompi.txt": "ok",  # the studies' flags, default MPI
+    "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt": "ok",  # -mem 2.3G read as 2.3
     "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt": "ok",
     "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt": "ok",
     "imb-nbc_iallreduce_ialltoall_iallgather_msglog0-20_default-ompi.txt": "ok",
     "imb-nbc_iallreduce-pure_msglog0-20_default-ompi.txt": "ok",
-    "imb-nbc_list.txt": "failed",                                   # -list: no measurement
-    "imb-rma_all-put-all_msglog0-16_default-ompi_try1.txt": "ok",   # osc_ucx warnings between rows
+    "imb-nbc_list.txt": "failed",  # -list: no measurement
+    "imb-rma_all-put-all_msglog0-16_default-ompi_try1.txt": "ok",  # osc_ucx warnings between rows
     "imb-rma_all-put-all_msglog0-16_default-pml_osc-excl-ucx_SEGV-sample.txt": "crashed",
     "imb-rma_column-variants_one-put-all_all-put-all_exchange-put_put-local_bidir-get_"
     "msglog0-16_default-ompi.txt": "crashed",
     "imb-rma_unidir-put-get_bidir-put_accumulate_fetch-op_cas_truly-passive_msglog0-20_ucx-pml-osc.txt": "ok",
     # OSU
-    "osu-7.4_help_osu_put_latency.txt": "failed",                   # -h exits 0
+    "osu-7.4_help_osu_put_latency.txt": "failed",  # -h exits 0
     "osu-7.4_osu_acc_latency_defaultopts_default-ompi.txt": "ok",
     "osu-7.4_osu_allgather_f-fullstats_default-ompi.txt": "ok",
     "osu-7.4_osu_allreduce_bad-msgsize_ERR_default-ompi.txt": "no-data",  # -m abc: header, no rows
-    "osu-7.4_osu_allreduce_c-validation_default-ompi.txt": "failed",      # "Fail" at 16 bytes
+    "osu-7.4_osu_allreduce_c-validation_default-ompi.txt": "failed",  # "Fail" at 16 bytes
     "osu-7.4_osu_allreduce_defaultopts_default-ompi.txt": "ok",
     "osu-7.4_osu_allreduce_np1_ERR_default-ompi.txt": "failed",
     "osu-7.4_osu_allreduce_version_default-ompi.txt": "no-data",
     "osu-7.4_osu_alltoall_defaultopts_ucx-pml_rndv32kb.txt": "ok",
-    "osu-7.4_osu_bcast_c-validation_default-ompi.txt": "ok",              # every row "Pass"
+    "osu-7.4_osu_bcast_c-validation_default-ompi.txt": "ok",  # every row "Pass"
     "osu-7.4_osu_bw_defaultopts_default-ompi.txt": "ok",
     "osu-7.4_osu_cas_latency_defaultopts_default-ompi.txt": "ok",
     "osu-7.4_osu_fop_latency_defaultopts_ucx-pml-osc.txt": "ok",
@@ -71,8 +84,10 @@ EXPECTED = {
     "osu-7.4_osu_put_latency_np3_ERR_default-ompi.txt": "failed",
     "osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt": "ok",
 }
-OSC_UCX_WARNING = ("/openmpi-5.0.8/ompi/mca/osc/ucx/osc_ucx_component.c:369 Error: "
-                   "OSC UCX component priority set inside component query failed")
+OSC_UCX_WARNING = (
+    "/openmpi-5.0.8/ompi/mca/osc/ucx/osc_ucx_component.c:369 Error: "
+    "OSC UCX component priority set inside component query failed"
+)
 
 
 def text_of(name):
@@ -84,8 +99,11 @@ def parse(name, **kw):
 
 
 def one(parsed, benchmark, **options):
-    found = [s for s in parsed.series if s.benchmark == benchmark
-             and all(s.options.get(k) == v for k, v in options.items())]
+    found = [
+        s
+        for s in parsed.series
+        if s.benchmark == benchmark and all(s.options.get(k) == v for k, v in options.items())
+    ]
     assert len(found) == 1, [(s.benchmark, s.options) for s in parsed.series]
     return found[0]
 
@@ -113,13 +131,18 @@ def test_imb_allreduce_with_out_of_mem_last_size():
     s = one(parsed, "allreduce")
     assert (s.suite, s.metric, s.nprocs) == ("imb", LATENCY, 2)
     assert s.points[0] == (0, 0.03) and s.points[1] == (4, 0.23)
-    assert s.points[-1] == (524288, 121.64)          # 1048576 was not measured
+    assert s.points[-1] == (524288, 121.64)  # 1048576 was not measured
     assert len(s.points) == 19
     assert s.columns["t_min[usec]"][-1] == 121.60 and s.columns["t_max[usec]"][-1] == 121.68
     assert s.columns["#repetitions"][-1] == 80
-    assert s.options["calling_sequence"] == "/opt/imb/bin/IMB-MPI1 -mem 0.001 -msglog 0:20 allreduce"
+    assert (
+        s.options["calling_sequence"] == "/opt/imb/bin/IMB-MPI1 -mem 0.001 -msglog 0:20 allreduce"
+    )
     assert (s.options["datatype"], s.options["reduction_datatype"], s.options["op"]) == (
-        "MPI_BYTE", "MPI_FLOAT", "MPI_SUM")
+        "MPI_BYTE",
+        "MPI_FLOAT",
+        "MPI_SUM",
+    )
     assert any("1048576 out-of-mem" in p for p in parsed.problems)
 
 
@@ -127,48 +150,58 @@ def test_imb_msglog_0_20_gives_22_rows():
     parsed = parse("imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt")
     assert [s.benchmark for s in parsed.series] == ["alltoall", "allgather", "allreduce"]
     alltoall = one(parsed, "alltoall")
-    assert alltoall.sizes == (0,) + tuple(2 ** i for i in range(21))   # 0, 1, 2, ..., 1048576
+    assert alltoall.sizes == (0,) + tuple(2**i for i in range(21))  # 0, 1, 2, ..., 1048576
     assert alltoall.points[0] == (0, 0.04) and alltoall.points[-1] == (1048576, 2925.67)
     assert one(parsed, "allgather").points[-1] == (1048576, 951.99)
-    allreduce = one(parsed, "allreduce")   # MPI_FLOAT reductions start at 4 bytes
-    assert allreduce.sizes == (0,) + tuple(2 ** i for i in range(2, 21))
+    allreduce = one(parsed, "allreduce")  # MPI_FLOAT reductions start at 4 bytes
+    assert allreduce.sizes == (0,) + tuple(2**i for i in range(2, 21))
     assert allreduce.points[-1] == (1048576, 575.22)
-    assert parsed.problems == []           # "[vm:19733] SET UCX_RNDV_THRESH=32kb" is not a problem
+    assert parsed.problems == []  # "[vm:19733] SET UCX_RNDV_THRESH=32kb" is not a problem
 
 
 def test_imb_npmin_gives_one_series_per_process_count():
     parsed = parse("imb-mpi1_np4-oversubscribe_npmin2_msglog0-12_default-ompi.txt")
     assert [(s.benchmark, s.nprocs, len(s.points)) for s in parsed.series] == [
-        ("allreduce", 2, 12), ("allreduce", 4, 12), ("alltoall", 2, 14), ("alltoall", 4, 14)]
+        ("allreduce", 2, 12),
+        ("allreduce", 4, 12),
+        ("alltoall", 2, 14),
+        ("alltoall", 4, 14),
+    ]
     assert parsed.series[1].points[-1] == (4096, 33.71)
     assert parsed.series[3].points[1] == (1, 5.74)
 
 
 def test_imb_pt2pt_and_nbc_time_columns():
-    pingpong = one(parse("imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_"
-                         "default-ompi.txt"), "pingpong")
+    pingpong = one(
+        parse(
+            "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt"
+        ),
+        "pingpong",
+    )
     assert pingpong.points[1] == (1, 0.60) and pingpong.columns["Mbytes/sec"][1] == 1.67
     assert pingpong.metric == LATENCY
     nbc = parse("imb-nbc_iallreduce_ialltoall_iallgather_msglog0-20_default-ompi.txt")
-    iallreduce = one(nbc, "iallreduce")   # IMB-NBC: the overall time, t_ovrl
+    iallreduce = one(nbc, "iallreduce")  # IMB-NBC: the overall time, t_ovrl
     assert iallreduce.points[0] == (0, 0.30) and iallreduce.points[-1] == (1048576, 509.53)
     assert iallreduce.columns["t_pure[usec]"][-1] == 255.36
     assert iallreduce.columns["overlap[%]"][-1] == 5.84
     assert len(one(nbc, "ialltoall").points) == 22
     pure = one(parse("imb-nbc_iallreduce-pure_msglog0-20_default-ompi.txt"), "iallreduce_pure")
-    assert pure.points[-1] == (1048576, 241.63)   # the _pure variants print t_avg
+    assert pure.points[-1] == (1048576, 241.63)  # the _pure variants print t_avg
 
 
 def test_imb_rma_modes_and_columns():
-    parsed = parse("imb-rma_unidir-put-get_bidir-put_accumulate_fetch-op_cas_truly-passive_msglog0-20_"
-                   "ucx-pml-osc.txt")
-    assert len(parsed.series) == 15   # 7 benchmarks x (non-)aggregate + Truly_passive_put
+    parsed = parse(
+        "imb-rma_unidir-put-get_bidir-put_accumulate_fetch-op_cas_truly-passive_msglog0-20_"
+        "ucx-pml-osc.txt"
+    )
+    assert len(parsed.series) == 15  # 7 benchmarks x (non-)aggregate + Truly_passive_put
     assert one(parsed, "unidir_put", mode="non-aggregate").columns["#repetitions"][0] == 100
     assert one(parsed, "unidir_put", mode="aggregate").columns["#repetitions"][0] == 1000
     fop = one(parsed, "fetch_and_op", mode="aggregate")
     assert fop.points == ((4, 10.16),) and fop.columns["Mbytes/sec"] == (0.39,)
     assert one(parsed, "compare_and_swap", mode="non-aggregate").points == ((4, 1.43),)
-    passive = one(parsed, "truly_passive_put")   # t_ovrl: the target is busy computing
+    passive = one(parsed, "truly_passive_put")  # t_ovrl: the target is busy computing
     assert passive.points[-1] == (1048576, 117.53) and passive.columns["t_pure[usec]"][-1] == 87.97
     assert "mode" not in passive.options
 
@@ -186,13 +219,17 @@ def test_imb_crash_keeps_rows_and_says_the_table_was_cut():
     assert one(parsed, "all_put_all").points == ((0, 0.02), (1, 0.87), (2, 1.01), (4, 1.07))
     assert "all_put_all: table cut short after 4 rows (last size 4 bytes)" in parsed.problems
     assert any("Caught signal 11" in p for p in parsed.problems)
-    assert not any(p.lstrip().startswith("0 /opt") for p in parsed.problems)   # backtrace frames
-    variants = parse("imb-rma_column-variants_one-put-all_all-put-all_exchange-put_put-local_"
-                     "bidir-get_msglog0-16_default-ompi.txt")
-    assert one(variants, "one_put_all").points[-1] == (65536, 9.12)   # t[usec] table
-    assert one(variants, "all_put_all").points[-1] == (4096, 3.66)    # t_avg table, cut
-    assert ("listed but without results: exchange_put, put_local, put_all_local, bidir_get"
-            in variants.problems)
+    assert not any(p.lstrip().startswith("0 /opt") for p in parsed.problems)  # backtrace frames
+    variants = parse(
+        "imb-rma_column-variants_one-put-all_all-put-all_exchange-put_put-local_"
+        "bidir-get_msglog0-16_default-ompi.txt"
+    )
+    assert one(variants, "one_put_all").points[-1] == (65536, 9.12)  # t[usec] table
+    assert one(variants, "all_put_all").points[-1] == (4096, 3.66)  # t_avg table, cut
+    assert (
+        "listed but without results: exchange_put, put_local, put_all_local, bidir_get"
+        in variants.problems
+    )
 
 
 def test_requested_benchmark_missing_fails_the_run():
@@ -200,7 +237,7 @@ def test_requested_benchmark_missing_fails_the_run():
     parsed = parse_output(text, exit_code=0, requested=["alltoal"])
     assert parsed.status == "failed"
     assert "requested benchmark 'alltoal' is not in the output" in parsed.problems
-    assert len(parsed.series) == 19   # IMB ran its default set instead, PingPong to Barrier
+    assert len(parsed.series) == 19  # IMB ran its default set instead, PingPong to Barrier
     assert one(parsed, "barrier").points == ((0, 0.60),)
     # The request check fails the run by itself, without IMB's own "Invalid benchmark name" line.
     quiet = text.replace("Invalid benchmark name alltoal\n", "")
@@ -213,44 +250,141 @@ def test_osu_one_sided_warning_between_rows():
     parsed = parse("osu-7.4_osu_put_latency_defaultopts_default-ompi.txt")
     s = one(parsed, "put_latency")
     assert (s.suite, s.metric, s.nprocs) == ("osu", LATENCY, None)
-    assert s.options == {"window": "MPI_Win_allocate", "sync": "MPI_Win_flush", "datatype": "MPI_CHAR"}
-    assert s.points[:2] == ((1, 0.09), (2, 0.09))   # each row follows two warning lines
+    assert s.options == {
+        "window": "MPI_Win_allocate",
+        "sync": "MPI_Win_flush",
+        "datatype": "MPI_CHAR",
+    }
+    assert s.points[:2] == ((1, 0.09), (2, 0.09))  # each row follows two warning lines
     assert s.points[-1] == (4194304, 108.24) and len(s.points) == 23
     assert parsed.problems == [OSC_UCX_WARNING + " (x46)"]
 
 
-@pytest.mark.parametrize("name, benchmark, metric, first, last, options", [
-    ("osu-7.4_osu_acc_latency_defaultopts_default-ompi.txt", "acc_latency", LATENCY,
-     (1, 0.09), (4194304, 270.87), {"window": "MPI_Win_allocate", "sync": "MPI_Win_flush"}),
-    ("osu-7.4_osu_get_acc_latency_defaultopts_default-ompi.txt", "get_acc_latency", LATENCY,
-     (1, 1.70), (4194304, 9527.60), {"window": "MPI_Win_create", "sync": "MPI_Win_lock/unlock"}),
-    ("osu-7.4_osu_get_latency_w-allocate_s-flush_default-ompi.txt", "get_latency", LATENCY,
-     (1, 0.07), (4194304, 116.76), {"window": "MPI_Win_allocate"}),
-    ("osu-7.4_osu_cas_latency_defaultopts_default-ompi.txt", "cas_latency", LATENCY,
-     (1, 0.09), (1, 0.09), {"datatype": "MPI_CHAR"}),
-    ("osu-7.4_osu_fop_latency_defaultopts_ucx-pml-osc.txt", "fop_latency", LATENCY,
-     (1, 7.54), (1, 7.54), {"window": "MPI_Win_allocate"}),
-    ("osu-7.4_osu_get_bw_defaultopts_ucx-pml-osc.txt", "get_bw", BANDWIDTH,
-     (1, 0.45), (4194304, 4889.74), {"window": "MPI_Win_allocate"}),
-    ("osu-7.4_osu_put_bibw_defaultopts_default-ompi.txt", "put_bibw", BANDWIDTH,
-     (1, 54.48), (4194304, 12975.73), {"sync": "MPI_Win_post/start/complete/wait"}),
-    ("osu-7.4_osu_put_bw_w-create_s-lock_m1-1024_pml-ucx_default-osc_OK.txt", "put_bw", BANDWIDTH,
-     (1, 0.53), (1024, 577.82), {"window": "MPI_Win_create", "sync": "MPI_Win_lock/unlock"}),
-    ("osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt", "put_latency", LATENCY,
-     (1, 0.21), (4194304, 440.21), {"window": "MPI_Win_allocate"}),
-    ("osu-7.4_osu_allreduce_defaultopts_default-ompi.txt", "allreduce", LATENCY,
-     (1, 0.36), (1048576, 181.83), {"datatype": "MPI_CHAR"}),
-    ("osu-7.4_osu_alltoall_defaultopts_ucx-pml_rndv32kb.txt", "alltoall", LATENCY,
-     (1, 0.21), (1048576, 144.94), {}),
-    ("osu-7.4_osu_bcast_c-validation_default-ompi.txt", "bcast", LATENCY,
-     (1, 0.23), (1048576, 86.22), {}),
-    ("osu-7.4_osu_iallreduce_f-fullstats_default-ompi.txt", "iallreduce", LATENCY,
-     (1, 2.36), (1048576, 540.18), {}),
-    ("osu-7.4_osu_latency_defaultopts_default-ompi.txt", "latency", LATENCY,
-     (1, 0.20), (4194304, 439.30), {}),
-    ("osu-7.4_osu_bw_defaultopts_default-ompi.txt", "bw", BANDWIDTH,
-     (1, 15.46), (4194304, 12281.39), {}),
-])
+@pytest.mark.parametrize(
+    "name, benchmark, metric, first, last, options",
+    [
+        (
+            "osu-7.4_osu_acc_latency_defaultopts_default-ompi.txt",
+            "acc_latency",
+            LATENCY,
+            (1, 0.09),
+            (4194304, 270.87),
+            {"window": "MPI_Win_allocate", "sync": "MPI_Win_flush"},
+        ),
+        (
+            "osu-7.4_osu_get_acc_latency_defaultopts_default-ompi.txt",
+            "get_acc_latency",
+            LATENCY,
+            (1, 1.70),
+            (4194304, 9527.60),
+            {"window": "MPI_Win_create", "sync": "MPI_Win_lock/unlock"},
+        ),
+        (
+            "osu-7.4_osu_get_latency_w-allocate_s-flush_default-ompi.txt",
+            "get_latency",
+            LATENCY,
+            (1, 0.07),
+            (4194304, 116.76),
+            {"window": "MPI_Win_allocate"},
+        ),
+        (
+            "osu-7.4_osu_cas_latency_defaultopts_default-ompi.txt",
+            "cas_latency",
+            LATENCY,
+            (1, 0.09),
+            (1, 0.09),
+            {"datatype": "MPI_CHAR"},
+        ),
+        (
+            "osu-7.4_osu_fop_latency_defaultopts_ucx-pml-osc.txt",
+            "fop_latency",
+            LATENCY,
+            (1, 7.54),
+            (1, 7.54),
+            {"window": "MPI_Win_allocate"},
+        ),
+        (
+            "osu-7.4_osu_get_bw_defaultopts_ucx-pml-osc.txt",
+            "get_bw",
+            BANDWIDTH,
+            (1, 0.45),
+            (4194304, 4889.74),
+            {"window": "MPI_Win_allocate"},
+        ),
+        (
+            "osu-7.4_osu_put_bibw_defaultopts_default-ompi.txt",
+            "put_bibw",
+            BANDWIDTH,
+            (1, 54.48),
+            (4194304, 12975.73),
+            {"sync": "MPI_Win_post/start/complete/wait"},
+        ),
+        (
+            "osu-7.4_osu_put_bw_w-create_s-lock_m1-1024_pml-ucx_default-osc_OK.txt",
+            "put_bw",
+            BANDWIDTH,
+            (1, 0.53),
+            (1024, 577.82),
+            {"window": "MPI_Win_create", "sync": "MPI_Win_lock/unlock"},
+        ),
+        (
+            "osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt",
+            "put_latency",
+            LATENCY,
+            (1, 0.21),
+            (4194304, 440.21),
+            {"window": "MPI_Win_allocate"},
+        ),
+        (
+            "osu-7.4_osu_allreduce_defaultopts_default-ompi.txt",
+            "allreduce",
+            LATENCY,
+            (1, 0.36),
+            (1048576, 181.83),
+            {"datatype": "MPI_CHAR"},
+        ),
+        (
+            "osu-7.4_osu_alltoall_defaultopts_ucx-pml_rndv32kb.txt",
+            "alltoall",
+            LATENCY,
+            (1, 0.21),
+            (1048576, 144.94),
+            {},
+        ),
+        (
+            "osu-7.4_osu_bcast_c-validation_default-ompi.txt",
+            "bcast",
+            LATENCY,
+            (1, 0.23),
+            (1048576, 86.22),
+            {},
+        ),
+        (
+            "osu-7.4_osu_iallreduce_f-fullstats_default-ompi.txt",
+            "iallreduce",
+            LATENCY,
+            (1, 2.36),
+            (1048576, 540.18),
+            {},
+        ),
+        (
+            "osu-7.4_osu_latency_defaultopts_default-ompi.txt",
+            "latency",
+            LATENCY,
+            (1, 0.20),
+            (4194304, 439.30),
+            {},
+        ),
+        (
+            "osu-7.4_osu_bw_defaultopts_default-ompi.txt",
+            "bw",
+            BANDWIDTH,
+            (1, 15.46),
+            (4194304, 12281.39),
+            {},
+        ),
+    ],
+)
 def test_osu_names_metrics_and_values(name, benchmark, metric, first, last, options):
     (s,) = parse(name).series
     assert (s.benchmark, s.metric) == (benchmark, metric)
@@ -284,8 +418,10 @@ def test_osu_crash_mid_table_keeps_rows():
     (s,) = parsed.series
     assert len(s.points) == 8 and s.points[-1] == (128, 203.27)
     assert "put_bw: table cut short after 8 rows (last size 128 bytes)" in parsed.problems
-    assert ("prterun noticed that process rank 0 with PID 4895 on node vm exited on signal 11 "
-            "(Segmentation fault).") in parsed.problems
+    assert (
+        "prterun noticed that process rank 0 with PID 4895 on node vm exited on signal 11 "
+        "(Segmentation fault)."
+    ) in parsed.problems
     (first,) = parse("osu-7.4_osu_put_bw_w-create_s-lock_m1-1024_default_SEGV-sample.txt").series
     assert first.points == ((1, 3.80),)
 
@@ -297,14 +433,17 @@ def test_osu_mpi_err_win_before_any_row():
     assert "exit code 53" in parsed.problems
 
 
-@pytest.mark.parametrize("line", [
-    "Segmentation fault",
-    "bash: line 1: 4242 Segmentation fault      ./coll_probe",
-    "[node1:12345] Signal: Segmentation fault (11)",
-    "[node1:12345] *** Process received signal ***",
-    "mpirun noticed that process rank 1 with PID 999 on node n1 exited on signal 11 (Segmentation fault).",
-    "srun: error: n1: task 1: Bus error",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Segmentation fault",
+        "bash: line 1: 4242 Segmentation fault      ./coll_probe",
+        "[node1:12345] Signal: Segmentation fault (11)",
+        "[node1:12345] *** Process received signal ***",
+        "mpirun noticed that process rank 1 with PID 999 on node n1 exited on signal 11 (Segmentation fault).",
+        "srun: error: n1: task 1: Bus error",
+    ],
+)
 def test_crash_messages_without_an_exit_code(line):
     text = text_of("osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt")
     lines = text.splitlines()
@@ -318,33 +457,44 @@ def test_interleaved_crash_output_does_not_swallow_rows():
     # One rank's backtrace or an mpirun frame can be cut off by another rank's output.
     lines = text_of("osu-7.4_osu_bw_defaultopts_default-ompi.txt").splitlines()
     assert lines[4:6] == ["1                      15.46", "2                      29.69"]
-    text = "\n".join(lines[:5] + ["==== backtrace (tid:   4895) ====",
-                                  " 0  /opt/openmpi/lib/openmpi/libucs.so.0(ucs_handle_error+0x294) [0x7f]"]
-                     + lines[5:7]
-                     + ["-" * 74, "prterun noticed that process rank 1 with PID 7 on node vm exited on"]
-                     + lines[7:] + ["signal 11 (Segmentation fault)."])
+    text = "\n".join(
+        lines[:5]
+        + [
+            "==== backtrace (tid:   4895) ====",
+            " 0  /opt/openmpi/lib/openmpi/libucs.so.0(ucs_handle_error+0x294) [0x7f]",
+        ]
+        + lines[5:7]
+        + ["-" * 74, "prterun noticed that process rank 1 with PID 7 on node vm exited on"]
+        + lines[7:]
+        + ["signal 11 (Segmentation fault)."]
+    )
     parsed = parse_output(text)
     assert parsed.series[0].points[:3] == ((1, 15.46), (2, 29.69), (4, 64.08))
     assert len(parsed.series[0].points) == 23
     assert parsed.status == "crashed"
-    assert parsed.problems[0] == ("prterun noticed that process rank 1 with PID 7 on node vm exited on "
-                                  "signal 11 (Segmentation fault).")
+    assert parsed.problems[0] == (
+        "prterun noticed that process rank 1 with PID 7 on node vm exited on "
+        "signal 11 (Segmentation fault)."
+    )
     assert not any("libucs" in p for p in parsed.problems)
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    ({"exit_code": 0}, "ok"),
-    ({"exit_code": None}, "ok"),
-    ({"exit_code": 2}, "failed"),
-    ({"exit_code": 139}, "crashed"),
-    ({"exit_code": -11}, "crashed"),   # subprocess reports death by signal 11 as -11
-    ({"exit_code": 0, "timed_out": True}, "timeout"),
-    ({"exit_code": 137, "timed_out": True}, "timeout"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        ({"exit_code": 0}, "ok"),
+        ({"exit_code": None}, "ok"),
+        ({"exit_code": 2}, "failed"),
+        ({"exit_code": 139}, "crashed"),
+        ({"exit_code": -11}, "crashed"),  # subprocess reports death by signal 11 as -11
+        ({"exit_code": 0, "timed_out": True}, "timeout"),
+        ({"exit_code": 137, "timed_out": True}, "timeout"),
+    ],
+)
 def test_exit_code_and_timeout(kwargs, status):
     parsed = parse_output(text_of("osu-7.4_osu_bw_defaultopts_default-ompi.txt"), **kwargs)
     assert parsed.status == status
-    assert len(parsed.series[0].points) == 23   # the data is kept whatever the status
+    assert len(parsed.series[0].points) == 23  # the data is kept whatever the status
     if kwargs.get("timed_out"):
         assert "timed out" in parsed.problems
 
@@ -354,19 +504,27 @@ def test_timeout_wins_over_crash_text():
     assert parse_output(text, exit_code=139, timed_out=True).status == "timeout"
 
 
-@pytest.mark.parametrize("name, mark", [
-    ("imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt",
-     "# tunedmpi-probe 1: IMB-compatible output, not Intel MPI Benchmarks"),
-    ("osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt",
-     "# tunedmpi-probe 1: OSU-compatible output, not OSU Micro-Benchmarks"),
-])
+@pytest.mark.parametrize(
+    "name, mark",
+    [
+        (
+            "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt",
+            "# tunedmpi-probe 1: IMB-compatible output, not Intel MPI Benchmarks",
+        ),
+        (
+            "osu-7.4_osu_put_latency_w-allocate_s-flush_ucx-pml-osc.txt",
+            "# tunedmpi-probe 1: OSU-compatible output, not OSU Micro-Benchmarks",
+        ),
+    ],
+)
 def test_probe_output_is_labelled_probe(name, mark):
     real = parse_output(text_of(name))
     probe = parse_output(mark + "\n" + text_of(name))
     assert real.series and {s.suite for s in real.series} == {name[:3]}
     assert {s.suite for s in probe.series} == {"probe"}
     assert [(s.benchmark, s.points, s.options) for s in probe.series] == [
-        (s.benchmark, s.points, s.options) for s in real.series]
+        (s.benchmark, s.points, s.options) for s in real.series
+    ]
     assert probe.status == "ok"
 
 
@@ -391,7 +549,7 @@ def _mutations(rng, text):
     kind = rng.randrange(4)
     if kind == 0:
         a = rng.randrange(len(text) + 1)
-        return text[a:rng.randrange(a, len(text) + 1)]
+        return text[a : rng.randrange(a, len(text) + 1)]
     if kind == 1:
         return "".join(c if rng.random() > 0.03 else rng.choice(junk) for c in text)
     lines = text.split("\n")
@@ -405,7 +563,7 @@ def _mutations(rng, text):
         elif op == 2 and len(lines) > 1:
             del lines[i]
         elif op == 3:
-            lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+            lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
         else:
             tokens = lines[i].split()
             rng.shuffle(tokens)
@@ -419,12 +577,20 @@ def test_fuzz_never_raises():
     statuses = set()
     for _ in range(600):
         text = _mutations(rng, rng.choice(texts))
-        for parsed in (parse_output(text, exit_code=rng.choice([None, 0, 1, 139]),
-                                    timed_out=rng.random() < 0.1, requested=rng.choice([None, ["alltoal"]])),
-                       parse_imb(text), parse_osu(text), parse_output(text.encode("utf-8"))):
+        for parsed in (
+            parse_output(
+                text,
+                exit_code=rng.choice([None, 0, 1, 139]),
+                timed_out=rng.random() < 0.1,
+                requested=rng.choice([None, ["alltoal"]]),
+            ),
+            parse_imb(text),
+            parse_osu(text),
+            parse_output(text.encode("utf-8")),
+        ):
             statuses.add(parsed.status)
             assert parsed.status in STATUSES and all(isinstance(p, str) for p in parsed.problems)
             for s in parsed.series:
                 assert s.points and all(type(a) is int and type(b) is float for a, b in s.points)
                 assert all(len(col) == len(s.points) for col in s.columns.values())
-    assert statuses == set(STATUSES)   # the mutations reached every classification
+    assert statuses == set(STATUSES)  # the mutations reached every classification

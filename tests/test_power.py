@@ -5,6 +5,7 @@ counterbalanced order (stats.pair_order), run noise 3 %, size noise 2 %, and the
 every pair 10 % slower. store/local-1x2-fixture: a results-store campaign whose baseline is
 measured in two stages, plus one configuration 20 % faster in the second stage.
 """
+
 import math
 import random
 import subprocess
@@ -23,11 +24,24 @@ AA, STORE = FIX / "aa-campaign", FIX / "store"
 
 def test_load_reads_validate_directories_store_campaigns_and_their_parents():
     (aa,) = power.load([AA])
-    assert aa.kind == "validate" and aa.aa and len(aa.runs) == 32       # 8 reps x 2 sides x 2 benchmarks
-    (st,) = power.load([STORE])                                          # a directory holding a campaign
+    assert aa.kind == "validate" and aa.aa and len(aa.runs) == 32  # 8 reps x 2 sides x 2 benchmarks
+    (st,) = power.load([STORE])  # a directory holding a campaign
     assert st.kind == "store" and not st.aa and len(st.runs) == 15
-    if not st.timed:   # round order: stage a's repetitions 1-5, then stage b's (file times do not confirm it)
-        assert sorted({r.order for r in st.runs}) == [1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 8.0, 9.0, 10.0, 11.0]
+    if (
+        not st.timed
+    ):  # round order: stage a's repetitions 1-5, then stage b's (file times do not confirm it)
+        assert sorted({r.order for r in st.runs}) == [
+            1.0,
+            2.0,
+            3.0,
+            4.0,
+            5.0,
+            7.0,
+            8.0,
+            9.0,
+            10.0,
+            11.0,
+        ]
     assert len(power.load([FIX])) == 2
 
 
@@ -41,13 +55,17 @@ def test_load_refuses_a_directory_without_campaigns(tmp_path):
 def test_pools_same_configuration_pairs_and_residuals():
     found = power.pools(power.load([AA, STORE]), 10)
     kinds = {(p.family, p.bench, len(p.units)) for p in found}
-    assert ("same-config", "allreduce", 16) in kinds               # A/A: both sides are one configuration
-    assert ("A/A pairs", "put_bw", 8) in kinds                      # whole repetitions, order kept
-    assert ("same-config", "allreduce", 10) in kinds               # the store baseline, both stages
-    assert ("residual", "allreduce", 15) in kinds                  # store: every (configuration, stage) centred
-    assert not any(p.family == "same-config" and len(p.units) == 5 for p in found)   # too small: not resampled
-    res = next(p for p in found if p.family == "residual" and p.bench == "allreduce" and len(p.units) == 15)
-    assert all(set(u) == {4, 64, 1024, 4096, 65536} for u in res.units)   # size 0 is not compared
+    assert ("same-config", "allreduce", 16) in kinds  # A/A: both sides are one configuration
+    assert ("A/A pairs", "put_bw", 8) in kinds  # whole repetitions, order kept
+    assert ("same-config", "allreduce", 10) in kinds  # the store baseline, both stages
+    assert ("residual", "allreduce", 15) in kinds  # store: every (configuration, stage) centred
+    assert not any(
+        p.family == "same-config" and len(p.units) == 5 for p in found
+    )  # too small: not resampled
+    res = next(
+        p for p in found if p.family == "residual" and p.bench == "allreduce" and len(p.units) == 15
+    )
+    assert all(set(u) == {4, 64, 1024, 4096, 65536} for u in res.units)  # size 0 is not compared
 
 
 def test_noise_ICC_and_runs_needed():
@@ -62,7 +80,9 @@ def test_noise_ICC_and_runs_needed():
     assert power.design_power(0.05, 1.3, 0.05, 2, d, 5) > 0.99
     low = [power.design_power(sd, 1.3, 0.05, 2, d, 5) for sd in (0.1, 0.2, 0.3)]
     assert low == sorted(low, reverse=True)
-    assert power.design_power(0.2, 1.3, 0.05, 2, d, 5) > power.design_power(0.2, 1.3, 0.05, 2, None, 5)
+    assert power.design_power(0.2, 1.3, 0.05, 2, d, 5) > power.design_power(
+        0.2, 1.3, 0.05, 2, None, 5
+    )
 
 
 def test_the_second_run_effect_is_measured_in_an_A_A_campaign():
@@ -75,12 +95,15 @@ def test_the_second_run_effect_is_measured_in_an_A_A_campaign():
 
 def test_the_second_run_effect_is_not_claimed_when_tuned_always_ran_second(tmp_path):
     import json
+
     res = json.loads((AA / "results.json").read_text())
     res["modules"]["tuned"] = "openmpi-tuned/5.0.8"
     for r in res["runs"]:
         if r["role"] == "tuned":
             r["module"] = "openmpi-tuned/5.0.8"
-    runs = sorted(res["runs"], key=lambda r: (r["rep"], r["run"], r["role"] != "baseline"))  # A B A B ...
+    runs = sorted(
+        res["runs"], key=lambda r: (r["rep"], r["run"], r["role"] != "baseline")
+    )  # A B A B ...
     res["runs"] = runs
     (tmp_path / "ab").mkdir()
     (tmp_path / "ab" / "results.json").write_text(json.dumps(res))
@@ -94,15 +117,21 @@ def test_study_is_deterministic_and_finds_a_gain_at_low_noise():
     d = stats.Design(5, 10)
     one = power.study(pool, random.Random(3), 40, 1.3, d, 5, 0.05, 0.05)
     assert one == power.study(pool, random.Random(3), 40, 1.3, d, 5, 0.05, 0.05)
-    assert one["per_side"] == 5 and not one["two_looks"]                 # 8 repetitions: no room for 5+5
+    assert one["per_side"] == 5 and not one["two_looks"]  # 8 repetitions: no room for 5+5
     assert one["false"] <= 0.1 and min(one["power"].values()) == 1.0
     same = next(p for p in found if p.family == "same-config" and p.bench == "allreduce")
     r = power.study(same, random.Random(3), 40, 1.0001, None, 5, 0.05, 0.05)
-    assert r["false"] <= 0.1 and max(r["power"].values()) <= 0.1          # no gain: "power" is the false rate
+    assert (
+        r["false"] <= 0.1 and max(r["power"].values()) <= 0.1
+    )  # no gain: "power" is the false rate
 
 
 def test_heavy_tail_injection_makes_no_false_call():
-    pool = next(p for p in power.pools(power.load([AA]), 10) if p.family == "same-config" and p.bench == "put_bw")
+    pool = next(
+        p
+        for p in power.pools(power.load([AA]), 10)
+        if p.family == "same-config" and p.bench == "put_bw"
+    )
     r = power.study(pool, random.Random(1), 30, 1.3, None, 5, 0.05, 0.05, outlier=True)
     assert r["false"] == 0.0
 
@@ -115,8 +144,11 @@ def test_the_old_rule_is_kept_for_comparison():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "tunedmpi.cli", "power"] + [str(a) for a in args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "tunedmpi.cli", "power"] + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_cli_prints_noise_order_and_resampling_in_seconds_and_reproducibly():
@@ -124,8 +156,12 @@ def test_cli_prints_noise_order_and_resampling_in_seconds_and_reproducibly():
     a = cli("--draws", 30, "--seed", 7, AA, STORE)
     assert a.returncode == 0, a.stderr
     assert time.monotonic() - started < 30
-    for heading in ("## Run-to-run noise", "## Order and time effects", "## A/A false calls and power",
-                    "### Per benchmark"):
+    for heading in (
+        "## Run-to-run noise",
+        "## Order and time effects",
+        "## A/A false calls and power",
+        "### Per benchmark",
+    ):
         assert heading in a.stdout
     assert "aa-campaign (A/A)" in a.stdout and "allreduce +" in a.stdout
     assert a.stdout == cli("--draws", 30, "--seed", 7, AA, STORE).stdout
@@ -146,6 +182,7 @@ def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
     probe figures that say so): pools carry each run's state, the study judges within states, as
     validate does, and finds a 1.3x gain that the same draws judged as one group mostly miss."""
     import json
+
     res = json.loads((AA / "results.json").read_text())
     rng = random.Random(4)
     slow = False
@@ -154,8 +191,10 @@ def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
             slow = rng.random() < 0.5
         r["host"] = {"before_ns": 320.0 if slow else 95.0, "after_ns": 330.0 if slow else 99.0}
         for s in r["series"].values():
-            s["points"] = {k: v * (2.2 if slow else 1.0) ** (1 if s["metric"] == "latency_us" else -1)
-                           for k, v in s["points"].items()}
+            s["points"] = {
+                k: v * (2.2 if slow else 1.0) ** (1 if s["metric"] == "latency_us" else -1)
+                for k, v in s["points"].items()
+            }
     (tmp_path / "aa-states").mkdir()
     (tmp_path / "aa-states" / "results.json").write_text(json.dumps(res))
     (src,) = power.load([tmp_path / "aa-states"])

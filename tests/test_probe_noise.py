@@ -28,6 +28,7 @@ themselves do not repeat when the host is noisy (their own full campaign a few m
 0.25-0.27). So the ratio gates only with TUNEDMPI_NOISE_GATE=1 (a quiet machine); otherwise an
 excess is printed and raised as a warning, and the campaign's completeness is still asserted.
 """
+
 import json
 import math
 import os
@@ -47,13 +48,17 @@ REAL = FIXTURES / "campaigns" / "local-quick-imb-osu.json"
 BENCHMARKS = ("alltoall", "allgather", "allreduce", "put_latency", "get_latency")
 REPETITIONS = 5
 LIMIT = 1.5
-ATTEMPTS = 3 if os.environ.get("TUNEDMPI_NOISE_GATE") == "1" else 1   # repeats only help a gate
-BUDGET_S = 200        # no new campaign after this (one takes 70-90 s on 2 cores)
+ATTEMPTS = 3 if os.environ.get("TUNEDMPI_NOISE_GATE") == "1" else 1  # repeats only help a gate
+BUDGET_S = 200  # no new campaign after this (one takes 70-90 s on 2 cores)
 
-needs_mpi = pytest.mark.skipif(not MPIRUN.exists(), reason="no Open MPI wheel in .venv (run make): "
-                               "no .venv/bin/mpirun")
-needs_lmod = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod): "
-                                "validate/run.sh loads the modules with it")
+needs_mpi = pytest.mark.skipif(
+    not MPIRUN.exists(), reason="no Open MPI wheel in .venv (run make): no .venv/bin/mpirun"
+)
+needs_lmod = pytest.mark.skipif(
+    not lmod.available(),
+    reason="Lmod is not installed (apt-get install lmod): "
+    "validate/run.sh loads the modules with it",
+)
 
 
 def median_cv(entry):
@@ -81,7 +86,11 @@ def run_level_spread(entry):
         sizes = sorted({s for rep in reps for s in rep} - {"0"}, key=int)
         median = {s: statistics.median([rep[s] for rep in reps if s in rep]) for s in sizes}
         for rep in reps:
-            logs = [math.log(rep[s] / median[s]) for s in sizes if s in rep and rep[s] > 0 and median[s] > 0]
+            logs = [
+                math.log(rep[s] / median[s])
+                for s in sizes
+                if s in rep and rep[s] > 0 and median[s] > 0
+            ]
             if logs:
                 levels.append(math.exp(statistics.fmean(logs)))
     if len(levels) < 2:
@@ -93,25 +102,45 @@ def run_level_spread(entry):
 @pytest.fixture(scope="module")
 def real():
     data = json.loads(REAL.read_text())
-    assert data["suite"] == "imb+osu" and data["set"] == "quick" and data["repetitions"] == REPETITIONS
+    assert (
+        data["suite"] == "imb+osu" and data["set"] == "quick" and data["repetitions"] == REPETITIONS
+    )
     return data
 
 
 def campaign(tmp_path):
     """One quick probe campaign through the CLI; its results.json."""
     proc = subprocess.run(
-        [str(RUN), "--probes", "--site", "local", "--quick", "--repetitions", str(REPETITIONS), "--no-extend",
-         "--benchmarks", ",".join(BENCHMARKS), "--out", str(tmp_path)],
-        env=lmod.clean_env(), capture_output=True, text=True, timeout=900)
+        [
+            str(RUN),
+            "--probes",
+            "--site",
+            "local",
+            "--quick",
+            "--repetitions",
+            str(REPETITIONS),
+            "--no-extend",
+            "--benchmarks",
+            ",".join(BENCHMARKS),
+            "--out",
+            str(tmp_path),
+        ],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     dirs = [d for d in sorted(tmp_path.glob("*")) if d.is_dir()]
-    assert proc.returncode in (0, 1) and len(dirs) == 1, (   # 0/1: a verdict; 2: could not run
-        "validate/run.sh --probes exited %d\n%s" % (proc.returncode, proc.stderr[-3000:]))
+    assert proc.returncode in (0, 1) and len(dirs) == 1, (  # 0/1: a verdict; 2: could not run
+        "validate/run.sh --probes exited %d\n%s" % (proc.returncode, proc.stderr[-3000:])
+    )
     results = json.loads((dirs[0] / "results.json").read_text())
     assert results["suite"] == "probe" and results["repetitions"] == REPETITIONS
     for bench in BENCHMARKS:
         entry = results["per_size"].get(bench) or {}
         assert all(len(entry.get(role) or []) >= 3 for role in ("baseline", "tuned")), (
-            "%s: too few successful runs for a CV\n%s" % (bench, proc.stderr[-3000:]))
+            "%s: too few successful runs for a CV\n%s" % (bench, proc.stderr[-3000:])
+        )
     return results
 
 
@@ -120,20 +149,33 @@ def compare(results, real):
     rows = {}
     for bench in BENCHMARKS:
         assert bench in results["per_size"], "the probe campaign has no data for %s" % bench
-        probe_cv, real_cv = median_cv(results["per_size"][bench]), median_cv(real["per_size"][bench])
+        probe_cv, real_cv = (
+            median_cv(results["per_size"][bench]),
+            median_cv(real["per_size"][bench]),
+        )
         assert probe_cv is not None and real_cv, bench
-        rows[bench] = (probe_cv, real_cv, probe_cv / real_cv, run_level_spread(results["per_size"][bench]),
-                       run_level_spread(real["per_size"][bench]))
+        rows[bench] = (
+            probe_cv,
+            real_cv,
+            probe_cv / real_cv,
+            run_level_spread(results["per_size"][bench]),
+            run_level_spread(real["per_size"][bench]),
+        )
     return rows
 
 
 def table(attempt, rows):
-    lines = ["attempt %d: median per-size CV (README definition), probe vs real IMB-MPI1 / OSU 7.4" % attempt,
-             "  %-12s %7s %7s %6s   %s" % ("benchmark", "probe", "real", "ratio", "run-level spread probe / real"),
-             ]
+    lines = [
+        "attempt %d: median per-size CV (README definition), probe vs real IMB-MPI1 / OSU 7.4"
+        % attempt,
+        "  %-12s %7s %7s %6s   %s"
+        % ("benchmark", "probe", "real", "ratio", "run-level spread probe / real"),
+    ]
     for bench, (p, r, ratio, sp, sr) in rows.items():
-        lines.append("  %-12s %7.3f %7.3f %6.2f%s   %.2f / %.2f" % (
-            bench, p, r, ratio, " !" if ratio > LIMIT else "  ", sp or 0.0, sr or 0.0))
+        lines.append(
+            "  %-12s %7.3f %7.3f %6.2f%s   %.2f / %.2f"
+            % (bench, p, r, ratio, " !" if ratio > LIMIT else "  ", sp or 0.0, sr or 0.0)
+        )
     return "\n".join(lines)
 
 
@@ -158,15 +200,18 @@ def test_probes_are_as_steady_as_the_real_suites(tmp_path, real):
         # (results-archive/notes/2026-11-24-probes-vs-real-suites.md); against the fixed figures of a
         # quiet period a noisy host fails the real suites too. So in CI an excess is reported, and
         # gates only where asked (a quiet machine: TUNEDMPI_NOISE_GATE=1).
-        warnings.warn("probe noise above %.1f x the quiet-period real-suite figures for %s (host noise? "
-                      "rerun with TUNEDMPI_NOISE_GATE=1 on a quiet machine)\n%s"
-                      % (LIMIT, ", ".join(sorted(noisy)), "\n".join(reports)))
+        warnings.warn(
+            "probe noise above %.1f x the quiet-period real-suite figures for %s (host noise? "
+            "rerun with TUNEDMPI_NOISE_GATE=1 on a quiet machine)\n%s"
+            % (LIMIT, ", ".join(sorted(noisy)), "\n".join(reports))
+        )
         return
     assert not noisy, (
         "the probes are noisier than the real suites (median per-size CV over %d repetitions, limit "
         "%.1f x the real campaign's) for %s in each of %d campaigns; a large run-level spread means "
         "the machine moved whole runs (measure again when it is quiet, see the module docstring)\n%s"
-        % (REPETITIONS, LIMIT, ", ".join(sorted(noisy)), len(reports), "\n".join(reports)))
+        % (REPETITIONS, LIMIT, ", ".join(sorted(noisy)), len(reports), "\n".join(reports))
+    )
 
 
 def test_the_figure_is_the_shared_readmes():
@@ -174,9 +219,16 @@ def test_the_figure_is_the_shared_readmes():
     0.09, 0.03) from the copied per-size data."""
     data = json.loads(REAL.read_text())["per_size"]
     figures = {b: round(median_cv(data[b]), 2) for b in BENCHMARKS}
-    assert figures == {"alltoall": 0.11, "allgather": 0.05, "allreduce": 0.05, "put_latency": 0.09,
-                       "get_latency": 0.03}
+    assert figures == {
+        "alltoall": 0.11,
+        "allgather": 0.05,
+        "allreduce": 0.05,
+        "put_latency": 0.09,
+        "get_latency": 0.03,
+    }
     # and a hand-made entry: size 0 ignored, one CV per module and size, the median of them
-    entry = {"baseline": [{"0": 1.0, "1": 1.0, "2": 2.0}, {"0": 9.0, "1": 3.0, "2": 2.0}],
-             "tuned": [{"0": 5.0, "1": 1.0, "2": 4.0}, {"0": 1.0, "1": 1.0, "2": 6.0}]}
+    entry = {
+        "baseline": [{"0": 1.0, "1": 1.0, "2": 2.0}, {"0": 9.0, "1": 3.0, "2": 2.0}],
+        "tuned": [{"0": 5.0, "1": 1.0, "2": 4.0}, {"0": 1.0, "1": 1.0, "2": 6.0}],
+    }
     assert median_cv(entry) == pytest.approx(statistics.median([0.5, 0.0, 0.0, 0.2]))

@@ -4,6 +4,7 @@ with the probes, under the local scheduler and launcher, and under a real one-no
 it (plus -S for the quick probe collectives); its pass/fail must be validate's verdict (PASS expected,
 a FAIL on this host's noise is reported as a warning: check_run), and its perflog must hold one record
 per benchmark x band whose gain is the one in the results.json that validate wrote for that run."""
+
 import json
 import subprocess
 import sys
@@ -29,22 +30,41 @@ LIBRARY = ROOT / "validate" / "reframe"
 # 1-64 KB band was left a tie in one of two Slurm runs (p = 0.049).
 BENCHMARKS = ("allreduce",)
 OPTIONS = ["-S", "probes=true", "-S", "benchmarks=allreduce", "-S", "repetitions=8"]
-COLLECTIVES = ("allgather", "allreduce", "alltoall")     # one probe run: the failing case logs all three
+COLLECTIVES = (
+    "allgather",
+    "allreduce",
+    "alltoall",
+)  # one probe run: the failing case logs all three
 
 pytestmark = [
     pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
-    pytest.mark.skipif(not (ROOT / ".venv/bin/mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"),
-    pytest.mark.skipif(not REFRAME.exists(), reason="ReFrame is not installed (pip install -e '.[test]')"),
+    pytest.mark.skipif(
+        not (ROOT / ".venv/bin/mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"
+    ),
+    pytest.mark.skipif(
+        not REFRAME.exists(), reason="ReFrame is not installed (pip install -e '.[test]')"
+    ),
 ]
 
 
 def reframe(config, cwd, env, options=OPTIONS, timeout=900):
     """`reframe -C config -c validate/reframe -r` in cwd (stage/, output/, perflogs/ land there),
     from a shell that has Lmod (ReFrame's modules system finds it through $LMOD_CMD)."""
-    cmd = "source %s && exec %s -C %s -c %s -r %s" % (lmod.LMOD_INIT, REFRAME, LIBRARY / "config" / config, LIBRARY,
-                                                     " ".join(options))
-    return subprocess.run(["bash", "--norc", "--noprofile", "-c", cmd], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    cmd = "source %s && exec %s -C %s -c %s -r %s" % (
+        lmod.LMOD_INIT,
+        REFRAME,
+        LIBRARY / "config" / config,
+        LIBRARY,
+        " ".join(options),
+    )
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", cmd],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def perflog_records(path):
@@ -52,7 +72,9 @@ def perflog_records(path):
     performance variable: 'key=value' fields and plain ones, separated by '|')."""
     out = {}
     header, *lines = path.read_text().splitlines()
-    assert header.startswith("job_completion_time|reframe version|name|"), header   # ReFrame's header line
+    assert header.startswith("job_completion_time|reframe version|name|"), (
+        header
+    )  # ReFrame's header line
     for line in lines:
         fields = line.split("|")
         named = dict(f.split("=", 1) for f in fields if "=" in f)
@@ -78,32 +100,53 @@ def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS)
     certain (3 of 3 on an idle machine; FAILs seen when other MPI jobs shared the cores). A red CI
     must mean a broken wiring, not a noisy hour: the verdict is reported, and the forced-FAIL test
     below proves the FAIL side deterministically."""
-    context = "reframe exit %d\n%s\n%s" % (proc.returncode, proc.stdout[-6000:], proc.stderr[-3000:])
+    context = "reframe exit %d\n%s\n%s" % (
+        proc.returncode,
+        proc.stdout[-6000:],
+        proc.stderr[-3000:],
+    )
     results = kept(cwd, "results.json")
     assert len(results) == 1, context
     res = json.loads(results[0].read_text())
-    context += "\nvalidate's verdict table:\n%s" % (results[0].parent / "report.md").read_text().split(
-        "## Verdict per benchmark and band")[-1][:4000]
+    context += (
+        "\nvalidate's verdict table:\n%s"
+        % (results[0].parent / "report.md")
+        .read_text()
+        .split("## Verdict per benchmark and band")[-1][:4000]
+    )
     if verdict is None:
         verdict = res["verdict"]
         assert verdict in ("PASS", "FAIL"), context
         if verdict != "PASS":
-            warnings.warn("ReFrame run on %s: validate's verdict was FAIL on this host's noise; the test "
-                          "checks that ReFrame failed with it\n%s" % (system, context[-2500:]))
+            warnings.warn(
+                "ReFrame run on %s: validate's verdict was FAIL on this host's noise; the test "
+                "checks that ReFrame failed with it\n%s" % (system, context[-2500:])
+            )
     passed = verdict == "PASS"
     assert proc.returncode == (0 if passed else 1), context
-    assert "Ran 1/1 test case(s) from 1 check(s) (%d failure(s)" % (0 if passed else 1) in proc.stdout, context
+    assert (
+        "Ran 1/1 test case(s) from 1 check(s) (%d failure(s)" % (0 if passed else 1) in proc.stdout
+    ), context
     assert res["verdict"] == verdict and res["suite"] == "probe" and res["set"] == "quick", context
     log = cwd / "perflogs" / system / partition / "TunedMPIValidation.log"
     records = perflog_records(log)
-    bands = {"%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b for b in res["bands"]
-             if b["band"] != "reliability"}
+    bands = {
+        "%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b
+        for b in res["bands"]
+        if b["band"] != "reliability"
+    }
     # one record per benchmark x band of the quick set (sizes 1 B-64 KB: two bands), each with its gain
-    assert sorted(records) == sorted("%s_%s" % (b, band) for b in benchmarks for band in ("le1KB", "1KB-64KB")), log.read_text()
+    assert sorted(records) == sorted(
+        "%s_%s" % (b, band) for b in benchmarks for band in ("le1KB", "1KB-64KB")
+    ), log.read_text()
     assert sorted(records) == sorted(bands)
     for var, rec in records.items():
         assert float(rec["value"]) == pytest.approx(bands[var]["gain"], rel=1e-9), (var, rec)
-        assert rec["unit"] == "x" and rec["result"] == ("pass" if passed else "fail") and rec["verdict"] == verdict
+        assert (
+            rec["unit"] == "x"
+            and rec["result"] == ("pass" if passed else "fail")
+            and rec["verdict"] == verdict
+        )
         assert rec["name"] == "TunedMPIValidation" and rec["results"] == str(results[0].parent), rec
     return res
 
@@ -118,16 +161,33 @@ def test_a_module_that_does_not_win_fails_the_test_and_its_gains_are_still_logge
     """The same tuned module, judged with a tolerance of 900 % (-S tolerance=9: only a 10x gain would
     count) on 3 runs a side, one look: nothing can win or lose, validate says FAIL whatever the noise,
     and the ReFrame test fails in its performance stage with every band's real gain in the perflog."""
-    options = ["-S", "probes=true", "-S", "benchmarks=" + ",".join(COLLECTIVES), "-S", "repetitions=3",
-               "-S", "extend=false", "-S", "tolerance=9"]
+    options = [
+        "-S",
+        "probes=true",
+        "-S",
+        "benchmarks=" + ",".join(COLLECTIVES),
+        "-S",
+        "repetitions=3",
+        "-S",
+        "extend=false",
+        "-S",
+        "tolerance=9",
+    ]
     proc = reframe("local.py", tmp_path, lmod.clean_env(), options)
     res = check_run(proc, tmp_path, "local", "default", verdict="FAIL", benchmarks=COLLECTIVES)
-    assert res["tolerance"] == 9 and all(b["verdict"] == "tie" for b in res["bands"] if b["band"] != "reliability")
-    assert "Failing phase: performance" in proc.stdout and "verdict FAIL (" in proc.stdout, proc.stdout
+    assert res["tolerance"] == 9 and all(
+        b["verdict"] == "tie" for b in res["bands"] if b["band"] != "reliability"
+    )
+    assert "Failing phase: performance" in proc.stdout and "verdict FAIL (" in proc.stdout, (
+        proc.stdout
+    )
 
 
-@pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get install %s"
-                    % (" ".join(slurm.missing()), slurm.APT_PACKAGES))
+@pytest.mark.skipif(
+    bool(slurm.missing()),
+    reason="Slurm/munge not installed (%s): apt-get install %s"
+    % (" ".join(slurm.missing()), slurm.APT_PACKAGES),
+)
 def test_local_site_under_a_real_one_node_slurm(tmp_path):
     cluster = slurm.start(tmp_path / "slurm")
     try:
@@ -138,9 +198,9 @@ def test_local_site_under_a_real_one_node_slurm(tmp_path):
     finally:
         cluster.stop()
     # validate ran inside the batch job ReFrame submitted, for the allocation it asked for
-    script, = (p.read_text() for p in kept(work, "rfm_job.sh"))
+    (script,) = (p.read_text() for p in kept(work, "rfm_job.sh"))
     assert "#SBATCH --ntasks=2" in script and "#SBATCH --ntasks-per-node=2" in script, script
     assert "validate/run.sh --nodes 1 --ppn 2" in script, script
     assert res["geometry"]["np"] == 2
-    err, = (p.read_text() for p in kept(work, "rfm_job.err"))
+    (err,) = (p.read_text() for p in kept(work, "rfm_job.err"))
     assert "validate: " in err

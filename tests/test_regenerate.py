@@ -1,6 +1,7 @@
 """Regenerate end to end on this machine: sweep a tiny knob space (2 ranks, probes), resume it,
 tune a table from the store, and ingest real IMB logs. Checks the table written, not which
 configuration wins (that depends on machine noise)."""
+
 import subprocess
 
 import pytest
@@ -25,18 +26,29 @@ stages:
 
 
 def cli(*args, timeout=600):
-    return subprocess.run([str(ROOT / ".venv/bin/tunedmpi")] + [str(a) for a in args], env=lmod.clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(ROOT / ".venv/bin/tunedmpi")] + [str(a) for a in args],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("text,where", [
-    (TINY.replace("pml: [default, ucx]", "pml: [default, ucz]"), "stages[0].knobs.pml"),
-    (TINY.replace("pml: [default, ucx]", "pml: [ucx]"), "give a list of at least 2 values"),
-    (TINY.replace("repetitions: 2", "repetitions: 1"), "repetitions must be a whole number from 2 to 50"),
-    (TINY.replace("allreduce, put_latency", "allreduse"), "benchmarks must be a list"),
-    (TINY + "    only: [alltoall]\n", "only must list benchmarks of this space"),
-    (TINY + "color: blue\n", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "text,where",
+    [
+        (TINY.replace("pml: [default, ucx]", "pml: [default, ucz]"), "stages[0].knobs.pml"),
+        (TINY.replace("pml: [default, ucx]", "pml: [ucx]"), "give a list of at least 2 values"),
+        (
+            TINY.replace("repetitions: 2", "repetitions: 1"),
+            "repetitions must be a whole number from 2 to 50",
+        ),
+        (TINY.replace("allreduce, put_latency", "allreduse"), "benchmarks must be a list"),
+        (TINY + "    only: [alltoall]\n", "only must list benchmarks of this space"),
+        (TINY + "color: blue\n", "unknown key"),
+    ],
+)
 def test_bad_spaces_name_file_line_and_fix(tmp_path, text, where):
     path = tmp_path / "space.yaml"
     path.write_text(text)
@@ -55,38 +67,63 @@ def test_the_local_space_loads():
 def test_a_space_narrowed_to_some_stages_or_other_repetitions_is_a_campaign_of_its_own(tmp_path):
     local = sites.load_named("local")
     per_size = space.load_space(str(ROOT / "site-configs/local/space-per-size.yaml"), local)
-    assert space.narrowed(per_size) is per_size                 # nothing asked: the space as it is
+    assert space.narrowed(per_size) is per_size  # nothing asked: the space as it is
     confirm = space.narrowed(per_size, repetitions=20)
     alone = space.narrowed(per_size, stages=["alltoall-algorithm"])
     both = space.narrowed(per_size, 30, ["alltoall-algorithm", "bcast-algorithm"])
-    assert (confirm.repetitions, [s.name for s in confirm.stages]) == (20, [s.name for s in per_size.stages])
-    assert (alone.repetitions, [s.name for s in alone.stages]) == (per_size.repetitions, ["alltoall-algorithm"])
-    assert (both.repetitions, [s.name for s in both.stages]) == (30, ["alltoall-algorithm", "bcast-algorithm"])
+    assert (confirm.repetitions, [s.name for s in confirm.stages]) == (
+        20,
+        [s.name for s in per_size.stages],
+    )
+    assert (alone.repetitions, [s.name for s in alone.stages]) == (
+        per_size.repetitions,
+        ["alltoall-algorithm"],
+    )
+    assert (both.repetitions, [s.name for s in both.stages]) == (
+        30,
+        ["alltoall-algorithm", "bcast-algorithm"],
+    )
     assert alone.job == per_size.job and alone.path == per_size.path
     digests = {per_size.digest, confirm.digest, alone.digest, both.digest}
     assert len(digests) == 4 and space.narrowed(per_size, repetitions=20).digest == confirm.digest
     with pytest.raises(InputError) as exc:
         space.narrowed(per_size, stages=["alltoall"])
-    assert "no stage named alltoall" in str(exc.value) and "alltoall-algorithm, allgather-algorithm" in str(exc.value)
+    assert "no stage named alltoall" in str(
+        exc.value
+    ) and "alltoall-algorithm, allgather-algorithm" in str(exc.value)
     # a stage measured on a job configuration that a left-out job-wide stage was to choose: refused
     full = space.load_space(str(ROOT / "site-configs/local/space.yaml"), local)
     with pytest.raises(InputError) as exc:
         space.narrowed(full, stages=["alltoall-algorithm"])
     msg = str(exc.value)
-    assert "stage alltoall-algorithm builds on the job configuration that stage transport chooses" in msg
+    assert (
+        "stage alltoall-algorithm builds on the job configuration that stage transport chooses"
+        in msg
+    )
     assert "space-per-size.yaml" in msg and str(full.path) in msg
     assert [s.name for s in space.narrowed(full, stages=["transport"]).stages] == ["transport"]
     # the command refuses before it measures or writes anything
-    proc = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space.yaml", "--stage",
-               "alltoall-algorithm", "--store", tmp_path / "s")
+    proc = cli(
+        "sweep",
+        "--site",
+        "local",
+        "--space",
+        ROOT / "site-configs/local/space.yaml",
+        "--stage",
+        "alltoall-algorithm",
+        "--store",
+        tmp_path / "s",
+    )
     assert proc.returncode == 2 and "builds on the job configuration" in proc.stderr, proc.stderr
     proc = cli("sweep", "--site", "local", "--repetitions", "1", "--store", tmp_path / "s")
     assert proc.returncode == 2 and "--repetitions" in proc.stderr, proc.stderr
     assert not (tmp_path / "s").exists()
 
 
-needs_mpi = pytest.mark.skipif(not lmod.available() or not (ROOT / ".venv/bin/mpicc").exists(),
-                               reason="needs Lmod and the Open MPI wheel (run make)")
+needs_mpi = pytest.mark.skipif(
+    not lmod.available() or not (ROOT / ".venv/bin/mpicc").exists(),
+    reason="needs Lmod and the Open MPI wheel (run make)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -106,30 +143,56 @@ def test_sweep_measures_every_configuration_interleaved(swept):
     assert meta["site"] == "local" and meta["stages"][0]["configurations"] == 2
     # 2 configurations x 2 runs (collectives, put_latency) x 2 repetitions
     assert sorted((r["config_id"].split(".")[0], r["run"], r["rep"]) for r in records) == sorted(
-        (c, run, rep) for c in ("baseline", "pml=ucx") for run in ("collectives", "put_latency") for rep in (1, 2))
+        (c, run, rep)
+        for c in ("baseline", "pml=ucx")
+        for run in ("collectives", "put_latency")
+        for rep in (1, 2)
+    )
     assert all(r["status"] == "ok" for r in records)
     ucx = next(r for r in records if r["config"] == {"pml": "ucx"})
-    assert ucx["exports"] == {"OMPI_MCA_pml": "ucx", "OMPI_MCA_pml_ucx_tls": "any", "OMPI_MCA_pml_ucx_devices": "any"}
-    log = store.record_path(cdir, "transport", {"pml": "ucx"}, "put_latency", 1).with_suffix(".log").read_text()
-    assert "export OMPI_MCA_pml=ucx;" in log and "#   OMPI_MCA_pml=ucx" in log and "# OSU MPI_Put Latency Test" in log
+    assert ucx["exports"] == {
+        "OMPI_MCA_pml": "ucx",
+        "OMPI_MCA_pml_ucx_tls": "any",
+        "OMPI_MCA_pml_ucx_devices": "any",
+    }
+    log = (
+        store.record_path(cdir, "transport", {"pml": "ucx"}, "put_latency", 1)
+        .with_suffix(".log")
+        .read_text()
+    )
+    assert (
+        "export OMPI_MCA_pml=ucx;" in log
+        and "#   OMPI_MCA_pml=ucx" in log
+        and "# OSU MPI_Put Latency Test" in log
+    )
     # every repetition measures each configuration once, in the campaign's shuffled order for it
     order = [l for l in proc.stderr.splitlines() if l.startswith("[")]
     plan = ["baseline", "pml=ucx"]
-    expected = ["rep %d/2 %s" % (rep, plan[i]) for rep in (1, 2) for i in sweep.round_order(2, cdir.name, "transport", rep)]
+    expected = [
+        "rep %d/2 %s" % (rep, plan[i])
+        for rep in (1, 2)
+        for i in sweep.round_order(2, cdir.name, "transport", rep)
+    ]
     assert len(order) == 4 and all(e in line for e, line in zip(expected, order))
     assert meta["order"] == sweep.ORDER
 
 
 def test_each_repetition_shuffles_the_configurations_the_same_way_every_time():
-    orders = [sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)]
+    orders = [
+        sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)
+    ]
     assert all(sorted(o) == list(range(6)) for o in orders)
-    assert orders == [sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)]
-    assert len({tuple(o) for o in orders}) > 15                  # a new order in (nearly) every repetition
+    assert orders == [
+        sweep.round_order(6, "local-1x2-abc", "alltoall-algorithm", rep) for rep in range(1, 21)
+    ]
+    assert len({tuple(o) for o in orders}) > 15  # a new order in (nearly) every repetition
     # no configuration keeps one place or one predecessor through the campaign
     assert all(len({o[k] for o in orders}) > 3 for k in range(6))
     assert len({(o[k], o[k + 1]) for o in orders for k in range(5)}) > 20
-    assert sweep.round_order(6, "local-1x2-abc", "bcast-algorithm", 1) != orders[0] or \
-        sweep.round_order(6, "local-1x2-abd", "alltoall-algorithm", 1) != orders[0]
+    assert (
+        sweep.round_order(6, "local-1x2-abc", "bcast-algorithm", 1) != orders[0]
+        or sweep.round_order(6, "local-1x2-abd", "alltoall-algorithm", 1) != orders[0]
+    )
 
 
 @needs_mpi
@@ -138,12 +201,16 @@ def test_rerun_finishes_only_what_is_missing(swept):
     victim = store.record_path(cdir, "transport", {"pml": "ucx"}, "collectives", 2)
     kept = store.record_path(cdir, "transport", {}, "collectives", 1)
     before = kept.stat().st_mtime_ns
-    victim.unlink()                                   # as if the sweep had been killed before this run
+    victim.unlink()  # as if the sweep had been killed before this run
     proc = cli("sweep", "--site", "local", "--space", tmp / "space.yaml", "--store", tmp / "store")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert victim.is_file() and kept.stat().st_mtime_ns == before
     measured = [l for l in proc.stderr.splitlines() if "run(s) measured" in l]
-    assert len(measured) == 1 and "rep 2/2 pml=ucx" in measured[0] and "1 run(s) measured" in measured[0]
+    assert (
+        len(measured) == 1
+        and "rep 2/2 pml=ucx" in measured[0]
+        and "1 run(s) measured" in measured[0]
+    )
 
 
 @needs_mpi
@@ -152,7 +219,7 @@ def test_tune_writes_a_checked_table_with_provenance_and_a_diff(swept):
     out = tmp / "table" / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp / "store", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    t = schema.load_table(str(out))                   # passes every check a table must pass
+    t = schema.load_table(str(out))  # passes every check a table must pass
     assert t.platform == "local" and t.provenance["campaign"] == cdir.name
     assert {(c.nodes, c.ppn, c.collective) for c in t.cases} == {(1, 2, "allreduce"), (1, 2, "put")}
     for c in t.cases:
@@ -170,19 +237,38 @@ def test_tune_refuses_to_pool_probe_and_real_suite_runs_of_one_benchmark(swept, 
     """The probes and real IMB give one configuration different figures: a geometry's benchmark
     measured with both is refused (file, key, fix), and tuning one program's campaigns works."""
     import shutil
+
     tmp, cdir, _ = swept
     shutil.copytree(tmp / "store", tmp_path / "s")
     imb = FIXTURES / "imb" / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt"
-    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
-               "--campaign", "local-1x2-real", imb)
+    proc = cli(
+        "ingest",
+        "--site",
+        "local",
+        "--nodes",
+        1,
+        "--ppn",
+        2,
+        "--store",
+        tmp_path / "s",
+        "--campaign",
+        "local-1x2-real",
+        imb,
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
     bad = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
     assert bad.returncode == 2, bad.stderr
-    assert "1x2 allreduce: measured with different benchmark programs: imb in local-1x2-real; probe in %s" \
-        % cdir.name in bad.stderr and "fix: tune one program's campaigns at a time" in bad.stderr
+    assert (
+        "1x2 allreduce: measured with different benchmark programs: imb in local-1x2-real; probe in %s"
+        % cdir.name
+        in bad.stderr
+        and "fix: tune one program's campaigns at a time" in bad.stderr
+    )
     assert not out.exists()
-    good = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out, "--campaign", cdir.name)
+    good = cli(
+        "tune", "--site", "local", "--store", tmp_path / "s", "--out", out, "--campaign", cdir.name
+    )
     assert good.returncode == 0, good.stderr
 
 
@@ -190,6 +276,7 @@ def test_a_stage_measures_its_collectives_in_validates_program():
     """A stage about one collective runs every collective of the space in that one IMB run, as
     validate does; one-sided tests stay programs of their own, run only where a stage judges them."""
     from tunedmpi.regenerate import sweep
+
     sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
     colls = ["alltoall", "allgather", "allreduce", "bcast"]
     assert sweep.program_benchmarks(sp, ["allreduce"]) == colls
@@ -213,22 +300,35 @@ stages:
 @needs_mpi
 def test_a_swept_per_collective_stage_judges_its_collective_on_runs_of_every_collective(tmp_path):
     from tunedmpi.regenerate import choice
+
     (tmp_path / "space.yaml").write_text(PER_COLLECTIVE)
-    proc = cli("sweep", "--site", "local", "--space", tmp_path / "space.yaml", "--store", tmp_path / "s")
+    proc = cli(
+        "sweep", "--site", "local", "--space", tmp_path / "space.yaml", "--store", tmp_path / "s"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (cdir,) = store.campaigns(tmp_path / "s")
     meta, records = store.load_campaign(cdir)
-    assert meta["program"] == space.PROGRAM and cdir.name.endswith(space.load_space(
-        str(tmp_path / "space.yaml"), sites.load_named("local")).digest)
+    assert meta["program"] == space.PROGRAM and cdir.name.endswith(
+        space.load_space(str(tmp_path / "space.yaml"), sites.load_named("local")).digest
+    )
     # 2 configurations x 2 repetitions, one IMB run each with both collectives, no one-sided run
     assert sorted((r["config_id"].split(".")[0], r["run"], r["rep"]) for r in records) == sorted(
-        (c, "collectives", rep) for c in ("baseline", "allreduce_alg=1") for rep in (1, 2))
+        (c, "collectives", rep) for c in ("baseline", "allreduce_alg=1") for rep in (1, 2)
+    )
     for r in records:
-        assert r["status"] == "ok" and r["benchmarks"] == ["alltoall", "allreduce"] and r["judged"] == ["allreduce"]
-        assert sorted(r["series"]) == ["allreduce", "alltoall"] and r["command"].endswith(" alltoall allreduce")
+        assert (
+            r["status"] == "ok"
+            and r["benchmarks"] == ["alltoall", "allreduce"]
+            and r["judged"] == ["allreduce"]
+        )
+        assert sorted(r["series"]) == ["allreduce", "alltoall"] and r["command"].endswith(
+            " alltoall allreduce"
+        )
     geo = choice.collect(records)[(1, 2)]
     assert {cid.split(".")[0]: sorted(e["bench"]) for (_, cid), e in geo.items()} == {
-        "baseline": ["allreduce"], "allreduce_alg=1": ["allreduce"]}
+        "baseline": ["allreduce"],
+        "allreduce_alg=1": ["allreduce"],
+    }
 
 
 def test_tune_keeps_validates_program_where_a_stage_ran_in_two(tmp_path):
@@ -237,21 +337,51 @@ def test_tune_keeps_validates_program_where_a_stage_ran_in_two(tmp_path):
     provenance says which runs were left out."""
     imb = FIXTURES / "imb"
     alone = [imb / "imb-mpi1_mem0.001_msglog0-20_allreduce_default-ompi.txt"] * 2
-    every = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
+    every = [
+        imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt",
+        imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt",
+    ]
     for campaign, logs in (("local-1x2-old", alone), ("local-1x2-new", every)):
         for config in ([], ["--config", "coll_tuned_allreduce_algorithm=1"]):
-            proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
-                       "--campaign", campaign, "--stage", "allreduce-algorithm", *config, *logs)
+            proc = cli(
+                "ingest",
+                "--site",
+                "local",
+                "--nodes",
+                1,
+                "--ppn",
+                2,
+                "--store",
+                tmp_path / "s",
+                "--campaign",
+                campaign,
+                "--stage",
+                "allreduce-algorithm",
+                *config,
+                *logs,
+            )
             assert proc.returncode == 0, proc.stderr
     out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
     assert proc.returncode == 0, proc.stderr
     notes = schema.load_table(str(out)).provenance["notes"]
     assert notes[0] == "4 runs measured"
-    assert notes[1] == ("1x2 stage allreduce-algorithm: 4 run(s) of campaign local-1x2-old left out: they ran "
-                        "allreduce in one program, where other runs of the stage ran alltoall, allgather, allreduce "
-                        "(validate's program, which is kept)")
-    alone_only = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out, "--campaign", "local-1x2-old")
+    assert notes[1] == (
+        "1x2 stage allreduce-algorithm: 4 run(s) of campaign local-1x2-old left out: they ran "
+        "allreduce in one program, where other runs of the stage ran alltoall, allgather, allreduce "
+        "(validate's program, which is kept)"
+    )
+    alone_only = cli(
+        "tune",
+        "--site",
+        "local",
+        "--store",
+        tmp_path / "s",
+        "--out",
+        out,
+        "--campaign",
+        "local-1x2-old",
+    )
     assert alone_only.returncode == 0, alone_only.stderr
     notes = schema.load_table(str(out)).provenance["notes"]
     assert notes[0] == "4 runs measured" and not any("left out" in n for n in notes)
@@ -262,16 +392,42 @@ def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
     stage (pml and ucx_tls) to pml: the 1 x 2 posix candidate stays a candidate."""
     import json
     from tunedmpi.regenerate import tune
+
     imb = FIXTURES / "imb"
-    logs = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
-    runs = [(1, 2, "one", []), (1, 2, "one", ["pml=ucx"]), (1, 2, "one", ["pml=ucx", "ucx_tls=self,posix"]),
-            (2, 1, "two", []), (2, 1, "two", ["pml=ucx"])]
+    logs = [
+        imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt",
+        imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt",
+    ]
+    runs = [
+        (1, 2, "one", []),
+        (1, 2, "one", ["pml=ucx"]),
+        (1, 2, "one", ["pml=ucx", "ucx_tls=self,posix"]),
+        (2, 1, "two", []),
+        (2, 1, "two", ["pml=ucx"]),
+    ]
     for nodes, ppn, name, config in runs:
-        proc = cli("ingest", "--site", "local", "--nodes", nodes, "--ppn", ppn, "--store", tmp_path / "s",
-                   "--campaign", "local-%s" % name, "--stage", "transport",
-                   *[a for c in config for a in ("--config", c)], *logs)
+        proc = cli(
+            "ingest",
+            "--site",
+            "local",
+            "--nodes",
+            nodes,
+            "--ppn",
+            ppn,
+            "--store",
+            tmp_path / "s",
+            "--campaign",
+            "local-%s" % name,
+            "--stage",
+            "transport",
+            *[a for c in config for a in ("--config", c)],
+            *logs,
+        )
         assert proc.returncode == 0, proc.stderr
-    for name, knobs in (("one", ["pml", "ucx_tls"]), ("two", ["pml"])):   # as sweep records its stages
+    for name, knobs in (
+        ("one", ["pml", "ucx_tls"]),
+        ("two", ["pml"]),
+    ):  # as sweep records its stages
         meta = tmp_path / "s" / ("local-%s" % name) / "campaign.json"
         doc = json.loads(meta.read_text())
         doc["stages"] = [{"stage": "transport", "knobs": knobs}]
@@ -283,33 +439,70 @@ def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
 
 def test_ingest_real_imb_logs_and_tune_from_them(tmp_path):
     imb = FIXTURES / "imb"
-    base = [imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt", imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt"]
-    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s", *base)
+    base = [
+        imb / "imb-mpi1_oci-flags_mem2.3_default-ompi.txt",
+        imb / "imb-mpi1_oci-flags-verbatim_mem2.3G_default-ompi.txt",
+    ]
+    proc = cli(
+        "ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s", *base
+    )
     assert proc.returncode == 0, proc.stderr
-    proc = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
-               "--config", "pml=ucx", "--config", "ucx_rndv_thresh=32kb",
-               imb / "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt")
+    proc = cli(
+        "ingest",
+        "--site",
+        "local",
+        "--nodes",
+        1,
+        "--ppn",
+        2,
+        "--store",
+        tmp_path / "s",
+        "--config",
+        "pml=ucx",
+        "--config",
+        "ucx_rndv_thresh=32kb",
+        imb / "imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt",
+    )
     assert proc.returncode == 0, proc.stderr
     (cdir,) = store.campaigns(tmp_path / "s")
     meta, records = store.load_campaign(cdir)
     assert sorted((r["config_id"].split(".")[0], r["rep"]) for r in records) == [
-        ("baseline", 1), ("baseline", 2), ("pml=ucx_ucx_rndv_thresh=32kb", 1)]
+        ("baseline", 1),
+        ("baseline", 2),
+        ("pml=ucx_ucx_rndv_thresh=32kb", 1),
+    ]
     rec = next(r for r in records if r["config_id"] == "baseline" and r["rep"] == 1)
-    assert rec["series"]["alltoall"]["points"][1048576] == 501.32   # read by eye from the log
+    assert rec["series"]["alltoall"]["points"][1048576] == 501.32  # read by eye from the log
     out = tmp_path / "t" / "local" / "openmpi-5.0.8.yaml"
     proc = cli("tune", "--site", "local", "--store", tmp_path / "s", "--out", out)
     assert proc.returncode == 0, proc.stderr
     t = schema.load_table(str(out))
     # one repetition of the candidate cannot pass a significance test: the defaults stay
     assert [c.settings["none"] for c in t.cases] == [{}, {}, {}]
-    bad = cli("ingest", "--site", "local", "--nodes", 1, "--ppn", 2, "--store", tmp_path / "s",
-              "--config", "pml=ucz", base[0])
+    bad = cli(
+        "ingest",
+        "--site",
+        "local",
+        "--nodes",
+        1,
+        "--ppn",
+        2,
+        "--store",
+        tmp_path / "s",
+        "--config",
+        "pml=ucz",
+        base[0],
+    )
     assert bad.returncode == 2 and "pml" in bad.stderr and "fix:" in bad.stderr
 
 
-@pytest.mark.parametrize("site, table_name", [("local", "local/openmpi-5.0.8"),
-                                              ("local-source", "local-source/openmpi-5.0.6")])
-def test_the_committed_measured_table_is_what_tune_makes_of_the_archived_campaign(tmp_path, site, table_name):
+@pytest.mark.parametrize(
+    "site, table_name",
+    [("local", "local/openmpi-5.0.8"), ("local-source", "local-source/openmpi-5.0.6")],
+)
+def test_the_committed_measured_table_is_what_tune_makes_of_the_archived_campaign(
+    tmp_path, site, table_name
+):
     """A measured table's measurements are archived (one archive per campaign the table names): tune
     on them must give the committed file (local-source: its UCC component stages included)."""
     table = ROOT / "tuning-tables" / (table_name + ".yaml")
@@ -326,15 +519,37 @@ def test_the_committed_measured_table_is_what_tune_makes_of_the_archived_campaig
 def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_role(tmp_path):
     """sweep --confirm refuses a space with job-wide stages before it measures or writes anything,
     and a campaign is resumed only in the role it was started in."""
-    proc = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space.yaml", "--confirm",
-               "--store", tmp_path / "s")
+    proc = cli(
+        "sweep",
+        "--site",
+        "local",
+        "--space",
+        ROOT / "site-configs/local/space.yaml",
+        "--confirm",
+        "--store",
+        tmp_path / "s",
+    )
     assert proc.returncode == 2, proc.stderr
-    assert "stage transport varies job-wide knob(s) pml" in proc.stderr and "without --confirm" in proc.stderr
+    assert (
+        "stage transport varies job-wide knob(s) pml" in proc.stderr
+        and "without --confirm" in proc.stderr
+    )
     assert not (tmp_path / "s").exists()
     started = tmp_path / "s" / "local-1x2-x-confirm"
     started.mkdir(parents=True)
     (started / "campaign.json").write_text('{"site": "local", "role": "confirm"}\n')
-    again = cli("sweep", "--site", "local", "--space", ROOT / "site-configs/local/space-per-size.yaml",
-                "--repetitions", "20", "--store", tmp_path / "s", "--campaign", "local-1x2-x-confirm")
+    again = cli(
+        "sweep",
+        "--site",
+        "local",
+        "--space",
+        ROOT / "site-configs/local/space-per-size.yaml",
+        "--repetitions",
+        "20",
+        "--store",
+        tmp_path / "s",
+        "--campaign",
+        "local-1x2-x-confirm",
+    )
     assert again.returncode == 2 and "was started with --confirm" in again.stderr, again.stderr
     assert sorted(p.name for p in started.iterdir()) == ["campaign.json"]

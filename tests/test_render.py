@@ -6,8 +6,20 @@ import pytest
 from tunedmpi.modules import sites
 from tunedmpi.modules.render import lua_string
 
-NASTY = ['a"b', "a'b", "x]]y", "x]=]y", "line1\nline2", "$(rm -rf /)", "`id`", '"); os.execute("id"); --',
-         "\\", "\x00\x01", "ノード数", "]]..os.exit(1)..[["]
+NASTY = [
+    'a"b',
+    "a'b",
+    "x]]y",
+    "x]=]y",
+    "line1\nline2",
+    "$(rm -rf /)",
+    "`id`",
+    '"); os.execute("id"); --',
+    "\\",
+    "\x00\x01",
+    "ノード数",
+    "]]..os.exit(1)..[[",
+]
 
 LUA = shutil.which("lua5.3") or shutil.which("lua")
 

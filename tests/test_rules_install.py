@@ -3,6 +3,7 @@ loses the bands of a geometry (or all of them), render removes the <nodes>x<ppn>
 no longer produces (after writing the module that no longer names them) and the folder once it
 is empty, and `render --check` calls such a file stale. Nothing else is ever removed. Real files
 in a temporary project root and modulefiles tree; pure Python, a few seconds."""
+
 import os
 import shutil
 
@@ -48,7 +49,7 @@ def test_a_geometry_that_loses_its_bands_loses_its_rules_file(root, run_cli, tmp
     drop_bands(root, {(2, 4)})
     code, _, err = run_cli("render", "--check", "--site", SITE, "--out", out)
     assert code == 1 and "stale: %s is no longer rendered" % (folder / "2x4.rules") in err, err
-    assert (folder / "2x4.rules").exists()                        # --check writes and removes nothing
+    assert (folder / "2x4.rules").exists()  # --check writes and removes nothing
 
     code, stdout, err = run_cli("render", "--site", SITE, "--out", out)
     assert code == 0, err
@@ -59,7 +60,10 @@ def test_a_geometry_that_loses_its_bands_loses_its_rules_file(root, run_cli, tmp
     assert wrote.index(str(folder / "1x4.rules")) < wrote.index(str(out / MODULE))
     assert stdout.index("wrote %s" % (out / MODULE)) < stdout.index("removed ")
     assert sorted(p.name for p in folder.iterdir()) == ["1x2.rules", "1x4.rules"]
-    assert '"2x4.rules"' not in (out / MODULE).read_text() and '"1x4.rules"' in (out / MODULE).read_text()
+    assert (
+        '"2x4.rules"' not in (out / MODULE).read_text()
+        and '"1x4.rules"' in (out / MODULE).read_text()
+    )
     assert run_cli("render", "--check", "--site", SITE, "--out", out)[0] == 0
 
     # no bands left at all: every file goes, then the folder
@@ -68,8 +72,15 @@ def test_a_geometry_that_loses_its_bands_loses_its_rules_file(root, run_cli, tmp
     assert code == 1 and "1x2.rules" in err and "1x4.rules" in err
     code, stdout, err = run_cli("render", "--site", SITE, "--out", out)
     assert code == 0, err
-    assert sorted(lines(stdout, "removed")) == [str(folder / "1x2.rules"), str(folder / "1x4.rules")]
-    assert not folder.exists() and (out / MODULE).is_file() and "RULES_DIR" not in (out / MODULE).read_text()
+    assert sorted(lines(stdout, "removed")) == [
+        str(folder / "1x2.rules"),
+        str(folder / "1x4.rules"),
+    ]
+    assert (
+        not folder.exists()
+        and (out / MODULE).is_file()
+        and "RULES_DIR" not in (out / MODULE).read_text()
+    )
     assert run_cli("render", "--check", "--site", SITE, "--out", out)[0] == 0
 
 
@@ -88,8 +99,10 @@ def test_render_removes_only_its_own_rules_files(root, run_cli, tmp_path):
     (folder / "3x3.rules").symlink_to(elsewhere)
     (folder / "5x5.rules").mkdir()
     # the same names in the baseline module's folder and in another site's tree
-    keep += [out / SITE / "openmpi" / "__5.0.8.rules" / "1x2.rules",
-             out / "other" / "openmpi-tuned" / "__5.0.8.rules" / "1x2.rules"]
+    keep += [
+        out / SITE / "openmpi" / "__5.0.8.rules" / "1x2.rules",
+        out / "other" / "openmpi-tuned" / "__5.0.8.rules" / "1x2.rules",
+    ]
     # an orphan: __4.1.2.rules without 4.1.2.lua (nothing points at it): render's to remove
     orphan = tuned / "__4.1.2.rules" / "2x2.rules"
     for path in keep + [orphan]:
@@ -98,19 +111,22 @@ def test_render_removes_only_its_own_rules_files(root, run_cli, tmp_path):
 
     site = sites.load_named(SITE)
     files = render.render_site(site)
-    assert render.stale_rules(out, site, files) == ["%s/openmpi-tuned/__4.1.2.rules/2x2.rules" % SITE]
+    assert render.stale_rules(out, site, files) == [
+        "%s/openmpi-tuned/__4.1.2.rules/2x2.rules" % SITE
+    ]
 
     drop_bands(root)
     code, stdout, err = run_cli("render", "--site", SITE, "--out", out)
     assert code == 0, err
-    assert sorted(lines(stdout, "removed")) == sorted([str(folder / n) for n in ("1x2.rules", "1x4.rules", "2x4.rules")]
-                                                      + [str(orphan)])
+    assert sorted(lines(stdout, "removed")) == sorted(
+        [str(folder / n) for n in ("1x2.rules", "1x4.rules", "2x4.rules")] + [str(orphan)]
+    )
     for path in keep:
         assert path.read_text() == "# kept?\n", path
     assert os.path.islink(folder / "3x3.rules") and elsewhere.read_text() == "not render's\n"
     assert (folder / "5x5.rules").is_dir()
-    assert folder.is_dir()                                        # not empty: it stays
-    assert not orphan.parent.exists()                             # empty once its file went
+    assert folder.is_dir()  # not empty: it stays
+    assert not orphan.parent.exists()  # empty once its file went
     assert run_cli("render", "--check", "--site", SITE, "--out", out)[0] == 0
 
 

@@ -33,6 +33,7 @@ every band of every collective at least once. Algorithms that call other collect
 below) are run with those collectives pinned to the same number, as in their forced reference.
 About 25 s: one build, 17 runs of 4 ranks under nice -n 19.
 """
+
 import os
 import re
 import subprocess
@@ -47,20 +48,28 @@ from tunedmpi.tables.rulesfile import Band, Rules
 
 BIN = ROOT / ".venv" / "bin"
 VERSION = "5.0.8"
-NP = 4                       # ranks of the job the rules are for
-SUB = 3                      # a smaller communicator: must keep Open MPI's fixed decision
-BOUNDARY = 4096              # IMB #bytes where the second band starts
-SIZES = (64, BOUNDARY - 4, BOUNDARY, 65536)   # IMB #bytes (multiples of 4: float reductions)
-SEG, FAN = 4096, 2           # segment size and chain fan-out for the algorithms that take them
+NP = 4  # ranks of the job the rules are for
+SUB = 3  # a smaller communicator: must keep Open MPI's fixed decision
+BOUNDARY = 4096  # IMB #bytes where the second band starts
+SIZES = (64, BOUNDARY - 4, BOUNDARY, 65536)  # IMB #bytes (multiples of 4: float reductions)
+SEG, FAN = 4096, 2  # segment size and chain fan-out for the algorithms that take them
 
-pytestmark = pytest.mark.skipif(not (BIN / "mpicc").exists(), reason="no Open MPI wheel in .venv (run make)")
+pytestmark = pytest.mark.skipif(
+    not (BIN / "mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"
+)
 
 
 def base_env():
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "UCX_", "TUNEDMPI_"))}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_pml_monitoring_enable="2")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "UCX_", "TUNEDMPI_"))
+    }
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_pml_monitoring_enable="2",
+    )
     return env
 
 
@@ -70,15 +79,23 @@ def collectives():
 
 def runnable(coll):
     """Algorithm numbers that can run on NP ranks (two_proc needs exactly 2)."""
-    return [a for a in sorted(rulesfile.algorithms(coll, VERSION)) if a and (coll, a) not in rulesfile.TWO_PROC]
+    return [
+        a
+        for a in sorted(rulesfile.algorithms(coll, VERSION))
+        if a and (coll, a) not in rulesfile.TWO_PROC
+    ]
 
 
 def band(coll, lo, alg):
     used = rulesfile.takes(coll, alg, VERSION)
-    return Band(lo, alg, segsize=SEG if "segsize" in used else 0, faninout=FAN if "faninout" in used else 0)
+    return Band(
+        lo, alg, segsize=SEG if "segsize" in used else 0, faninout=FAN if "faninout" in used else 0
+    )
 
 
-PHASES = [(c, s, NP) for c in collectives() for s in SIZES] + [(c, 65536, SUB) for c in collectives()]
+PHASES = [(c, s, NP) for c in collectives() for s in SIZES] + [
+    (c, 65536, SUB) for c in collectives()
+]
 
 # Algorithms that call other collectives through the communicator, so that the rules for those
 # apply inside them too: {(collective, algorithm): the collectives it calls}. From
@@ -87,11 +104,15 @@ PHASES = [(c, s, NP) for c in collectives() for s in SIZES] + [(c, 65536, SUB) f
 # (nonoverlapping: reduce + bcast), coll_base_reduce_scatter.c:70-104 (nonoverlapping: reduce +
 # scatterv), coll_base_reduce_scatter_block.c:116-170 (basic_linear: reduce + scatter).
 # (allreduce 1 basic_linear calls the base functions directly: coll_base_allreduce.c:898-912.)
-COMPOSITE = {("allgather", 1): ("gather", "bcast"), ("allgatherv", 1): ("bcast",),
-             ("allreduce", 2): ("reduce", "bcast"), ("reduce_scatter", 1): ("reduce",),
-             ("reduce_scatter_block", 1): ("reduce", "scatter")}
+COMPOSITE = {
+    ("allgather", 1): ("gather", "bcast"),
+    ("allgatherv", 1): ("bcast",),
+    ("allreduce", 2): ("reduce", "bcast"),
+    ("reduce_scatter", 1): ("reduce",),
+    ("reduce_scatter_block", 1): ("reduce", "scatter"),
+}
 INNER = ("bcast", "gather", "reduce", "scatter")
-GENERIC = 4          # file runs that name no composite algorithm
+GENERIC = 4  # file runs that name no composite algorithm
 # Then one file run per composite number: those algorithms in their first band, and every
 # collective they call pinned to the same number, as in the forced run that is its reference.
 COMPOSITE_RUNS = sorted({a for (_, a) in COMPOSITE})
@@ -139,7 +160,7 @@ def forced_env(alg):
             used = rulesfile.takes(c, alg, VERSION)
             if "segsize" in used:
                 env["OMPI_MCA_coll_tuned_%s_algorithm_segmentsize" % c] = str(SEG)
-            if "faninout" in used:   # the file's faninout is the chain fan-out for bcast and reduce
+            if "faninout" in used:  # the file's faninout is the chain fan-out for bcast and reduce
                 env["OMPI_MCA_coll_tuned_%s_algorithm_chain_fanout" % c] = str(FAN)
     return env
 
@@ -147,7 +168,10 @@ def forced_env(alg):
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
     exe = tmp_path_factory.mktemp("mpi") / "coll_traffic"
-    subprocess.run([str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/coll_traffic.c")], check=True)
+    subprocess.run(
+        [str(BIN / "mpicc"), "-O1", "-o", str(exe), str(ROOT / "tests/mpi/coll_traffic.c")],
+        check=True,
+    )
     return exe
 
 
@@ -157,9 +181,24 @@ def fingerprints(program, tmp_path, env_extra, tag):
     out.mkdir()
     env = base_env()
     env.update(env_extra)
-    proc = subprocess.run(["nice", "-n", "19", str(BIN / "mpirun"), "--oversubscribe", "-np", str(NP),
-                           str(program), str(out / "p")] + ["%s:%d:%d" % ph for ph in PHASES],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            "nice",
+            "-n",
+            "19",
+            str(BIN / "mpirun"),
+            "--oversubscribe",
+            "-np",
+            str(NP),
+            str(program),
+            str(out / "p"),
+        ]
+        + ["%s:%d:%d" % ph for ph in PHASES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, (tag, env_extra, proc.stdout[-2000:], proc.stderr[-3000:])
     fps = []
     for i in range(len(PHASES)):
@@ -188,8 +227,10 @@ def runs(program, tmp_path_factory):
     # The first file with its last collective's first message size made 1: Open MPI drops it all.
     lines = files[0][1].splitlines(keepends=True)
     last_coll = max(i for i, line in enumerate(lines) if "# collective id" in line)
-    first_rule = next(i for i in range(last_coll, len(lines)) if re.match(r"^0 \d+ \d+ \d+ ", lines[i]))
-    broken = lines[:first_rule] + ["1" + lines[first_rule][1:]] + lines[first_rule + 1:]
+    first_rule = next(
+        i for i in range(last_coll, len(lines)) if re.match(r"^0 \d+ \d+ \d+ ", lines[i])
+    )
+    broken = lines[:first_rule] + ["1" + lines[first_rule][1:]] + lines[first_rule + 1 :]
     bpath = tmp / "broken.txt"
     bpath.write_text("".join(broken))
     res["broken"], bproc = fingerprints(program, tmp, rulesfile.environment(bpath), "broken")
@@ -205,21 +246,31 @@ def classes(fp, phase, coll):
 
 
 def test_ompi_info_lists_the_algorithm_numbers_we_have():
-    out = subprocess.run([str(BIN / "ompi_info"), "--param", "coll", "tuned", "--level", "9"],
-                         env=base_env(), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(BIN / "ompi_info"), "--param", "coll", "tuned", "--level", "9"],
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     listed = rulesfile.ompi_info_algorithms(out)
     ours = {c: rulesfile.algorithms(c, VERSION) for c in collectives()}
     assert listed == ours
-    version = subprocess.run([str(BIN / "ompi_info"), "--version"], env=base_env(),
-                             capture_output=True, text=True).stdout
+    version = subprocess.run(
+        [str(BIN / "ompi_info"), "--version"], env=base_env(), capture_output=True, text=True
+    ).stdout
     assert "v%s" % VERSION in version
-    assert "pml: monitoring" in subprocess.run([str(BIN / "ompi_info")], env=base_env(),
-                                               capture_output=True, text=True).stdout
+    assert (
+        "pml: monitoring"
+        in subprocess.run(
+            [str(BIN / "ompi_info")], env=base_env(), capture_output=True, text=True
+        ).stdout
+    )
 
 
 def test_every_band_of_every_file_runs_the_algorithm_it_names(runs):
     fp = runs["fp"]
-    unique = {}          # collective -> {band index: set of algorithms proven uniquely}
+    unique = {}  # collective -> {band index: set of algorithms proven uniquely}
     seen = set()
     for k, (parsed, _) in enumerate(runs["files"]):
         for i, (coll, size, n) in enumerate(PHASES):
@@ -228,19 +279,25 @@ def test_every_band_of_every_file_runs_the_algorithm_it_names(runs):
             rule = rulesfile.select(parsed, coll, n, size)
             assert rule is not None, (k, coll, size)
             alg = rule.algorithm
-            assert alg == named(k, coll, size), (k, coll, size)    # our model of the look-up
+            assert alg == named(k, coll, size), (k, coll, size)  # our model of the look-up
             want_band = 1 if (size >= BOUNDARY and len(file_rules(k).collectives[coll]) > 1) else 0
             got = fp["file%d" % k][i]
             assert got, ("no traffic recorded", k, coll, size)
-            assert got == fp[alg][i], ("file run %d: %s at %d B ran other than its algorithm %d; classes %s"
-                                       % (k, coll, size, alg, classes(fp, i, coll)))
+            assert got == fp[alg][i], (
+                "file run %d: %s at %d B ran other than its algorithm %d; classes %s"
+                % (k, coll, size, alg, classes(fp, i, coll))
+            )
             seen.add((coll, alg))
             group = next(g for g in classes(fp, i, coll) if alg in g)
-            assert len(classes(fp, i, coll)) > 1, ("%s at %d B: every algorithm looks alike" % (coll, size))
+            assert len(classes(fp, i, coll)) > 1, "%s at %d B: every algorithm looks alike" % (
+                coll,
+                size,
+            )
             if group == [alg]:
                 unique.setdefault(coll, {}).setdefault(want_band, set()).add(alg)
-    assert seen == {(c, a) for c in collectives() for a in runnable(c)}, \
-        sorted({(c, a) for c in collectives() for a in runnable(c)} - seen)
+    assert seen == {(c, a) for c in collectives() for a in runnable(c)}, sorted(
+        {(c, a) for c in collectives() for a in runnable(c)} - seen
+    )
     for coll in collectives():
         bands = max(len(file_rules(k).collectives[coll]) for k in range(NFILES))
         # In every band of every collective some file run named an algorithm that no other
@@ -277,7 +334,7 @@ def test_other_communicator_sizes_keep_the_fixed_decision(runs):
             assert rulesfile.select(parsed, coll, n, size) is None
             assert fp["file%d" % k][i] == fp["default"][i], (coll, k)
         differs += [coll for alg in runnable(coll) if fp[alg][i] != fp["default"][i]]
-    assert differs   # forcing does change 3-rank traffic, so the equality above can fail
+    assert differs  # forcing does change 3-rank traffic, so the equality above can fail
 
 
 def test_a_broken_file_is_ignored_silently_and_check_refuses_it(runs):
@@ -285,8 +342,8 @@ def test_a_broken_file_is_ignored_silently_and_check_refuses_it(runs):
     path, line, proc = runs["broken"]
     full = [i for i, ph in enumerate(PHASES) if ph[2] == NP]
     assert all(fp["broken"][i] == fp["default"][i] for i in full)
-    assert any(fp["file0"][i] != fp["default"][i] for i in full)   # the good twin was obeyed
-    assert not re.search(r"rule|tuned|dynamic", proc.stdout + proc.stderr, re.I)   # not a word
+    assert any(fp["file0"][i] != fp["default"][i] for i in full)  # the good twin was obeyed
+    assert not re.search(r"rule|tuned|dynamic", proc.stdout + proc.stderr, re.I)  # not a word
     with pytest.raises(InputError) as err:
         rulesfile.check(Path(path), VERSION)
     assert err.value.path == str(path) and err.value.line == line

@@ -5,6 +5,7 @@
 (b) spot values read by eye in shared/seeds/000_6452ddfe42026a33.txt, independent of the importer;
 (c) counts and the 2+-node rules; (d) the findings phrase parser; (e) the component choice rule.
 """
+
 import pytest
 
 import conftest
@@ -15,7 +16,7 @@ from tunedmpi.tables.seedimport import derive_choice, parse_finding, SeedError
 
 TABLE = ROOT / "tuning-tables" / "oci-bm-optimized3.36" / "openmpi-5.0.6.yaml"
 SEED_NAME = "000_6452ddfe42026a33.txt"
-SEED = conftest.seed_path(SEED_NAME)            # None without $TUNEDMPI_SEEDS: the tests that read it skip
+SEED = conftest.seed_path(SEED_NAME)  # None without $TUNEDMPI_SEEDS: the tests that read it skip
 needs_seed = conftest.needs_seed(SEED_NAME)
 
 COMPONENTS = ("none", "ucc", "hcoll")
@@ -34,11 +35,13 @@ def seed_text():
 
 # ------------------------------------------------------------------ (a) regeneration
 
+
 @needs_seed
 def test_regenerating_from_the_seed_gives_the_committed_yaml():
     _, text = seedimport.render_seed_file(str(SEED))
-    assert text == TABLE.read_text(encoding="utf-8"), \
+    assert text == TABLE.read_text(encoding="utf-8"), (
         "regenerate with: PYTHONPATH=src python -m tunedmpi.tables.seedimport %s %s" % (SEED, TABLE)
+    )
 
 
 @needs_seed
@@ -47,7 +50,7 @@ def test_main_writes_the_file_atomically(tmp_path, capsys):
     out.write_text("old\n")
     assert seedimport.main([str(SEED), str(out)]) == 0
     assert out.read_text(encoding="utf-8") == TABLE.read_text(encoding="utf-8")
-    assert [p.name for p in tmp_path.iterdir()] == ["t.yaml"]          # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == ["t.yaml"]  # no temporary file left
     assert "48 cases, 144 component settings" in capsys.readouterr().out
 
 
@@ -66,67 +69,178 @@ def test_main_reports_a_bad_seed(tmp_path, capsys):
 T = "self,sm,rc"
 U = "self,sm,ud"
 SPOT = {
-    (1, 8, "alltoall"): ({"none": ("32kb", 2, "cyclic"), "ucc": ("32kb", 1, "cyclic"),
-                          "hcoll": ("32kb", 1, "cyclic")}, None),
-    (1, 8, "allgather"): ({"none": ("64kb", 1, "cyclic"), "ucc": ("32kb", 1, "block"),
-                           "hcoll": ("64kb", 2, "block")}, None),
-    (1, 8, "allreduce"): ({"none": ("64kb", 2, "block"), "ucc": ("128kb", 2, "cyclic"),
-                           "hcoll": ("128kb", 2, "cyclic")}, None),
-    (1, 16, "alltoall"): ({"none": ("16kb", 1, "cyclic"), "ucc": ("32kb", 1, "cyclic"),
-                           "hcoll": ("32kb", 1, "cyclic")}, None),
-    (1, 32, "allgather"): ({"none": ("16kb", 2, "block"), "ucc": ("16kb", 2, "block"),
-                            "hcoll": ("16kb", 2, "block")}, None),
-    (1, 32, "allreduce"): ({"none": ("auto", 2, "block"), "ucc": ("128kb", 1, "cyclic"),
-                            "hcoll": ("128kb", 1, "block")}, None),
-    (1, 36, "allgather"): ({"none": ("16kb", 2, "block"), "ucc": ("16kb", 2, "block"),
-                            "hcoll": ("16kb", 2, "block")}, None),
-    (1, 36, "allreduce"): ({"none": ("auto", 2, "block"), "ucc": ("128kb", 1, "block"),
-                            "hcoll": ("128kb", 1, "block")}, None),
-    (2, 8, "alltoall"): ({"none": ("intra:32kb,inter:128kb", 2, "block"),
-                          "ucc": ("intra:32kb,inter:128kb", 2, "block"),
-                          "hcoll": ("intra:32kb,inter:128kb", 1, "block")}, (T, "128kb")),
-    (2, 16, "allreduce"): ({"none": ("intra:128kb,inter:128kb", 2, "cyclic"),
-                            "ucc": ("intra:128kb,inter:128kb", 2, "cyclic"),
-                            "hcoll": ("intra:128kb,inter:128kb", 2, "cyclic")}, (T, "128kb")),
-    (2, 32, "allgather"): ({"none": ("intra:16kb,inter:128kb", 2, "block"),
-                            "ucc": ("intra:16kb,inter:128kb", 2, "block"),
-                            "hcoll": ("intra:16kb,inter:128kb", 2, "block")}, (T, "128kb")),
-    (2, 36, "alltoall"): ({"none": ("intra:16kb,inter:128kb", 2, "cyclic"),
-                           "ucc": ("intra:16kb,inter:128kb", 2, "block"),
-                           "hcoll": ("intra:16kb,inter:128kb", 2, "block")}, (T, "128kb")),
-    (4, 8, "alltoall"): ({"none": ("intra:32kb,inter:128kb", 2, "block"),
-                          "ucc": ("intra:32kb,inter:128kb", 2, "block"),
-                          "hcoll": ("intra:32kb,inter:128kb", 2, "cyclic")}, (U, "128kb")),
-    (4, 16, "alltoall"): ({"none": ("intra:32kb,inter:32kb", 2, "block"),
-                           "ucc": ("intra:32kb,inter:32kb", 2, "block"),
-                           "hcoll": ("intra:32kb,inter:32kb", 2, "block")}, (U, "128kb")),
-    (4, 16, "allgather"): ({"none": ("intra:32kb,inter:128kb", 1, "cyclic"),
-                            "ucc": ("intra:32kb,inter:128kb", 2, "cyclic"),
-                            "hcoll": ("intra:32kb,inter:128kb", 2, "block")}, (T, "128kb")),
-    (4, 32, "alltoall"): ({"none": ("intra:16kb,inter:128kb", 2, "cyclic"),
-                           "ucc": ("intra:16kb,inter:128kb", 1, "block"),
-                           "hcoll": ("intra:16kb,inter:128kb", 1, "cyclic")}, (U, "128kb")),
-    (4, 36, "allreduce"): ({"none": ("intra:128kb,inter:128kb", 2, "block"),
-                            "ucc": ("intra:128kb,inter:128kb", 1, "block"),
-                            "hcoll": ("intra:128kb,inter:128kb", 1, "block")}, (T, "128kb")),
-    (8, 8, "allgather"): ({"none": ("intra:64kb,inter:128kb", 1, "cyclic"),
-                           "ucc": ("intra:64kb,inter:128kb", 2, "block"),
-                           "hcoll": ("intra:64kb,inter:128kb", 2, "cyclic")}, (T, "128kb")),
-    (8, 16, "alltoall"): ({"none": ("intra:32kb,inter:128kb", 2, "block"),
-                           "ucc": ("intra:32kb,inter:128kb", 2, "block"),
-                           "hcoll": ("intra:32kb,inter:128kb", 2, "cyclic")}, (T, "128kb")),
-    (8, 32, "alltoall"): ({"none": ("intra:16kb,inter:128kb", 1, "cyclic"),
-                           "ucc": ("intra:16kb,inter:128kb", 1, "block"),
-                           "hcoll": ("intra:16kb,inter:128kb", 2, "block")}, (U, "128kb")),
-    (8, 32, "allreduce"): ({"none": ("intra:128kb,inter:128kb", 2, "block"),
-                            "ucc": ("intra:128kb,inter:128kb", 1, "cyclic"),
-                            "hcoll": ("intra:128kb,inter:128kb", 1, "cyclic")}, (T, "128kb")),
-    (8, 36, "alltoall"): ({"none": ("intra:16kb,inter:128kb", 2, "cyclic"),
-                           "ucc": ("intra:16kb,inter:128kb", 2, "cyclic"),
-                           "hcoll": ("intra:16kb,inter:128kb", 2, "block")}, (U, "128kb")),
-    (8, 36, "allreduce"): ({"none": ("intra:128kb,inter:128kb", 2, "block"),
-                            "ucc": ("intra:128kb,inter:128kb", 1, "block"),
-                            "hcoll": ("intra:128kb,inter:128kb", 1, "block")}, (T, "128kb")),
+    (1, 8, "alltoall"): (
+        {
+            "none": ("32kb", 2, "cyclic"),
+            "ucc": ("32kb", 1, "cyclic"),
+            "hcoll": ("32kb", 1, "cyclic"),
+        },
+        None,
+    ),
+    (1, 8, "allgather"): (
+        {"none": ("64kb", 1, "cyclic"), "ucc": ("32kb", 1, "block"), "hcoll": ("64kb", 2, "block")},
+        None,
+    ),
+    (1, 8, "allreduce"): (
+        {
+            "none": ("64kb", 2, "block"),
+            "ucc": ("128kb", 2, "cyclic"),
+            "hcoll": ("128kb", 2, "cyclic"),
+        },
+        None,
+    ),
+    (1, 16, "alltoall"): (
+        {
+            "none": ("16kb", 1, "cyclic"),
+            "ucc": ("32kb", 1, "cyclic"),
+            "hcoll": ("32kb", 1, "cyclic"),
+        },
+        None,
+    ),
+    (1, 32, "allgather"): (
+        {"none": ("16kb", 2, "block"), "ucc": ("16kb", 2, "block"), "hcoll": ("16kb", 2, "block")},
+        None,
+    ),
+    (1, 32, "allreduce"): (
+        {
+            "none": ("auto", 2, "block"),
+            "ucc": ("128kb", 1, "cyclic"),
+            "hcoll": ("128kb", 1, "block"),
+        },
+        None,
+    ),
+    (1, 36, "allgather"): (
+        {"none": ("16kb", 2, "block"), "ucc": ("16kb", 2, "block"), "hcoll": ("16kb", 2, "block")},
+        None,
+    ),
+    (1, 36, "allreduce"): (
+        {
+            "none": ("auto", 2, "block"),
+            "ucc": ("128kb", 1, "block"),
+            "hcoll": ("128kb", 1, "block"),
+        },
+        None,
+    ),
+    (2, 8, "alltoall"): (
+        {
+            "none": ("intra:32kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:32kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:32kb,inter:128kb", 1, "block"),
+        },
+        (T, "128kb"),
+    ),
+    (2, 16, "allreduce"): (
+        {
+            "none": ("intra:128kb,inter:128kb", 2, "cyclic"),
+            "ucc": ("intra:128kb,inter:128kb", 2, "cyclic"),
+            "hcoll": ("intra:128kb,inter:128kb", 2, "cyclic"),
+        },
+        (T, "128kb"),
+    ),
+    (2, 32, "allgather"): (
+        {
+            "none": ("intra:16kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:16kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:16kb,inter:128kb", 2, "block"),
+        },
+        (T, "128kb"),
+    ),
+    (2, 36, "alltoall"): (
+        {
+            "none": ("intra:16kb,inter:128kb", 2, "cyclic"),
+            "ucc": ("intra:16kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:16kb,inter:128kb", 2, "block"),
+        },
+        (T, "128kb"),
+    ),
+    (4, 8, "alltoall"): (
+        {
+            "none": ("intra:32kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:32kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:32kb,inter:128kb", 2, "cyclic"),
+        },
+        (U, "128kb"),
+    ),
+    (4, 16, "alltoall"): (
+        {
+            "none": ("intra:32kb,inter:32kb", 2, "block"),
+            "ucc": ("intra:32kb,inter:32kb", 2, "block"),
+            "hcoll": ("intra:32kb,inter:32kb", 2, "block"),
+        },
+        (U, "128kb"),
+    ),
+    (4, 16, "allgather"): (
+        {
+            "none": ("intra:32kb,inter:128kb", 1, "cyclic"),
+            "ucc": ("intra:32kb,inter:128kb", 2, "cyclic"),
+            "hcoll": ("intra:32kb,inter:128kb", 2, "block"),
+        },
+        (T, "128kb"),
+    ),
+    (4, 32, "alltoall"): (
+        {
+            "none": ("intra:16kb,inter:128kb", 2, "cyclic"),
+            "ucc": ("intra:16kb,inter:128kb", 1, "block"),
+            "hcoll": ("intra:16kb,inter:128kb", 1, "cyclic"),
+        },
+        (U, "128kb"),
+    ),
+    (4, 36, "allreduce"): (
+        {
+            "none": ("intra:128kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:128kb,inter:128kb", 1, "block"),
+            "hcoll": ("intra:128kb,inter:128kb", 1, "block"),
+        },
+        (T, "128kb"),
+    ),
+    (8, 8, "allgather"): (
+        {
+            "none": ("intra:64kb,inter:128kb", 1, "cyclic"),
+            "ucc": ("intra:64kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:64kb,inter:128kb", 2, "cyclic"),
+        },
+        (T, "128kb"),
+    ),
+    (8, 16, "alltoall"): (
+        {
+            "none": ("intra:32kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:32kb,inter:128kb", 2, "block"),
+            "hcoll": ("intra:32kb,inter:128kb", 2, "cyclic"),
+        },
+        (T, "128kb"),
+    ),
+    (8, 32, "alltoall"): (
+        {
+            "none": ("intra:16kb,inter:128kb", 1, "cyclic"),
+            "ucc": ("intra:16kb,inter:128kb", 1, "block"),
+            "hcoll": ("intra:16kb,inter:128kb", 2, "block"),
+        },
+        (U, "128kb"),
+    ),
+    (8, 32, "allreduce"): (
+        {
+            "none": ("intra:128kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:128kb,inter:128kb", 1, "cyclic"),
+            "hcoll": ("intra:128kb,inter:128kb", 1, "cyclic"),
+        },
+        (T, "128kb"),
+    ),
+    (8, 36, "alltoall"): (
+        {
+            "none": ("intra:16kb,inter:128kb", 2, "cyclic"),
+            "ucc": ("intra:16kb,inter:128kb", 2, "cyclic"),
+            "hcoll": ("intra:16kb,inter:128kb", 2, "block"),
+        },
+        (U, "128kb"),
+    ),
+    (8, 36, "allreduce"): (
+        {
+            "none": ("intra:128kb,inter:128kb", 2, "block"),
+            "ucc": ("intra:128kb,inter:128kb", 1, "block"),
+            "hcoll": ("intra:128kb,inter:128kb", 1, "block"),
+        },
+        (T, "128kb"),
+    ),
 }
 
 
@@ -159,14 +273,22 @@ def test_table_identity_and_provenance(table):
     prov = table.provenance
     assert prov["source"] == "shared/seeds/000_6452ddfe42026a33.txt"
     assert prov["benchmark"] == "Intel MPI Benchmarks 2021.7 (IMB-MPI1)"
-    assert prov["command"] == ("numactl -l IMB-MPI1 -msglog 0:xx -mem 2.3G -off_cache 39,64 "
-                               "-npmin num_of_procs alltoall/allgather/allreduce")
-    assert prov["msglog_max"] == {"alltoall": {1: 25, 2: 24, 4: 23, 8: 22},
-                                  "allgather": {1: 25, 2: 24, 4: 23, 8: 22},
-                                  "allreduce": {1: 30, 2: 30, 4: 30, 8: 30}}
+    assert prov["command"] == (
+        "numactl -l IMB-MPI1 -msglog 0:xx -mem 2.3G -off_cache 39,64 "
+        "-npmin num_of_procs alltoall/allgather/allreduce"
+    )
+    assert prov["msglog_max"] == {
+        "alltoall": {1: 25, 2: 24, 4: 23, 8: 22},
+        "allgather": {1: 25, 2: 24, 4: 23, 8: 22},
+        "allreduce": {1: 30, 2: 30, 4: 30, 8: 30},
+    }
     assert prov["date"] is None
     assert any("1.17" in n for n in prov["notes"])
-    assert table.baseline == {"ucx_rndv_thresh": "auto", "ucx_zcopy_thresh": "auto", "component": "hcoll"}
+    assert table.baseline == {
+        "ucx_rndv_thresh": "auto",
+        "ucx_zcopy_thresh": "auto",
+        "component": "hcoll",
+    }
 
 
 def test_findings_text_is_verbatim_without_bold(table):
@@ -182,12 +304,16 @@ def test_findings_text_is_verbatim_without_bold(table):
 
 # ------------------------------------------------------------------ (c) counts and rules
 
+
 def test_counts(table):
     assert len(table.cases) == 48
     assert sum(len(c.settings) for c in table.cases) == 144
     assert {c.key for c in table.cases} == {
-        (n, p, c) for n in (1, 2, 4, 8) for p in (8, 16, 32, 36)
-        for c in ("alltoall", "allgather", "allreduce")}
+        (n, p, c)
+        for n in (1, 2, 4, 8)
+        for p in (8, 16, 32, 36)
+        for c in ("alltoall", "allgather", "allreduce")
+    }
 
 
 def test_every_case_has_four_findings_in_order_and_a_full_choice(table):
@@ -204,7 +330,10 @@ def test_multi_node_settings_state_the_inter_node_knobs(table):
         for comp, knobs in case.settings.items():
             if case.nodes >= 2:
                 assert knobs["ucx_tls"] in (T, U)
-                assert knobs["ucx_rndv_thresh"].startswith("intra:") and ",inter:" in knobs["ucx_rndv_thresh"]
+                assert (
+                    knobs["ucx_rndv_thresh"].startswith("intra:")
+                    and ",inter:" in knobs["ucx_rndv_thresh"]
+                )
                 assert knobs["ucx_zcopy_thresh"] == "128kb"
             else:
                 assert set(knobs) == {"ucx_rndv_thresh", "nps", "mapping"}
@@ -212,6 +341,7 @@ def test_multi_node_settings_state_the_inter_node_knobs(table):
 
 
 # ------------------------------------------------------------------ (d) phrase parser
+
 
 def bands(phrase):
     out = []
@@ -221,34 +351,55 @@ def bands(phrase):
     return out
 
 
-@pytest.mark.parametrize("phrase,expected", [
-    ("UCC は32KB以上で性能が低下しそれ未満で顕著な傾向無し",
-     [(32 * KB, None, "worse"), (0, 32 * KB, "neutral")]),
-    ("HCOLL は顕著な傾向無し", [(0, None, "neutral")]),
-    ("UCC は HCOLL に対して64KB以下で概ね性能が低下", [(0, 128 * KB, "worse")]),
-    ("UCC は512B未満で性能が向上しそれ以上で顕著な傾向無し",
-     [(0, 512, "better"), (512, None, "neutral")]),
-    ("UCC は4KBから256KBの間で性能が低下し256B以下で概ね性能が向上",
-     [(4 * KB, 512 * KB, "worse"), (0, 512, "better")]),
-    ("UCC は16KB以上と128B以下で性能が低下", [(16 * KB, None, "worse"), (0, 256, "worse")]),
-    ("HCOLL は32KB以上で顕著な傾向無くそれ未満のほぼ全域で性能が低下",
-     [(32 * KB, None, "neutral"), (0, 32 * KB, "worse")]),
-    ("UCC は HCOLL に対して4KBから32KBの間で性能が向上しそれ未満で性能が低下",
-     [(4 * KB, 64 * KB, "better"), (0, 4 * KB, "worse")]),
-    ("UCC は HCOLL に対して1MBから16MBまで性能が向上しそれ以上とそれ以下で概ね性能が低下",
-     [(MB, 32 * MB, "better"), (32 * MB, None, "worse"), (0, MB, "worse")]),
-    ("UCC は HCOLL に対して128Bから1KBの間で性能が低下し2KBと8KBの間と64B以下で性能が向上",
-     [(128, 2 * KB, "worse"), (2 * KB, 16 * KB, "better"), (0, 128, "better")]),
-    ("UCC は16Bから256Bの間で性能が低下しそれ以外で性能が向上",
-     [(16, 512, "worse"), (0, 16, "better"), (512, None, "better")]),
-    ("UCC は HCOLL に対して128Bから512KBで性能が低下しそれ以外で顕著な傾向無し",
-     [(128, MB, "worse"), (0, 128, "neutral"), (MB, None, "neutral")]),
-    ("UCC は概ね全域で性能が向上", [(0, None, "better")]),
-    ("チューニング未適用は8KBから128KBの間で大幅に性能が低下", [(8 * KB, 256 * KB, "worse")]),
-    ("チューニング未適用は8KB以下で性能が大幅に低下", [(0, 16 * KB, "worse")]),
-    ("チューニング未適用は概ね性能が低下", [(0, None, "worse")]),
-    ("チューニング適用による性能の変化無し", [(0, None, "neutral")]),
-])
+@pytest.mark.parametrize(
+    "phrase,expected",
+    [
+        (
+            "UCC は32KB以上で性能が低下しそれ未満で顕著な傾向無し",
+            [(32 * KB, None, "worse"), (0, 32 * KB, "neutral")],
+        ),
+        ("HCOLL は顕著な傾向無し", [(0, None, "neutral")]),
+        ("UCC は HCOLL に対して64KB以下で概ね性能が低下", [(0, 128 * KB, "worse")]),
+        (
+            "UCC は512B未満で性能が向上しそれ以上で顕著な傾向無し",
+            [(0, 512, "better"), (512, None, "neutral")],
+        ),
+        (
+            "UCC は4KBから256KBの間で性能が低下し256B以下で概ね性能が向上",
+            [(4 * KB, 512 * KB, "worse"), (0, 512, "better")],
+        ),
+        ("UCC は16KB以上と128B以下で性能が低下", [(16 * KB, None, "worse"), (0, 256, "worse")]),
+        (
+            "HCOLL は32KB以上で顕著な傾向無くそれ未満のほぼ全域で性能が低下",
+            [(32 * KB, None, "neutral"), (0, 32 * KB, "worse")],
+        ),
+        (
+            "UCC は HCOLL に対して4KBから32KBの間で性能が向上しそれ未満で性能が低下",
+            [(4 * KB, 64 * KB, "better"), (0, 4 * KB, "worse")],
+        ),
+        (
+            "UCC は HCOLL に対して1MBから16MBまで性能が向上しそれ以上とそれ以下で概ね性能が低下",
+            [(MB, 32 * MB, "better"), (32 * MB, None, "worse"), (0, MB, "worse")],
+        ),
+        (
+            "UCC は HCOLL に対して128Bから1KBの間で性能が低下し2KBと8KBの間と64B以下で性能が向上",
+            [(128, 2 * KB, "worse"), (2 * KB, 16 * KB, "better"), (0, 128, "better")],
+        ),
+        (
+            "UCC は16Bから256Bの間で性能が低下しそれ以外で性能が向上",
+            [(16, 512, "worse"), (0, 16, "better"), (512, None, "better")],
+        ),
+        (
+            "UCC は HCOLL に対して128Bから512KBで性能が低下しそれ以外で顕著な傾向無し",
+            [(128, MB, "worse"), (0, 128, "neutral"), (MB, None, "neutral")],
+        ),
+        ("UCC は概ね全域で性能が向上", [(0, None, "better")]),
+        ("チューニング未適用は8KBから128KBの間で大幅に性能が低下", [(8 * KB, 256 * KB, "worse")]),
+        ("チューニング未適用は8KB以下で性能が大幅に低下", [(0, 16 * KB, "worse")]),
+        ("チューニング未適用は概ね性能が低下", [(0, None, "worse")]),
+        ("チューニング適用による性能の変化無し", [(0, None, "neutral")]),
+    ],
+)
 def test_phrase_bands(phrase, expected):
     assert bands(phrase) == expected
 
@@ -258,16 +409,22 @@ def test_phrase_about_and_english():
     assert f["about"] == "ucc_vs_hcoll"
     assert f["en"] == "UCC vs HCOLL: mostly better at >= 8KB; worse below that"
     f = parse_finding("チューニング未適用は16KBから16MBの間で大幅に性能が低下", "t")
-    assert (f["about"], f["en"]) == ("untuned_vs_tuned", "Untuned vs tuned: untuned much worse from 16KB to 16MB")
+    assert (f["about"], f["en"]) == (
+        "untuned_vs_tuned",
+        "Untuned vs tuned: untuned much worse from 16KB to 16MB",
+    )
 
 
-@pytest.mark.parametrize("phrase,words", [
-    ("UCC は大きなメッセージで性能が向上", "大きなメッセージ"),
-    ("UCC は32KB以上で性能がやや向上", "32KB以上で性能がやや向上"),
-    ("HCOLL はそれ未満で性能が向上", "それ未満"),
-    ("MPI は32KB以上で性能が向上", "names no known comparison"),
-    ("UCC は32KB以上で性能が向上し", "ends in the middle"),
-])
+@pytest.mark.parametrize(
+    "phrase,words",
+    [
+        ("UCC は大きなメッセージで性能が向上", "大きなメッセージ"),
+        ("UCC は32KB以上で性能がやや向上", "32KB以上で性能がやや向上"),
+        ("HCOLL はそれ未満で性能が向上", "それ未満"),
+        ("MPI は32KB以上で性能が向上", "names no known comparison"),
+        ("UCC は32KB以上で性能が向上し", "ends in the middle"),
+    ],
+)
 def test_unreadable_phrases_fail_loudly(phrase, words):
     with pytest.raises(SeedError) as exc:
         parse_finding(phrase, "9-9-9")
@@ -276,39 +433,59 @@ def test_unreadable_phrases_fail_loudly(phrase, words):
 
 # ------------------------------------------------------------------ (e) component choice
 
+
 def choice_of(*phrases):
     rows, _ = derive_choice([parse_finding(p, "t") for p in phrases])
-    return [(seedimport.band_bytes(r)[0], seedimport.band_bytes(r)[1], r["component"], r["basis"])
-            for r in rows]
+    return [
+        (seedimport.band_bytes(r)[0], seedimport.band_bytes(r)[1], r["component"], r["basis"])
+        for r in rows
+    ]
 
 
 def test_readme_example_2_1_1():
-    assert choice_of("UCC は4KBから256KBの間で性能が低下し256B以下で概ね性能が向上",
-                     "HCOLL は256B以下で概ね性能が向上",
-                     "UCC は HCOLL に対して64KB以下で概ね性能が低下") == [
-        (0, 512, "hcoll", [0, 1, 2]), (512, None, "none", [0, 1])]
+    assert choice_of(
+        "UCC は4KBから256KBの間で性能が低下し256B以下で概ね性能が向上",
+        "HCOLL は256B以下で概ね性能が向上",
+        "UCC は HCOLL に対して64KB以下で概ね性能が低下",
+    ) == [(0, 512, "hcoll", [0, 1, 2]), (512, None, "none", [0, 1])]
 
 
 def test_choice_single_winner_and_ucc_tie_break():
     # 1-4-3: HCOLL alone below 128B, tie broken for HCOLL to 8KB, UCC alone to 128KB, then a tie
     # that finding 2 calls neutral: HCOLL, which the untuned default already enables.
-    assert choice_of("UCC は128B以上で性能が向上",
-                     "HCOLL は128KB以上と4KB以下で性能が向上",
-                     "UCC は HCOLL に対して8KB以上で顕著な傾向が無くそれ未満で性能が低下") == [
-        (0, 8 * KB, "hcoll", [0, 1, 2]), (8 * KB, 128 * KB, "ucc", [0, 1]),
-        (128 * KB, None, "hcoll", [0, 1, 2])]
+    assert choice_of(
+        "UCC は128B以上で性能が向上",
+        "HCOLL は128KB以上と4KB以下で性能が向上",
+        "UCC は HCOLL に対して8KB以上で顕著な傾向が無くそれ未満で性能が低下",
+    ) == [
+        (0, 8 * KB, "hcoll", [0, 1, 2]),
+        (8 * KB, 128 * KB, "ucc", [0, 1]),
+        (128 * KB, None, "hcoll", [0, 1, 2]),
+    ]
     # 2-4-3: both better everywhere; finding 2 decides on both sides of 8KB.
-    assert choice_of("UCC は全域で性能が向上", "HCOLL は全域で性能が向上",
-                     "UCC は HCOLL に対して8KB以上で概ね性能が向上しそれ未満で性能が低下") == [
-        (0, 8 * KB, "hcoll", [0, 1, 2]), (8 * KB, None, "ucc", [0, 1, 2])]
+    assert choice_of(
+        "UCC は全域で性能が向上",
+        "HCOLL は全域で性能が向上",
+        "UCC は HCOLL に対して8KB以上で概ね性能が向上しそれ未満で性能が低下",
+    ) == [(0, 8 * KB, "hcoll", [0, 1, 2]), (8 * KB, None, "ucc", [0, 1, 2])]
 
 
 def test_choice_keeps_none_when_nothing_is_better_and_an_unbroken_tie_takes_hcoll():
-    assert choice_of("UCC はほぼ全域で性能が低下", "HCOLL はほぼ全域で性能が低下",
-                     "UCC は HCOLL に対して4KBから32KBの間で性能が向上しそれ未満で性能が低下") == [
-        (0, None, "none", [0, 1])]
-    rows, notes = derive_choice([parse_finding(p, "t") for p in (
-        "UCC は全域で性能が向上", "HCOLL はほぼ全域で性能が向上", "UCC は HCOLL に対して顕著な傾向無し")])
+    assert choice_of(
+        "UCC はほぼ全域で性能が低下",
+        "HCOLL はほぼ全域で性能が低下",
+        "UCC は HCOLL に対して4KBから32KBの間で性能が向上しそれ未満で性能が低下",
+    ) == [(0, None, "none", [0, 1])]
+    rows, notes = derive_choice(
+        [
+            parse_finding(p, "t")
+            for p in (
+                "UCC は全域で性能が向上",
+                "HCOLL はほぼ全域で性能が向上",
+                "UCC は HCOLL に対して顕著な傾向無し",
+            )
+        ]
+    )
     assert [(r["from"], r["to"], r["component"]) for r in rows] == [(0, None, "hcoll")]
     assert notes and "tie rule takes hcoll" in notes[0]
 
@@ -324,28 +501,36 @@ def test_committed_notes_name_the_studys_own_inconsistencies(table):
 def test_committed_choice_follows_the_rule(table):
     case = table.case(2, 8, "alltoall")
     assert [(c.band.lo, c.band.hi, c.component, c.basis) for c in case.choice] == [
-        (0, 512, "hcoll", [0, 1, 2]), (512, None, "none", [0, 1])]
+        (0, 512, "hcoll", [0, 1, 2]),
+        (512, None, "none", [0, 1]),
+    ]
 
 
 # ------------------------------------------------------------------ cross-checks inside the seed
+
 
 @needs_seed
 def test_the_seed_agrees_with_itself_on_the_2_plus_node_ucx_values(seed_text):
     table = seedimport.import_seed(seed_text)
     for case in table["cases"]:
-        for note in case.get("notes", []):                  # only notes about findings and choice
-            assert note.startswith(("findings disagree ", "choice [", "finding 1 says worse on both")), \
-                (case["section"], note)
+        for note in case.get("notes", []):  # only notes about findings and choice
+            assert note.startswith(
+                ("findings disagree ", "choice [", "finding 1 says worse on both")
+            ), (case["section"], note)
 
 
 @needs_seed
 def test_a_step_sentence_that_disagrees_with_the_summary_table_becomes_a_note(seed_text):
     head, sep, tail = seed_text.partition("### 2-1-1. Alltoall")
-    tail = tail.replace("**UCX_TLS** を **self,sm,rc** とした場合", "**UCX_TLS** を **self,sm,ud** とした場合", 1)
-    tail = tail.replace("の **HCOLL** の結果から32kbとしています", "の **HCOLL** の結果から64kbとしています", 1)
+    tail = tail.replace(
+        "**UCX_TLS** を **self,sm,rc** とした場合", "**UCX_TLS** を **self,sm,ud** とした場合", 1
+    )
+    tail = tail.replace(
+        "の **HCOLL** の結果から32kbとしています", "の **HCOLL** の結果から64kbとしています", 1
+    )
     table = seedimport.import_seed(head + sep + tail)
     case = next(c for c in table["cases"] if c["section"] == "2-1-1")
-    assert case["settings"]["none"]["ucx_tls"] == "self,sm,rc"          # the N-M-0 table wins
+    assert case["settings"]["none"]["ucx_tls"] == "self,sm,rc"  # the N-M-0 table wins
     text = "\n".join(case["notes"])
     assert "step 1 sets UCX_TLS to self,sm,ud, the 2-1-0 table gives self,sm,rc" in text
     assert "intra-node optimum as 64kb (from 1-1-1), the 2-1-0 table gives intra:32kb" in text

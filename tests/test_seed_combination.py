@@ -10,6 +10,7 @@ per job geometry). The seed studies measured one collective at a time; a job run
   best (for most sizes) is HCOLL and switched off (HCOLL_ML_DISABLE_<COLL>=1) for the measured ones
   whose best is not.
 The Lua twin is held to the same answers by tests/test_modules_conformance.py (every row)."""
+
 import pytest
 
 from tunedmpi.modules import envmap, explain, sites
@@ -22,17 +23,26 @@ def geometries(site):
 
 
 def best_components(site, nodes, ppn):
-    return {c.collective: envmap.dominant_component(c, site.components) for c in site.table.cases
-            if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in envmap.UCC_CTS_NAMES}
+    return {
+        c.collective: envmap.dominant_component(c, site.components)
+        for c in site.table.cases
+        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in envmap.UCC_CTS_NAMES
+    }
 
 
 def env_for(site, nodes, ppn, profile=""):
-    return explain.select(site, {"TUNEDMPI_NODES": str(nodes), "TUNEDMPI_PPN": str(ppn),
-                                 "TUNEDMPI_PROFILE": profile})["env"]
+    return explain.select(
+        site, {"TUNEDMPI_NODES": str(nodes), "TUNEDMPI_PPN": str(ppn), "TUNEDMPI_PROFILE": profile}
+    )["env"]
 
 
-COMPONENT_VARS = ("OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts",
-                  "OMPI_MCA_coll_hcoll_enable", "UCC_CL_BASIC_TUNE")
+COMPONENT_VARS = (
+    "OMPI_MCA_coll_ucc_enable",
+    "OMPI_MCA_coll_ucc_priority",
+    "OMPI_MCA_coll_ucc_cts",
+    "OMPI_MCA_coll_hcoll_enable",
+    "UCC_CL_BASIC_TUNE",
+)
 
 
 def ucc_bands(site, nodes, ppn):
@@ -47,7 +57,9 @@ def ucc_bands(site, nodes, ppn):
 
 
 def component_env(env):
-    return {k: v for k, v in env.items() if k in COMPONENT_VARS or k.startswith("HCOLL_ML_DISABLE_")}
+    return {
+        k: v for k, v in env.items() if k in COMPONENT_VARS or k.startswith("HCOLL_ML_DISABLE_")
+    }
 
 
 @pytest.mark.parametrize("name", SEED_SITES)
@@ -60,20 +72,38 @@ def test_components_are_combined_over_the_geometrys_collectives_for_every_profil
         hcoll = sorted(c for c, k in best.items() if k == "hcoll")
         expected = {}
         if ucc:
-            expected.update(OMPI_MCA_coll_ucc_enable="1", OMPI_MCA_coll_ucc_priority="100",
-                            OMPI_MCA_coll_ucc_cts=",".join(sorted(ucc)))
-            declined = ["%s:%d-%s:0" % (c, max(lo * (nodes * ppn if c in ("alltoall", "allgather") else 1) - 1, 0),
-                                        "inf" if hi is None else hi * (nodes * ppn if c in ("alltoall", "allgather")
-                                                                       else 1) - 1)
-                        for c in sorted(ucc) for lo, hi in envmap.gaps(ucc[c])]
+            expected.update(
+                OMPI_MCA_coll_ucc_enable="1",
+                OMPI_MCA_coll_ucc_priority="100",
+                OMPI_MCA_coll_ucc_cts=",".join(sorted(ucc)),
+            )
+            declined = [
+                "%s:%d-%s:0"
+                % (
+                    c,
+                    max(lo * (nodes * ppn if c in ("alltoall", "allgather") else 1) - 1, 0),
+                    "inf"
+                    if hi is None
+                    else hi * (nodes * ppn if c in ("alltoall", "allgather") else 1) - 1,
+                )
+                for c in sorted(ucc)
+                for lo, hi in envmap.gaps(ucc[c])
+            ]
             if declined:
                 expected["UCC_CL_BASIC_TUNE"] = "#".join(declined)
         if best:
             expected["OMPI_MCA_coll_hcoll_enable"] = "1" if hcoll else "0"
         if hcoll:
-            expected.update(("HCOLL_ML_DISABLE_%s" % c.upper(), "1") for c in best if c not in hcoll)
+            expected.update(
+                ("HCOLL_ML_DISABLE_%s" % c.upper(), "1") for c in best if c not in hcoll
+            )
         for profile in profiles:
-            assert component_env(env_for(site, nodes, ppn, profile)) == expected, (name, nodes, ppn, profile)
+            assert component_env(env_for(site, nodes, ppn, profile)) == expected, (
+                name,
+                nodes,
+                ppn,
+                profile,
+            )
 
 
 def test_a_geometry_where_three_collectives_chose_three_components():
@@ -83,12 +113,21 @@ def test_a_geometry_where_three_collectives_chose_three_components():
     # to tuned: UCC declines from 8192 B, which UCC's inclusive range ends make "8191-inf");
     # alltoall stays on tuned.
     site = sites.load_named("oci-bm-optimized3.36")
-    assert best_components(site, 2, 16) == {"allgather": "hcoll", "allreduce": "ucc", "alltoall": "none"}
+    assert best_components(site, 2, 16) == {
+        "allgather": "hcoll",
+        "allreduce": "ucc",
+        "alltoall": "none",
+    }
     assert ucc_bands(site, 2, 16) == {"allreduce": [(0, 8192)]}
     assert component_env(env_for(site, 2, 16)) == {
-        "OMPI_MCA_coll_hcoll_enable": "1", "HCOLL_ML_DISABLE_ALLREDUCE": "1", "HCOLL_ML_DISABLE_ALLTOALL": "1",
-        "OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100", "OMPI_MCA_coll_ucc_cts": "allreduce",
-        "UCC_CL_BASIC_TUNE": "allreduce:8191-inf:0"}
+        "OMPI_MCA_coll_hcoll_enable": "1",
+        "HCOLL_ML_DISABLE_ALLREDUCE": "1",
+        "HCOLL_ML_DISABLE_ALLTOALL": "1",
+        "OMPI_MCA_coll_ucc_enable": "1",
+        "OMPI_MCA_coll_ucc_priority": "100",
+        "OMPI_MCA_coll_ucc_cts": "allreduce",
+        "UCC_CL_BASIC_TUNE": "allreduce:8191-inf:0",
+    }
 
 
 @pytest.mark.parametrize("name", SEED_SITES)
@@ -98,10 +137,16 @@ def test_job_wide_knobs_are_the_profile_rows_published_values(name):
     site = sites.load_named(name)
     for nodes, ppn in geometries(site):
         best = best_components(site, nodes, ppn)
-        for profile in sorted({c.collective for c in site.table.cases if (c.nodes, c.ppn) == (nodes, ppn)}):
+        for profile in sorted(
+            {c.collective for c in site.table.cases if (c.nodes, c.ppn) == (nodes, ppn)}
+        ):
             case = site.table.case(nodes, ppn, profile)
             comp = best.get(profile, "none")
-            values = case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
+            values = (
+                case.settings.get(comp)
+                or case.settings.get("none")
+                or next(iter(case.settings.values()))
+            )
             published, _ = envmap.knob_env(site, values, nodes >= 2)
             env = env_for(site, nodes, ppn, profile)
             assert {k: env.get(k) for k in published} == dict(published), (nodes, ppn, profile)

@@ -3,6 +3,7 @@
 Values are hand-checked against shared/seeds/001_1961c34f8e82c650.txt and
 shared/seeds/003_a06b0afdd61d2f16.txt.
 """
+
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,18 @@ COMPONENTS = ("none", "ucc", "hcoll")
 
 # Seed 001: 「UCX_RNDV_THRESH を Xkb とした場合が最も性能が良いと判断してこれを固定」, one value per case.
 E6_RNDV = {
-    (32, "alltoall"): "32kb", (32, "allgather"): "32kb", (32, "allreduce"): "32kb",
-    (64, "alltoall"): "32kb", (64, "allgather"): "128kb", (64, "allreduce"): "64kb",
-    (128, "alltoall"): "16kb", (128, "allgather"): "128kb", (128, "allreduce"): "64kb",
-    (256, "alltoall"): "16kb", (256, "allgather"): "128kb", (256, "allreduce"): "16kb",
+    (32, "alltoall"): "32kb",
+    (32, "allgather"): "32kb",
+    (32, "allreduce"): "32kb",
+    (64, "alltoall"): "32kb",
+    (64, "allgather"): "128kb",
+    (64, "allreduce"): "64kb",
+    (128, "alltoall"): "16kb",
+    (128, "allgather"): "128kb",
+    (128, "allreduce"): "64kb",
+    (256, "alltoall"): "16kb",
+    (256, "allgather"): "128kb",
+    (256, "allreduce"): "16kb",
 }
 
 KB, MB = 1 << 10, 1 << 20
@@ -31,8 +40,12 @@ E6_CHOICE = {
     (32, "allreduce"): [(0, 64 * KB, "hcoll"), (64 * KB, 64 * MB, "none"), (64 * MB, None, "ucc")],
     (64, "alltoall"): [(0, None, "none")],
     (64, "allgather"): [(0, 64, "none"), (64, 16 * KB, "hcoll"), (16 * KB, None, "none")],
-    (64, "allreduce"): [(0, 512, "none"), (512, 256 * KB, "hcoll"), (256 * KB, 32 * MB, "none"),
-                        (32 * MB, None, "ucc")],
+    (64, "allreduce"): [
+        (0, 512, "none"),
+        (512, 256 * KB, "hcoll"),
+        (256 * KB, 32 * MB, "none"),
+        (32 * MB, None, "ucc"),
+    ],
     (128, "alltoall"): [(0, 8, "none"), (8, 256, "ucc"), (256, None, "none")],
     (128, "allgather"): [(0, 32, "none"), (32, 8 * KB, "hcoll"), (8 * KB, None, "none")],
     (128, "allreduce"): [(0, 256 * KB, "hcoll"), (256 * KB, 4 * MB, "none"), (4 * MB, None, "ucc")],
@@ -54,6 +67,7 @@ def flow():
 
 # ---------------------------------------------------------------- seed 001, BM.Standard.E6.256
 
+
 def test_e6_loads_with_its_identity(e6):
     assert e6.platform == "oci-bm-standard-e6.256"
     assert (e6.mpi_flavour, e6.mpi_version) == ("openmpi", "5.0.6")
@@ -70,7 +84,10 @@ def test_e6_loads_with_its_identity(e6):
 def test_e6_has_twelve_single_node_cases(e6):
     assert len(e6.cases) == 12
     assert {c.key for c in e6.cases} == {
-        (1, ppn, coll) for ppn in (32, 64, 128, 256) for coll in ("alltoall", "allgather", "allreduce")}
+        (1, ppn, coll)
+        for ppn in (32, 64, 128, 256)
+        for coll in ("alltoall", "allgather", "allreduce")
+    }
 
 
 @pytest.mark.parametrize("ppn,coll", sorted(E6_RNDV))
@@ -81,7 +98,7 @@ def test_e6_rndv_is_the_studys_single_value_for_every_component(e6, ppn, coll):
         assert case.settings[comp]["ucx_rndv_thresh"] == E6_RNDV[(ppn, coll)], comp
     rndv = [f for f in case.findings if f.about == "rndv"]
     assert len(rndv) == 3
-    ucc_best = E6_RNDV[(ppn, coll)].upper()          # "32kb" -> "32KB" as the study writes it
+    ucc_best = E6_RNDV[(ppn, coll)].upper()  # "32kb" -> "32KB" as the study writes it
     assert ucc_best in rndv[1].text and rndv[1].text.startswith("UCC")
 
 
@@ -95,19 +112,21 @@ def test_e6_32ppn_placement_is_unstated(e6, coll):
 
 
 def test_e6_32ppn_nps_is_what_each_section_states(e6):
-    alltoall = e6.case(1, 32, "alltoall")                 # 「NPS は有意な差無し」
+    alltoall = e6.case(1, 32, "alltoall")  # 「NPS は有意な差無し」
     assert "nps" in alltoall.unstated
     assert all("nps" not in alltoall.settings[c] for c in COMPONENTS)
-    allgather = e6.case(1, 32, "allgather")               # 「NPSNPS4が有利」
+    allgather = e6.case(1, 32, "allgather")  # 「NPSNPS4が有利」
     assert "nps" not in allgather.unstated
     assert all(allgather.settings[c]["nps"] == 4 for c in COMPONENTS)
-    allreduce = e6.case(1, 32, "allreduce")               # NPS4 better for HCOLL at <= 2KB only
+    allreduce = e6.case(1, 32, "allreduce")  # NPS4 better for HCOLL at <= 2KB only
     assert allreduce.settings["hcoll"]["nps"] == 4
     assert "nps" not in allreduce.settings["none"] and "nps" not in allreduce.settings["ucc"]
     assert "nps" in allreduce.unstated
     nps = [f for f in allreduce.findings if f.about == "nps"]
     assert [(b["band"].lo, b["band"].hi, b["effect"]) for b in nps[0].bands] == [
-        (0, 4 * KB, "better"), (4 * KB, None, "neutral")]
+        (0, 4 * KB, "better"),
+        (4 * KB, None, "neutral"),
+    ]
 
 
 @pytest.mark.parametrize("ppn", [64, 128, 256])
@@ -160,13 +179,19 @@ def test_e6_choice_follows_the_readme_rule(e6, ppn, coll):
         assert sorted(ch.basis) == [ucc, hcoll]
         edges.update(e for e in (ch.band.lo, ch.band.hi) if e is not None)
     for size in sorted(edges):
-        scores = {"none": 0, "ucc": _score(case.findings[ucc], size),
-                  "hcoll": _score(case.findings[hcoll], size)}
+        scores = {
+            "none": 0,
+            "ucc": _score(case.findings[ucc], size),
+            "hcoll": _score(case.findings[hcoll], size),
+        }
         best = max(scores.values())
         winners = [c for c in COMPONENTS if scores[c] == best]
         expected = winners[0] if len(winners) == 1 else ("none" if "none" in winners else "hcoll")
-        (chosen,) = [c.component for c in case.choice
-                     if c.band.lo <= size and (c.band.hi is None or size < c.band.hi)]
+        (chosen,) = [
+            c.component
+            for c in case.choice
+            if c.band.lo <= size and (c.band.hi is None or size < c.band.hi)
+        ]
         assert chosen == expected, (size, scores)
         if scores["ucc"] == scores["hcoll"] == best > 0:
             assert any("no direct UCC-vs-HCOLL comparison" in n for n in case.notes)
@@ -204,14 +229,21 @@ def test_flow_loads_with_its_identity(flow):
 
 def test_flow_cases_and_no_cas(flow):
     assert {c.key for c in flow.cases} == {
-        (nodes, ppn, op) for nodes, ppn in ((1, 2), (2, 1)) for op in ONE_SIDED}
+        (nodes, ppn, op) for nodes, ppn in ((1, 2), (2, 1)) for op in ONE_SIDED
+    }
     assert not [c for c in flow.cases if c.collective == "cas"]
     assert any("cas" in n and "not measured" in n for n in flow.provenance["notes"])
 
 
 @pytest.mark.parametrize("nodes,ppn", [(1, 2), (2, 1)])
 def test_flow_pml_and_osc_per_operation(flow, nodes, ppn):
-    expected = {"put": "ucx", "get": "ucx", "acc": "default", "fop": "default", "get_acc": "default"}
+    expected = {
+        "put": "ucx",
+        "get": "ucx",
+        "acc": "default",
+        "fop": "default",
+        "get_acc": "default",
+    }
     for op, value in expected.items():
         case = flow.case(nodes, ppn, op)
         assert list(case.settings) == ["none"]
@@ -220,7 +252,13 @@ def test_flow_pml_and_osc_per_operation(flow, nodes, ppn):
 
 @pytest.mark.parametrize("nodes,ppn", [(1, 2), (2, 1)])
 def test_flow_findings_say_why(flow, nodes, ppn):
-    effect = {"put": "better", "get": "better", "acc": "worse", "fop": "worse", "get_acc": "neutral"}
+    effect = {
+        "put": "better",
+        "get": "better",
+        "acc": "worse",
+        "fop": "worse",
+        "get_acc": "neutral",
+    }
     for op, want in effect.items():
         case = flow.case(nodes, ppn, op)
         ucx = [f for f in case.findings if f.about == "ucx_vs_default"]
@@ -229,7 +267,9 @@ def test_flow_findings_say_why(flow, nodes, ppn):
         assert any(f.about == "other" and "hpcx_stack" in f.text for f in case.findings)
     get_acc = flow.case(nodes, ppn, "get_acc")
     assert {f.text for f in get_acc.findings if f.about == "ucx_vs_default"} == {
-        "どちらとも言えない", "どちらも言えない"}
+        "どちらとも言えない",
+        "どちらも言えない",
+    }
 
 
 def test_flow_has_no_threshold_keys(flow):

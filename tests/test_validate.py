@@ -1,5 +1,6 @@
 """validate/run.sh end to end on this machine: 2 ranks, the probes, the real Open MPI wheel and Lmod.
 Checks the results directory's structure and the parsed numbers, not the verdict (machine noise)."""
+
 import json
 import math
 import subprocess
@@ -15,13 +16,20 @@ from tunedmpi.bench import parse, suites
 RUN = ROOT / "validate" / "run.sh"
 pytestmark = [
     pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
-    pytest.mark.skipif(not (ROOT / ".venv/bin/mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"),
+    pytest.mark.skipif(
+        not (ROOT / ".venv/bin/mpicc").exists(), reason="no Open MPI wheel in .venv (run make)"
+    ),
 ]
 
 
 def validate(tmp_path, *args, timeout=600):
-    proc = subprocess.run([str(RUN), "--out", str(tmp_path / "out")] + list(args), env=lmod.clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(RUN), "--out", str(tmp_path / "out")] + list(args),
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     dirs = sorted((tmp_path / "out").glob("*")) if (tmp_path / "out").is_dir() else []
     return proc, [d for d in dirs if d.is_dir()]
 
@@ -29,14 +37,21 @@ def validate(tmp_path, *args, timeout=600):
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("validate")
-    proc, dirs = validate(tmp, "--repetitions", "3", "--no-extend", "--benchmarks", "allreduce,alltoall,bcast,put_latency,put_bw")
+    proc, dirs = validate(
+        tmp,
+        "--repetitions",
+        "3",
+        "--no-extend",
+        "--benchmarks",
+        "allreduce,alltoall,bcast,put_latency,put_bw",
+    )
     assert len(dirs) == 1, proc.stderr[-3000:]
     return proc, dirs[0], json.loads((dirs[0] / "results.json").read_text())
 
 
 def test_exit_code_and_summary(campaign):
     proc, outdir, results = campaign
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]      # pass or fail: both are verdicts
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # pass or fail: both are verdicts
     assert proc.returncode == results["exit_code"]
     assert "verdict: %s" % results["verdict"] in proc.stdout
     assert results["verdict"] in ("PASS", "FAIL")
@@ -48,17 +63,40 @@ def test_exit_code_and_summary(campaign):
 
 def test_results_structure(campaign):
     _, outdir, r = campaign
-    assert r["suite"] == "probe" and r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "this machine"}
+    assert r["suite"] == "probe" and r["geometry"] == {
+        "nodes": 1,
+        "ppn": 2,
+        "np": 2,
+        "source": "this machine",
+    }
     assert r["modules"] == {"baseline": "openmpi/5.0.8", "tuned": "openmpi-tuned/5.0.8"}
     runs = r["runs"]
     assert len(runs) == 18 and all(x["status"] == "ok" for x in runs)
     # counterbalanced pairs (ABBA): each run's two modules back to back, the first one alternating
     # from one repetition and one run to the next, so neither module always runs second
-    assert [(x["run"], x["rep"]) for x in runs[::2]] == [(n, k) for k in (1, 2, 3)
-                                                        for n in ("collectives", "put_latency", "put_bw")]
-    assert [x["role"] for x in runs[:12]] == ["baseline", "tuned", "tuned", "baseline", "baseline", "tuned",
-                                              "tuned", "baseline", "baseline", "tuned", "tuned", "baseline"]
-    assert r["design"] == {"first": 3, "final": 3, "extended": [], "order": "counterbalanced (ABBA)"}
+    assert [(x["run"], x["rep"]) for x in runs[::2]] == [
+        (n, k) for k in (1, 2, 3) for n in ("collectives", "put_latency", "put_bw")
+    ]
+    assert [x["role"] for x in runs[:12]] == [
+        "baseline",
+        "tuned",
+        "tuned",
+        "baseline",
+        "baseline",
+        "tuned",
+        "tuned",
+        "baseline",
+        "baseline",
+        "tuned",
+        "tuned",
+        "baseline",
+    ]
+    assert r["design"] == {
+        "first": 3,
+        "final": 3,
+        "extended": [],
+        "order": "counterbalanced (ABBA)",
+    }
     assert "-w allocate -s flush" in r["commands"]["put_latency"]
     assert r["commands"]["collectives"].startswith("mpirun -np 2 ")
     for x in runs:
@@ -68,12 +106,16 @@ def test_results_structure(campaign):
         assert "TUNEDMPI_SELECTION=site=local" in log
         # the host state around the run (probe_host): two figures, in the record and in the log
         assert x["host"]["before_ns"] > 0 and x["host"]["after_ns"] > 0
-        assert "# host state (cache-line round trip, ns): before %s, after %s\n" % (
-            x["host"]["before_ns"], x["host"]["after_ns"]) in log
+        assert (
+            "# host state (cache-line round trip, ns): before %s, after %s\n"
+            % (x["host"]["before_ns"], x["host"]["after_ns"])
+            in log
+        )
     assert r["binaries"]["host_probe"].endswith("/probe_host")
     host = r["host_state"]
-    assert host["slow_above_ns"] > 0 and {role: sum(n.values()) for role, n in host["runs"].items()} == {
-        "baseline": 9, "tuned": 9}
+    assert host["slow_above_ns"] > 0 and {
+        role: sum(n.values()) for role, n in host["runs"].items()
+    } == {"baseline": 9, "tuned": 9}
     for bench in ("allreduce", "put_bw"):
         states = r["per_size"][bench]["host_states"]
         assert len(states["baseline"]) == len(states["tuned"]) == 3
@@ -92,14 +134,16 @@ def test_parsed_numbers_match_the_logs(campaign):
         for bench, data in x["series"].items():
             s = next(s for s in parsed.series if s.benchmark == bench)
             assert s.suite == data["suite"] == "probe"
-            assert {str(k): v for k, v in s.points} == data["points"]   # JSON keys are strings
+            assert {str(k): v for k, v in s.points} == data["points"]  # JSON keys are strings
     allreduce = r["per_size"]["allreduce"]
     assert allreduce["metric"] == "latency_us" and len(allreduce["baseline"]) == 3
     sizes = sorted(int(k) for k in allreduce["baseline"][0])
-    assert sizes[0] == 0 and sizes[-1] == 65536                  # -msglog 0:16
+    assert sizes[0] == 0 and sizes[-1] == 65536  # -msglog 0:16
     assert r["per_size"]["put_bw"]["metric"] == "bandwidth_MBps"
-    bcast = r["per_size"]["bcast"]                               # in the same IMB-format run
-    assert bcast["metric"] == "latency_us" and sorted(int(k) for k in bcast["baseline"][0]) == [0] + [2 ** i for i in range(17)]
+    bcast = r["per_size"]["bcast"]  # in the same IMB-format run
+    assert bcast["metric"] == "latency_us" and sorted(int(k) for k in bcast["baseline"][0]) == [
+        0
+    ] + [2**i for i in range(17)]
     assert all(v > 0 for rep in allreduce["tuned"] for v in rep.values())
 
 
@@ -107,10 +151,15 @@ def test_report_plots_and_junit(campaign):
     _, outdir, r = campaign
     md = (outdir / "report.md").read_text()
     assert "**Verdict: %s**" % r["verdict"] in md and "probes** (validate/probes)" in md
-    assert md.count("| allreduce | ") == 5          # verdicts (3 rows) and gains per host state (2)
+    assert md.count("| allreduce | ") == 5  # verdicts (3 rows) and gains per host state (2)
     assert "## Host state" in md and "| module | fast | slow | changed | not known |" in md
-    envs = {x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")} for x in r["runs"]}
-    assert ("sets no tuning variable the baseline does not set" in md) == (envs["tuned"] == envs["baseline"])
+    envs = {
+        x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")}
+        for x in r["runs"]
+    }
+    assert ("sets no tuning variable the baseline does not set" in md) == (
+        envs["tuned"] == envs["baseline"]
+    )
     for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
         png = outdir / "plots" / (bench + ".png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -132,11 +181,22 @@ def broken_module(tmp_path, name, base="openmpi/5.0.8"):
 
 def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
     mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_latency",
-                          "--module", "broken/1", "--modulepath", mods)
+    proc, dirs = validate(
+        tmp_path,
+        "--repetitions",
+        "3",
+        "--benchmarks",
+        "put_latency",
+        "--module",
+        "broken/1",
+        "--modulepath",
+        mods,
+    )
     r = json.loads((dirs[0] / "results.json").read_text())
     tuned = [x for x in r["runs"] if x["role"] == "tuned"]
-    assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [(k, a, "failed") for k in (1, 2, 3) for a in (1, 2)]
+    assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [
+        (k, a, "failed") for k in (1, 2, 3) for a in (1, 2)
+    ]
     assert all(x["exit_code"] == 213 for x in tuned)
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "lose" and rel["reason"] == "failed runs: baseline 0/3, tuned 3/3"
@@ -146,8 +206,19 @@ def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
 
 def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path):
     mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_latency", "--retries", "0",
-                          "--baseline", "broken/1", "--modulepath", mods)
+    proc, dirs = validate(
+        tmp_path,
+        "--repetitions",
+        "3",
+        "--benchmarks",
+        "put_latency",
+        "--retries",
+        "0",
+        "--baseline",
+        "broken/1",
+        "--modulepath",
+        mods,
+    )
     r = json.loads((dirs[0] / "results.json").read_text())
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "win"
@@ -155,8 +226,17 @@ def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path)
 
 
 def test_timeouts_are_killed_and_reported_as_could_not_run(tmp_path):
-    proc, dirs = validate(tmp_path, "--repetitions", "3", "--benchmarks", "put_bw", "--timeout", "0.3",
-                          "--retries", "0")
+    proc, dirs = validate(
+        tmp_path,
+        "--repetitions",
+        "3",
+        "--benchmarks",
+        "put_bw",
+        "--timeout",
+        "0.3",
+        "--retries",
+        "0",
+    )
     r = json.loads((dirs[0] / "results.json").read_text())
     assert [x["status"] for x in r["runs"]] == ["timeout"] * 6
     assert proc.returncode == 2 and r["verdict"] == "COULD-NOT-RUN"
@@ -169,18 +249,21 @@ def test_results_directories_are_never_reused(tmp_path):
     assert len(dirs) == 2 and dirs[0] != dirs[1]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--nodes", "2"], "--nodes 2: outside a job only this machine runs"),
-    (["--ppn", "512"], "--ppn 512: this machine has"),
-    (["--nodes", "0"], "argument --nodes: '0' is not a whole number >= 1"),
-    (["--ppn", "-1"], "argument --ppn: '-1' is not a whole number >= 1"),
-    (["--repetitions", "2"], "--repetitions 2: the verdict needs at least 3 runs per module"),
-    (["--alpha", "1.5"], "argument --alpha: '1.5' is not a number above 0 and below 1"),
-    (["--benchmarks", "allreduse"], "--benchmarks: unknown benchmark(s) allreduse"),
-    (["--module", "nosuch/1.0"], "--module nosuch/1.0: no such module in the module path"),
-    (["--baseline", "nosuch/1.0"], "--baseline nosuch/1.0: no such module in the module path"),
-    (["--site", "nowhere"], "no site 'nowhere'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--nodes", "2"], "--nodes 2: outside a job only this machine runs"),
+        (["--ppn", "512"], "--ppn 512: this machine has"),
+        (["--nodes", "0"], "argument --nodes: '0' is not a whole number >= 1"),
+        (["--ppn", "-1"], "argument --ppn: '-1' is not a whole number >= 1"),
+        (["--repetitions", "2"], "--repetitions 2: the verdict needs at least 3 runs per module"),
+        (["--alpha", "1.5"], "argument --alpha: '1.5' is not a number above 0 and below 1"),
+        (["--benchmarks", "allreduse"], "--benchmarks: unknown benchmark(s) allreduse"),
+        (["--module", "nosuch/1.0"], "--module nosuch/1.0: no such module in the module path"),
+        (["--baseline", "nosuch/1.0"], "--baseline nosuch/1.0: no such module in the module path"),
+        (["--site", "nowhere"], "no site 'nowhere'"),
+    ],
+)
 def test_impossible_requests_exit_2_at_once_with_one_line(tmp_path, args, message):
     """Refused before the first run: exit 2, one line that names the option, no results directory."""
     started = time.monotonic()
@@ -198,27 +281,69 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
 
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=5)
     design = stats.Design(5, 10)
-    runs = [suites.Run("put_latency", "osu", ("put_latency",), ("x",), 2),
-            suites.Run("get_latency", "osu", ("get_latency",), ("x",), 2)]
-    noisy = [1.0, 1.6, 0.8, 1.4, 0.9, 1.5, 0.85, 1.3, 0.95, 1.2]      # 1.2x gain hidden in noise at 5 runs
+    runs = [
+        suites.Run("put_latency", "osu", ("put_latency",), ("x",), 2),
+        suites.Run("get_latency", "osu", ("get_latency",), ("x",), 2),
+    ]
+    noisy = [
+        1.0,
+        1.6,
+        0.8,
+        1.4,
+        0.9,
+        1.5,
+        0.85,
+        1.3,
+        0.95,
+        1.2,
+    ]  # 1.2x gain hidden in noise at 5 runs
 
     def rec(run, role, rep):
         base = {"put_latency": noisy[rep - 1], "get_latency": 1.0 + 0.001 * rep}[run]
         value = base / (1.2 if role == "tuned" and run == "put_latency" else 1.0)
-        points = {size: value * size ** 0.5 for size in (1, 4, 16, 64, 256, 1024)}
-        return validate.RunRecord(run, role, "m", rep, 1, "ok", 0, 1.0, "log", [],
-                                  {run: {"metric": "latency_us", "suite": "osu", "points": points}})
+        points = {size: value * size**0.5 for size in (1, 4, 16, 64, 256, 1024)}
+        return validate.RunRecord(
+            run,
+            role,
+            "m",
+            rep,
+            1,
+            "ok",
+            0,
+            1.0,
+            "log",
+            [],
+            {run: {"metric": "latency_us", "suite": "osu", "points": points}},
+        )
 
-    records = [rec(run.name, role, k) for k in range(1, 6) for run in runs for role in ("baseline", "tuned")]
+    records = [
+        rec(run.name, role, k)
+        for k in range(1, 6)
+        for run in runs
+        for role in ("baseline", "tuned")
+    ]
     look1 = validate.analyse(opts, runs, records, design)
-    put1 = next(b for b in look1["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB")
-    assert put1["look"] == 1 and put1["n_tuned"] == 5 and put1["verdict"] == "tie" and put1["undecided"]
+    put1 = next(
+        b for b in look1["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB"
+    )
+    assert (
+        put1["look"] == 1
+        and put1["n_tuned"] == 5
+        and put1["verdict"] == "tie"
+        and put1["undecided"]
+    )
     undecided = stats.extension([stats.BandResult(**b) for b in look1["bands"]], design)
     assert set(undecided) == {"put_latency"}
     records += [rec("put_latency", role, k) for k in range(6, 11) for role in ("baseline", "tuned")]
     look2 = validate.analyse(opts, runs, records, design, previous=look1, extended=runs[:1])
-    put2 = next(b for b in look2["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB")
-    assert put2["look"] == 2 and put2["n_tuned"] == 10 and put2["level"] == pytest.approx(design.level(0.05, 2))
+    put2 = next(
+        b for b in look2["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB"
+    )
+    assert (
+        put2["look"] == 2
+        and put2["n_tuned"] == 10
+        and put2["level"] == pytest.approx(design.level(0.05, 2))
+    )
     get1 = [b for b in look1["bands"] if b["benchmark"] == "get_latency"]
     assert [b for b in look2["bands"] if b["benchmark"] == "get_latency"] == get1
 
@@ -228,25 +353,50 @@ def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp
     bands again; an older result (the real IMB/OSU campaign of tests/fixtures/campaigns, no host
     state) gets today's method in a new directory, and its source is not touched."""
     from tunedmpi.acceptance import stats
+
     _, outdir, r = campaign
-    proc = subprocess.run([str(RUN), "--reanalyse", str(outdir), "--out", str(tmp_path / "again")],
-                          env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(RUN), "--reanalyse", str(outdir), "--out", str(tmp_path / "again")],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     (again,) = sorted((tmp_path / "again").iterdir())
     res = json.loads((again / "results.json").read_text())
     assert proc.returncode == r["exit_code"] and res["reanalysed_from"] == str(outdir.resolve())
-    assert res["bands"] == r["bands"] and res["runs"] == r["runs"] and (again / r["runs"][0]["log"]).is_file()
-    full = FIXTURES / "campaigns" / "local-full-imb-osu"      # results.json only, no logs (fixtures README)
+    assert (
+        res["bands"] == r["bands"]
+        and res["runs"] == r["runs"]
+        and (again / r["runs"][0]["log"]).is_file()
+    )
+    full = (
+        FIXTURES / "campaigns" / "local-full-imb-osu"
+    )  # results.json only, no logs (fixtures README)
     before = (full / "results.json").read_text()
-    proc = subprocess.run([str(RUN), "--reanalyse", str(full), "--out", str(tmp_path / "old")],
-                          env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(RUN), "--reanalyse", str(full), "--out", str(tmp_path / "old")],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     (old,) = sorted((tmp_path / "old").iterdir())
     res = json.loads((old / "results.json").read_text())
     assert proc.returncode in (0, 1) and "verdict: %s" % res["verdict"] in proc.stdout
-    assert res["host_state"]["slow_above_ns"] is None and "## Host state\n\nNot recorded" in (old / "report.md").read_text()
+    assert (
+        res["host_state"]["slow_above_ns"] is None
+        and "## Host state\n\nNot recorded" in (old / "report.md").read_text()
+    )
     assert {b["test"] for b in res["bands"] if b["band"] != "reliability"} == {stats.TEST_NAME}
     assert (full / "results.json").read_text() == before
-    bad = subprocess.run([str(RUN), "--reanalyse", str(tmp_path), "--out", str(tmp_path / "x")],
-                         env=lmod.clean_env(), capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(RUN), "--reanalyse", str(tmp_path), "--out", str(tmp_path / "x")],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "not a validate result" in bad.stderr
 
 
@@ -265,30 +415,65 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
 
     def rec(role, rep, status="ok"):
         value = math.exp(levels[rep - 1] + rng.gauss(0, 0.03)) / (1.15 if role == "tuned" else 1.0)
-        points = {size: value * size ** 0.5 for size in (1, 4, 16, 64, 256, 1024)}
-        return validate.RunRecord("put_latency", role, "m", rep, 1, status, 0, 1.0, "log", [],
-                                  {"put_latency": {"metric": "latency_us", "suite": "osu", "points": points}})
+        points = {size: value * size**0.5 for size in (1, 4, 16, 64, 256, 1024)}
+        return validate.RunRecord(
+            "put_latency",
+            role,
+            "m",
+            rep,
+            1,
+            status,
+            0,
+            1.0,
+            "log",
+            [],
+            {"put_latency": {"metric": "latency_us", "suite": "osu", "points": points}},
+        )
 
-    records = [rec(role, k, "failed" if (role, k) == ("tuned", 8) else "ok")
-               for k in range(1, 16) for role in stats.pair_order(k)]
+    records = [
+        rec(role, k, "failed" if (role, k) == ("tuned", 8) else "ok")
+        for k in range(1, 16)
+        for role in stats.pair_order(k)
+    ]
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=15)
     res = validate.analyse(opts, runs, records, stats.Design(15, 30))
     band = next(b for b in res["bands"] if b["band"] == "<=1KB")
     # repetition 8 (tuned first) lost its tuned run: 14 pairs, 8 of them baseline first (the odd reps)
-    assert band["test"] == stats.PAIRED_TEST_NAME and band["pairs"] == {"baseline first": 8, "tuned first": 6}
+    assert band["test"] == stats.PAIRED_TEST_NAME and band["pairs"] == {
+        "baseline first": 8,
+        "tuned first": 6,
+    }
     assert band["verdict"] == "win" and band["n_baseline"] == 15 and band["n_tuned"] == 14
     assert "1 run(s) without their pair left out" in band["reason"]
-    flipped = validate.analyse(opts, runs, [r for k in range(0, len(records), 2) for r in records[k:k + 2][::-1]],
-                               stats.Design(15, 30))
-    assert next(b for b in flipped["bands"] if b["band"] == "<=1KB")["pairs"] == {"baseline first": 6, "tuned first": 8}
-    few = validate.analyse(validate.Options(site="local", tuned="t/1", baseline="b/1"), runs,
-                           [r for r in records if r.rep <= 5], stats.Design(5, 10))
-    assert {b["test"] for b in few["bands"] if b["sizes"]} <= {stats.TEST_NAME, stats.HOST_TEST_NAME}
+    flipped = validate.analyse(
+        opts,
+        runs,
+        [r for k in range(0, len(records), 2) for r in records[k : k + 2][::-1]],
+        stats.Design(15, 30),
+    )
+    assert next(b for b in flipped["bands"] if b["band"] == "<=1KB")["pairs"] == {
+        "baseline first": 6,
+        "tuned first": 8,
+    }
+    few = validate.analyse(
+        validate.Options(site="local", tuned="t/1", baseline="b/1"),
+        runs,
+        [r for r in records if r.rep <= 5],
+        stats.Design(5, 10),
+    )
+    assert {b["test"] for b in few["bands"] if b["sizes"]} <= {
+        stats.TEST_NAME,
+        stats.HOST_TEST_NAME,
+    }
     assert all(b["pairs"] is None for b in few["bands"])
 
 
-PAIRED_CAMPAIGNS = ("validate-local-20261123T205744Z", "validate-local-20261123T213812Z",
-                    "validate-local-20261124T002110Z", "validate-local-20261124T020900Z")
+PAIRED_CAMPAIGNS = (
+    "validate-local-20261123T205744Z",
+    "validate-local-20261123T213812Z",
+    "validate-local-20261124T002110Z",
+    "validate-local-20261124T020900Z",
+)
 
 
 def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
@@ -304,16 +489,25 @@ def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
     for name in PAIRED_CAMPAIGNS:
         unpack_archive(name, tmp_path / name)
         (src,) = (tmp_path / name / "validate-results").iterdir()
-        before = {(b["benchmark"], b["band"]): b for b in json.loads((src / "results.json").read_text())["bands"]}
+        before = {
+            (b["benchmark"], b["band"]): b
+            for b in json.loads((src / "results.json").read_text())["bands"]
+        }
         res, _ = validate.reanalyse(src, tmp_path / "again")
-        assert res["verdict"] == "PASS" and not [b for b in res["bands"] if b["verdict"] == "lose"], name
+        assert res["verdict"] == "PASS" and not [
+            b for b in res["bands"] if b["verdict"] == "lose"
+        ], name
         for b in res["bands"]:
             if b["benchmark"] in suites.COLLECTIVES and b["p_value"] is not None:
                 was = before[(b["benchmark"], b["band"])]
-                assert b["test"] == stats.PAIRED_TEST_NAME and sum(b["pairs"].values()) == b["n_tuned"] in (15, 30), b
+                assert b["test"] == stats.PAIRED_TEST_NAME and sum(b["pairs"].values()) == b[
+                    "n_tuned"
+                ] in (15, 30), b
                 assert b["verdict"] == "win" or was["verdict"] != "win", (name, b)
                 ratios.append(b["p_value"] / was["p_value"])
-                wins_le1kb += b["band"] == "<=1KB" and b["benchmark"] != "bcast" and b["verdict"] == "win"
+                wins_le1kb += (
+                    b["band"] == "<=1KB" and b["benchmark"] != "bcast" and b["verdict"] == "win"
+                )
     assert len(ratios) == 48 and stats.geomean(ratios) < 0.6, stats.geomean(ratios)
     # alltoall, allgather and allreduce at <= 1 KB: 10 of 12 win (8 by the test within host states)
     assert wins_le1kb == 10, wins_le1kb

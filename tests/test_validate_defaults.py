@@ -1,6 +1,7 @@
 """validate's defaults per set (issue 30): a plain `--full` starts with 15 pairs, so its first look
 is judged by the crossover test over the pairs (stats.PAIRED_MIN); the quick sets keep 5 pairs and
 the unpaired test. Nothing here runs a benchmark."""
+
 import argparse
 
 import pytest
@@ -10,15 +11,28 @@ from tunedmpi.acceptance import stats, validate
 
 
 def options(monkeypatch, *argv):
-    monkeypatch.setattr(validate, "require_local_mpi", lambda site: None)   # no MPI needed to build options
-    for var in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "PBS_NUM_NODES", "PBS_NODEFILE", "LSB_MCPU_HOSTS",
-                "FLUX_JOB_NNODES", "TUNEDMPI_SITE"):
+    monkeypatch.setattr(
+        validate, "require_local_mpi", lambda site: None
+    )  # no MPI needed to build options
+    for var in (
+        "SLURM_JOB_NUM_NODES",
+        "SLURM_NNODES",
+        "PBS_NUM_NODES",
+        "PBS_NODEFILE",
+        "LSB_MCPU_HOSTS",
+        "FLUX_JOB_NNODES",
+        "TUNEDMPI_SITE",
+    ):
         monkeypatch.delenv(var, raising=False)
-    args = cli.build_parser().parse_args(["validate", "--site", "local", "--nodes", "1", "--ppn", "1"] + list(argv))
+    args = cli.build_parser().parse_args(
+        ["validate", "--site", "local", "--nodes", "1", "--ppn", "1"] + list(argv)
+    )
     return validate.options_from_args(args)
 
 
-@pytest.mark.parametrize("flag, pairs", [([], 5), (["--quick"], 5), (["--short"], 5), (["--full"], 15)])
+@pytest.mark.parametrize(
+    "flag, pairs", [([], 5), (["--quick"], 5), (["--short"], 5), (["--full"], 15)]
+)
 def test_each_set_starts_with_its_own_number_of_pairs(monkeypatch, flag, pairs):
     opts = options(monkeypatch, *flag)
     assert opts.repetitions == pairs == validate.DEFAULT_REPETITIONS[opts.set_name]

@@ -27,6 +27,7 @@ pid, seed and log files, and Slurm is told that socket through `AuthInfo=socket=
 mode ports are picked free in an unusual range so two clusters (or anything else) do not clash; the
 hosts' namespaces have ports of their own.
 """
+
 import argparse
 import json
 import os
@@ -41,22 +42,60 @@ import time
 from pathlib import Path
 
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "scancel", "squeue")
+NEEDED = (
+    "munged",
+    "mungekey",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "squeue",
+)
 APT_PACKAGES = "munge slurmctld slurmd slurm-client"  # what provides NEEDED on Debian 12
 # what the namespace hosts need on top (iproute2's ip, util-linux's unshare/taskset/mount)
 NEEDED_HOSTS = ("ip", "unshare", "taskset", "mount")
 APT_PACKAGES_HOSTS = "iproute2 util-linux mount"
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-            "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
 # Variables of the calling shell that would leak a foreign job, sbatch/salloc/srun defaults
 # (SBATCH_PARTITION, ...) or module state into our jobs.
-FOREIGN = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "PBS_", "LSB_", "FLUX_", "TUNEDMPI_", "UCX_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_",
-           "LMOD", "MODULE", "_LMFILES_", "LOADEDMODULES", "__LMOD")
+FOREIGN = (
+    "SLURM_",
+    "SBATCH_",
+    "SALLOC_",
+    "SRUN_",
+    "PBS_",
+    "LSB_",
+    "FLUX_",
+    "TUNEDMPI_",
+    "UCX_",
+    "OMPI_MCA_",
+    "PRTE_MCA_",
+    "PMIX_",
+    "LMOD",
+    "MODULE",
+    "_LMFILES_",
+    "LOADEDMODULES",
+    "__LMOD",
+)
 # The hosts' private network. It exists only inside the cluster's namespaces, so it cannot clash
 # with the machine's own networks or with another cluster's.
 SUBNET = "10.250.0"
 LOGIN_ADDR = SUBNET + ".1"
-STATE_FILE = "cluster.json"   # in the cluster's directory: what `down` needs from another process
+STATE_FILE = "cluster.json"  # in the cluster's directory: what `down` needs from another process
 
 
 def which(name):
@@ -119,24 +158,38 @@ def _fields(line):
 
 
 def _ip(*args, check=True):
-    return subprocess.run([which("ip")] + list(args), capture_output=True, text=True, timeout=30, check=check)
+    return subprocess.run(
+        [which("ip")] + list(args), capture_output=True, text=True, timeout=30, check=check
+    )
 
 
 def on_host(host, hosts_file, argv, cores=None):
     """argv as a command that runs on a namespace host: in its network namespace, under its
     hostname, with the cluster's hosts file as /etc/hosts, on its cores. Every step execs the
     next, so the pid is the final program's."""
-    wrap = [which("ip"), "netns", "exec", host, which("unshare"), "--uts", "--mount", "--propagation", "private"]
+    wrap = [
+        which("ip"),
+        "netns",
+        "exec",
+        host,
+        which("unshare"),
+        "--uts",
+        "--mount",
+        "--propagation",
+        "private",
+    ]
     if cores:
         wrap += [which("taskset"), "-c", ",".join(map(str, cores))]
     # `ip netns exec` mounts a fresh /sys (the namespace's own interfaces) without the cgroup
     # tmpfs under it. Slurm 22.05's slurmd will not start without one (it stats
     # /sys/fs/cgroup/systemd to tell cgroup v1 from v2); proctrack/linuxproc and task/none use
     # nothing in it, so an empty v1 layout is enough.
-    script = ('hostname "$1" && mount --bind "$2" /etc/hosts && '
-              '{ mountpoint -q /sys/fs/cgroup || { mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup && '
-              'mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd; }; } && '
-              'shift 2 && exec "$@"')
+    script = (
+        'hostname "$1" && mount --bind "$2" /etc/hosts && '
+        "{ mountpoint -q /sys/fs/cgroup || { mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup && "
+        "mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd; }; } && "
+        'shift 2 && exec "$@"'
+    )
     return wrap + ["sh", "-c", script, "sh", host, str(hosts_file)] + list(argv)
 
 
@@ -196,8 +249,8 @@ class Cluster:
         self.root = Path(root)
         self.conf = self.root / "slurm.conf"
         self.munge_socket = None
-        self.procs = {}            # daemon name -> Popen (each run in the foreground: we own the pid)
-        self.logs = {}             # daemon name -> [its stdout/stderr file, its own log file]
+        self.procs = {}  # daemon name -> Popen (each run in the foreground: we own the pid)
+        self.logs = {}  # daemon name -> [its stdout/stderr file, its own log file]
         self.ports = None
         self.startup_seconds = None
         cores = sorted(os.sched_getaffinity(0))
@@ -206,12 +259,17 @@ class Cluster:
             self.tag = "tm%04x" % random.randrange(0x10000)
             self.login = self.tag + "login"
             self.nodes = ["%sn%d" % (self.tag, i + 1) for i in range(hosts)]
-            self.addrs = dict([(self.login, LOGIN_ADDR)]
-                              + [(n, "%s.%d" % (SUBNET, 11 + i)) for i, n in enumerate(self.nodes)])
+            self.addrs = dict(
+                [(self.login, LOGIN_ADDR)]
+                + [(n, "%s.%d" % (SUBNET, 11 + i)) for i, n in enumerate(self.nodes)]
+            )
             # each host its own share of the cores, as nodes do not share cores; with fewer cores
             # than hosts they all share all of them
             share = len(cores) // hosts
-            self.cores = {n: (cores[i * share:(i + 1) * share] if share else cores) for i, n in enumerate(self.nodes)}
+            self.cores = {
+                n: (cores[i * share : (i + 1) * share] if share else cores)
+                for i, n in enumerate(self.nodes)
+            }
             self.cpus = max(share, 1) if share else len(cores)
         else:
             self.tag, self.login = None, None
@@ -219,7 +277,9 @@ class Cluster:
             self.addrs = {}
             self.cores = {self.nodes[0]: cores}
             self.cpus = len(cores)
-        self.host = self.nodes[0]   # the node of a one-node cluster; the first (batch) host otherwise
+        self.host = self.nodes[
+            0
+        ]  # the node of a one-node cluster; the first (batch) host otherwise
 
     @property
     def pids(self):
@@ -251,11 +311,18 @@ class Cluster:
 
     def run(self, *args, timeout=30, check=True):
         """Run a Slurm client command against this cluster; returns CompletedProcess."""
-        proc = subprocess.run(self.client([which(args[0])] + [str(a) for a in args[1:]]), env=self.env(),
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            self.client([which(args[0])] + [str(a) for a in args[1:]]),
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise SlurmError("%s failed (%d): %s%s" % (shlex.join(map(str, args)), proc.returncode,
-                                                       proc.stdout, proc.stderr))
+            raise SlurmError(
+                "%s failed (%d): %s%s"
+                % (shlex.join(map(str, args)), proc.returncode, proc.stdout, proc.stderr)
+            )
         return proc
 
     def node_states(self):
@@ -291,8 +358,12 @@ class Cluster:
             status = "running" if proc.poll() is None else "exited %s" % proc.returncode
             # in the foreground each daemon copies its log to stdout (also errors from before the
             # log file opens), so that file is enough; its own log file only if stdout is empty
-            logs = [log for log in self.logs[name] if log.exists() and log.stat().st_size] or self.logs[name]
-            parts.append("--- %s (pid %d, %s), %s:\n%s" % (name, proc.pid, status, logs[0], _tail(logs[0])))
+            logs = [
+                log for log in self.logs[name] if log.exists() and log.stat().st_size
+            ] or self.logs[name]
+            parts.append(
+                "--- %s (pid %d, %s), %s:\n%s" % (name, proc.pid, status, logs[0], _tail(logs[0]))
+            )
         return "\n".join(parts)
 
     def sbatch(self, script_text, *args, wait=True, timeout=60, env=None):
@@ -302,12 +373,21 @@ class Cluster:
         jobs.mkdir(exist_ok=True)
         script = jobs / ("job-%d.sh" % len(list(jobs.glob("job-*.sh"))))
         script.write_text(script_text)
-        cmd = [which("sbatch"), "--parsable", "--output=%s/slurm-%%j.out" % jobs, "--chdir=%s" % jobs]
+        cmd = [
+            which("sbatch"),
+            "--parsable",
+            "--output=%s/slurm-%%j.out" % jobs,
+            "--chdir=%s" % jobs,
+        ]
         cmd += [str(a) for a in args] + [str(script)]
-        proc = subprocess.run(self.client(cmd), env=self.env(env), capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            self.client(cmd), env=self.env(env), capture_output=True, text=True, timeout=30
+        )
         if proc.returncode != 0:
-            raise SlurmError("sbatch %s failed (%d): %s\n%s" % (shlex.join(cmd[4:]), proc.returncode,
-                                                               proc.stderr, self.diagnostics()))
+            raise SlurmError(
+                "sbatch %s failed (%d): %s\n%s"
+                % (shlex.join(cmd[4:]), proc.returncode, proc.stderr, self.diagnostics())
+            )
         job_id = proc.stdout.strip().split(";")[0]
         if not wait:
             return job_id, None, None
@@ -320,7 +400,9 @@ class Cluster:
             time.sleep(0.2)
         else:
             self.run("scancel", job_id, check=False)
-            raise SlurmError("job %s still %s after %ss\n%s" % (job_id, state, timeout, self.diagnostics()))
+            raise SlurmError(
+                "job %s still %s after %ss\n%s" % (job_id, state, timeout, self.diagnostics())
+            )
         out = jobs / ("slurm-%s.out" % job_id)
         return job_id, state, out.read_text(errors="replace") if out.exists() else ""
 
@@ -330,7 +412,14 @@ class Cluster:
         daemon is still alive after SIGKILL or a namespace could not be removed."""
         if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
             try:  # running steps belong to slurmd's children: let Slurm end them first
-                self.run("scancel", "--full", "--quiet", "--user=%s" % os.getuid(), check=False, timeout=10)
+                self.run(
+                    "scancel",
+                    "--full",
+                    "--quiet",
+                    "--user=%s" % os.getuid(),
+                    check=False,
+                    timeout=10,
+                )
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
                     q = self.run("squeue", "-h", "-o", "%i", check=False, timeout=10)
@@ -349,8 +438,10 @@ class Cluster:
         if state.exists():
             state.unlink()
         if survivors or left:
-            raise SlurmError("still running after SIGKILL: %s; namespaces not removed: %s"
-                             % (", ".join(survivors) or "none", ", ".join(left) or "none"))
+            raise SlurmError(
+                "still running after SIGKILL: %s; namespaces not removed: %s"
+                % (", ".join(survivors) or "none", ", ".join(left) or "none")
+            )
 
     # -- start-up ---------------------------------------------------------------------------------
 
@@ -358,43 +449,68 @@ class Cluster:
         """Start a daemon in the foreground (so its pid is ours to stop) in its own session, on
         `host` (None: this machine)."""
         log = self.root / "log" / (name.replace("@", "-") + ".out")
-        own = {"slurmctld": "slurmctld.log", "munged": "munged.log"}.get(name, name.replace("@", "-") + ".log")
+        own = {"slurmctld": "slurmctld.log", "munged": "munged.log"}.get(
+            name, name.replace("@", "-") + ".log"
+        )
         self.logs[name] = [log, self.root / "log" / own]
         argv = [which(args[0])] + [str(a) for a in args[1:]]
         with open(log, "ab") as fh:
-            self.procs[name] = subprocess.Popen(self.on(host, argv) if host else argv,
-                                                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                                env=self.env(), cwd=self.root, start_new_session=True)
+            self.procs[name] = subprocess.Popen(
+                self.on(host, argv) if host else argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                cwd=self.root,
+                start_new_session=True,
+            )
 
     def _wait(self, what, ready, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
-                    raise SlurmError("%s exited (%s) while waiting for %s\n%s"
-                                     % (name, proc.returncode, what, self.diagnostics()))
+                    raise SlurmError(
+                        "%s exited (%s) while waiting for %s\n%s"
+                        % (name, proc.returncode, what, self.diagnostics())
+                    )
             if ready():
                 return
             time.sleep(0.2)
-        raise SlurmError("timed out after %ss waiting for %s\n%s" % (timeout, what, self.diagnostics()))
+        raise SlurmError(
+            "timed out after %ss waiting for %s\n%s" % (timeout, what, self.diagnostics())
+        )
 
     def _start_munge(self):
         mdir = self.root / "munge"
         mdir.mkdir()
         mdir.chmod(0o755)  # munged wants its socket's directory searchable by all
         key = mdir / "munge.key"
-        subprocess.run([which("mungekey"), "--create", "--keyfile=%s" % key], check=True,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            [which("mungekey"), "--create", "--keyfile=%s" % key],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
         sock = mdir / "munge.socket"
         if len(str(sock)) > 100:  # sun_path holds 108 bytes, and munged adds ".lock"
             raise SlurmError("munge socket path too long (%d chars): %s" % (len(str(sock)), sock))
         self.munge_socket = sock
         # --force: run as root and accept the pytest temp dir's permissions. A socket file is
         # reachable from every network namespace: all hosts share this munged.
-        self._daemon("munged", ["munged", "--foreground", "--force", "--socket=%s" % sock,
-                                "--key-file=%s" % key, "--pid-file=%s" % (mdir / "munged.pid"),
-                                "--seed-file=%s" % (mdir / "munged.seed"),
-                                "--log-file=%s" % (self.root / "log" / "munged.log")])
+        self._daemon(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                "--socket=%s" % sock,
+                "--key-file=%s" % key,
+                "--pid-file=%s" % (mdir / "munged.pid"),
+                "--seed-file=%s" % (mdir / "munged.seed"),
+                "--log-file=%s" % (self.root / "log" / "munged.log"),
+            ],
+        )
         self._wait("the munge socket", sock.exists, 15)
 
     def _make_hosts(self):
@@ -402,8 +518,10 @@ class Cluster:
         the hosts file every host sees as /etc/hosts. Recorded before it is made, so that `down`
         (or stop) can remove a half-made network."""
         self._save_state()
-        (self.root / "hosts").write_text("127.0.0.1 localhost\n" + "".join(
-            "%s %s\n" % (addr, name) for name, addr in self.addrs.items()))
+        (self.root / "hosts").write_text(
+            "127.0.0.1 localhost\n"
+            + "".join("%s %s\n" % (addr, name) for name, addr in self.addrs.items())
+        )
         _ip("netns", "add", self.login)
         _ip("-n", self.login, "link", "set", "lo", "up")
         _ip("-n", self.login, "link", "add", "br0", "type", "bridge")
@@ -414,8 +532,20 @@ class Cluster:
             _ip("netns", "add", node)
             _ip("-n", node, "link", "set", "lo", "up")
             # made in the root namespace, each end moved at once: the root keeps nothing
-            _ip("link", "add", "tmveth%s%d" % (self.tag[2:], i), "netns", node, "type", "veth",
-                "peer", "name", port, "netns", self.login)
+            _ip(
+                "link",
+                "add",
+                "tmveth%s%d" % (self.tag[2:], i),
+                "netns",
+                node,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                port,
+                "netns",
+                self.login,
+            )
             _ip("-n", node, "link", "set", "tmveth%s%d" % (self.tag[2:], i), "name", "eth0")
             _ip("-n", node, "addr", "add", self.addrs[node] + "/24", "dev", "eth0")
             _ip("-n", node, "link", "set", "eth0", "up")
@@ -423,83 +553,119 @@ class Cluster:
             _ip("-n", self.login, "link", "set", port, "up")
 
     def _save_state(self):
-        state = {"hosts": len(self.nodes) if self.tag else 0, "netns": self.netns, "nodes": self.nodes,
-                 "login": self.login, "conf": str(self.conf), "pids": self.pids}
+        state = {
+            "hosts": len(self.nodes) if self.tag else 0,
+            "netns": self.netns,
+            "nodes": self.nodes,
+            "login": self.login,
+            "conf": str(self.conf),
+            "pids": self.pids,
+        }
         tmp = self.root / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=1) + "\n")
         tmp.replace(self.root / STATE_FILE)
 
     def _write_conf(self):
         r = self.root
-        for sub in ["state", "spool", "log", "run"] + (["spool/" + n for n in self.nodes] if self.tag else []):
+        for sub in ["state", "spool", "log", "run"] + (
+            ["spool/" + n for n in self.nodes] if self.tag else []
+        ):
             (r / sub).mkdir(exist_ok=True)
         if self.tag:
             # each host has its own ports: Slurm's standard ones
             self.ports = (6817, 6818)
             ctld = "SlurmctldHost=%s(%s)" % (self.login, LOGIN_ADDR)
             # %n: one spool, pid and log file per node, as all slurmds share this directory
-            per_node = ["SlurmdSpoolDir=%s/spool/%%n" % r, "SlurmdPidFile=%s/run/slurmd-%%n.pid" % r,
-                        "SlurmdLogFile=%s/log/slurmd-%%n.log" % r]
-            nodes = ["NodeName=%s NodeAddr=%s CPUs=%d RealMemory=1000 State=UNKNOWN" % (n, self.addrs[n], self.cpus)
-                     for n in self.nodes]
+            per_node = [
+                "SlurmdSpoolDir=%s/spool/%%n" % r,
+                "SlurmdPidFile=%s/run/slurmd-%%n.pid" % r,
+                "SlurmdLogFile=%s/log/slurmd-%%n.log" % r,
+            ]
+            nodes = [
+                "NodeName=%s NodeAddr=%s CPUs=%d RealMemory=1000 State=UNKNOWN"
+                % (n, self.addrs[n], self.cpus)
+                for n in self.nodes
+            ]
         else:
             self.ports = _port_pair()
-            ctld = "SlurmctldHost=%s(127.0.0.1)" % self.host  # the address too: no name lookup needed
-            per_node = ["SlurmdSpoolDir=%s/spool" % r, "SlurmdPidFile=%s/run/slurmd.pid" % r,
-                        "SlurmdLogFile=%s/log/slurmd.log" % r]
+            ctld = (
+                "SlurmctldHost=%s(127.0.0.1)" % self.host
+            )  # the address too: no name lookup needed
+            per_node = [
+                "SlurmdSpoolDir=%s/spool" % r,
+                "SlurmdPidFile=%s/run/slurmd.pid" % r,
+                "SlurmdLogFile=%s/log/slurmd.log" % r,
+            ]
             # CPUs as nproc counts them: more than slurmd finds would make the node INVALID
-            nodes = ["NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN" % (self.host, self.cpus)]
-        self.conf.write_text("\n".join([
-            "ClusterName=tmtest",
-            ctld,
-            "SlurmctldPort=%d" % self.ports[0],
-            "SlurmdPort=%d" % self.ports[1],
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
-            "AuthInfo=socket=%s" % self.munge_socket,
-            "StateSaveLocation=%s/state" % r,
-            "SlurmctldPidFile=%s/run/slurmctld.pid" % r,
-            "SlurmctldLogFile=%s/log/slurmctld.log" % r,
-            ] + per_node + [
-            "SlurmctldDebug=info",
-            "SlurmdDebug=info",
-            # no cgroups in containers: track processes through /proc, no task binding
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "JobCompType=jobcomp/none",
-            "MpiDefault=none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
-            "SchedulerType=sched/builtin",
-            "ReturnToService=2",
-            "SlurmdTimeout=60",
-            "InactiveLimit=0",
-            "KillWait=5",
-            # Finished jobs stay visible to `scontrol show job` (the only record: no accounting)
-            # for at least 16 s. `sbatch --wait` sleeps 2 s, then 8 s while 8 < MinJobAge/2 is
-            # false; the default 300 stretches its sleeps to 2, 8, 32, 32 ... s (a 12 s job took
-            # 42 s). 0 is no help: Slurm 22.05 raises it to 2 s and purges almost at once.
-            "MinJobAge=16",
-            "MailProg=/bin/true",
-            ] + nodes + [
-            "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % ",".join(self.nodes),
-            ""]))
+            nodes = [
+                "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN"
+                % (self.host, self.cpus)
+            ]
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=tmtest",
+                    ctld,
+                    "SlurmctldPort=%d" % self.ports[0],
+                    "SlurmdPort=%d" % self.ports[1],
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    "AuthType=auth/munge",
+                    "CredType=cred/munge",
+                    "AuthInfo=socket=%s" % self.munge_socket,
+                    "StateSaveLocation=%s/state" % r,
+                    "SlurmctldPidFile=%s/run/slurmctld.pid" % r,
+                    "SlurmctldLogFile=%s/log/slurmctld.log" % r,
+                ]
+                + per_node
+                + [
+                    "SlurmctldDebug=info",
+                    "SlurmdDebug=info",
+                    # no cgroups in containers: track processes through /proc, no task binding
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "JobCompType=jobcomp/none",
+                    "MpiDefault=none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "SchedulerType=sched/builtin",
+                    "ReturnToService=2",
+                    "SlurmdTimeout=60",
+                    "InactiveLimit=0",
+                    "KillWait=5",
+                    # Finished jobs stay visible to `scontrol show job` (the only record: no accounting)
+                    # for at least 16 s. `sbatch --wait` sleeps 2 s, then 8 s while 8 < MinJobAge/2 is
+                    # false; the default 300 stretches its sleeps to 2, 8, 32, 32 ... s (a 12 s job took
+                    # 42 s). 0 is no help: Slurm 22.05 raises it to 2 s and purges almost at once.
+                    "MinJobAge=16",
+                    "MailProg=/bin/true",
+                ]
+                + nodes
+                + [
+                    "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP"
+                    % ",".join(self.nodes),
+                    "",
+                ]
+            )
+        )
 
     def _start_slurm(self):
         # -D: foreground, so the pid is ours; -c on slurmctld: cold start from an empty state dir
         self._daemon("slurmctld", ["slurmctld", "-D", "-c", "-f", self.conf], host=self.login)
         if self.tag:
             for node in self.nodes:
-                self._daemon("slurmd@" + node, ["slurmd", "-D", "-N", node, "-f", self.conf], host=node)
+                self._daemon(
+                    "slurmd@" + node, ["slurmd", "-D", "-N", node, "-f", self.conf], host=node
+                )
         else:
             self._daemon("slurmd", ["slurmd", "-D", "-f", self.conf])
         self._save_state()
         want = {n: "idle" for n in self.nodes}
-        self._wait("node(s) %s to be idle" % ",".join(self.nodes), lambda: self.node_states() == want, 60)
+        self._wait(
+            "node(s) %s to be idle" % ",".join(self.nodes), lambda: self.node_states() == want, 60
+        )
 
 
 def start(tmpdir, hosts=0):
@@ -508,8 +674,10 @@ def start(tmpdir, hosts=0):
     started is stopped and removed, and SlurmError (with logs) is raised."""
     absent = missing(hosts)
     if absent:
-        raise SlurmError("not installed: %s (apt-get install %s)"
-                         % (" ".join(absent), APT_PACKAGES + (" " + APT_PACKAGES_HOSTS if hosts else "")))
+        raise SlurmError(
+            "not installed: %s (apt-get install %s)"
+            % (" ".join(absent), APT_PACKAGES + (" " + APT_PACKAGES_HOSTS if hosts else ""))
+        )
     if hosts and cannot_make_hosts():
         raise SlurmError(cannot_make_hosts())
     t0 = time.monotonic()
@@ -530,6 +698,7 @@ def start(tmpdir, hosts=0):
 
 # -- a cluster that outlives the command that started it (make cluster-up / cluster-down) ----------
 
+
 def down(root):
     """Stop the cluster recorded in root/cluster.json (started by `up`, or left by a crashed test):
     TERM then KILL its daemons, remove its namespaces. Returns a list of problems (empty: clean)."""
@@ -540,13 +709,28 @@ def down(root):
     problems = []
     if state.get("login") and state["login"] in namespaces():
         env = dict(os.environ, SLURM_CONF=state["conf"])
-        subprocess.run([which("ip"), "netns", "exec", state["login"], which("scancel"), "--full", "--quiet",
-                        "--user=%s" % os.getuid()], env=env, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                which("ip"),
+                "netns",
+                "exec",
+                state["login"],
+                which("scancel"),
+                "--full",
+                "--quiet",
+                "--user=%s" % os.getuid(),
+            ],
+            env=env,
+            capture_output=True,
+            timeout=30,
+        )
     for name in sorted(state.get("pids", {}), key=_daemon_order):
         pid = state["pids"][name]
         if not _end(pid, lambda: Path("/proc/%d" % pid).exists()):
             problems.append("%s (pid %d) still running" % (name, pid))
-    problems += ["namespace %s not removed" % ns for ns in remove_namespaces(state.get("netns", []))]
+    problems += [
+        "namespace %s not removed" % ns for ns in remove_namespaces(state.get("netns", []))
+    ]
     if not problems:
         path.unlink()
     return problems
@@ -556,7 +740,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="slurmcluster", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     up_p = sub.add_parser("up", help="start a cluster in DIR and leave it running")
-    up_p.add_argument("--hosts", type=int, default=2, help="namespace hosts (0: this machine as the one node)")
+    up_p.add_argument(
+        "--hosts", type=int, default=2, help="namespace hosts (0: this machine as the one node)"
+    )
     up_p.add_argument("dir")
     sh_p = sub.add_parser("shell", help="a shell (or CMD) on the login host of the cluster in DIR")
     sh_p.add_argument("dir")
@@ -567,14 +753,19 @@ def main(argv=None):
     root = Path(args.dir).resolve()
     if args.cmd == "up":
         if (root / STATE_FILE).exists():
-            sys.exit("slurmcluster: a cluster is recorded in %s already; `down %s` first" % (root / STATE_FILE, args.dir))
+            sys.exit(
+                "slurmcluster: a cluster is recorded in %s already; `down %s` first"
+                % (root / STATE_FILE, args.dir)
+            )
         root.mkdir(parents=True, exist_ok=True)
         try:
             cluster = start(root, args.hosts)
         except SlurmError as exc:
             sys.exit("slurmcluster: %s" % exc)
-        print("slurmcluster: %d node(s) idle after %.0f s: %s (conf %s)"
-              % (len(cluster.nodes), cluster.startup_seconds, " ".join(cluster.nodes), cluster.conf))
+        print(
+            "slurmcluster: %d node(s) idle after %.0f s: %s (conf %s)"
+            % (len(cluster.nodes), cluster.startup_seconds, " ".join(cluster.nodes), cluster.conf)
+        )
         print("  a shell on the login host: python3 tools/slurmcluster.py shell %s" % args.dir)
         print("  stop it:                    python3 tools/slurmcluster.py down %s" % args.dir)
         return 0

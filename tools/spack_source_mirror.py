@@ -39,7 +39,9 @@ def run(cmd, cwd=None, stdout=None, stdin_data=None):
     res = subprocess.run(cmd, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, input=stdin_data)
     if res.returncode:
         err = res.stderr.decode(errors="replace").strip().splitlines()
-        raise MirrorError("%s failed (exit %d): %s" % (" ".join(cmd), res.returncode, err[-1] if err else ""))
+        raise MirrorError(
+            "%s failed (exit %d): %s" % (" ".join(cmd), res.returncode, err[-1] if err else "")
+        )
     return res.stdout
 
 
@@ -59,7 +61,9 @@ class Repos:
                 path = self.root / cand
                 if path.exists():
                     return str(path)
-        raise MirrorError("no git repository for %s: pass --git %s=PATH or --git-root DIR" % (slug, slug))
+        raise MirrorError(
+            "no git repository for %s: pass --git %s=PATH or --git-root DIR" % (slug, slug)
+        )
 
 
 def gitdir_of(path):
@@ -70,7 +74,9 @@ def gitdir_of(path):
 def submodule_urls(gitdir, commit):
     """path -> url from .gitmodules at that commit ({} when there is none)."""
     try:
-        text = run(["git", "--git-dir", gitdir, "show", f"{commit}:.gitmodules"], stdout=subprocess.PIPE)
+        text = run(
+            ["git", "--git-dir", gitdir, "show", f"{commit}:.gitmodules"], stdout=subprocess.PIPE
+        )
     except MirrorError:
         return {}
     urls, path = {}, None
@@ -95,12 +101,32 @@ def extract(repos, slug, ref, dest, omit=(), where=""):
     """The tree of slug at ref into dest, submodules included (recursively); paths in omit (files,
     or submodules, relative to the top tree; glob patterns allowed) are left out."""
     gitdir = gitdir_of(repos.find(slug))
-    commit = run(["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                 stdout=subprocess.PIPE).decode().strip()
+    commit = (
+        run(
+            ["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+            stdout=subprocess.PIPE,
+        )
+        .decode()
+        .strip()
+    )
     dest.mkdir(parents=True, exist_ok=True)
-    here = [p[len(where) + 1:] if where else p for p in omit if not where or p.startswith(where + "/")]
-    archive = run(["git", "--git-dir", gitdir, "archive", "--format=tar", commit, "--", ".",
-                   *(f":(exclude,glob){p}" for p in here)], stdout=subprocess.PIPE)
+    here = [
+        p[len(where) + 1 :] if where else p for p in omit if not where or p.startswith(where + "/")
+    ]
+    archive = run(
+        [
+            "git",
+            "--git-dir",
+            gitdir,
+            "archive",
+            "--format=tar",
+            commit,
+            "--",
+            ".",
+            *(f":(exclude,glob){p}" for p in here),
+        ],
+        stdout=subprocess.PIPE,
+    )
     with tempfile.TemporaryFile() as fh:
         fh.write(archive)
         fh.seek(0)
@@ -108,7 +134,9 @@ def extract(repos, slug, ref, dest, omit=(), where=""):
             tar.extractall(dest, filter="tar")
     commits = {where or ".": f"{slug}@{commit}"}
     urls = submodule_urls(gitdir, commit)
-    tree = run(["git", "--git-dir", gitdir, "ls-tree", "-r", commit], stdout=subprocess.PIPE).decode()
+    tree = run(
+        ["git", "--git-dir", gitdir, "ls-tree", "-r", commit], stdout=subprocess.PIPE
+    ).decode()
     for line in tree.splitlines():
         meta, path = line.split("\t", 1)
         mode, kind, sub = meta.split()
@@ -116,15 +144,20 @@ def extract(repos, slug, ref, dest, omit=(), where=""):
         if kind != "commit" or any(fnmatch.fnmatch(full, p) for p in omit):
             continue
         if path not in urls:
-            raise MirrorError(f"{slug}@{ref}: submodule {path} has no .gitmodules entry: add it to omit:")
+            raise MirrorError(
+                f"{slug}@{ref}: submodule {path} has no .gitmodules entry: add it to omit:"
+            )
         commits.update(extract(repos, slug_of(urls[path], slug), sub, dest / path, omit, full))
     return commits
 
 
 def write_archive(tree, top, out, name):
     """tree as the file out, compressed as name says (.tar.gz / .tar.bz2), every member under top/."""
-    opener = (lambda f: gzip.GzipFile(fileobj=f, mode="wb", mtime=0)) if name.endswith(".gz") else \
-        (lambda f: bz2.BZ2File(f, "wb"))
+    opener = (
+        (lambda f: gzip.GzipFile(fileobj=f, mode="wb", mtime=0))
+        if name.endswith(".gz")
+        else (lambda f: bz2.BZ2File(f, "wb"))
+    )
     with open(out, "wb") as raw, opener(raw) as comp, tarfile.open(fileobj=comp, mode="w") as tar:
         tar.add(tree, arcname=top)
 
@@ -134,7 +167,13 @@ def store(mirror, name, entry, made):
     <package>/<archive> a relative link to it, as `spack mirror create` lays a mirror out."""
     ext = entry["archive"].split(".tar.", 1)[-1]
     sha = hashlib.sha256(made.read_bytes()).hexdigest()
-    storage = mirror / "_source-cache" / "archive" / entry["spack_sha256"][:2] / f"{entry['spack_sha256']}.tar.{ext}"
+    storage = (
+        mirror
+        / "_source-cache"
+        / "archive"
+        / entry["spack_sha256"][:2]
+        / f"{entry['spack_sha256']}.tar.{ext}"
+    )
     storage.parent.mkdir(parents=True, exist_ok=True)
     os.replace(made, storage)
     alias = mirror / name / entry["archive"]
@@ -152,11 +191,25 @@ def store_patch(mirror, name, gitdir, patch):
     (no extension); its checksum must be the package's, since Spack checks patches always."""
     if not patch.get("commit") or not patch.get("spack_sha256"):
         raise MirrorError(f"{name}: each patch needs commit and spack_sha256")
-    text = run(["git", "--git-dir", gitdir, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
-                patch["commit"]], stdout=subprocess.PIPE)
+    text = run(
+        [
+            "git",
+            "--git-dir",
+            gitdir,
+            "format-patch",
+            "-1",
+            "--stdout",
+            "--full-index",
+            "--no-signature",
+            patch["commit"],
+        ],
+        stdout=subprocess.PIPE,
+    )
     sha = hashlib.sha256(text).hexdigest()
     if sha != patch["spack_sha256"]:
-        raise MirrorError(f"{name}: patch {patch['commit']} has sha256 {sha}, not Spack's {patch['spack_sha256']}")
+        raise MirrorError(
+            f"{name}: patch {patch['commit']} has sha256 {sha}, not Spack's {patch['spack_sha256']}"
+        )
     path = mirror / "_source-cache" / "archive" / sha[:2] / sha
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{sha}.tmp")
@@ -168,18 +221,36 @@ def store_patch(mirror, name, gitdir, patch):
 def make_one(repos, name, entry, mirror, scratch):
     for key in ("version", "repo", "ref", "archive", "spack_sha256"):
         if not entry.get(key):
-            raise MirrorError(f"{name}: {key} is missing (each entry needs version, repo, ref, archive, spack_sha256)")
+            raise MirrorError(
+                f"{name}: {key} is missing (each entry needs version, repo, ref, archive, spack_sha256)"
+            )
     if not entry["archive"].endswith((".tar.gz", ".tar.bz2")):
         raise MirrorError(f"{name}: archive {entry['archive']}: write a .tar.gz or .tar.bz2 name")
     made = scratch / f"{name}.archive"
     gitdir = gitdir_of(repos.find(entry["repo"]))
     if entry.get("prefix"):
         # As GitHub makes tag archives (git archive | gzip -n): byte for byte where Spack's checksum is.
-        commit = run(["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{entry['ref']}^{{commit}}"],
-                     stdout=subprocess.PIPE).decode().strip()
+        commit = (
+            run(
+                ["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{entry['ref']}^{{commit}}"],
+                stdout=subprocess.PIPE,
+            )
+            .decode()
+            .strip()
+        )
         commits = {".": f"{entry['repo']}@{commit}"}
-        data = run(["git", "--git-dir", gitdir, "archive", "--format=tar", f"--prefix={entry['prefix']}",
-                    commit], stdout=subprocess.PIPE)
+        data = run(
+            [
+                "git",
+                "--git-dir",
+                gitdir,
+                "archive",
+                "--format=tar",
+                f"--prefix={entry['prefix']}",
+                commit,
+            ],
+            stdout=subprocess.PIPE,
+        )
         made.write_bytes(run(["gzip", "-n"], stdout=subprocess.PIPE, stdin_data=data))
     else:
         tree = scratch / name
@@ -191,9 +262,15 @@ def make_one(repos, name, entry, mirror, scratch):
     sha = store(mirror, name, entry, made)
     for patch in entry.get("patches") or []:
         commits.update(store_patch(mirror, name, gitdir, patch))
-    return {"version": str(entry["version"]), "archive": f"{name}/{entry['archive']}", "sha256": sha,
-            "spack_sha256": entry["spack_sha256"], "checksum_matches_spack": sha == entry["spack_sha256"],
-            "commits": commits, "prepare": [str(c) for c in entry.get("prepare") or []]}
+    return {
+        "version": str(entry["version"]),
+        "archive": f"{name}/{entry['archive']}",
+        "sha256": sha,
+        "spack_sha256": entry["spack_sha256"],
+        "checksum_matches_spack": sha == entry["spack_sha256"],
+        "commits": commits,
+        "prepare": [str(c) for c in entry.get("prepare") or []],
+    }
 
 
 def main(argv=None):
@@ -202,7 +279,9 @@ def main(argv=None):
     ap.add_argument("mirror", help="the mirror folder to write (created)")
     ap.add_argument("--git-root", help="folder that holds the upstream repositories")
     ap.add_argument("--git", action="append", default=[], metavar="OWNER/NAME=PATH")
-    ap.add_argument("--only", action="append", default=[], metavar="PACKAGE", help="just these packages")
+    ap.add_argument(
+        "--only", action="append", default=[], metavar="PACKAGE", help="just these packages"
+    )
     args = ap.parse_args(argv)
     try:
         explicit = {}
@@ -229,9 +308,14 @@ def main(argv=None):
                     continue
                 index[name] = make_one(repos, name, entry, mirror, Path(scratch))
                 done = index[name]
-                print(f"wrote {mirror / done['archive']}  sha256 {done['sha256']}"
-                      + ("  = Spack's" if done["checksum_matches_spack"] else
-                         "  (not Spack's: install it with --no-checksum)"))
+                print(
+                    f"wrote {mirror / done['archive']}  sha256 {done['sha256']}"
+                    + (
+                        "  = Spack's"
+                        if done["checksum_matches_spack"]
+                        else "  (not Spack's: install it with --no-checksum)"
+                    )
+                )
         tmp = index_path.with_name(".SOURCES.json.tmp")
         tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, index_path)

@@ -1,4 +1,5 @@
 """Write generated files atomically: readers see the old file or the new one, never half of it."""
+
 import os
 import tempfile
 

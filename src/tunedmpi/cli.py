@@ -1,4 +1,5 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
+
 import argparse
 import json
 import sys
@@ -15,12 +16,20 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 def cmd_check(args):
     found = schema.find_tables(args.paths or [str(paths.tables_dir())])
     if not found:
-        raise InputError(" ".join(args.paths) or str(paths.tables_dir()), None, None,
-                         "no tables found", "give a table file or a directory holding *.yaml tables")
+        raise InputError(
+            " ".join(args.paths) or str(paths.tables_dir()),
+            None,
+            None,
+            "no tables found",
+            "give a table file or a directory holding *.yaml tables",
+        )
     loaded = schema.load_all(found)
     for t in loaded:
         nset = sum(len(c.settings) for c in t.cases)
-        print("ok  %s: %s %s, %d cases, %d settings" % (t.path, t.platform, t.name, len(t.cases), nset))
+        print(
+            "ok  %s: %s %s, %d cases, %d settings"
+            % (t.path, t.platform, t.name, len(t.cases), nset)
+        )
     return EXIT_OK
 
 
@@ -29,8 +38,13 @@ def _select(args):
     if args.platform:
         chosen = [t for t in loaded if t.platform == args.platform]
         if not chosen:
-            raise InputError("--platform", None, "platform", "no table for platform '%s'" % args.platform,
-                             "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})))
+            raise InputError(
+                "--platform",
+                None,
+                "platform",
+                "no table for platform '%s'" % args.platform,
+                "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})),
+            )
         return chosen
     return loaded
 
@@ -39,8 +53,13 @@ def cmd_tables(args):
     chosen = _select(args)
     if args.format == "csv":
         if len(chosen) != 1:
-            raise InputError("--platform", None, "platform", "CSV needs exactly one table, %d match" % len(chosen),
-                             "add --platform, one of: %s" % ", ".join(sorted({t.platform for t in chosen})))
+            raise InputError(
+                "--platform",
+                None,
+                "platform",
+                "CSV needs exactly one table, %d match" % len(chosen),
+                "add --platform, one of: %s" % ", ".join(sorted({t.platform for t in chosen})),
+            )
         sys.stdout.write(tablefmt.to_csv(chosen[0]))
     else:
         sys.stdout.write("\n".join(tablefmt.grid(t) for t in chosen))
@@ -50,8 +69,9 @@ def cmd_tables(args):
 def cmd_render(args):
     from tunedmpi.modules import render, sites
     from tunedmpi.atomic import write_atomic
+
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
-    files = render.render_all(loaded)          # everything rendered before anything is written
+    files = render.render_all(loaded)  # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
@@ -60,8 +80,11 @@ def cmd_render(args):
         for rel in stale:
             print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
         for rel in gone:
-            print("stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)" % (out, rel),
-                  file=sys.stderr)
+            print(
+                "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
+                % (out, rel),
+                file=sys.stderr,
+            )
         if stale or gone:
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
@@ -88,6 +111,7 @@ def _read(root, rel):
 def cmd_explain(args):
     import os
     from tunedmpi.modules import explain, sites
+
     env = dict(os.environ)
     if args.nodes:
         env["TUNEDMPI_NODES"] = str(args.nodes)
@@ -102,23 +126,38 @@ def cmd_explain(args):
 
 def cmd_install_module(args):
     from tunedmpi.modules import install
+
     formats = [f for f in args.formats.split(",") if f] if args.formats else None
-    install.install(args.checkout or str(paths.project_root()), args.site, args.share, args.installer,
-                    mpi_prefix=args.mpi_prefix, base_module=args.base_module, ucx_version=args.ucx_version,
-                    modules=args.modules, formats=formats, mpi_version=args.mpi_version, name=args.name,
-                    pinned_copy=args.pinned_copy)
+    install.install(
+        args.checkout or str(paths.project_root()),
+        args.site,
+        args.share,
+        args.installer,
+        mpi_prefix=args.mpi_prefix,
+        base_module=args.base_module,
+        ucx_version=args.ucx_version,
+        modules=args.modules,
+        formats=formats,
+        mpi_version=args.mpi_version,
+        name=args.name,
+        pinned_copy=args.pinned_copy,
+    )
     return EXIT_OK
 
 
 def cmd_known_params(args):
     from tunedmpi.modules import knownparams
-    report = knownparams.check([args.site] if args.site else None, root=args.modulefiles, folder=args.lists)
+
+    report = knownparams.check(
+        [args.site] if args.site else None, root=args.modulefiles, folder=args.lists
+    )
     sys.stdout.write(knownparams.describe(report))
     return EXIT_OK if report.ok() else EXIT_FAIL
 
 
 def cmd_import_params(args):
     from tunedmpi.modules import paramlists
+
     for where in args.prefix:
         for path in paramlists.import_install(where, args.out, args.build):
             print("wrote %s" % path)
@@ -127,12 +166,14 @@ def cmd_import_params(args):
 
 def cmd_import_seed(args):
     from tunedmpi.tables import seedimport
+
     return seedimport.main([args.seed, args.out])
 
 
 def cmd_validate(args):
     from tunedmpi.acceptance import validate
     from tunedmpi.bench.runner import CannotRun
+
     try:
         if args.submit:
             return validate.submit(args)
@@ -144,9 +185,17 @@ def cmd_validate(args):
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
     from tunedmpi.acceptance.report import verdict_table
+
     print(verdict_table(results))
-    print("\nverdict: %s  (%s vs %s; report: %s)" % (results["verdict"], results["modules"]["tuned"],
-                                                   results["modules"]["baseline"], outdir / "report.md"))
+    print(
+        "\nverdict: %s  (%s vs %s; report: %s)"
+        % (
+            results["verdict"],
+            results["modules"]["tuned"],
+            results["modules"]["baseline"],
+            outdir / "report.md",
+        )
+    )
     return results["exit_code"]
 
 
@@ -158,31 +207,58 @@ def cmd_sweep(args):
     from tunedmpi.modules import sites
     from tunedmpi.regenerate import space, sweep
     from tunedmpi.bench.runner import CannotRun
+
     site = sites.load_named(args.site)
-    sp = space.narrowed(space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site),
-                        args.repetitions, args.stage)
+    sp = space.narrowed(
+        space.load_space(args.space or str(sites.site_dir() / site.name / "space.yaml"), site),
+        args.repetitions,
+        args.stage,
+    )
     try:
-        cdir, job = sweep.run_sweep(site, sp, args.nodes, args.ppn, _store(args), args.campaign, args.slurm_array,
-                                     args.sbatch_args, args.timeout, args.retries, args.modulepath or (),
-                                     confirm=args.confirm)
+        cdir, job = sweep.run_sweep(
+            site,
+            sp,
+            args.nodes,
+            args.ppn,
+            _store(args),
+            args.campaign,
+            args.slurm_array,
+            args.sbatch_args,
+            args.timeout,
+            args.retries,
+            args.modulepath or (),
+            confirm=args.confirm,
+        )
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
-    print("campaign %s complete; the job configuration: %s" % (
-        cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults"))
+    print(
+        "campaign %s complete; the job configuration: %s"
+        % (cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults")
+    )
     print("next: tunedmpi tune --site %s" % site.name)
     return EXIT_OK
 
 
 def cmd_sweep_task(args):
     from tunedmpi.regenerate import sweep
+
     return sweep.run_task(args.campaign_dir, args.stage, args.index)
 
 
 def cmd_ingest(args):
     from tunedmpi.regenerate import ingest
-    cdir, written = ingest.ingest(args.site, args.nodes, args.ppn, args.logs, _store(args), args.campaign,
-                                  args.stage, args.config)
+
+    cdir, written = ingest.ingest(
+        args.site,
+        args.nodes,
+        args.ppn,
+        args.logs,
+        _store(args),
+        args.campaign,
+        args.stage,
+        args.config,
+    )
     for log, path, status in written:
         print("%s -> %s (%s)" % (log, path, status))
     return EXIT_OK
@@ -190,6 +266,7 @@ def cmd_ingest(args):
 
 def cmd_tune(args):
     from tunedmpi.regenerate import tune
+
     target, new, old, decisions = tune.tune(args.site, _store(args), args.out, args.campaign)
     tune.report(target, new, old, decisions)
     return EXIT_OK
@@ -197,35 +274,63 @@ def cmd_tune(args):
 
 def cmd_power(args):
     from tunedmpi.acceptance import power
-    return power.run(args.dirs, gain=args.gain, repetitions=args.repetitions, final=args.max_repetitions,
-                     draws=args.draws, seed=args.seed, alpha=args.alpha, tolerance=args.tolerance,
-                     candidates=args.candidates)
+
+    return power.run(
+        args.dirs,
+        gain=args.gain,
+        repetitions=args.repetitions,
+        final=args.max_repetitions,
+        draws=args.draws,
+        seed=args.seed,
+        alpha=args.alpha,
+        tolerance=args.tolerance,
+        candidates=args.candidates,
+    )
 
 
 def cmd_history(args):
     from tunedmpi.acceptance import history
-    return history.run(args.dirs or ["validate-results"], site=args.site, margin=args.margin, alpha=args.alpha,
-                       plots=args.plots)
+
+    return history.run(
+        args.dirs or ["validate-results"],
+        site=args.site,
+        margin=args.margin,
+        alpha=args.alpha,
+        plots=args.plots,
+    )
 
 
 def cmd_regret(args):
     from tunedmpi.regenerate import regret
+
     dirs = [Path(d) for d in args.campaign]
     bad = [str(d) for d in dirs if not (d / "campaign.json").is_file()]
     if bad:
-        print("regret: not a results-store campaign (no campaign.json): %s; give results-store/<campaign> "
-              "directories" % ", ".join(bad), file=sys.stderr)
+        print(
+            "regret: not a results-store campaign (no campaign.json): %s; give results-store/<campaign> "
+            "directories" % ", ".join(bad),
+            file=sys.stderr,
+        )
         return EXIT_INPUT
     if (args.results is None) == (args.table is None):
-        print("regret: give a validate result directory or --table TABLE (one of them)", file=sys.stderr)
+        print(
+            "regret: give a validate result directory or --table TABLE (one of them)",
+            file=sys.stderr,
+        )
         return EXIT_INPUT
     if args.table:
         meta = json.loads((dirs[0] / "campaign.json").read_text())
         nodes, ppn = args.nodes or meta["nodes"], args.ppn or meta["ppn"]
-        rows = regret.table_regret(schema.load_table(args.table), dirs, nodes, ppn, args.draws, args.state)
+        rows = regret.table_regret(
+            schema.load_table(args.table), dirs, nodes, ppn, args.draws, args.state
+        )
         what, source = "table's choice", "%s at %dx%d" % (args.table, nodes, ppn)
     else:
-        rows, what, source = regret.regret(args.results, dirs, args.draws, args.state), "module", args.results
+        rows, what, source = (
+            regret.regret(args.results, dirs, args.draws, args.state),
+            "module",
+            args.results,
+        )
     if not rows:
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT
@@ -235,12 +340,14 @@ def cmd_regret(args):
 
 class Parser(argparse.ArgumentParser):
     """A bad option is one line naming it and the fix, exit 2 (not the whole usage)."""
+
     def error(self, message):
         self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
 def whole(minimum):
     """argparse type: a whole number >= minimum."""
+
     def parse(text):
         try:
             value = int(text)
@@ -249,20 +356,34 @@ def whole(minimum):
         if value is None or value < minimum:
             raise argparse.ArgumentTypeError("%r is not a whole number >= %d" % (text, minimum))
         return value
+
     return parse
 
 
 def number(low, high=None, low_ok=False):
     """argparse type: a number above low (or equal, with low_ok) and below high."""
+
     def parse(text):
         try:
             value = float(text)
         except ValueError:
             value = None
-        if value is None or not (value >= low if low_ok else value > low) or (high is not None and not value < high):
-            raise argparse.ArgumentTypeError("%r is not a number %s %g%s" % (
-                text, ">=" if low_ok else "above", low, "" if high is None else " and below %g" % high))
+        if (
+            value is None
+            or not (value >= low if low_ok else value > low)
+            or (high is not None and not value < high)
+        ):
+            raise argparse.ArgumentTypeError(
+                "%r is not a number %s %g%s"
+                % (
+                    text,
+                    ">=" if low_ok else "above",
+                    low,
+                    "" if high is None else " and below %g" % high,
+                )
+            )
         return value
+
     return parse
 
 
@@ -284,8 +405,11 @@ def build_parser():
     p = sub.add_parser("render", help="write the Lmod modulefiles of every site (or one)")
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--out", help="output directory (default: modulefiles/)")
-    p.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 when the files differ from what would be written")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the files differ from what would be written",
+    )
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
@@ -293,58 +417,125 @@ def build_parser():
     p.add_argument("--nodes", type=whole(1))
     p.add_argument("--ppn", type=whole(1))
     p.add_argument("--profile")
-    p.add_argument("--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)")
+    p.add_argument(
+        "--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)"
+    )
     p.set_defaults(func=cmd_explain)
 
-    p = sub.add_parser("validate", allow_abbrev=False, help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",
-                       description="Rerun IMB collectives and OSU one-sided tests (or the probes) with the "
-                       "untuned baseline and the tuned module, alternating, and decide with statistics whether "
-                       "the tuned module wins. Details: validate/README.md.")
+    p = sub.add_parser(
+        "validate",
+        allow_abbrev=False,
+        help="acceptance test: tuned module vs untuned baseline (exit 0 pass, 1 fail, 2 could not run)",
+        description="Rerun IMB collectives and OSU one-sided tests (or the probes) with the "
+        "untuned baseline and the tuned module, alternating, and decide with statistics whether "
+        "the tuned module wins. Details: validate/README.md.",
+    )
     p.add_argument("--site", help="site (default: $TUNEDMPI_SITE, else local)")
-    p.add_argument("--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)")
+    p.add_argument(
+        "--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)"
+    )
     p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small sizes and iteration limits (default)")
-    size.add_argument("--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB")
-    size.add_argument("--short", action="store_true", help="quick's sizes with a tenth of the iterations, for networks "
-                      "where one call takes milliseconds (e.g. the untuned default between namespace hosts)")
+    size.add_argument(
+        "--quick", action="store_true", help="small sizes and iteration limits (default)"
+    )
+    size.add_argument(
+        "--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"
+    )
+    size.add_argument(
+        "--short",
+        action="store_true",
+        help="quick's sizes with a tenth of the iterations, for networks "
+        "where one call takes milliseconds (e.g. the untuned default between namespace hosts)",
+    )
     p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
-    p.add_argument("--ppn", type=whole(1), help="ranks per node (default: the job's, else the site default capped at this machine's cores)")
-    p.add_argument("--repetitions", type=whole(1),
-                   help="runs per module and benchmark at the first look (default 5; 15 with --full, so that the "
-                   "first look is judged over its pairs; at least 3)")
-    p.add_argument("--no-extend", action="store_true",
-                   help="no second look: do not measure up to twice the repetitions for undecided bands")
+    p.add_argument(
+        "--ppn",
+        type=whole(1),
+        help="ranks per node (default: the job's, else the site default capped at this machine's cores)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=whole(1),
+        help="runs per module and benchmark at the first look (default 5; 15 with --full, so that the "
+        "first look is judged over its pairs; at least 3)",
+    )
+    p.add_argument(
+        "--no-extend",
+        action="store_true",
+        help="no second look: do not measure up to twice the repetitions for undecided bands",
+    )
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
-    p.add_argument("--timeout", type=number(0), help="seconds per run (default 120 quick, 900 short and full)")
-    p.add_argument("--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)")
-    p.add_argument("--tolerance", type=number(0, low_ok=True), default=DEFAULT_TOLERANCE,
-                   help="smallest gain that counts (default %g)" % DEFAULT_TOLERANCE)
-    p.add_argument("--alpha", type=number(0, 1), default=DEFAULT_ALPHA, help="significance level (default %g)" % DEFAULT_ALPHA)
-    p.add_argument("--probes", action="store_true", help="use validate/probes even where IMB/OSU exist")
-    p.add_argument("--modulepath", action="append", help="extra directory for module use (repeatable)")
-    p.add_argument("--submit", action="store_true", help="from outside a job: run this as a Slurm batch job")
-    p.add_argument("--reanalyse", metavar="DIR", help="run nothing: judge the runs of an earlier result DIR again with "
-                   "this version's method, into a new directory under --out")
-    p.add_argument("--sbatch-args", help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'")
+    p.add_argument(
+        "--timeout", type=number(0), help="seconds per run (default 120 quick, 900 short and full)"
+    )
+    p.add_argument(
+        "--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)"
+    )
+    p.add_argument(
+        "--tolerance",
+        type=number(0, low_ok=True),
+        default=DEFAULT_TOLERANCE,
+        help="smallest gain that counts (default %g)" % DEFAULT_TOLERANCE,
+    )
+    p.add_argument(
+        "--alpha",
+        type=number(0, 1),
+        default=DEFAULT_ALPHA,
+        help="significance level (default %g)" % DEFAULT_ALPHA,
+    )
+    p.add_argument(
+        "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
+    )
+    p.add_argument(
+        "--modulepath", action="append", help="extra directory for module use (repeatable)"
+    )
+    p.add_argument(
+        "--submit", action="store_true", help="from outside a job: run this as a Slurm batch job"
+    )
+    p.add_argument(
+        "--reanalyse",
+        metavar="DIR",
+        help="run nothing: judge the runs of an earlier result DIR again with "
+        "this version's method, into a new directory under --out",
+    )
+    p.add_argument(
+        "--sbatch-args",
+        help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
+    )
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("sweep", allow_abbrev=False, help="measure a site's knob space in stages (resumable; local or Slurm job arrays)")
+    p = sub.add_parser(
+        "sweep",
+        allow_abbrev=False,
+        help="measure a site's knob space in stages (resumable; local or Slurm job arrays)",
+    )
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1), default=1)
     p.add_argument("--ppn", type=whole(1), default=2)
     p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
     p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
-    p.add_argument("--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>[-confirm])")
-    p.add_argument("--confirm", action="store_true",
-                   help="a confirmation campaign: per-collective stages only; tune chooses nothing from it, it tests "
-                        "the bands picked on the other campaigns on these runs (docs/regenerate.md)")
-    p.add_argument("--repetitions", type=whole(2),
-                   help="repetitions per configuration instead of the space's (a campaign of its own)")
-    p.add_argument("--stage", action="append",
-                   help="measure this stage of the space only (repeatable; a campaign of its own), e.g. a "
-                        "separate run of one collective's algorithms for regret")
+    p.add_argument(
+        "--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>[-confirm])"
+    )
+    p.add_argument(
+        "--confirm",
+        action="store_true",
+        help="a confirmation campaign: per-collective stages only; tune chooses nothing from it, it tests "
+        "the bands picked on the other campaigns on these runs (docs/regenerate.md)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=whole(2),
+        help="repetitions per configuration instead of the space's (a campaign of its own)",
+    )
+    p.add_argument(
+        "--stage",
+        action="append",
+        help="measure this stage of the space only (repeatable; a campaign of its own), e.g. a "
+        "separate run of one collective's algorithms for regret",
+    )
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0), help="seconds per run")
@@ -352,111 +543,234 @@ def build_parser():
     p.add_argument("--modulepath", action="append")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("sweep-task", help=argparse.SUPPRESS)   # one Slurm array task of a sweep stage
+    p = sub.add_parser(
+        "sweep-task", help=argparse.SUPPRESS
+    )  # one Slurm array task of a sweep stage
     p.add_argument("campaign_dir")
     p.add_argument("stage")
     p.add_argument("index", type=int)
     p.set_defaults(func=cmd_sweep_task)
 
-    p = sub.add_parser("ingest", help="put existing IMB/OSU logs (one repetition each) into the results store")
+    p = sub.add_parser(
+        "ingest", help="put existing IMB/OSU logs (one repetition each) into the results store"
+    )
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1), required=True)
     p.add_argument("--ppn", type=whole(1), required=True)
-    p.add_argument("--config", action="append", help="knob=value of these logs (repeat; none = the baseline)")
+    p.add_argument(
+        "--config", action="append", help="knob=value of these logs (repeat; none = the baseline)"
+    )
     p.add_argument("--campaign")
     p.add_argument("--stage", default="ingested")
     p.add_argument("--store")
     p.add_argument("logs", nargs="+")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("tune", help="choose per case from the results store and write the site's tuning table")
+    p = sub.add_parser(
+        "tune", help="choose per case from the results store and write the site's tuning table"
+    )
     p.add_argument("--site", required=True)
     p.add_argument("--store")
-    p.add_argument("--campaign", action="append", help="only these campaigns (default: all of the site's)")
+    p.add_argument(
+        "--campaign", action="append", help="only these campaigns (default: all of the site's)"
+    )
     p.add_argument("--out", help="table path (default: tuning-tables/<site>/<mpi>-<version>.yaml)")
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("power", allow_abbrev=False,
-                       help="false-call rate and power of the verdict, by resampling measured campaigns",
-                       description="A/A resampling of validate result directories and results-store campaigns: "
-                       "per benchmark the false win-or-lose rate, the power for a true gain, run-to-run noise and "
-                       "order effects. Method: validate/README.md.")
-    p.add_argument("dirs", nargs="+", metavar="DIR",
-                   help="validate result directories, results-store campaigns, or directories holding them")
-    p.add_argument("--gain", type=number(1), default=1.3, help="true band gain for the power (default 1.3)")
-    p.add_argument("--repetitions", type=whole(2), default=5, help="runs per module at the first look (default 5)")
-    p.add_argument("--max-repetitions", type=whole(2),
-                   help="runs per module after the one extension (default twice --repetitions; equal: no extension)")
-    p.add_argument("--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)")
+    p = sub.add_parser(
+        "power",
+        allow_abbrev=False,
+        help="false-call rate and power of the verdict, by resampling measured campaigns",
+        description="A/A resampling of validate result directories and results-store campaigns: "
+        "per benchmark the false win-or-lose rate, the power for a true gain, run-to-run noise and "
+        "order effects. Method: validate/README.md.",
+    )
+    p.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="validate result directories, results-store campaigns, or directories holding them",
+    )
+    p.add_argument(
+        "--gain", type=number(1), default=1.3, help="true band gain for the power (default 1.3)"
+    )
+    p.add_argument(
+        "--repetitions",
+        type=whole(2),
+        default=5,
+        help="runs per module at the first look (default 5)",
+    )
+    p.add_argument(
+        "--max-repetitions",
+        type=whole(2),
+        help="runs per module after the one extension (default twice --repetitions; equal: no extension)",
+    )
+    p.add_argument(
+        "--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)"
+    )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)")
-    p.add_argument("--tolerance", type=number(0, low_ok=True), default=0.05, help="smallest gain that counts (default 0.05)")
-    p.add_argument("--candidates", action="store_true", help="also compare candidate tests and heavy tails (slower)")
+    p.add_argument(
+        "--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)"
+    )
+    p.add_argument(
+        "--tolerance",
+        type=number(0, low_ok=True),
+        default=0.05,
+        help="smallest gain that counts (default 0.05)",
+    )
+    p.add_argument(
+        "--candidates",
+        action="store_true",
+        help="also compare candidate tests and heavy tails (slower)",
+    )
     p.set_defaults(func=cmd_power)
 
     from tunedmpi.acceptance.history import DEFAULT_MARGIN, DRIFT_RULE
-    p = sub.add_parser("history", allow_abbrev=False,
-                       help="validation campaigns over time: gain and verdict per band, trend plots, drift (exit 1)",
-                       description="Read validate result directories, print per module, benchmark and band the gain "
-                       "and verdict over time, write a trend plot per benchmark, and flag drift. " + DRIFT_RULE +
-                       " Exit 0: no drift; 1: drift; 2: bad input. Details: validate/README.md.")
-    p.add_argument("dirs", nargs="*", metavar="DIR",
-                   help="validate result directories or folders of them (default: validate-results/)")
+
+    p = sub.add_parser(
+        "history",
+        allow_abbrev=False,
+        help="validation campaigns over time: gain and verdict per band, trend plots, drift (exit 1)",
+        description="Read validate result directories, print per module, benchmark and band the gain "
+        "and verdict over time, write a trend plot per benchmark, and flag drift. "
+        + DRIFT_RULE
+        + " Exit 0: no drift; 1: drift; 2: bad input. Details: validate/README.md.",
+    )
+    p.add_argument(
+        "dirs",
+        nargs="*",
+        metavar="DIR",
+        help="validate result directories or folders of them (default: validate-results/)",
+    )
     p.add_argument("--site", help="only this site's campaigns")
-    p.add_argument("--margin", type=number(0, low_ok=True), default=DEFAULT_MARGIN,
-                   help="fall of the gain that counts as drift when significant (default %.2f: gain now < "
-                   "gain before / 1.10)" % DEFAULT_MARGIN)
-    p.add_argument("--alpha", type=number(0, 1), default=0.05, help="significance level of the drift test (default 0.05)")
-    p.add_argument("--plots", default="validate-history", help="directory for the PNG trend plots (default: validate-history/)")
+    p.add_argument(
+        "--margin",
+        type=number(0, low_ok=True),
+        default=DEFAULT_MARGIN,
+        help="fall of the gain that counts as drift when significant (default %.2f: gain now < "
+        "gain before / 1.10)" % DEFAULT_MARGIN,
+    )
+    p.add_argument(
+        "--alpha",
+        type=number(0, 1),
+        default=0.05,
+        help="significance level of the drift test (default 0.05)",
+    )
+    p.add_argument(
+        "--plots",
+        default="validate-history",
+        help="directory for the PNG trend plots (default: validate-history/)",
+    )
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("regret", help="a validated module, or a table's choice, against the per-size oracle of a "
-                       "separate sweep campaign")
-    p.add_argument("results", nargs="?", help="a validate/run.sh --out directory (tuned against baseline)")
-    p.add_argument("--table", help="instead: a tuning table, its choice measured inside the campaign itself")
+    p = sub.add_parser(
+        "regret",
+        help="a validated module, or a table's choice, against the per-size oracle of a "
+        "separate sweep campaign",
+    )
+    p.add_argument(
+        "results", nargs="?", help="a validate/run.sh --out directory (tuned against baseline)"
+    )
+    p.add_argument(
+        "--table", help="instead: a tuning table, its choice measured inside the campaign itself"
+    )
     p.add_argument("--nodes", type=int, help="with --table: the geometry (default: the campaign's)")
     p.add_argument("--ppn", type=int, help="with --table: the geometry (default: the campaign's)")
-    p.add_argument("--campaign", action="append", required=True,
-                   help="results-store/<campaign> directory of a separate run (repeatable)")
-    p.add_argument("--draws", type=whole(0), default=400,
-                   help="bootstrap redraws behind each figure's 95%% interval (default 400; 0: no intervals)")
-    p.add_argument("--state", choices=("fast", "slow", "changed"),
-                   help="only the runs that met this host state, in the result and the campaigns alike")
+    p.add_argument(
+        "--campaign",
+        action="append",
+        required=True,
+        help="results-store/<campaign> directory of a separate run (repeatable)",
+    )
+    p.add_argument(
+        "--draws",
+        type=whole(0),
+        default=400,
+        help="bootstrap redraws behind each figure's 95%% interval (default 400; 0: no intervals)",
+    )
+    p.add_argument(
+        "--state",
+        choices=("fast", "slow", "changed"),
+        help="only the runs that met this host state, in the result and the campaigns alike",
+    )
     p.set_defaults(func=cmd_regret)
 
-    p = sub.add_parser("install-module", allow_abbrev=False,
-                       help="install a site's modules into a Spack or EasyBuild prefix (what both installers run)")
+    p = sub.add_parser(
+        "install-module",
+        allow_abbrev=False,
+        help="install a site's modules into a Spack or EasyBuild prefix (what both installers run)",
+    )
     p.add_argument("--site", required=True, help="a folder of the checkout's site-configs/")
-    p.add_argument("--share", required=True,
-                   help="<prefix>/share/tunedmpi: gets site-configs/, tuning-tables/, modulefiles/, SOURCE.json")
-    p.add_argument("--installer", required=True, choices=sorted(("spack", "easybuild")),
-                   help="who installs: its name in the notes, and its fix in error messages")
-    p.add_argument("--checkout", help="the tuned-mpi-modules checkout to install from (default: the project root)")
+    p.add_argument(
+        "--share",
+        required=True,
+        help="<prefix>/share/tunedmpi: gets site-configs/, tuning-tables/, modulefiles/, SOURCE.json",
+    )
+    p.add_argument(
+        "--installer",
+        required=True,
+        choices=sorted(("spack", "easybuild")),
+        help="who installs: its name in the notes, and its fix in error messages",
+    )
+    p.add_argument(
+        "--checkout",
+        help="the tuned-mpi-modules checkout to install from (default: the project root)",
+    )
     mpi = p.add_mutually_exclusive_group()
-    mpi.add_argument("--mpi-prefix", help="the MPI as the build installed it (default: the site's mpi)")
-    mpi.add_argument("--base-module", help="the module that provides the MPI in the build (default: the site's mpi)")
-    p.add_argument("--ucx-version", help="the UCX the build's MPI uses (default: the site's ucx_version)")
-    p.add_argument("--modules", nargs=2, metavar=("TUNED", "BASELINE"),
-                   help="the build's module names (default: the site's)")
+    mpi.add_argument(
+        "--mpi-prefix", help="the MPI as the build installed it (default: the site's mpi)"
+    )
+    mpi.add_argument(
+        "--base-module",
+        help="the module that provides the MPI in the build (default: the site's mpi)",
+    )
+    p.add_argument(
+        "--ucx-version", help="the UCX the build's MPI uses (default: the site's ucx_version)"
+    )
+    p.add_argument(
+        "--modules",
+        nargs=2,
+        metavar=("TUNED", "BASELINE"),
+        help="the build's module names (default: the site's)",
+    )
     p.add_argument("--formats", help="lua, tcl or lua,tcl (default: the site's module_formats)")
-    p.add_argument("--mpi-version", help="the MPI version the build installs; must be the site's mpi.version")
-    p.add_argument("--name", help="the tuned module the build installs; must be the site's (after --modules)")
-    p.add_argument("--pinned-copy", help="also write the tuned Lua module here, its rules folder named absolutely "
-                   "(the installer's own module, in a tree away from <share>/modulefiles)")
+    p.add_argument(
+        "--mpi-version", help="the MPI version the build installs; must be the site's mpi.version"
+    )
+    p.add_argument(
+        "--name", help="the tuned module the build installs; must be the site's (after --modules)"
+    )
+    p.add_argument(
+        "--pinned-copy",
+        help="also write the tuned Lua module here, its rules folder named absolutely "
+        "(the installer's own module, in a tree away from <share>/modulefiles)",
+    )
     p.set_defaults(func=cmd_install_module)
 
-    p = sub.add_parser("known-params", help="every variable the modules set (and envmap can set) is one its "
-                       "library knows: exit 0, or 1 naming variable, version and list (known-params/)")
+    p = sub.add_parser(
+        "known-params",
+        help="every variable the modules set (and envmap can set) is one its "
+        "library knows: exit 0, or 1 naming variable, version and list (known-params/)",
+    )
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--modulefiles", help="the rendered modules to read (default: modulefiles/)")
     p.add_argument("--lists", help="the known-params folder (default: known-params/)")
     p.set_defaults(func=cmd_known_params)
 
-    p = sub.add_parser("import-params", help="write known-params/<library>-<version>.txt from an install's "
-                       "ompi_info (+ prte_info), ucx_info, ucc_info")
-    p.add_argument("prefix", nargs="+", help="an install prefix or its bin/ (e.g. /opt/openmpi-5.0.6 /opt/ucx-1.18.1)")
+    p = sub.add_parser(
+        "import-params",
+        help="write known-params/<library>-<version>.txt from an install's "
+        "ompi_info (+ prte_info), ucx_info, ucc_info",
+    )
+    p.add_argument(
+        "prefix",
+        nargs="+",
+        help="an install prefix or its bin/ (e.g. /opt/openmpi-5.0.6 /opt/ucx-1.18.1)",
+    )
     p.add_argument("--out", help="folder to write (default: known-params/)")
-    p.add_argument("--build", help="how that install was made, for the lists' header (default: its path)")
+    p.add_argument(
+        "--build", help="how that install was made, for the lists' header (default: its path)"
+    )
     p.set_defaults(func=cmd_import_params)
 
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")

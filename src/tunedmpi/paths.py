@@ -1,4 +1,5 @@
 """Where the project's data lives: the checkout (or $TUNEDMPI_ROOT), found once."""
+
 import os
 from pathlib import Path
 

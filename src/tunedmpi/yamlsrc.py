@@ -3,6 +3,7 @@
 PyYAML silently keeps the last of two equal keys and forgets where a value came from; tables
 are reviewed by people, so we need both: duplicates are errors, and every error names its line.
 """
+
 import yaml
 from yaml.constructor import SafeConstructor
 
@@ -49,14 +50,23 @@ def _convert(node, keypath, lines, path):
         out = {}
         for knode, vnode in node.value:
             if not isinstance(knode, yaml.ScalarNode):
-                raise InputError(path, knode.start_mark.line + 1, dotted(keypath),
-                                 "a key must be a plain value", "write the key as text or a number")
+                raise InputError(
+                    path,
+                    knode.start_mark.line + 1,
+                    dotted(keypath),
+                    "a key must be a plain value",
+                    "write the key as text or a number",
+                )
             key = _scalars.construct_object(knode)
             if key in out:
                 first = lines[keypath + (key,)]
-                raise InputError(path, knode.start_mark.line + 1, dotted(keypath + (key,)),
-                                 "duplicate key (first given on line %d)" % first,
-                                 "keep one of the two entries")
+                raise InputError(
+                    path,
+                    knode.start_mark.line + 1,
+                    dotted(keypath + (key,)),
+                    "duplicate key (first given on line %d)" % first,
+                    "keep one of the two entries",
+                )
             out[key] = _convert(vnode, keypath + (key,), lines, path)
             lines[keypath + (key,)] = knode.start_mark.line + 1
         return out
@@ -72,8 +82,13 @@ def load(path, text=None):
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
         except OSError as exc:
-            raise InputError(path, None, None, "cannot read file: %s" % exc.strerror,
-                             "check the path and permissions")
+            raise InputError(
+                path,
+                None,
+                None,
+                "cannot read file: %s" % exc.strerror,
+                "check the path and permissions",
+            )
         except UnicodeDecodeError:
             raise InputError(path, None, None, "file is not UTF-8 text", "save it as UTF-8")
     try:
@@ -82,18 +97,31 @@ def load(path, text=None):
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(path, line, None, "not valid YAML: %s" % problem,
-                         "fix the YAML syntax (indentation, quotes, colons)")
-    except yaml.constructor.ConstructorError as exc:  # pragma: no cover - compose does not construct
+        raise InputError(
+            path,
+            line,
+            None,
+            "not valid YAML: %s" % problem,
+            "fix the YAML syntax (indentation, quotes, colons)",
+        )
+    except (
+        yaml.constructor.ConstructorError
+    ) as exc:  # pragma: no cover - compose does not construct
         raise InputError(path, None, None, "not valid YAML: %s" % exc, "fix the YAML syntax")
     if node is None:
-        raise InputError(path, 1, None, "file is empty", "write a table (see tuning-tables/README.md)")
+        raise InputError(
+            path, 1, None, "file is empty", "write a table (see tuning-tables/README.md)"
+        )
     lines = {}
     try:
         data = _convert(node, (), lines, path)
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
-        raise InputError(path, mark.line + 1 if mark else None, None,
-                         "unsupported YAML value: %s" % exc.problem,
-                         "use plain strings, numbers, lists and mappings")
+        raise InputError(
+            path,
+            mark.line + 1 if mark else None,
+            None,
+            "unsupported YAML value: %s" % exc.problem,
+            "use plain strings, numbers, lists and mappings",
+        )
     return Source(path, data, lines)

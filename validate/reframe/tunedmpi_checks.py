@@ -21,6 +21,7 @@ report.md, junit.xml, logs/). This file only reads that results.json:
 Variables (`-S name=value`): site, module, baseline, modulepath, full, benchmarks, repetitions,
 extend, probes, nodes, ppn, run_timeout, tolerance, alpha, validate_sh. Details: docs/reframe.md.
 """
+
 import glob
 import json
 import os
@@ -30,14 +31,14 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Band names as perflog-friendly variable names: no '<', '>' or '=' next to the value's '='.
-BAND_NAMES = {'<=1KB': 'le1KB', '>1MB': 'gt1MB'}
-NO_DATA = ('COULD-NOT-RUN', 'NO-DATA')
+BAND_NAMES = {"<=1KB": "le1KB", ">1MB": "gt1MB"}
+NO_DATA = ("COULD-NOT-RUN", "NO-DATA")
 
 
 def perf_name(benchmark, band):
-    return '%s_%s' % (benchmark, BAND_NAMES.get(band, band))
+    return "%s_%s" % (benchmark, BAND_NAMES.get(band, band))
 
 
 def _value(gain):
@@ -46,58 +47,73 @@ def _value(gain):
 
 @rfm.simple_test
 class TunedMPIValidation(rfm.RunOnlyRegressionTest):
-    descr = 'tuned MPI module against its untuned baseline (tunedmpi validate)'
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
+    descr = "tuned MPI module against its untuned baseline (tunedmpi validate)"
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
     sourcesdir = None
-    tags = {'tunedmpi', 'acceptance'}
-    maintainers = ['tuned-mpi-modules']
-    time_limit = '2h'
+    tags = {"tunedmpi", "acceptance"}
+    maintainers = ["tuned-mpi-modules"]
+    time_limit = "2h"
 
-    site = variable(str, value='')          # '' = validate's default: $TUNEDMPI_SITE, else local
-    module = variable(str, value='')        # tuned module; '' = the site's
-    baseline = variable(str, value='')      # untuned module to compare with; '' = the site's
-    modulepath = variable(str, value='')    # extra module directory (module use)
-    full = variable(bool, value=False)      # the studies' sizes instead of the quick set
-    benchmarks = variable(str, value='')    # comma list, e.g. allreduce,alltoall; '' = all
-    repetitions = variable(int, value=0)    # runs per module at the first look; 0 = validate's (5, 15 with full)
-    extend = variable(bool, value=True)     # validate's one bounded extension for undecided bands
-    probes = variable(bool, value=False)    # validate/probes even where IMB/OSU exist
+    site = variable(str, value="")  # '' = validate's default: $TUNEDMPI_SITE, else local
+    module = variable(str, value="")  # tuned module; '' = the site's
+    baseline = variable(str, value="")  # untuned module to compare with; '' = the site's
+    modulepath = variable(str, value="")  # extra module directory (module use)
+    full = variable(bool, value=False)  # the studies' sizes instead of the quick set
+    benchmarks = variable(str, value="")  # comma list, e.g. allreduce,alltoall; '' = all
+    repetitions = variable(
+        int, value=0
+    )  # runs per module at the first look; 0 = validate's (5, 15 with full)
+    extend = variable(bool, value=True)  # validate's one bounded extension for undecided bands
+    probes = variable(bool, value=False)  # validate/probes even where IMB/OSU exist
     nodes = variable(int, value=1)
     ppn = variable(int, value=2)
-    run_timeout = variable(int, value=0)    # seconds per benchmark run; 0 = validate's default
+    run_timeout = variable(int, value=0)  # seconds per benchmark run; 0 = validate's default
     tolerance = variable(float, value=0.05)  # smallest gain that counts
-    alpha = variable(float, value=0.05)      # significance level
-    validate_sh = variable(str, value=os.path.join(ROOT, 'validate', 'run.sh'))
-    verdict = variable(str, value='')       # logged with every perflog record (loggable by default)
-    results_dir = variable(str, value='')
+    alpha = variable(float, value=0.05)  # significance level
+    validate_sh = variable(str, value=os.path.join(ROOT, "validate", "run.sh"))
+    verdict = variable(str, value="")  # logged with every perflog record (loggable by default)
+    results_dir = variable(str, value="")
 
-    keep_files = ['results']
+    keep_files = ["results"]
 
-    @run_before('run')
+    @run_before("run")
     def set_command(self):
-        self.num_tasks = self.nodes * self.ppn     # the allocation validate measures in
+        self.num_tasks = self.nodes * self.ppn  # the allocation validate measures in
         self.num_tasks_per_node = self.ppn
         self.executable = self.validate_sh
-        opts = ['--nodes', str(self.nodes), '--ppn', str(self.ppn),
-                '--tolerance', str(self.tolerance), '--alpha', str(self.alpha),
-                '--out', os.path.join(self.stagedir, 'results')]
-        for option, value in (('--site', self.site), ('--module', self.module), ('--baseline', self.baseline),
-                              ('--modulepath', self.modulepath)):
+        opts = [
+            "--nodes",
+            str(self.nodes),
+            "--ppn",
+            str(self.ppn),
+            "--tolerance",
+            str(self.tolerance),
+            "--alpha",
+            str(self.alpha),
+            "--out",
+            os.path.join(self.stagedir, "results"),
+        ]
+        for option, value in (
+            ("--site", self.site),
+            ("--module", self.module),
+            ("--baseline", self.baseline),
+            ("--modulepath", self.modulepath),
+        ):
             opts += [option, value] if value else []
-        opts += ['--repetitions', str(self.repetitions)] if self.repetitions else []
-        opts += ['--full'] if self.full else []
-        opts += ['--benchmarks', self.benchmarks] if self.benchmarks else []
-        opts += [] if self.extend else ['--no-extend']
-        opts += ['--probes'] if self.probes else []
-        opts += ['--timeout', str(self.run_timeout)] if self.run_timeout else []
+        opts += ["--repetitions", str(self.repetitions)] if self.repetitions else []
+        opts += ["--full"] if self.full else []
+        opts += ["--benchmarks", self.benchmarks] if self.benchmarks else []
+        opts += [] if self.extend else ["--no-extend"]
+        opts += ["--probes"] if self.probes else []
+        opts += ["--timeout", str(self.run_timeout)] if self.run_timeout else []
         self.executable_opts = opts
 
-    def results(self, kept_in='outputdir'):
+    def results(self, kept_in="outputdir"):
         """validate's results.json of this run (None when it wrote none). results_dir names where its
         directory is kept: the output directory, where ReFrame copies it when the test passes, or
         the stage directory, which ReFrame keeps when the test fails."""
-        found = sorted(glob.glob(os.path.join(self.stagedir, 'results', '*', 'results.json')))
+        found = sorted(glob.glob(os.path.join(self.stagedir, "results", "*", "results.json")))
         if not found:
             return None
         with open(found[-1]) as fh:
@@ -112,32 +128,47 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
                 lines = [l.strip() for l in fh if l.strip()]
         except OSError:
             lines = []
-        said = [l for l in lines if l.startswith(('validate:', 'error:'))] or lines[-3:]
-        return '; '.join(said[-3:]) or 'no output'
+        said = [l for l in lines if l.startswith(("validate:", "error:"))] or lines[-3:]
+        return "; ".join(said[-3:]) or "no output"
 
     @sanity_function
     def campaign_has_data(self):
-        res = self.results('stagedir')
-        if res is None or res['verdict'] in NO_DATA:
-            why = 'validate %s: %s' % ('wrote no results.json' if res is None else 'could not run (%s)' % res['verdict'],
-                                       self._why_not())
-            return sn.assert_true(False, msg=why.replace('{', '{{').replace('}', '}}'))
-        self.verdict = res['verdict']
+        res = self.results("stagedir")
+        if res is None or res["verdict"] in NO_DATA:
+            why = "validate %s: %s" % (
+                "wrote no results.json" if res is None else "could not run (%s)" % res["verdict"],
+                self._why_not(),
+            )
+            return sn.assert_true(False, msg=why.replace("{", "{{").replace("}", "}}"))
+        self.verdict = res["verdict"]
         return True
 
-    @run_before('performance')
+    @run_before("performance")
     def gains_as_performance_variables(self):
         self.perf_variables = {
-            perf_name(b['benchmark'], b['band']): sn.make_performance_function(_value, 'x', b['gain'])
-            for b in self.results()['bands'] if b['band'] != 'reliability' and b['gain'] is not None}
+            perf_name(b["benchmark"], b["band"]): sn.make_performance_function(
+                _value, "x", b["gain"]
+            )
+            for b in self.results()["bands"]
+            if b["band"] != "reliability" and b["gain"] is not None
+        }
 
-    @run_after('performance')
+    @run_after("performance")
     def module_verdict(self):
         res = self.results()
-        if res['verdict'] != 'PASS':
-            self.results('stagedir')
-            lost = ['%s %s: %s' % (b['benchmark'], b['band'], b['reason'])
-                    for b in res['bands'] if b['verdict'] == 'lose']
-            raise PerformanceError('tuned module %s: verdict %s (%s); report: %s' % (
-                res['modules']['tuned'], res['verdict'],
-                '; '.join(lost) if lost else 'no band wins', os.path.join(self.results_dir, 'report.md')))
+        if res["verdict"] != "PASS":
+            self.results("stagedir")
+            lost = [
+                "%s %s: %s" % (b["benchmark"], b["band"], b["reason"])
+                for b in res["bands"]
+                if b["verdict"] == "lose"
+            ]
+            raise PerformanceError(
+                "tuned module %s: verdict %s (%s); report: %s"
+                % (
+                    res["modules"]["tuned"],
+                    res["verdict"],
+                    "; ".join(lost) if lost else "no band wins",
+                    os.path.join(self.results_dir, "report.md"),
+                )
+            )

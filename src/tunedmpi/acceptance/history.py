@@ -17,6 +17,7 @@ The drift test reuses stats.py: per-run band scores (stats.band_scores), printed
 (stats.resolution_floor), Yuen's trimmed means and winsorised variances (stats.trimmed) and the t
 distribution (stats.t_two_sided), for the change of the log gain between two campaigns.
 """
+
 import json
 import math
 import re
@@ -38,20 +39,24 @@ DRIFT_RULE = (
     "(1 + margin)) and the fall is significant: a two-sided Yuen-Welch t test on the change of the log "
     "gain (difference of the two campaigns' tuned-minus-baseline differences of per-run band scores), "
     "its estimate a fall, p at most alpha with Holm's step-down over the benchmark's bands. Exit 1 when "
-    "the newest campaign of any series drifted.")
-FORMAT_HELP = ("history reads results.json written by `tunedmpi validate` (validate/run.sh); rerun the "
-               "validation, or leave this directory out")
+    "the newest campaign of any series drifted."
+)
+FORMAT_HELP = (
+    "history reads results.json written by `tunedmpi validate` (validate/run.sh); rerun the "
+    "validation, or leave this directory out"
+)
 
 
 @dataclass
 class Band:
     """One benchmark x band of one campaign, as the history uses it."""
+
     gain: Optional[float]
     verdict: str
     p_value: Optional[float]
     sizes: List[int]
     metric: Optional[str] = None
-    baseline: list = field(default_factory=list)   # per-run {size: value} of the benchmark
+    baseline: list = field(default_factory=list)  # per-run {size: value} of the benchmark
     tuned: list = field(default_factory=list)
 
 
@@ -59,7 +64,7 @@ class Band:
 class Campaign:
     path: Path
     started: str
-    series: Tuple          # (site, tuned, baseline, nodes, ppn, set, suite)
+    series: Tuple  # (site, tuned, baseline, nodes, ppn, set, suite)
     verdict: str
     rejudged: bool
     bands: Dict[Tuple[str, str], Band]
@@ -69,18 +74,29 @@ class Campaign:
 class Drift:
     bench: str
     band: str
-    index: int             # campaign position in its series (0-based)
+    index: int  # campaign position in its series (0-based)
     ref: int
     why: str
 
 
 # ---- reading ---------------------------------------------------------------------------------
 
+
 def _need(res, key, path, kind=None, where=""):
     """res[key], refused with an InputError naming the file and the key when it is not there."""
-    if not isinstance(res, dict) or key not in res or (kind is not None and not isinstance(res[key], kind)):
-        raise InputError(path, None, where + key, "unknown results format: no %s%s" % (
-            key, "" if kind is None else " (%s)" % kind.__name__), FORMAT_HELP)
+    if (
+        not isinstance(res, dict)
+        or key not in res
+        or (kind is not None and not isinstance(res[key], kind))
+    ):
+        raise InputError(
+            path,
+            None,
+            where + key,
+            "unknown results format: no %s%s"
+            % (key, "" if kind is None else " (%s)" % kind.__name__),
+            FORMAT_HELP,
+        )
     return res[key]
 
 
@@ -91,7 +107,9 @@ def _reps(value, path, key):
     try:
         return [{int(s): float(v) for s, v in run.items()} for run in value]
     except (AttributeError, TypeError, ValueError):
-        raise InputError(path, None, key, "unknown results format: a run is not {size: value}", FORMAT_HELP)
+        raise InputError(
+            path, None, key, "unknown results format: a run is not {size: value}", FORMAT_HELP
+        )
 
 
 def load_campaign(directory):
@@ -102,10 +120,18 @@ def load_campaign(directory):
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror, FORMAT_HELP)
     except ValueError as exc:
-        raise InputError(path, None, None, "not JSON (%s): a results.json cut short?" % exc, FORMAT_HELP)
+        raise InputError(
+            path, None, None, "not JSON (%s): a results.json cut short?" % exc, FORMAT_HELP
+        )
     if not isinstance(res, dict) or res.get("tool") != "tunedmpi validate":
-        raise InputError(path, None, "tool", "not a validation result (tool is %r, not 'tunedmpi validate')"
-                         % (res.get("tool") if isinstance(res, dict) else None), FORMAT_HELP)
+        raise InputError(
+            path,
+            None,
+            "tool",
+            "not a validation result (tool is %r, not 'tunedmpi validate')"
+            % (res.get("tool") if isinstance(res, dict) else None),
+            FORMAT_HELP,
+        )
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
     geo = _need(res, "geometry", path, dict)
@@ -113,8 +139,15 @@ def load_campaign(directory):
     stored = _need(res, "bands", path, list)
     for key in ("site", "set", "suite", "verdict"):
         _need(res, key, path, str)
-    series = (res["site"], _need(modules, "tuned", path, str), _need(modules, "baseline", path, str),
-              _need(geo, "nodes", path, int), _need(geo, "ppn", path, int), res["set"], res["suite"])
+    series = (
+        res["site"],
+        _need(modules, "tuned", path, str),
+        _need(modules, "baseline", path, str),
+        _need(geo, "nodes", path, int),
+        _need(geo, "ppn", path, int),
+        res["set"],
+        res["suite"],
+    )
     if res["verdict"] in ("COULD-NOT-RUN", "NO-DATA"):
         return None
     data = {}
@@ -123,9 +156,14 @@ def load_campaign(directory):
         if metric is None:
             continue
         if metric not in stats.LOWER_IS_BETTER:
-            raise InputError(path, None, "per_size.%s.metric" % bench, "unknown metric %r" % metric, FORMAT_HELP)
-        data[bench] = (metric, _reps(d.get("baseline"), path, "per_size.%s.baseline" % bench),
-                       _reps(d.get("tuned"), path, "per_size.%s.tuned" % bench))
+            raise InputError(
+                path, None, "per_size.%s.metric" % bench, "unknown metric %r" % metric, FORMAT_HELP
+            )
+        data[bench] = (
+            metric,
+            _reps(d.get("baseline"), path, "per_size.%s.baseline" % bench),
+            _reps(d.get("tuned"), path, "per_size.%s.tuned" % bench),
+        )
     for i, b in enumerate(stored):
         for key in ("benchmark", "band", "verdict", "gain", "sizes"):
             _need(b, key, path, where="bands[%d]." % i)
@@ -133,7 +171,10 @@ def load_campaign(directory):
     rejudged = any(b["band"] != "reliability" and not b.get("test") for b in stored)
     rows = [b for b in stored if b["band"] == "reliability"]
     if rejudged:
-        tol, alpha = float(res.get("tolerance", stats.DEFAULT_TOLERANCE)), float(res.get("alpha", stats.DEFAULT_ALPHA))
+        tol, alpha = (
+            float(res.get("tolerance", stats.DEFAULT_TOLERANCE)),
+            float(res.get("alpha", stats.DEFAULT_ALPHA)),
+        )
         for bench, (metric, base, tuned) in data.items():
             rows += [vars(r) for r in stats.compare_bands(bench, metric, base, tuned, tol, alpha)]
     else:
@@ -141,8 +182,9 @@ def load_campaign(directory):
     bands = {}
     for b in rows:
         metric, base, tuned = data.get(b["benchmark"], (None, [], []))
-        bands[(b["benchmark"], b["band"])] = Band(b["gain"], b["verdict"], b.get("p_value"), list(b["sizes"]),
-                                                  metric, base, tuned)
+        bands[(b["benchmark"], b["band"])] = Band(
+            b["gain"], b["verdict"], b.get("p_value"), list(b["sizes"]), metric, base, tuned
+        )
     verdict = stats.module_verdict(list(bands.values())) if rejudged else res["verdict"]
     if rejudged and verdict != res["verdict"]:
         verdict = "%s (stored %s)" % (verdict, res["verdict"])
@@ -154,7 +196,12 @@ def _result_dirs(path, depth):
         return [path]
     if depth == 0 or not path.is_dir():
         return []
-    return [d for child in sorted(path.iterdir()) if child.is_dir() for d in _result_dirs(child, depth - 1)]
+    return [
+        d
+        for child in sorted(path.iterdir())
+        if child.is_dir()
+        for d in _result_dirs(child, depth - 1)
+    ]
 
 
 def load(paths, site=None):
@@ -163,12 +210,22 @@ def load(paths, site=None):
     seen, found = set(), []
     for p in map(Path, paths):
         if not p.is_dir():
-            raise InputError(p, None, None, "no such directory",
-                             "give validate result directories (validate-results/<site>-<time>/) or folders of them")
+            raise InputError(
+                p,
+                None,
+                None,
+                "no such directory",
+                "give validate result directories (validate-results/<site>-<time>/) or folders of them",
+            )
         dirs = _result_dirs(p, 2)
         if not dirs:
-            raise InputError(p, None, None, "no validation result here (no results.json in it or below it)",
-                             "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories")
+            raise InputError(
+                p,
+                None,
+                None,
+                "no validation result here (no results.json in it or below it)",
+                "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories",
+            )
         for d in dirs:
             if d.resolve() not in seen:
                 seen.add(d.resolve())
@@ -181,9 +238,13 @@ def load(paths, site=None):
         elif site is None or c.series[0] == site:
             campaigns.append(c)
     if not campaigns:
-        raise InputError(" ".join(map(str, paths)), None, "--site" if site else None,
-                         "no campaign with data%s" % (" for site %s" % site if site else ""),
-                         "check --site, or give other directories")
+        raise InputError(
+            " ".join(map(str, paths)),
+            None,
+            "--site" if site else None,
+            "no campaign with data%s" % (" for site %s" % site if site else ""),
+            "check --site, or give other directories",
+        )
     out = {}
     for c in sorted(campaigns, key=lambda c: (c.started, str(c.path))):
         out.setdefault(c.series, []).append(c)
@@ -192,11 +253,14 @@ def load(paths, site=None):
 
 # ---- drift -----------------------------------------------------------------------------------
 
+
 def _scores(band, sizes):
     """Per-run log-cost band scores of both modules over `sizes`, with their printed-digit floors."""
     everyone = band.baseline + band.tuned
-    return [(stats.band_scores(reps, sizes, band.metric), stats.resolution_floor(reps, sizes, everyone))
-            for reps in (band.baseline, band.tuned)]
+    return [
+        (stats.band_scores(reps, sizes, band.metric), stats.resolution_floor(reps, sizes, everyone))
+        for reps in (band.baseline, band.tuned)
+    ]
 
 
 def change_test(ref, now):
@@ -204,15 +268,20 @@ def change_test(ref, now):
     log gain = baseline score - tuned score (log cost, so > 0: tuned better); the contrast is
     (now's log gain) - (ref's), its variance the sum of the four sides' (Satterthwaite df).
     Returns (estimated gain ratio now/ref, two-sided p), or None without 2 runs a side."""
-    sizes = sorted(set(ref.sizes) & set(now.sizes) & set(stats.common_sizes(ref.baseline + now.baseline,
-                                                                              ref.tuned + now.tuned)))
+    sizes = sorted(
+        set(ref.sizes)
+        & set(now.sizes)
+        & set(stats.common_sizes(ref.baseline + now.baseline, ref.tuned + now.tuned))
+    )
     if not sizes or min(len(ref.baseline), len(ref.tuned), len(now.baseline), len(now.tuned)) < 2:
         return None
     diff, se2, dfden = 0.0, 0.0, 0.0
     for sign, band in ((-1, ref), (1, now)):
-        for side, ((scores, floor), direction) in zip(("baseline", "tuned"), zip(_scores(band, sizes), (1, -1))):
+        for side, ((scores, floor), direction) in zip(
+            ("baseline", "tuned"), zip(_scores(band, sizes), (1, -1))
+        ):
             mean, var, h = stats.trimmed(scores)
-            d = (len(scores) - 1) * max(var, floor) / (h * (h - 1))    # as in stats.yuen_welch
+            d = (len(scores) - 1) * max(var, floor) / (h * (h - 1))  # as in stats.yuen_welch
             diff += sign * direction * mean
             se2 += d
             dfden += d * d / (h - 1)
@@ -228,35 +297,71 @@ def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA):
     keys = sorted({k for c in campaigns for k in c.bands})
     for k in range(1, len(campaigns)):
         now = campaigns[k]
-        falls = {}     # bench -> [(p, band, ref, why)] candidates of rule (b), Holm per benchmark
+        falls = {}  # bench -> [(p, band, ref, why)] candidates of rule (b), Holm per benchmark
         for key in keys:
             if key not in now.bands:
                 continue
-            wins = [j for j in range(k) if key in campaigns[j].bands and campaigns[j].bands[key].verdict == "win"]
-            ref = wins[-1] if wins else max([j for j in range(k) if key in campaigns[j].bands], default=None)
+            wins = [
+                j
+                for j in range(k)
+                if key in campaigns[j].bands and campaigns[j].bands[key].verdict == "win"
+            ]
+            ref = (
+                wins[-1]
+                if wins
+                else max([j for j in range(k) if key in campaigns[j].bands], default=None)
+            )
             if ref is None:
                 continue
             a, b = campaigns[ref].bands[key], now.bands[key]
             if a.verdict == "win" and b.verdict in ("tie", "lose"):
-                out.append(Drift(key[0], key[1], k, ref, "won in #%d (%s), %s in #%d (%s)" % (
-                    ref + 1, _gain(a.gain), "ties" if b.verdict == "tie" else "loses", k + 1, _gain(b.gain))))
+                out.append(
+                    Drift(
+                        key[0],
+                        key[1],
+                        k,
+                        ref,
+                        "won in #%d (%s), %s in #%d (%s)"
+                        % (
+                            ref + 1,
+                            _gain(a.gain),
+                            "ties" if b.verdict == "tie" else "loses",
+                            k + 1,
+                            _gain(b.gain),
+                        ),
+                    )
+                )
                 continue
             if a.gain and b.gain and b.gain < a.gain / (1 + margin):
                 test = change_test(a, b)
                 if test and test[0] < 1:
-                    falls.setdefault(key[0], []).append((test[1], key[1], ref, "gain fell %s -> %s (x%.2f, p=%.2g)" % (
-                        _gain(a.gain), _gain(b.gain), test[0], test[1])))
+                    falls.setdefault(key[0], []).append(
+                        (
+                            test[1],
+                            key[1],
+                            ref,
+                            "gain fell %s -> %s (x%.2f, p=%.2g)"
+                            % (_gain(a.gain), _gain(b.gain), test[0], test[1]),
+                        )
+                    )
         for bench, cands in falls.items():
-            m = sum(1 for key in keys if key[0] == bench and key[1] != "reliability" and key in now.bands)
+            m = sum(
+                1
+                for key in keys
+                if key[0] == bench and key[1] != "reliability" and key in now.bands
+            )
             for i, (p, band, ref, why) in enumerate(sorted(cands)):
                 level = alpha / (m - i)
                 if p > level:
                     break
-                out.append(Drift(bench, band, k, ref, "%s <= %.2g (Holm) vs #%d" % (why, level, ref + 1)))
+                out.append(
+                    Drift(bench, band, k, ref, "%s <= %.2g (Holm) vs #%d" % (why, level, ref + 1))
+                )
     return out
 
 
 # ---- output ----------------------------------------------------------------------------------
+
 
 def _gain(g):
     return "-" if g is None else "%.2fx" % g
@@ -264,7 +369,15 @@ def _gain(g):
 
 def describe(series):
     site, tuned, baseline, nodes, ppn, set_name, suite = series
-    return "%s: %s vs %s, %d x %d, %s set, %s" % (site, tuned, baseline, nodes, ppn, set_name, suite)
+    return "%s: %s vs %s, %d x %d, %s set, %s" % (
+        site,
+        tuned,
+        baseline,
+        nodes,
+        ppn,
+        set_name,
+        suite,
+    )
 
 
 def slug(series):
@@ -274,17 +387,37 @@ def slug(series):
 def table(series, campaigns, found):
     """The trend table of one series: campaigns, then per benchmark and band the gain and verdict
     in every campaign, and its drift."""
-    lines = ["== %s (%d campaign%s)" % (describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")]
+    lines = [
+        "== %s (%d campaign%s)"
+        % (describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")
+    ]
     for i, c in enumerate(campaigns):
-        lines.append("  #%d  %s  %-4s  %s%s" % (i + 1, c.started, c.verdict, c.path,
-                                                 "  (older results format: re-judged)" if c.rejudged else ""))
+        lines.append(
+            "  #%d  %s  %-4s  %s%s"
+            % (
+                i + 1,
+                c.started,
+                c.verdict,
+                c.path,
+                "  (older results format: re-judged)" if c.rejudged else "",
+            )
+        )
     flags = {}
     for d in found:
         flags.setdefault((d.bench, d.band), []).append(d)
-    order = {name: i for i, (name, _, _) in enumerate(stats.BANDS)}     # bands by size, reliability last
-    keys = sorted({k for c in campaigns for k in c.bands}, key=lambda k: (k[0], order.get(k[1], len(order)), k[1]))
-    keys = [k for k in keys if k[1] != "reliability" or any(c.bands.get(k) and c.bands[k].verdict != "tie"
-                                                           for c in campaigns)]
+    order = {
+        name: i for i, (name, _, _) in enumerate(stats.BANDS)
+    }  # bands by size, reliability last
+    keys = sorted(
+        {k for c in campaigns for k in c.bands},
+        key=lambda k: (k[0], order.get(k[1], len(order)), k[1]),
+    )
+    keys = [
+        k
+        for k in keys
+        if k[1] != "reliability"
+        or any(c.bands.get(k) and c.bands[k].verdict != "tie" for c in campaigns)
+    ]
     head = ["benchmark", "band"] + ["#%d" % (i + 1) for i in range(len(campaigns))] + ["drift"]
     rows = []
     for key in keys:
@@ -292,7 +425,11 @@ def table(series, campaigns, found):
         cells = []
         for i, c in enumerate(campaigns):
             b = c.bands.get(key)
-            cells.append("" if b is None else "%s %s%s" % (_gain(b.gain), b.verdict, " !" if i in marked else ""))
+            cells.append(
+                ""
+                if b is None
+                else "%s %s%s" % (_gain(b.gain), b.verdict, " !" if i in marked else "")
+            )
         why = "; ".join("#%d: %s" % (d.index + 1, d.why) for d in flags.get(key, []))
         rows.append([key[0], key[1]] + cells + [why])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
@@ -312,18 +449,31 @@ def plot(series, campaigns, found, outdir):
     if plt is None:
         return []
     from matplotlib import ticker
+
     written = []
-    labels = ["#%d\n%s" % (i + 1, c.started[:16].replace("T", " ")) for i, c in enumerate(campaigns)]
+    labels = [
+        "#%d\n%s" % (i + 1, c.started[:16].replace("T", " ")) for i, c in enumerate(campaigns)
+    ]
     for bench in sorted({k[0] for c in campaigns for k in c.bands}):
-        bands = [name for name, _, _ in stats.BANDS if any((bench, name) in c.bands for c in campaigns)]
+        bands = [
+            name for name, _, _ in stats.BANDS if any((bench, name) in c.bands for c in campaigns)
+        ]
         if not bands:
             continue
         fig, ax = plt.subplots(figsize=report.FIGSIZE)
-        ax.axhspan(1 / (1 + stats.DEFAULT_TOLERANCE), 1 + stats.DEFAULT_TOLERANCE, color="tab:gray", alpha=0.15)
+        ax.axhspan(
+            1 / (1 + stats.DEFAULT_TOLERANCE),
+            1 + stats.DEFAULT_TOLERANCE,
+            color="tab:gray",
+            alpha=0.15,
+        )
         ax.axhline(1.0, color="tab:gray", lw=0.8)
         for colour, band in zip(("tab:blue", "tab:orange", "tab:green", "tab:purple"), bands):
-            pts = [(i, c.bands[(bench, band)]) for i, c in enumerate(campaigns)
-                   if (bench, band) in c.bands and c.bands[(bench, band)].gain]
+            pts = [
+                (i, c.bands[(bench, band)])
+                for i, c in enumerate(campaigns)
+                if (bench, band) in c.bands and c.bands[(bench, band)].gain
+            ]
             if not pts:
                 continue
             ax.plot([i for i, _ in pts], [b.gain for _, b in pts], color=colour, lw=1, label=band)
@@ -332,10 +482,17 @@ def plot(series, campaigns, found, outdir):
                 ax.plot([i], [b.gain], marker=marker, ms=7, color=colour, fillstyle=fill, ls="")
             for d in found:
                 if d.bench == bench and d.band == band:
-                    ax.plot([d.index], [campaigns[d.index].bands[(bench, band)].gain], marker="o", ms=14,
-                            fillstyle="none", color="red", ls="")
+                    ax.plot(
+                        [d.index],
+                        [campaigns[d.index].bands[(bench, band)].gain],
+                        marker="o",
+                        ms=14,
+                        fillstyle="none",
+                        color="red",
+                        ls="",
+                    )
         ax.set_yscale("log")
-        lo, hi = ax.get_ylim()     # gains read as 1.25x, not as powers of ten
+        lo, hi = ax.get_ylim()  # gains read as 1.25x, not as powers of ten
         ax.set_yticks([t for t in GAIN_TICKS if lo <= t <= hi])
         ax.yaxis.set_minor_locator(ticker.NullLocator())
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: "%.3gx" % v))
@@ -343,10 +500,15 @@ def plot(series, campaigns, found, outdir):
         ax.set_xticklabels(labels, fontsize=7)
         ax.set_xlim(-0.5, len(campaigns) - 0.5)
         ax.set_ylabel("gain (tuned vs baseline), > 1 better")
-        ax.set_title("%s [%s]: %s vs %s, %d x %d, %s" % (bench, series[6], series[1], series[2], series[3],
-                                                         series[4], series[5]), fontsize=9)
+        ax.set_title(
+            "%s [%s]: %s vs %s, %d x %d, %s"
+            % (bench, series[6], series[1], series[2], series[3], series[4], series[5]),
+            fontsize=9,
+        )
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, title="filled win, open tie, X lose, red ring drift", title_fontsize=7)
+        ax.legend(
+            fontsize=8, title="filled win, open tie, X lose, red ring drift", title_fontsize=7
+        )
         fig.tight_layout()
         path = Path(outdir) / slug(series) / ("%s.png" % bench)
         report.save_png(fig, path)
@@ -354,7 +516,9 @@ def plot(series, campaigns, found, outdir):
     return written
 
 
-def run(paths, site=None, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA, plots="validate-history"):
+def run(
+    paths, site=None, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA, plots="validate-history"
+):
     """Print the history of every series, write the plots; EXIT_DRIFT when the newest campaign of any
     series drifted. Bad input raises InputError (the CLI exits 2)."""
     all_series = load(paths, site)
@@ -367,12 +531,20 @@ def run(paths, site=None, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA, plot
             print("  plots: %s" % (Path(plots) / slug(series)))
         latest = [d for d in found if d.index == len(campaigns) - 1]
         newest += [(series, d) for d in latest]
-        print("  drift in the newest campaign (#%d): %s\n" % (len(campaigns), "; ".join(
-            "%s %s" % (d.bench, d.band) for d in latest) if latest else (
-            "none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)")))
+        print(
+            "  drift in the newest campaign (#%d): %s\n"
+            % (
+                len(campaigns),
+                "; ".join("%s %s" % (d.bench, d.band) for d in latest)
+                if latest
+                else ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
+            )
+        )
     if newest:
-        print("DRIFT: %d band(s) in the newest campaign of %d series (margin %.0f%%, alpha %.2g)" % (
-            len(newest), len({s for s, _ in newest}), margin * 100, alpha))
+        print(
+            "DRIFT: %d band(s) in the newest campaign of %d series (margin %.0f%%, alpha %.2g)"
+            % (len(newest), len({s for s, _ in newest}), margin * 100, alpha)
+        )
         return EXIT_DRIFT
     print("no drift in the newest campaigns (margin %.0f%%, alpha %.2g)" % (margin * 100, alpha))
     return EXIT_OK

@@ -20,6 +20,7 @@ runs for the extension, which is used when stats.extension says so. Also measure
 noise (SD of per-run log band scores), how much sizes share a run's slowness (intra-class
 correlation), drift, and the effect of running second in a pair.
 """
+
 import itertools
 import json
 import math
@@ -36,42 +37,47 @@ from tunedmpi.acceptance import stats
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 
-OUTLIER = 5.0      # heavy-tail check: one run this many times slower
+OUTLIER = 5.0  # heavy-tail check: one run this many times slower
 
 
 @dataclass
 class Run:
-    source: str        # campaign directory name
+    source: str  # campaign directory name
     bench: str
     metric: str
     suite: str
-    config: tuple      # identity of the configuration: same value = same configuration
-    group: tuple       # runs centred together for residual pools
-    role: str          # validate: baseline | tuned; store: the config id
+    config: tuple  # identity of the configuration: same value = same configuration
+    group: tuple  # runs centred together for residual pools
+    role: str  # validate: baseline | tuned; store: the config id
     rep: int
-    order: float       # execution order: validate, position in the run list; store, minutes since the first record
+    order: float  # execution order: validate, position in the run list; store, minutes since the first record
     points: dict
-    state: Optional[str] = None   # host state (stats.host_labels) where the run recorded it
+    state: Optional[str] = None  # host state (stats.host_labels) where the run recorded it
 
 
 @dataclass
 class Source:
     name: str
-    kind: str          # validate | store
+    kind: str  # validate | store
     runs: list
-    timed: bool        # order is in minutes (store records' times), not positions
-    aa: bool = False   # a validate campaign with the same module on both sides
+    timed: bool  # order is in minutes (store records' times), not positions
+    aa: bool = False  # a validate campaign with the same module on both sides
 
 
 # ---- loading ---------------------------------------------------------------------------------
 
+
 def _validate_source(path):
     res = json.loads((path / "results.json").read_text())
     final = OrderedDict()
-    for i, r in enumerate(res.get("runs", [])):   # later attempts replace earlier ones; list order = run order
+    for i, r in enumerate(
+        res.get("runs", [])
+    ):  # later attempts replace earlier ones; list order = run order
         final[(r["run"], r["role"], r["rep"])] = (i, r)
     geo = res.get("geometry", {})
-    labels, _ = stats.host_labels([r.get("host") for _, r in final.values()])   # as validate labels them
+    labels, _ = stats.host_labels(
+        [r.get("host") for _, r in final.values()]
+    )  # as validate labels them
     state = {id(r): label for (_, r), label in zip(final.values(), labels)}
     runs = []
     for i, r in sorted(final.values(), key=lambda x: x[0]):
@@ -80,10 +86,29 @@ def _validate_source(path):
         module = r.get("module") or res["modules"][r["role"]]
         for bench, s in r["series"].items():
             config = ("validate", s["suite"], res.get("set"), geo.get("np"), module, bench)
-            runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, module, bench),
-                            r["role"], r["rep"], float(i), {int(k): v for k, v in s["points"].items()}, state[id(r)]))
+            runs.append(
+                Run(
+                    path.name,
+                    bench,
+                    s["metric"],
+                    s["suite"],
+                    config,
+                    (path.name, module, bench),
+                    r["role"],
+                    r["rep"],
+                    float(i),
+                    {int(k): v for k, v in s["points"].items()},
+                    state[id(r)],
+                )
+            )
     mods = res.get("modules", {})
-    return Source(path.name, "validate", runs, False, aa=bool(mods) and mods.get("baseline") == mods.get("tuned"))
+    return Source(
+        path.name,
+        "validate",
+        runs,
+        False,
+        aa=bool(mods) and mods.get("baseline") == mods.get("tuned"),
+    )
 
 
 def _store_source(path):
@@ -104,8 +129,21 @@ def _store_source(path):
         rounds.setdefault(rnd, []).append(t)
         for bench, s in r["series"].items():
             config = ("store", path.name, r["config_id"], bench)
-            runs.append(Run(path.name, bench, s["metric"], s["suite"], config, (path.name, r["config_id"], r["stage"], bench),
-                            r["config_id"], r["rep"], float(rnd), s["points"], state))
+            runs.append(
+                Run(
+                    path.name,
+                    bench,
+                    s["metric"],
+                    s["suite"],
+                    config,
+                    (path.name, r["config_id"], r["stage"], bench),
+                    r["config_id"],
+                    r["rep"],
+                    float(rnd),
+                    s["points"],
+                    state,
+                )
+            )
             times.append(t)
     means = [sum(rounds[k]) / len(rounds[k]) for k in sorted(rounds)]
     timed = len(means) > 2 and all(b - a > 1.0 for a, b in zip(means, means[1:]))
@@ -123,7 +161,12 @@ def _campaigns_under(path, depth):
         return [_store_source(path)]
     if depth == 0 or not path.is_dir():
         return []
-    return [src for child in sorted(path.iterdir()) if child.is_dir() for src in _campaigns_under(child, depth - 1)]
+    return [
+        src
+        for child in sorted(path.iterdir())
+        if child.is_dir()
+        for src in _campaigns_under(child, depth - 1)
+    ]
 
 
 def load(paths):
@@ -132,17 +175,29 @@ def load(paths):
     out = []
     for p in map(Path, paths):
         if not p.is_dir():
-            raise InputError(str(p), None, None, "no such directory", "give validate or results-store directories")
+            raise InputError(
+                str(p),
+                None,
+                None,
+                "no such directory",
+                "give validate or results-store directories",
+            )
         found = _campaigns_under(p, 2)
         if not found:
-            raise InputError(str(p), None, None, "neither a validate result directory (results.json) nor a "
-                             "results-store campaign (campaign.json), and holds none",
-                             "give validate-results/<site>-<time>/ or results-store/<campaign>/ directories")
+            raise InputError(
+                str(p),
+                None,
+                None,
+                "neither a validate result directory (results.json) nor a "
+                "results-store campaign (campaign.json), and holds none",
+                "give validate-results/<site>-<time>/ or results-store/<campaign>/ directories",
+            )
         out += found
     return out
 
 
 # ---- per-run scores, noise -------------------------------------------------------------------
+
 
 def bands_of(runs):
     sizes = [s for s in stats.common_sizes([r.points for r in runs], []) if s >= 1]
@@ -196,7 +251,9 @@ def noise(runs, bands):
         icc = None
         if m > 1:
             msb = m * sum(x * x for x in runmeans) / dof
-            msw = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m)) / (dof * (m - 1))
+            msw = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m)) / (
+                dof * (m - 1)
+            )
             icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
         out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
     return out
@@ -239,12 +296,17 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
     total = 0.0
     for i in range(steps + 1):
         z = lo + i * h
-        f = math.exp(-(z - d1) ** 2 / 2) / math.sqrt(2 * math.pi) * (1 - stats._phi((c2 - d2 - rho * (z - d1)) / s))
+        f = (
+            math.exp(-((z - d1) ** 2) / 2)
+            / math.sqrt(2 * math.pi)
+            * (1 - stats._phi((c2 - d2 - rho * (z - d1)) / s))
+        )
         total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
     return first + total * h / 3
 
 
 # ---- order and time effects ------------------------------------------------------------------
+
 
 def _slope(points):
     """Pooled within-group least-squares slope of [(group, x, y)] and its standard error."""
@@ -309,8 +371,12 @@ def order_effects(source):
                     # second minus first (log cost; > 0: the second run is slower), with who was second
                     second.setdefault(bench, {}).setdefault(rep, []).append((raw2 - raw1, r2.role))
     b, se = _slope(drift_pts)
-    out["drift"] = (b, se, "minute" if source.timed else "round" if source.kind == "store" else "run")
-    if source.kind == "store":   # the same configuration measured again in later stages
+    out["drift"] = (
+        b,
+        se,
+        "minute" if source.timed else "round" if source.kind == "store" else "run",
+    )
+    if source.kind == "store":  # the same configuration measured again in later stages
         out["drift_across"] = _slope(across)
     out["lag1"] = statistics.mean(lag) if lag else None
     out["rep_effect"] = {k: statistics.mean(v) for k, v in sorted(reps.items()) if v}
@@ -332,7 +398,7 @@ def second_effect(second, aa):
         vals, signs = [], []
         for rep, items in sorted(pairs.items()):
             vals.append(sum(d for d, _ in items) / len(items))
-            signs.append(1 if items[0][1] == "tuned" else -1)      # +1: tuned ran second
+            signs.append(1 if items[0][1] == "tuned" else -1)  # +1: tuned ran second
         if aa:
             d = vals
         elif 0 < signs.count(1) < len(signs):
@@ -340,12 +406,14 @@ def second_effect(second, aa):
             plus = [v for v, s in zip(vals, signs) if s > 0]
             minus = [v for v, s in zip(vals, signs) if s < 0]
             est = (statistics.mean(plus) + statistics.mean(minus)) / 2
-            se = 0.5 * math.sqrt((statistics.variance(plus) / len(plus) if len(plus) > 1 else 0)
-                                 + (statistics.variance(minus) / len(minus) if len(minus) > 1 else 0))
+            se = 0.5 * math.sqrt(
+                (statistics.variance(plus) / len(plus) if len(plus) > 1 else 0)
+                + (statistics.variance(minus) / len(minus) if len(minus) > 1 else 0)
+            )
             out[bench] = (est, se, len(vals))
             continue
         else:
-            out[bench] = None      # the tuned module always ran second: order and module are confounded
+            out[bench] = None  # the tuned module always ran second: order and module are confounded
             continue
         if len(d) < 2:
             continue
@@ -355,17 +423,18 @@ def second_effect(second, aa):
 
 # ---- pools -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Pool:
     label: str
-    family: str       # same-config | residual
+    family: str  # same-config | residual
     bench: str
     metric: str
     suite: str
-    units: list       # {size: value}; paired pools: (first side's run, second side's run) per repetition
+    units: list  # {size: value}; paired pools: (first side's run, second side's run) per repetition
     bands: OrderedDict
     paired: bool = False
-    states: Optional[list] = None   # the host state of each unit, where every run recorded one
+    states: Optional[list] = None  # the host state of each unit, where every run recorded one
 
 
 def pools(sources, minimum):
@@ -382,12 +451,30 @@ def pools(sources, minimum):
             continue
         names = sorted({r.source for r in runs})
         if config[0] == "validate":
-            label = "%s %s np=%s %s (%s)" % (config[1], config[2], config[3], config[4],
-                                              names[0] if len(names) == 1 else "%d campaigns" % len(names))
+            label = "%s %s np=%s %s (%s)" % (
+                config[1],
+                config[2],
+                config[3],
+                config[4],
+                names[0] if len(names) == 1 else "%d campaigns" % len(names),
+            )
         else:
-            label = "%s %s" % (config[1], config[2] if len(config[2]) <= 40 else config[2][:37] + "...")
-        out.append(Pool(label, "same-config", runs[0].bench, runs[0].metric, runs[0].suite,
-                        [r.points for r in runs], bands, states=_states(runs)))
+            label = "%s %s" % (
+                config[1],
+                config[2] if len(config[2]) <= 40 else config[2][:37] + "...",
+            )
+        out.append(
+            Pool(
+                label,
+                "same-config",
+                runs[0].bench,
+                runs[0].metric,
+                runs[0].suite,
+                [r.points for r in runs],
+                bands,
+                states=_states(runs),
+            )
+        )
     for src in sources:
         if not src.aa:
             continue
@@ -401,9 +488,19 @@ def pools(sources, minimum):
             bands = bands_of([r for pr in pairs for r in pr])
             if bands:
                 both = _states([r for pr in pairs for r in pr])
-                out.append(Pool("%s (A/A repetitions, order kept)" % src.name, "A/A pairs", bench, pairs[0][0].metric,
-                                pairs[0][0].suite, [(a.points, b.points) for a, b in pairs], bands, paired=True,
-                                states=both and [(a.state, b.state) for a, b in pairs]))
+                out.append(
+                    Pool(
+                        "%s (A/A repetitions, order kept)" % src.name,
+                        "A/A pairs",
+                        bench,
+                        pairs[0][0].metric,
+                        pairs[0][0].suite,
+                        [(a.points, b.points) for a, b in pairs],
+                        bands,
+                        paired=True,
+                        states=both and [(a.state, b.state) for a, b in pairs],
+                    )
+                )
     for src in sources:
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
@@ -419,8 +516,18 @@ def pools(sources, minimum):
                 continue
             level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
             units = [{s: math.exp(u[s] + level[s]) for s in sizes} for u in units]
-            out.append(Pool("%s (residuals)" % src.name, "residual", bench, runs[0].metric, runs[0].suite, units, bands,
-                            states=_states(kept)))
+            out.append(
+                Pool(
+                    "%s (residuals)" % src.name,
+                    "residual",
+                    bench,
+                    runs[0].metric,
+                    runs[0].suite,
+                    units,
+                    bands,
+                    states=_states(kept),
+                )
+            )
     return out
 
 
@@ -441,13 +548,34 @@ def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch
     with `states` (each side's runs' host states) within host states, as validate judges.
     Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
-    strata = lambda n: None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-    one = stats.compare_bands(pool.bench, pool.metric, base[:first], tuned[:first], tolerance, alpha,
-                              design=design, test=test, strata=strata(first))
+    strata = lambda n: (
+        None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
+    )
+    one = stats.compare_bands(
+        pool.bench,
+        pool.metric,
+        base[:first],
+        tuned[:first],
+        tolerance,
+        alpha,
+        design=design,
+        test=test,
+        strata=strata(first),
+    )
     res, extended = one, False
     if design and len(base) >= design.final and stats.extension(one, design):
-        res = stats.compare_bands(pool.bench, pool.metric, base, tuned, tolerance, alpha, design=design,
-                                  previous=one, test=test, strata=strata(len(base)))
+        res = stats.compare_bands(
+            pool.bench,
+            pool.metric,
+            base,
+            tuned,
+            tolerance,
+            alpha,
+            design=design,
+            previous=one,
+            test=test,
+            strata=strata(len(base)),
+        )
         extended = True
     return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
 
@@ -466,8 +594,10 @@ def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False,
     ps, gains = OrderedDict(), {}
     for name, sizes in pool.bands.items():
         gains[name] = stats.geomean([1 / rel[s] for s in sizes if s in rel])
-        ps[name] = mann_whitney_p(stats.band_scores(base, sizes, pool.metric),
-                                  stats.band_scores(tuned, sizes, pool.metric))
+        ps[name] = mann_whitney_p(
+            stats.band_scores(base, sizes, pool.metric),
+            stats.band_scores(tuned, sizes, pool.metric),
+        )
     level = dict.fromkeys(ps, alpha)
     if holm:
         for j, name in enumerate(sorted(ps, key=ps.get)):
@@ -479,8 +609,13 @@ def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False,
     out = {}
     for name, p in ps.items():
         sig = p < level[name] if not holm else p <= level[name]
-        out[name] = ("win" if gains[name] >= 1 + tolerance and sig else
-                     "lose" if gains[name] <= 1 / (1 + tolerance) and sig else "tie")
+        out[name] = (
+            "win"
+            if gains[name] >= 1 + tolerance and sig
+            else "lose"
+            if gains[name] <= 1 / (1 + tolerance) and sig
+            else "tie"
+        )
     return out, False, []
 
 
@@ -507,11 +642,22 @@ def mann_whitney_p(a, b):
     return extreme / total
 
 
-def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=procedure, test=stats.yuen_welch,
-          outlier=False):
+def study(
+    pool,
+    rng,
+    draws,
+    gain,
+    design,
+    repetitions,
+    tolerance,
+    alpha,
+    rule=procedure,
+    test=stats.yuen_welch,
+    outlier=False,
+):
     """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
     within host states where the pool has them (validate's way; `rule` may ignore them)."""
-    need = 1 if pool.paired else 2      # units per repetition of both sides
+    need = 1 if pool.paired else 2  # units per repetition of both sides
     per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
     two_looks = design is not None and per_side == design.final and design.final > design.first
     use_design = design if design is not None else None
@@ -519,20 +665,32 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=pr
     wins = OrderedDict((b, 0) for b in pool.bands)
     apparent = []
     for _ in range(draws):
-        if pool.paired:   # whole repetitions of an A/A campaign, in time order: alternation and order kept
+        if (
+            pool.paired
+        ):  # whole repetitions of an A/A campaign, in time order: alternation and order kept
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
             base = [pool.units[i][0] for i in idx]
             tuned = [pool.units[i][1] for i in idx]
-            states = ([pool.states[i][0] for i in idx], [pool.states[i][1] for i in idx]) if pool.states else None
+            states = (
+                ([pool.states[i][0] for i in idx], [pool.states[i][1] for i in idx])
+                if pool.states
+                else None
+            )
         else:
             idx = rng.sample(range(len(pool.units)), 2 * per_side)
             base = [pool.units[i] for i in idx[0::2]]
             tuned = [pool.units[i] for i in idx[1::2]]
-            states = ([pool.states[i] for i in idx[0::2]], [pool.states[i] for i in idx[1::2]]) if pool.states else None
+            states = (
+                ([pool.states[i] for i in idx[0::2]], [pool.states[i] for i in idx[1::2]])
+                if pool.states
+                else None
+            )
         aa_tuned = tuned
-        if outlier:   # heavy tails: one run of a side five times slower
+        if outlier:  # heavy tails: one run of a side five times slower
             aa_tuned = [_scaled(tuned[0], set(tuned[0]), 1 / OUTLIER, pool.metric)] + tuned[1:]
-        verdicts, ext, est = rule(pool, base, aa_tuned, use_design, tolerance, alpha, test=test, states=states)
+        verdicts, ext, est = rule(
+            pool, base, aa_tuned, use_design, tolerance, alpha, test=test, states=states
+        )
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
@@ -540,78 +698,166 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha, rule=pr
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
             if outlier:
                 faster[0] = _scaled(faster[0], set(faster[0]), 1 / OUTLIER, pool.metric)
-            v, _, _ = rule(pool, base, faster, use_design, tolerance, alpha, test=test, states=states)
+            v, _, _ = rule(
+                pool, base, faster, use_design, tolerance, alpha, test=test, states=states
+            )
             wins[name] += v.get(name) == "win"
     apparent.sort()
-    return dict(false=false / float(draws), power=OrderedDict((b, w / float(draws)) for b, w in wins.items()),
-                extended=extended / float(draws), two_looks=two_looks, per_side=per_side,
-                p95=math.exp(apparent[int(0.95 * (len(apparent) - 1))]) - 1 if apparent else None)
+    return dict(
+        false=false / float(draws),
+        power=OrderedDict((b, w / float(draws)) for b, w in wins.items()),
+        extended=extended / float(draws),
+        two_looks=two_looks,
+        per_side=per_side,
+        p95=math.exp(apparent[int(0.95 * (len(apparent) - 1))]) - 1 if apparent else None,
+    )
 
 
 # ---- the report ------------------------------------------------------------------------------
+
 
 def _pct(x, digits=1):
     return "-" if x is None else "%+.*f%%" % (digits, (math.exp(x) - 1) * 100)
 
 
-def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=stats.DEFAULT_ALPHA,
-        tolerance=stats.DEFAULT_TOLERANCE, candidates=False, out=None):
+def run(
+    paths,
+    gain=1.3,
+    repetitions=5,
+    final=None,
+    draws=200,
+    seed=1,
+    alpha=stats.DEFAULT_ALPHA,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    candidates=False,
+    out=None,
+):
     import sys
+
     out = out or sys.stdout
     w = out.write
     sources = load(paths)
     final = 2 * repetitions if final is None else final
     design = stats.Design(repetitions, final) if final > repetitions else None
     if not any(s.runs for s in sources):
-        raise InputError(" ".join(map(str, paths)), None, None, "no successful run in these directories",
-                         "give validate or results-store directories with measured runs")
+        raise InputError(
+            " ".join(map(str, paths)),
+            None,
+            None,
+            "no successful run in these directories",
+            "give validate or results-store directories with measured runs",
+        )
     lv = design.levels(alpha) if design else (alpha, alpha)
-    w("# tunedmpi power: gain %.2fx, %d runs per module%s, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
-      % (gain, repetitions, " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
-         % (final, lv[0]) if design else " (one look)", alpha, tolerance * 100, draws, seed))
+    w(
+        "# tunedmpi power: gain %.2fx, %d runs per module%s, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
+        % (
+            gain,
+            repetitions,
+            " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
+            % (final, lv[0])
+            if design
+            else " (one look)",
+            alpha,
+            tolerance * 100,
+            draws,
+            seed,
+        )
+    )
 
-    w("## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n")
-    w("| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes | power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
-      "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
-      % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-"))
+    w(
+        "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n"
+    )
+    w(
+        "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes | power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
+        "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
+        % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-")
+    )
     for src in sources:
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             for band, n in noise(runs, bands).items():
                 need = reps_needed(n["sd"], gain, alpha, len(bands))
-                one = design_power(n["sd"], gain, alpha, len(bands), stats.Design(repetitions, repetitions), repetitions)
-                two = design_power(n["sd"], gain, alpha, len(bands), design, repetitions) if design else None
-                w("| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n" % (
-                    src.name, bench, band, n["runs"], n["sd"], n["mad"], "-" if n["icc"] is None else "%.2f" % n["icc"],
-                    one, "-" if two is None else "%.2f" % two, need if need else ">200"))
-    w("\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); a robust SD far "
-      "below the SD: heavy tails (a few very slow runs).\n\n")
+                one = design_power(
+                    n["sd"],
+                    gain,
+                    alpha,
+                    len(bands),
+                    stats.Design(repetitions, repetitions),
+                    repetitions,
+                )
+                two = (
+                    design_power(n["sd"], gain, alpha, len(bands), design, repetitions)
+                    if design
+                    else None
+                )
+                w(
+                    "| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n"
+                    % (
+                        src.name,
+                        bench,
+                        band,
+                        n["runs"],
+                        n["sd"],
+                        n["mad"],
+                        "-" if n["icc"] is None else "%.2f" % n["icc"],
+                        one,
+                        "-" if two is None else "%.2f" % two,
+                        need if need else ">200",
+                    )
+                )
+    w(
+        "\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); a robust SD far "
+        "below the SD: heavy tails (a few very slow runs).\n\n"
+    )
 
     w("## Order and time effects\n\n")
-    w("| campaign | drift per run, round or minute | repetition 1 vs the rest | lag-1 correlation | within-pair correlation "
-      "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n")
+    w(
+        "| campaign | drift per run, round or minute | repetition 1 vs the rest | lag-1 correlation | within-pair correlation "
+        "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n"
+    )
     for src in sources:
         o = order_effects(src)
         b, se, unit = o["drift"]
         drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
         if o.get("drift_across") and o["drift_across"][0] is not None:
-            drift += " (same configuration across stages: %s ± %.1f%%)" % (_pct(o["drift_across"][0], 2),
-                                                                         196 * o["drift_across"][1])
+            drift += " (same configuration across stages: %s ± %.1f%%)" % (
+                _pct(o["drift_across"][0], 2),
+                196 * o["drift_across"][1],
+            )
         sec = o.get("second")
         if sec is None:
             second = "no pairs (store campaign)"
         elif all(v is None for v in sec.values()):
             second = "not measurable: the tuned module always ran second (run an A/A campaign or counterbalance)"
         else:
-            second = "; ".join("%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2]) for k, v in sec.items() if v)
+            second = "; ".join(
+                "%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2])
+                for k, v in sec.items()
+                if v
+            )
         reps = o["rep_effect"]
-        warm = (reps[1] - statistics.mean(v for k, v in reps.items() if k != 1)) if 1 in reps and len(reps) > 1 else None
-        w("| %s%s | %s | %s | %s | %s | %s |\n" % (
-            src.name, " (A/A)" if src.aa else "", drift, _pct(warm), "-" if o["lag1"] is None else "%.2f" % o["lag1"],
-            "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"], second))
-    w("\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: correlation of "
-      "consecutive runs' residuals in run order. Repetition 1 vs the rest: a warm-up effect. A positive second-run "
-      "effect: the second run of a pair is slower.\n\n")
+        warm = (
+            (reps[1] - statistics.mean(v for k, v in reps.items() if k != 1))
+            if 1 in reps and len(reps) > 1
+            else None
+        )
+        w(
+            "| %s%s | %s | %s | %s | %s | %s |\n"
+            % (
+                src.name,
+                " (A/A)" if src.aa else "",
+                drift,
+                _pct(warm),
+                "-" if o["lag1"] is None else "%.2f" % o["lag1"],
+                "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"],
+                second,
+            )
+        )
+    w(
+        "\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: correlation of "
+        "consecutive runs' residuals in run order. Repetition 1 vs the rest: a warm-up effect. A positive second-run "
+        "effect: the second run of a pair is slower.\n\n"
+    )
 
     minimum = 2 * repetitions
     found = pools(sources, minimum)
@@ -620,56 +866,153 @@ def run(paths, gain=1.3, repetitions=5, final=None, draws=200, seed=1, alpha=sta
     if not found:
         w("No pool has %d runs of one configuration: nothing to resample.\n" % minimum)
         return 0
-    w("| pool | kind | benchmark | runs | runs/side | false win-or-lose | 95%% MC | power at %.2fx per band | "
-      "extended (A/A) | identical configs differ by (p95) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n" % gain)
+    w(
+        "| pool | kind | benchmark | runs | runs/side | false win-or-lose | 95%% MC | power at %.2fx per band | "
+        "extended (A/A) | identical configs differ by (p95) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n"
+        % gain
+    )
     summary = OrderedDict()
     for pool in found:
         r = study(pool, rng, draws, gain, design, repetitions, tolerance, alpha)
         mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
-        w("| %s | %s | %s | %d | %s | %.3f | ±%.3f | %s | %s | %s |\n" % (
-            pool.label, pool.family + (", within host states" if pool.states else ""), pool.bench, len(pool.units),
-            "%d+%d" % (repetitions, final - repetitions) if r["two_looks"] else str(r["per_side"]),
-            r["false"], mc, " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
-            "%.2f" % r["extended"] if r["two_looks"] else "-", "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100)))
+        w(
+            "| %s | %s | %s | %d | %s | %.3f | ±%.3f | %s | %s | %s |\n"
+            % (
+                pool.label,
+                pool.family + (", within host states" if pool.states else ""),
+                pool.bench,
+                len(pool.units),
+                "%d+%d" % (repetitions, final - repetitions)
+                if r["two_looks"]
+                else str(r["per_side"]),
+                r["false"],
+                mc,
+                " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
+                "%.2f" % r["extended"] if r["two_looks"] else "-",
+                "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100),
+            )
+        )
         key = ("real suites" if pool.suite in ("imb", "osu") else "probes", pool.bench)
-        summary.setdefault(key, []).append((r["false"], min(r["power"].values()), r["two_looks"], pool.label))
-    w("\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate | power at %.2fx "
-      "(weakest band): median / min |\n|---|---|---:|---:|---|\n" % gain)
+        summary.setdefault(key, []).append(
+            (r["false"], min(r["power"].values()), r["two_looks"], pool.label)
+        )
+    w(
+        "\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate | power at %.2fx "
+        "(weakest band): median / min |\n|---|---|---:|---:|---|\n" % gain
+    )
     for (fam, bench), rows in sorted(summary.items()):
         worst = max(rows, key=lambda x: x[0])
         pw = sorted(x[1] for x in rows)
-        w("| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n" % (fam, bench, len(rows), worst[0], worst[3],
-                                                          statistics.median(pw), pw[0]))
+        w(
+            "| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n"
+            % (fam, bench, len(rows), worst[0], worst[3], statistics.median(pw), pw[0])
+        )
     if candidates:
         w("\n## Candidate tests on the same draws (mean over pools, max in brackets)\n\n")
-        w("| pools | candidate | false win-or-lose | power at %.2fx | false, one run %gx slower | power, one tuned run "
-          "%gx slower |\n|---|---|---|---:|---:|---:|\n" % (gain, OUTLIER, OUTLIER))
+        w(
+            "| pools | candidate | false win-or-lose | power at %.2fx | false, one run %gx slower | power, one tuned run "
+            "%gx slower |\n|---|---|---|---:|---:|---:|\n" % (gain, OUTLIER, OUTLIER)
+        )
         one = ("chosen test, one look of %d, Holm" % repetitions, procedure, stats.yuen_welch, None)
-        old = ("old: exact Mann-Whitney, one look of %d, no Holm" % repetitions, old_rule, None, None)
-        mwh = ("exact Mann-Whitney, one look of %d, Holm" % repetitions, partial(old_rule, holm=True), None, None)
+        old = (
+            "old: exact Mann-Whitney, one look of %d, no Holm" % repetitions,
+            old_rule,
+            None,
+            None,
+        )
+        mwh = (
+            "exact Mann-Whitney, one look of %d, Holm" % repetitions,
+            partial(old_rule, holm=True),
+            None,
+            None,
+        )
         classes = [("all %d pools" % len(found), found, [one, old, mwh])]
         big = [p for p in found if design and len(p.units) >= (1 if p.paired else 2) * design.final]
         if big:
-            classes.append(("%d pools of >= %d runs" % (len(big), 2 * design.final), big, [
-                ("chosen: Yuen-Welch, Holm, %d+%d" % (repetitions, final - repetitions), procedure, stats.yuen_welch, design),
-                ("Welch without trimming, Holm, %d+%d" % (repetitions, final - repetitions), procedure,
-                 partial(stats.yuen_welch, trim=False), design), one, old]))
+            classes.append(
+                (
+                    "%d pools of >= %d runs" % (len(big), 2 * design.final),
+                    big,
+                    [
+                        (
+                            "chosen: Yuen-Welch, Holm, %d+%d" % (repetitions, final - repetitions),
+                            procedure,
+                            stats.yuen_welch,
+                            design,
+                        ),
+                        (
+                            "Welch without trimming, Holm, %d+%d"
+                            % (repetitions, final - repetitions),
+                            procedure,
+                            partial(stats.yuen_welch, trim=False),
+                            design,
+                        ),
+                        one,
+                        old,
+                    ],
+                )
+            )
         held = [p for p in found if p.states]
-        if held:   # the host state: held equal (validate's way) against every run as one group
-            classes.append(("%d pools with host states" % len(held), held, [
-                ("chosen, within host states", procedure, stats.yuen_welch, design),
-                ("chosen, all runs as one group", all_as_one, stats.yuen_welch, design)]))
+        if held:  # the host state: held equal (validate's way) against every run as one group
+            classes.append(
+                (
+                    "%d pools with host states" % len(held),
+                    held,
+                    [
+                        ("chosen, within host states", procedure, stats.yuen_welch, design),
+                        ("chosen, all runs as one group", all_as_one, stats.yuen_welch, design),
+                    ],
+                )
+            )
         for label, members, cands in classes:
             for name, rule, test, dsg in cands:
                 rows = []
                 for pool in members:
-                    clean = study(pool, random.Random(seed), draws, gain, dsg, repetitions, tolerance, alpha, rule, test)
-                    heavy = study(pool, random.Random(seed), draws, gain, dsg, repetitions, tolerance, alpha, rule, test,
-                                  outlier=True)
-                    rows.append((clean["false"], statistics.mean(clean["power"].values()),
-                                 heavy["false"], statistics.mean(heavy["power"].values())))
+                    clean = study(
+                        pool,
+                        random.Random(seed),
+                        draws,
+                        gain,
+                        dsg,
+                        repetitions,
+                        tolerance,
+                        alpha,
+                        rule,
+                        test,
+                    )
+                    heavy = study(
+                        pool,
+                        random.Random(seed),
+                        draws,
+                        gain,
+                        dsg,
+                        repetitions,
+                        tolerance,
+                        alpha,
+                        rule,
+                        test,
+                        outlier=True,
+                    )
+                    rows.append(
+                        (
+                            clean["false"],
+                            statistics.mean(clean["power"].values()),
+                            heavy["false"],
+                            statistics.mean(heavy["power"].values()),
+                        )
+                    )
                 cols = list(zip(*rows))
-                w("| %s | %s | %.3f (%.2f) | %.2f | %.3f (%.2f) | %.2f |\n" % (
-                    label, name, statistics.mean(cols[0]), max(cols[0]), statistics.mean(cols[1]),
-                    statistics.mean(cols[2]), max(cols[2]), statistics.mean(cols[3])))
+                w(
+                    "| %s | %s | %.3f (%.2f) | %.2f | %.3f (%.2f) | %.2f |\n"
+                    % (
+                        label,
+                        name,
+                        statistics.mean(cols[0]),
+                        max(cols[0]),
+                        statistics.mean(cols[1]),
+                        statistics.mean(cols[2]),
+                        max(cols[2]),
+                        statistics.mean(cols[3]),
+                    )
+                )
     return 0

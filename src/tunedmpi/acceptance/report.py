@@ -3,6 +3,7 @@
 Everything is derived from the results dict that validate.campaign() builds, so a report can be
 rewritten from results.json alone.
 """
+
 import json
 import os
 import tempfile
@@ -12,8 +13,11 @@ from xml.sax.saxutils import escape, quoteattr
 from tunedmpi.acceptance import stats
 from tunedmpi.atomic import write_atomic
 
-FIGSIZE = (7, 4.2)   # every PNG the acceptance stage writes (reports, history)
-UNIT = {"latency_us": "latency (us), lower is better", "bandwidth_MBps": "bandwidth (MB/s), higher is better"}
+FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
+UNIT = {
+    "latency_us": "latency (us), lower is better",
+    "bandwidth_MBps": "bandwidth (MB/s), higher is better",
+}
 
 
 def write_all(outdir, results):
@@ -44,13 +48,21 @@ def _p(b):
 
 
 def verdict_table(results):
-    rows = ["| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| benchmark | band | sizes | gain (tuned vs baseline) | p | verdict | why |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for b in results["bands"]:
-        sizes = "%d-%d B (%d)" % (b["sizes"][0], b["sizes"][-1], len(b["sizes"])) if b["sizes"] else "all runs"
+        sizes = (
+            "%d-%d B (%d)" % (b["sizes"][0], b["sizes"][-1], len(b["sizes"]))
+            if b["sizes"]
+            else "all runs"
+        )
         gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
-        rows.append("| %s | %s | %s | %s | %s | **%s** | %s |" % (
-            b["benchmark"], b["band"], sizes, gain, _p(b), b["verdict"], b["reason"]))
+        rows.append(
+            "| %s | %s | %s | %s | %s | **%s** | %s |"
+            % (b["benchmark"], b["band"], sizes, gain, _p(b), b["verdict"], b["reason"])
+        )
     return "\n".join(rows)
 
 
@@ -71,43 +83,82 @@ def placement_rows(placement):
 def markdown(results):
     geo = results["geometry"]
     probe = "probe" in results["suite"]
-    out = ["# Validation: %s vs %s" % (results["modules"]["tuned"], results["modules"]["baseline"]), "",
-           "**Verdict: %s** (exit %d)" % (results["verdict"], results["exit_code"]), "",
-           "| | |", "|---|---|",
-           "| site | %s |" % results["site"],
-           "| geometry | %d node(s) x %d ppn = %d ranks (%s) |" % (geo["nodes"], geo["ppn"], geo["np"], geo["source"]),
-           ] + placement_rows(results.get("placement")) + [
-           "| set | %s, %d repetitions per module, alternating baseline/tuned, %d retry(ies), timeout %.0f s |"
-           % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
-           "| benchmarks | %s%s |" % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),
-           "| OSU one-sided | window %s, synchronisation %s |" % (results["osu_options"]["window"], results["osu_options"]["sync"]),
-           "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"])]
+    out = (
+        [
+            "# Validation: %s vs %s"
+            % (results["modules"]["tuned"], results["modules"]["baseline"]),
+            "",
+            "**Verdict: %s** (exit %d)" % (results["verdict"], results["exit_code"]),
+            "",
+            "| | |",
+            "|---|---|",
+            "| site | %s |" % results["site"],
+            "| geometry | %d node(s) x %d ppn = %d ranks (%s) |"
+            % (geo["nodes"], geo["ppn"], geo["np"], geo["source"]),
+        ]
+        + placement_rows(results.get("placement"))
+        + [
+            "| set | %s, %d repetitions per module, alternating baseline/tuned, %d retry(ies), timeout %.0f s |"
+            % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
+            "| benchmarks | %s%s |"
+            % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),
+            "| OSU one-sided | window %s, synchronisation %s |"
+            % (results["osu_options"]["window"], results["osu_options"]["sync"]),
+            "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"]),
+        ]
+    )
     if results.get("reanalysed_from"):
-        out.append("| judged again | the runs of %s, by `validate --reanalyse` |" % results["reanalysed_from"])
+        out.append(
+            "| judged again | the runs of %s, by `validate --reanalyse` |"
+            % results["reanalysed_from"]
+        )
     out.append("")
     out += module_variables(results)
     design = results.get("design")
     design = stats.Design(design["first"], design["final"]) if design else None
-    out += ["## Method", "",
-            "Per message size the figure is the seed studies' own: of the repetitions, drop the largest and",
-            "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
-            "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
-            "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
-            stats.describe_method(results["tolerance"], results["alpha"], design,
-                                  any(b.get("host_strata") for b in results["bands"]),
-                                  any(b.get("pairs") for b in results["bands"])),
-            "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
-            "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.", ""]
+    out += [
+        "## Method",
+        "",
+        "Per message size the figure is the seed studies' own: of the repetitions, drop the largest and",
+        "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
+        "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
+        "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
+        stats.describe_method(
+            results["tolerance"],
+            results["alpha"],
+            design,
+            any(b.get("host_strata") for b in results["bands"]),
+            any(b.get("pairs") for b in results["bands"]),
+        ),
+        "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
+        "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.",
+        "",
+    ]
     out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
     out += host_state(results)
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:
-        out += ["## Failed runs", "", "| benchmark | module | rep | attempt | status | exit | first problem | log |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "## Failed runs",
+            "",
+            "| benchmark | module | rep | attempt | status | exit | first problem | log |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in failed:
             first = (r["problems"] or [""])[0].replace("|", "/")[:120]
-            out.append("| %s | %s | %d | %d | %s | %s | %s | %s |" % (r["run"], r["role"], r["rep"], r["attempt"],
-                                                                      r["status"], r["exit_code"], first, r["log"]))
+            out.append(
+                "| %s | %s | %d | %d | %s | %s | %s | %s |"
+                % (
+                    r["run"],
+                    r["role"],
+                    r["rep"],
+                    r["attempt"],
+                    r["status"],
+                    r["exit_code"],
+                    first,
+                    r["log"],
+                )
+            )
         out.append("")
     out += ["## Figures per message size", ""]
     for bench, data in results["per_size"].items():
@@ -126,8 +177,12 @@ def markdown(results):
             out.append("| %d | %s | %s | %s |" % (size, _fmt(a), _fmt(b), ratio))
         out.append("")
     out += ["## Commands", ""] + ["- `%s`: `%s`" % (k, v) for k, v in results["commands"].items()]
-    out += ["", "Each run: `module purge; module load <module>` in a fresh shell, then the command; its log "
-            "(in `logs/`) holds the command, the variables the module set, the exit code and the output.", ""]
+    out += [
+        "",
+        "Each run: `module purge; module load <module>` in a fresh shell, then the command; its log "
+        "(in `logs/`) holds the command, the variables the module set, the exit code and the output.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -138,38 +193,78 @@ def host_state(results):
     """How many runs of each module met which host state, and each band's gain within one state."""
     host = results.get("host_state") or {}
     if not host.get("slow_above_ns"):
-        return ["## Host state", "", "Not recorded (no probe_host: the MPI module has no mpicc, or results from "
-                "before validate recorded it): every run is compared with every other.", ""]
-    out = ["## Host state", "",
-           "Before and after each run, two threads on two CPUs bounce a cache line for 0.1 s "
-           "(validate/probes/probe_host.c). A figure above %.0f ns (%.1f x the campaign's %d%% quantile) is the "
-           "**slow** state, in which latency-bound sizes run 2-3x slower under either module on these machines. "
-           "A run is fast or slow when its two figures agree, **changed** when the state changed during it. "
-           "The unpaired test compares the modules within each state; the paired one compares each run with "
-           "the other module's run next to it (Method)."
-           % (host["slow_above_ns"], host["slow_factor"], host["fast_quantile"] * 100), "",
-           "| module | %s | not known |" % " | ".join(STATES), "|---|" + "---:|" * (len(STATES) + 1)]
+        return [
+            "## Host state",
+            "",
+            "Not recorded (no probe_host: the MPI module has no mpicc, or results from "
+            "before validate recorded it): every run is compared with every other.",
+            "",
+        ]
+    out = [
+        "## Host state",
+        "",
+        "Before and after each run, two threads on two CPUs bounce a cache line for 0.1 s "
+        "(validate/probes/probe_host.c). A figure above %.0f ns (%.1f x the campaign's %d%% quantile) is the "
+        "**slow** state, in which latency-bound sizes run 2-3x slower under either module on these machines. "
+        "A run is fast or slow when its two figures agree, **changed** when the state changed during it. "
+        "The unpaired test compares the modules within each state; the paired one compares each run with "
+        "the other module's run next to it (Method)."
+        % (host["slow_above_ns"], host["slow_factor"], host["fast_quantile"] * 100),
+        "",
+        "| module | %s | not known |" % " | ".join(STATES),
+        "|---|" + "---:|" * (len(STATES) + 1),
+    ]
     for role in ("baseline", "tuned"):
         counts = host.get("runs", {}).get(role, {})
-        out.append("| %s | %s | %d |" % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0)))
-    out += ["", "Gain per state (seed figures of the runs in that state; - : fewer than 2 runs of a module):", "",
-            "| benchmark | band | all runs | %s | held equal |" % " | ".join(STATES), "|---|---|---:|" + "---:|" * len(STATES) + "---|"]
+        out.append(
+            "| %s | %s | %d |"
+            % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0))
+        )
+    out += [
+        "",
+        "Gain per state (seed figures of the runs in that state; - : fewer than 2 runs of a module):",
+        "",
+        "| benchmark | band | all runs | %s | held equal |" % " | ".join(STATES),
+        "|---|---|---:|" + "---:|" * len(STATES) + "---|",
+    ]
     for b in results["bands"]:
         data = results["per_size"].get(b["benchmark"], {})
         if not b["sizes"] or not data.get("metric") or "host_states" not in data:
             continue
         cells = []
         for state in STATES:
-            pick = {role: [p for p, l in zip(data[role], data["host_states"][role]) if l == state]
-                    for role in ("baseline", "tuned")}
-            rel = (stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
-                   if min(len(v) for v in pick.values()) >= 2 else {})
+            pick = {
+                role: [p for p, l in zip(data[role], data["host_states"][role]) if l == state]
+                for role in ("baseline", "tuned")
+            }
+            rel = (
+                stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
+                if min(len(v) for v in pick.values()) >= 2
+                else {}
+            )
             gain = stats.geomean([1 / rel[s] for s in b["sizes"] if s in rel])
-            cells.append("-" if gain is None else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"])))
-        held = ("yes" if b.get("host_strata") else "by pairs (crossover test)" if b.get("pairs") else
-                "no: %s" % (data.get("host_note") or "no state has 2 runs of each module"))
-        out.append("| %s | %s | %s | %s | %s |" % (b["benchmark"], b["band"], "-" if b["gain"] is None else "%.3fx" % b["gain"],
-                                                  " | ".join(cells), held))
+            cells.append(
+                "-"
+                if gain is None
+                else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"]))
+            )
+        held = (
+            "yes"
+            if b.get("host_strata")
+            else "by pairs (crossover test)"
+            if b.get("pairs")
+            else "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
+        )
+        out.append(
+            "| %s | %s | %s | %s | %s |"
+            % (
+                b["benchmark"],
+                b["band"],
+                "-" if b["gain"] is None else "%.3fx" % b["gain"],
+                " | ".join(cells),
+                held,
+            )
+        )
     return out + [""]
 
 
@@ -183,13 +278,29 @@ def module_variables(results):
     out = ["## Variables the modules set", ""]
     for role in ("baseline", "tuned"):
         env = seen.get(role, {})
-        out.append("- **%s** (`%s`): %s" % (role, results["modules"][role], ", ".join(
-            "`%s=%s`" % kv for kv in sorted(env.items()) if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN")))
-            or "nothing"))
-    tuning = {role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")} for role, env in seen.items()}
+        out.append(
+            "- **%s** (`%s`): %s"
+            % (
+                role,
+                results["modules"][role],
+                ", ".join(
+                    "`%s=%s`" % kv
+                    for kv in sorted(env.items())
+                    if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN"))
+                )
+                or "nothing",
+            )
+        )
+    tuning = {
+        role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")}
+        for role, env in seen.items()
+    }
     if tuning.get("baseline") == tuning.get("tuned"):
-        out += ["", "**The tuned module sets no tuning variable the baseline does not set at this geometry**:"
-                " every difference below is noise, and the module cannot pass."]
+        out += [
+            "",
+            "**The tuned module sets no tuning variable the baseline does not set at this geometry**:"
+            " every difference below is noise, and the module cannot pass.",
+        ]
     return out + [""]
 
 
@@ -197,6 +308,7 @@ def pyplot():
     """matplotlib.pyplot on the file-only backend, or None without matplotlib (the `plots` extra)."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -230,21 +342,35 @@ def write_plots(outdir, results):
             reps = data[role]
             if not reps:
                 continue
-            per_size = {s: v for s, v in figures(reps).items() if s > 0}   # log axes: no size 0
+            per_size = {s: v for s, v in figures(reps).items() if s > 0}  # log axes: no size 0
             if not per_size:
                 continue
             sizes = sorted(per_size)
             fig_v = [per_size[s] for s in sizes]
-            ax.plot(sizes, fig_v, marker="o", ms=3, color=colour,
-                    label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)))
-            ax.fill_between(sizes, [min(r[s] for r in reps) for s in sizes],
-                            [max(r[s] for r in reps) for s in sizes], color=colour, alpha=0.2)
+            ax.plot(
+                sizes,
+                fig_v,
+                marker="o",
+                ms=3,
+                color=colour,
+                label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)),
+            )
+            ax.fill_between(
+                sizes,
+                [min(r[s] for r in reps) for s in sizes],
+                [max(r[s] for r in reps) for s in sizes],
+                color=colour,
+                alpha=0.2,
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(UNIT[data["metric"]])
         label = " [probe]" if data.get("suite") == "probe" else ""
-        ax.set_title("%s%s: %d x %d" % (bench, label, results["geometry"]["nodes"], results["geometry"]["ppn"]))
+        ax.set_title(
+            "%s%s: %d x %d"
+            % (bench, label, results["geometry"]["nodes"], results["geometry"]["ppn"])
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -265,11 +391,19 @@ def junit(results):
             body = "<skipped message=%s/>" % quoteattr(b["reason"])
         else:
             body = "<system-out>%s</system-out>" % escape("%s: %s" % (b["verdict"], b["reason"]))
-        cases.append('  <testcase classname=%s name=%s time="0">%s</testcase>'
-                     % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body))
+        cases.append(
+            '  <testcase classname=%s name=%s time="0">%s</testcase>'
+            % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body)
+        )
     fails = sum(1 for b in results["bands"] if b["verdict"] == "lose")
     skips = sum(1 for b in results["bands"] if b["verdict"] == "no-data")
-    name = "validate %s %s vs %s" % (results["site"], results["modules"]["tuned"], results["modules"]["baseline"])
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<testsuite name=%s tests="%d" failures="%d" skipped="%d" errors="0" time="%.1f">\n%s\n</testsuite>\n'
-            % (quoteattr(name), len(cases), fails, skips, results["elapsed_s"], "\n".join(cases)))
+    name = "validate %s %s vs %s" % (
+        results["site"],
+        results["modules"]["tuned"],
+        results["modules"]["baseline"],
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<testsuite name=%s tests="%d" failures="%d" skipped="%d" errors="0" time="%.1f">\n%s\n</testsuite>\n'
+        % (quoteattr(name), len(cases), fails, skips, results["elapsed_s"], "\n".join(cases))
+    )

@@ -16,6 +16,7 @@ A band wins when the test rejects "no difference" at its level, the test's estim
 module is better and the reported gain (seed figures) is at least the tolerance; it loses in the
 mirror case; it ties otherwise.
 """
+
 import functools
 import math
 from dataclasses import dataclass, field
@@ -23,8 +24,12 @@ from typing import List, Optional
 
 KB, MB = 1024, 1024 * 1024
 # (name, lowest size, highest size) inclusive; size 0 moves no data and is left out of verdicts.
-BANDS = (("<=1KB", 1, KB), ("1KB-64KB", KB + 1, 64 * KB), ("64KB-1MB", 64 * KB + 1, MB),
-         (">1MB", MB + 1, None))
+BANDS = (
+    ("<=1KB", 1, KB),
+    ("1KB-64KB", KB + 1, 64 * KB),
+    ("64KB-1MB", 64 * KB + 1, MB),
+    (">1MB", MB + 1, None),
+)
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
@@ -55,6 +60,7 @@ def geomean(values):
 
 # ---- distributions (pure Python) -------------------------------------------------------------
 
+
 def _betacf(a, b, x):
     """Continued fraction of the incomplete beta function (Lentz), as in Numerical Recipes."""
     tiny = 1e-300
@@ -64,7 +70,10 @@ def _betacf(a, b, x):
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
             d = 1.0 + aa * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + aa / c
@@ -81,7 +90,9 @@ def _betai(a, b, x):
         return 0.0
     if x >= 1:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     if x < (a + 1) / (a + b + 2):
         return front * _betacf(a, b, x) / a
     return 1.0 - front * _betacf(b, a, 1 - x) / b
@@ -95,8 +106,12 @@ def t_two_sided(t, df):
 
 
 def _t_density(t, df):
-    return math.exp(math.lgamma((df + 1) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
-                    - (df + 1) / 2.0 * math.log1p(t * t / df))
+    return math.exp(
+        math.lgamma((df + 1) / 2.0)
+        - math.lgamma(df / 2.0)
+        - 0.5 * math.log(df * math.pi)
+        - (df + 1) / 2.0 * math.log1p(t * t / df)
+    )
 
 
 def t_quantile(p_two_sided, df):
@@ -109,7 +124,7 @@ def t_quantile(p_two_sided, df):
             z_lo = z
         else:
             z_hi = z
-    t = z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df * df)
+    t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
     lo, hi = 0.0, float("inf")
     for _ in range(200):
         f = t_two_sided(t, df) - p_two_sided
@@ -132,12 +147,13 @@ def _phi(z):
 
 # ---- the test --------------------------------------------------------------------------------
 
+
 @dataclass
 class TestResult:
-    diff: float      # trimmed mean of the tuned module's scores minus the baseline's (log cost; < 0: tuned better)
+    diff: float  # trimmed mean of the tuned module's scores minus the baseline's (log cost; < 0: tuned better)
     se: float
     df: float
-    p: float         # two-sided
+    p: float  # two-sided
 
 
 def trimmed(values, trim=True):
@@ -146,8 +162,8 @@ def trimmed(values, trim=True):
     n = len(v)
     g = n // 10 if trim else 0
     h = n - 2 * g
-    mean = sum(v[g:n - g]) / h
-    w = [v[g]] * g + v[g:n - g] + [v[n - g - 1]] * g
+    mean = sum(v[g : n - g]) / h
+    w = [v[g]] * g + v[g : n - g] + [v[n - g - 1]] * g
     wm = sum(w) / n
     var = sum((x - wm) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
     return mean, var, h
@@ -166,7 +182,7 @@ def yuen_welch(a, b, floor_a=0.0, floor_b=0.0, trim=True):
     se2 = da + db
     if se2 <= 0:
         return TestResult(diff, 0.0, float(ha + hb - 2), 1.0 if diff == 0 else 0.0)
-    df = se2 ** 2 / ((da * da / (ha - 1) if da else 0.0) + (db * db / (hb - 1) if db else 0.0))
+    df = se2**2 / ((da * da / (ha - 1) if da else 0.0) + (db * db / (hb - 1) if db else 0.0))
     t = diff / math.sqrt(se2)
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(t, df))
 
@@ -211,10 +227,12 @@ def resolution_floor(reps, sizes, all_reps):
 # ~320 ns in others, and a run in the slow spell is 2-3x slower at latency-bound sizes under either
 # module: the state is most of the run-to-run noise, and it comes in spells that can cover several
 # pairs. Comparing the modules within each state removes it from the comparison.
-SLOW_FACTOR = 2.0     # a figure this many times the campaign's fast level is the slow state
-FAST_QUANTILE = 0.1   # the fast level: this quantile of all the campaign's figures
-HOST_TEST_NAME = ("Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, "
-                  "weighted by runs; Holm over bands")
+SLOW_FACTOR = 2.0  # a figure this many times the campaign's fast level is the slow state
+FAST_QUANTILE = 0.1  # the fast level: this quantile of all the campaign's figures
+HOST_TEST_NAME = (
+    "Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, "
+    "weighted by runs; Holm over bands"
+)
 
 
 def host_labels(hosts):
@@ -238,11 +256,26 @@ def fisher_two_sided(a, b, c, d):
     """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
     row, col, n = a + b, a + c, a + b + c + d
     lf = lambda k: math.lgamma(k + 1)
-    prob = lambda x: math.exp(lf(row) + lf(n - row) + lf(col) + lf(n - col) - lf(n) - lf(x) - lf(row - x)
-                              - lf(col - x) - lf(n - row - col + x))
+    prob = lambda x: math.exp(
+        lf(row)
+        + lf(n - row)
+        + lf(col)
+        + lf(n - col)
+        - lf(n)
+        - lf(x)
+        - lf(row - x)
+        - lf(col - x)
+        - lf(n - row - col + x)
+    )
     observed = prob(a)
-    return min(1.0, sum(prob(x) for x in range(max(0, row + col - n), min(row, col) + 1)
-                        if prob(x) <= observed * (1 + 1e-7)))
+    return min(
+        1.0,
+        sum(
+            prob(x)
+            for x in range(max(0, row + col - n), min(row, col) + 1)
+            if prob(x) <= observed * (1 + 1e-7)
+        ),
+    )
 
 
 def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
@@ -254,14 +287,18 @@ def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
     fa, fb = sum(l == "fast" for l in labels_a), sum(l == "fast" for l in labels_b)
     p = fisher_two_sided(fa, len(labels_a) - fa, fb, len(labels_b) - fb)
     if p <= alpha:
-        return None, ("the host state depends on the module (fast in %d/%d baseline and %d/%d tuned runs, "
-                      "Fisher p=%.2g): compared without holding it equal" % (fa, len(labels_a), fb, len(labels_b), p))
+        return None, (
+            "the host state depends on the module (fast in %d/%d baseline and %d/%d tuned runs, "
+            "Fisher p=%.2g): compared without holding it equal"
+            % (fa, len(labels_a), fb, len(labels_b), p)
+        )
     return (list(labels_a), list(labels_b)), ""
 
 
 class RunPoints(dict):
     """One run's {size: value} that also knows the host state the run met (host_labels; None: not
     known), for callers that carry runs as lists of points (tune's choices)."""
+
     __slots__ = ("state",)
 
     def __init__(self, points, state=None):
@@ -297,8 +334,10 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
         part = (w * res.se) ** 2
         se2 += part
         df_den += part * part / res.df if res.df > 0 else 0.0
-    counts = {("none" if l is None else l): [len(ga), len(gb)] for l, (ga, gb) in sorted(
-        used.items(), key=lambda kv: str(kv[0]))}
+    counts = {
+        ("none" if l is None else l): [len(ga), len(gb)]
+        for l, (ga, gb) in sorted(used.items(), key=lambda kv: str(kv[0]))
+    }
     if se2 <= 0:
         return TestResult(diff, 0.0, total - 2, 1.0 if diff == 0 else 0.0), counts
     df = se2 * se2 / df_den if df_den > 0 else total - 2
@@ -314,8 +353,10 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 # freedom of the unpaired test, so it is used from PAIRED_MIN pairs at the first look: a choice
 # fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
 PAIRED_MIN = 10
-PAIRED_TEST_NAME = ("crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
-                    "pairs' differences); Holm over bands")
+PAIRED_TEST_NAME = (
+    "crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
+    "pairs' differences); Holm over bands"
+)
 
 
 def crossover(test, a, b, baseline_first, floor_a=0.0, floor_b=0.0):
@@ -329,12 +370,13 @@ def crossover(test, a, b, baseline_first, floor_a=0.0, floor_b=0.0):
     second = [x - y for x, y, f in zip(a, b, baseline_first) if not f]
     if len(first) < 2 or len(second) < 2:
         return None
-    floor = floor_a + floor_b      # a difference of two runs varies at least as much as both
+    floor = floor_a + floor_b  # a difference of two runs varies at least as much as both
     res = test(second, first, floor, floor)
     return TestResult(res.diff / 2, res.se / 2, res.df, res.p)
 
 
 # ---- sequential design -----------------------------------------------------------------------
+
 
 @functools.lru_cache(maxsize=256)
 def _pocock_nominal(alpha, fraction):
@@ -343,12 +385,16 @@ def _pocock_nominal(alpha, fraction):
     rho = math.sqrt(fraction)
     s = math.sqrt(1 - rho * rho)
 
-    def inside(c, steps=400):   # P(|Z1| < c and |Z2| < c), Simpson over z1
+    def inside(c, steps=400):  # P(|Z1| < c and |Z2| < c), Simpson over z1
         h = 2 * c / steps
         total = 0.0
         for i in range(steps + 1):
             z = -c + i * h
-            f = math.exp(-z * z / 2) / math.sqrt(2 * math.pi) * (_phi((c - rho * z) / s) - _phi((-c - rho * z) / s))
+            f = (
+                math.exp(-z * z / 2)
+                / math.sqrt(2 * math.pi)
+                * (_phi((c - rho * z) / s) - _phi((-c - rho * z) / s))
+            )
             total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
         return total * h / 3
 
@@ -368,6 +414,7 @@ class Design:
     benchmarks with an undecided band. Both looks use Pocock's constant nominal level, computed for
     the information fraction first/final, so the two looks together reject a true null with
     probability alpha (less when a benchmark is not extended)."""
+
     first: int = 5
     final: int = 10
 
@@ -383,27 +430,38 @@ class Design:
 
 # ---- verdicts --------------------------------------------------------------------------------
 
+
 @dataclass
 class BandResult:
     benchmark: str
     band: str
     sizes: List[int]
-    gain: Optional[float]        # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
-    p_value: Optional[float]     # two-sided p of the test, before any adjustment
-    verdict: str                 # win | tie | lose | no-data
+    gain: Optional[
+        float
+    ]  # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    p_value: Optional[float]  # two-sided p of the test, before any adjustment
+    verdict: str  # win | tie | lose | no-data
     reason: str
-    baseline_band: List[float] = field(default_factory=list)   # per run: geometric mean over the band's sizes
+    baseline_band: List[float] = field(
+        default_factory=list
+    )  # per run: geometric mean over the band's sizes
     tuned_band: List[float] = field(default_factory=list)
-    estimate: Optional[float] = None    # the test's gain: ratio of the trimmed geometric means of run band times
-    ci: Optional[List[float]] = None    # [low, high] of the estimate at the band's level
-    level: Optional[float] = None       # the p-value the band had to reach (Holm step, look)
-    look: Optional[int] = None          # 1 or 2 with a Design; None for a single fixed-size look
+    estimate: Optional[float] = (
+        None  # the test's gain: ratio of the trimmed geometric means of run band times
+    )
+    ci: Optional[List[float]] = None  # [low, high] of the estimate at the band's level
+    level: Optional[float] = None  # the p-value the band had to reach (Holm step, look)
+    look: Optional[int] = None  # 1 or 2 with a Design; None for a single fixed-size look
     n_baseline: int = 0
     n_tuned: int = 0
-    undecided: bool = False             # not significant and the interval reaches beyond the tolerance
+    undecided: bool = False  # not significant and the interval reaches beyond the tolerance
     test: str = ""
-    host_strata: Optional[dict] = None  # {host state: [baseline runs, tuned runs]} the test held equal
-    pairs: Optional[dict] = None        # {"baseline first": n, "tuned first": n}: the crossover test's pairs
+    host_strata: Optional[dict] = (
+        None  # {host state: [baseline runs, tuned runs]} the test held equal
+    )
+    pairs: Optional[dict] = (
+        None  # {"baseline first": n, "tuned first": n}: the crossover test's pairs
+    )
 
 
 def common_sizes(reps_a, reps_b):
@@ -418,32 +476,59 @@ def _decide(r, tolerance):
     where = "" if r.look is None else ", look %d" % r.look
     if r.p_value <= r.level:
         if r.estimate > 1 and r.gain >= tol_hi:
-            r.verdict, r.reason = "win", "tuned better by %.1f%%, p=%.2g <= %.2g%s" % (
-                (r.gain - 1) * 100, r.p_value, r.level, where)
+            r.verdict, r.reason = (
+                "win",
+                "tuned better by %.1f%%, p=%.2g <= %.2g%s"
+                % ((r.gain - 1) * 100, r.p_value, r.level, where),
+            )
         elif r.estimate < 1 and r.gain <= tol_lo:
-            r.verdict, r.reason = "lose", "tuned worse by %.1f%%, p=%.2g <= %.2g%s" % (
-                (1 - r.gain) * 100, r.p_value, r.level, where)
+            r.verdict, r.reason = (
+                "lose",
+                "tuned worse by %.1f%%, p=%.2g <= %.2g%s"
+                % ((1 - r.gain) * 100, r.p_value, r.level, where),
+            )
         elif (r.estimate > 1) != (r.gain > 1):
-            r.verdict, r.reason = "tie", "the test (x%.3f) and the seed figures (x%.3f) disagree in direction" % (
-                r.estimate, r.gain)
+            r.verdict, r.reason = (
+                "tie",
+                "the test (x%.3f) and the seed figures (x%.3f) disagree in direction"
+                % (r.estimate, r.gain),
+            )
         else:
-            r.verdict, r.reason = "tie", "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)" % (
-                (r.gain - 1) * 100, tolerance * 100, r.p_value)
+            r.verdict, r.reason = (
+                "tie",
+                "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)"
+                % ((r.gain - 1) * 100, tolerance * 100, r.p_value),
+            )
         return r
     r.verdict = "tie"
     lo, hi = r.ci
     if tol_lo < lo and hi < tol_hi:
-        r.reason = "difference %+.1f%% within noise (p=%.2g > %.2g%s); interval x%.3f-x%.3f inside the tolerance" % (
-            (r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+        r.reason = (
+            "difference %+.1f%% within noise (p=%.2g > %.2g%s); interval x%.3f-x%.3f inside the tolerance"
+            % ((r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+        )
     else:
         r.undecided = True
-        r.reason = "difference %+.1f%% within noise (p=%.2g > %.2g%s); undecided: interval x%.3f-x%.3f" % (
-            (r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+        r.reason = (
+            "difference %+.1f%% within noise (p=%.2g > %.2g%s); undecided: interval x%.3f-x%.3f"
+            % ((r.gain - 1) * 100, r.p_value, r.level, where, lo, hi)
+        )
     return r
 
 
-def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAULT_TOLERANCE,
-                  alpha=DEFAULT_ALPHA, design=None, previous=None, test=yuen_welch, strata=None, pairs=None):
+def compare_bands(
+    benchmark,
+    metric,
+    baseline_reps,
+    tuned_reps,
+    tolerance=DEFAULT_TOLERANCE,
+    alpha=DEFAULT_ALPHA,
+    design=None,
+    previous=None,
+    test=yuen_welch,
+    strata=None,
+    pairs=None,
+):
     """baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
     strata: (labels of baseline_reps, labels of tuned_reps), the host state of each run
     (host_strata): the test is then made within each state (`stratified`).
@@ -460,37 +545,85 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     look = None if design is None else (2 if previous is not None else 1)
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
-    out, pending, done = [], [], []      # pending: (band, test result) still to decide
-    test_name = PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
+    out, pending, done = [], [], []  # pending: (band, test result) still to decide
+    test_name = (
+        PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
+    )
     for name, _, _ in BANDS:
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
             continue
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
-            out.append(BandResult(benchmark, name, in_band, None, None, "no-data",
-                                  "fewer than 2 successful repetitions of a module", test=test_name))
+            out.append(
+                BandResult(
+                    benchmark,
+                    name,
+                    in_band,
+                    None,
+                    None,
+                    "no-data",
+                    "fewer than 2 successful repetitions of a module",
+                    test=test_name,
+                )
+            )
             continue
-        gain = geomean([1 / rel[s] for s in in_band if s in rel])   # inverse of the tuned relative time
+        gain = geomean(
+            [1 / rel[s] for s in in_band if s in rel]
+        )  # inverse of the tuned relative time
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1
-        r = BandResult(benchmark, name, in_band, gain, None, "no-data", "no positive values to compare",
-                       [math.exp(sign * x) for x in a], [math.exp(sign * x) for x in b], look=look,
-                       n_baseline=len(a), n_tuned=len(b), test=test_name)
+        r = BandResult(
+            benchmark,
+            name,
+            in_band,
+            gain,
+            None,
+            "no-data",
+            "no positive values to compare",
+            [math.exp(sign * x) for x in a],
+            [math.exp(sign * x) for x in b],
+            look=look,
+            n_baseline=len(a),
+            n_tuned=len(b),
+            test=test_name,
+        )
         if gain is None:
             out.append(r)
             continue
         old = before.get(name)
-        if old is not None and old.p_value is not None and old.level is not None and old.p_value <= old.level:
-            out.append(old)      # rejected at look 1: that decision is final and its share of alpha passes on
+        if (
+            old is not None
+            and old.p_value is not None
+            and old.level is not None
+            and old.p_value <= old.level
+        ):
+            out.append(
+                old
+            )  # rejected at look 1: that decision is final and its share of alpha passes on
             done.append(old)
             continue
         everyone = list(baseline_reps) + list(tuned_reps)
-        floors = (resolution_floor(baseline_reps, in_band, everyone), resolution_floor(tuned_reps, in_band, everyone))
-        res = None if pairs is None else crossover(
-            test, [a[i] for i, _, _ in pairs], [b[j] for _, j, _ in pairs], [f for _, _, f in pairs], *floors)
+        floors = (
+            resolution_floor(baseline_reps, in_band, everyone),
+            resolution_floor(tuned_reps, in_band, everyone),
+        )
+        res = (
+            None
+            if pairs is None
+            else crossover(
+                test,
+                [a[i] for i, _, _ in pairs],
+                [b[j] for _, j, _ in pairs],
+                [f for _, _, f in pairs],
+                *floors,
+            )
+        )
         if res is not None:
-            r.pairs = {"baseline first": sum(1 for p in pairs if p[2]), "tuned first": sum(1 for p in pairs if not p[2])}
+            r.pairs = {
+                "baseline first": sum(1 for p in pairs if p[2]),
+                "tuned first": sum(1 for p in pairs if not p[2]),
+            }
         elif strata is None:
             res = test(a, b, *floors)
             r.test = TEST_NAME
@@ -506,8 +639,8 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
     for i, (r, _) in enumerate(pending):
         share = alpha / (m - rejected)
         r.level = share if design is None else design.level(share, look)
-        if r.p_value > r.level:   # Holm stops: every band left is tested at this step's level
-            for rest, _ in pending[i + 1:]:
+        if r.p_value > r.level:  # Holm stops: every band left is tested at this step's level
+            for rest, _ in pending[i + 1 :]:
                 rest.level = r.level
             break
         rejected += 1
@@ -518,13 +651,21 @@ def compare_bands(benchmark, metric, baseline_reps, tuned_reps, tolerance=DEFAUL
         if r.pairs:
             left = r.n_baseline + r.n_tuned - 2 * sum(r.pairs.values())
             r.reason += "; paired: %d pairs (%d baseline first, %d tuned first)%s" % (
-                sum(r.pairs.values()), r.pairs["baseline first"], r.pairs["tuned first"],
-                "; %d run(s) without their pair left out" % left if left else "")
+                sum(r.pairs.values()),
+                r.pairs["baseline first"],
+                r.pairs["tuned first"],
+                "; %d run(s) without their pair left out" % left if left else "",
+            )
         if r.host_strata:
             left = r.n_baseline + r.n_tuned - sum(sum(n) for n in r.host_strata.values())
-            r.reason += "; host state held equal (%s%s)" % (", ".join(
-                "%s %d+%d" % (state, na, nb) for state, (na, nb) in r.host_strata.items()),
-                "; %d run(s) left out: their state has fewer than 2 runs of a module" % left if left else "")
+            r.reason += "; host state held equal (%s%s)" % (
+                ", ".join(
+                    "%s %d+%d" % (state, na, nb) for state, (na, nb) in r.host_strata.items()
+                ),
+                "; %d run(s) left out: their state has fewer than 2 runs of a module" % left
+                if left
+                else "",
+            )
     return out
 
 
@@ -548,26 +689,37 @@ def pair_order(rep, run_index=0):
 def describe_method(tolerance, alpha, design=None, host=False, paired=False):
     """The verdict's method in a few sentences (report.md's Method section); host: the comparison
     held the host state equal (host_strata); paired: the crossover test over the pairs was used."""
-    looks = ("one look" if design is None else
-             "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
-             "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1)))
-    within = ("" if not host else
-              " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
-              "weights by runs (states with fewer than 2 runs of a module are left out)")
-    compared = ("The runs were measured in pairs, the modules one right after the other, half of the pairs "
-                "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
-                "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
-                "means between the differences of the baseline-first pairs and the negated differences of the "
-                "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
-                "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN if paired else
-                "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
-                "nothing is trimmed below 10 runs)%s" % within)
-    return ("A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
-            "%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
-            "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
-            "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
-            "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-            % (compared, alpha, looks, tolerance * 100))
+    looks = (
+        "one look"
+        if design is None
+        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
+        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
+    )
+    within = (
+        ""
+        if not host
+        else " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
+        "weights by runs (states with fewer than 2 runs of a module are left out)"
+    )
+    compared = (
+        "The runs were measured in pairs, the modules one right after the other, half of the pairs "
+        "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
+        "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
+        "means between the differences of the baseline-first pairs and the negated differences of the "
+        "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
+        "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN
+        if paired
+        else "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
+        "nothing is trimmed below 10 runs)%s" % within
+    )
+    return (
+        "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
+        "%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
+        "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
+        "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
+        "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
+        % (compared, alpha, looks, tolerance * 100)
+    )
 
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):
@@ -578,7 +730,12 @@ def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_r
         verdict = "win"
     else:
         verdict = "tie"
-    reason = "failed runs: baseline %d/%d, tuned %d/%d" % (baseline_failed, baseline_runs, tuned_failed, tuned_runs)
+    reason = "failed runs: baseline %d/%d, tuned %d/%d" % (
+        baseline_failed,
+        baseline_runs,
+        tuned_failed,
+        tuned_runs,
+    )
     return BandResult(benchmark, "reliability", [], None, None, verdict, reason)
 
 

@@ -7,6 +7,7 @@ loads exactly one MPI module, so nothing leaks between A and B; its command, the
 module set, its output, exit code and wall time go to a log of their own. Results land in a new
 directory that is never reused (report.py).
 """
+
 import datetime
 import json
 import os
@@ -26,15 +27,19 @@ from tunedmpi.bench.runner import CannotRun, check_geometry, progress, require_l
 from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
-MIN_REPETITIONS = 3   # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
+MIN_REPETITIONS = (
+    3  # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
+)
 # Pairs per module at the first look, per set (--repetitions overrides). --full starts with 15 so that
 # its first look is paired (stats.PAIRED_MIN): on this project's hosts the crossover test over the pairs
 # found far more real gains than the unpaired test at the same false-call rate (validate/README.md,
 # "Why --full defaults to 15 pairs"). The quick sets keep 5: a crossover test on 5 pairs has 3 degrees
 # of freedom, which costs more than pairing gains.
 DEFAULT_REPETITIONS = {"quick": 5, "short": 5, "full": 15}
-EXTENSION_FACTOR = 2  # the one extension measures undecided benchmarks up to this many times the first look
-DEFAULT_TIMEOUT_S = {"quick": 120.0, "short": 900.0, "full": 900.0}   # per run
+EXTENSION_FACTOR = (
+    2  # the one extension measures undecided benchmarks up to this many times the first look
+)
+DEFAULT_TIMEOUT_S = {"quick": 120.0, "short": 900.0, "full": 900.0}  # per run
 
 
 def first_look(set_name, requested=None):
@@ -45,14 +50,14 @@ def first_look(set_name, requested=None):
 @dataclass
 class Options:
     site: str
-    tuned: str                    # module names with version
+    tuned: str  # module names with version
     baseline: str
     set_name: str = "quick"
     nodes: int = 1
     ppn: int = 2
     geometry_source: str = "default"
-    repetitions: int = 5          # the first look; the extension may double it for undecided benchmarks
-                                  # (options_from_args: DEFAULT_REPETITIONS of the set)
+    repetitions: int = 5  # the first look; the extension may double it for undecided benchmarks
+    # (options_from_args: DEFAULT_REPETITIONS of the set)
     extend: bool = True
     timeout: float = 120.0
     retries: int = 1
@@ -66,29 +71,48 @@ class Options:
 
 @dataclass
 class RunRecord:
-    run: str                      # "collectives" or a one-sided benchmark
-    role: str                     # baseline | tuned
+    run: str  # "collectives" or a one-sided benchmark
+    role: str  # baseline | tuned
     module: str
     rep: int
     attempt: int
-    status: str                   # parse.STATUSES
+    status: str  # parse.STATUSES
     exit_code: Optional[int]
     wall_s: float
     log: str
     problems: List[str]
-    series: dict                  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
-    env: dict = field(default_factory=dict)   # tuning variables the module set for this run
-    host: Optional[dict] = None   # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
+    series: dict  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
+    env: dict = field(default_factory=dict)  # tuning variables the module set for this run
+    host: Optional[dict] = (
+        None  # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
+    )
 
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
     """Every attempt of one run (retried while it fails), each a RunRecord with its own log."""
     log_for = lambda attempt: logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
-    title_for = lambda attempt: ("tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d"
-                                 % (run.name, role, module, rep, attempt))
-    return [RunRecord(run.name, role, module, rep, attempt, m["status"], m["exit_code"], m["wall_s"],
-                      str(log_for(attempt).relative_to(logdir.parent)), m["problems"], m["series"], m["env"], m["host"])
-            for attempt, m in runner.attempts(binaries, run, module, {}, log_for, title_for)]
+    title_for = lambda attempt: (
+        "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d"
+        % (run.name, role, module, rep, attempt)
+    )
+    return [
+        RunRecord(
+            run.name,
+            role,
+            module,
+            rep,
+            attempt,
+            m["status"],
+            m["exit_code"],
+            m["wall_s"],
+            str(log_for(attempt).relative_to(logdir.parent)),
+            m["problems"],
+            m["series"],
+            m["env"],
+            m["host"],
+        )
+        for attempt, m in runner.attempts(binaries, run, module, {}, log_for, title_for)
+    ]
 
 
 def new_results_dir(out, site):
@@ -112,8 +136,10 @@ def prepare(opts):
     runner = Runner(opts.modulepaths, opts.nodes, opts.ppn, opts.timeout, opts.retries)
     for option, module in (("--module", opts.tuned), ("--baseline", opts.baseline)):
         if not runner.module_available(module):
-            raise CannotRun("%s %s: no such module in the module path (%s); `module avail` lists what there is, "
-                            "--modulepath DIR adds a directory" % (option, module, ":".join(opts.modulepaths)))
+            raise CannotRun(
+                "%s %s: no such module in the module path (%s); `module avail` lists what there is, "
+                "--modulepath DIR adds a directory" % (option, module, ":".join(opts.modulepaths))
+            )
     return runner, runner.find_binaries(opts.baseline, opts.only, opts.force_probes)
 
 
@@ -131,14 +157,30 @@ def campaign(opts):
     runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
     module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
     # which hosts the ranks land on under each module (the tuned one may set the placement)
-    placement = {role: runner.placement(module, binaries.modules) for role, module in module_of.items()}
-    design = stats.Design(opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions)
+    placement = {
+        role: runner.placement(module, binaries.modules) for role, module in module_of.items()
+    }
+    design = stats.Design(
+        opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions
+    )
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     records = []
-    sys.stderr.write("validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
-                     % (opts.tuned, opts.baseline, opts.nodes, opts.ppn, opts.set_name, opts.repetitions,
-                        " (+ up to %d for undecided bands)" % (design.final - design.first) if opts.extend else "",
-                        "benchmarks: " + binaries.suite, outdir))
+    sys.stderr.write(
+        "validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
+        % (
+            opts.tuned,
+            opts.baseline,
+            opts.nodes,
+            opts.ppn,
+            opts.set_name,
+            opts.repetitions,
+            " (+ up to %d for undecided bands)" % (design.final - design.first)
+            if opts.extend
+            else "",
+            "benchmarks: " + binaries.suite,
+            outdir,
+        )
+    )
 
     def measure_reps(todo, first, last):
         total, done = len(todo) * (last - first + 1) * 2, 0
@@ -148,34 +190,71 @@ def campaign(opts):
                     tries = run_once(runner, binaries, run, role, module_of[role], rep, logdir)
                     records.extend(tries)
                     done += 1
-                    progress(done, total, started, "rep %d/%d %-15s %-8s %s (%.1fs%s)" % (
-                        rep, last, run.name, role, tries[-1].status, tries[-1].wall_s,
-                        ", %d attempts" % len(tries) if len(tries) > 1 else ""))
+                    progress(
+                        done,
+                        total,
+                        started,
+                        "rep %d/%d %-15s %-8s %s (%.1fs%s)"
+                        % (
+                            rep,
+                            last,
+                            run.name,
+                            role,
+                            tries[-1].status,
+                            tries[-1].wall_s,
+                            ", %d attempts" % len(tries) if len(tries) > 1 else "",
+                        ),
+                    )
 
     measure_reps(runs, 1, design.first)
     results = analyse(opts, runs, records, design)
     undecided = stats.extension([stats.BandResult(**b) for b in results["bands"]], design)
     extended = [run for run in runs if set(run.expect) & set(undecided)]
     if extended:
-        sys.stderr.write("validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n" % (
-            design.first, "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
-            design.first + 1, design.final, ", ".join(r.name for r in extended)))
+        sys.stderr.write(
+            "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
+            % (
+                design.first,
+                "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
+                design.first + 1,
+                design.final,
+                ", ".join(r.name for r in extended),
+            )
+        )
         measure_reps(extended, design.first + 1, design.final)
         results = analyse(opts, runs, records, design, previous=results, extended=extended)
     results.update(
-        tool="tunedmpi validate", started=t0.isoformat(timespec="seconds"),
+        tool="tunedmpi validate",
+        started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        elapsed_s=round(time.monotonic() - started, 1), site=opts.site,
+        elapsed_s=round(time.monotonic() - started, 1),
+        site=opts.site,
         modules={"baseline": opts.baseline, "tuned": opts.tuned},
-        geometry={"nodes": opts.nodes, "ppn": opts.ppn, "np": opts.nodes * opts.ppn, "source": opts.geometry_source},
-        placement=placement, set=opts.set_name, repetitions=opts.repetitions, retries=opts.retries, timeout_s=opts.timeout,
-        tolerance=opts.tolerance, alpha=opts.alpha, suite=binaries.suite,
-        design={"first": design.first, "final": design.final,
-                "extended": [r.name for r in extended], "order": "counterbalanced (ABBA)"},
+        geometry={
+            "nodes": opts.nodes,
+            "ppn": opts.ppn,
+            "np": opts.nodes * opts.ppn,
+            "source": opts.geometry_source,
+        },
+        placement=placement,
+        set=opts.set_name,
+        repetitions=opts.repetitions,
+        retries=opts.retries,
+        timeout_s=opts.timeout,
+        tolerance=opts.tolerance,
+        alpha=opts.alpha,
+        suite=binaries.suite,
+        design={
+            "first": design.first,
+            "final": design.final,
+            "extended": [r.name for r in extended],
+            "order": "counterbalanced (ABBA)",
+        },
         binaries={k: v for k, v in asdict(binaries).items() if k != "suite"},
         commands={r.name: " ".join(runner.mpirun_line(r)) for r in runs},
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
-        runs=[asdict(r) for r in records])
+        runs=[asdict(r) for r in records],
+    )
     report.write_all(outdir, results)
     return results, outdir
 
@@ -189,21 +268,51 @@ def reanalyse(source, out):
     src = Path(source)
     try:
         res = json.loads((src / "results.json").read_text())
-        records = [RunRecord(**dict(r, series={b: dict(s, points={int(k): v for k, v in s["points"].items()})
-                                               for b, s in r["series"].items()}))
-                   for r in res["runs"]]
+        records = [
+            RunRecord(
+                **dict(
+                    r,
+                    series={
+                        b: dict(s, points={int(k): v for k, v in s["points"].items()})
+                        for b, s in r["series"].items()
+                    },
+                )
+            )
+            for r in res["runs"]
+        ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CannotRun("%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
-                        % (src / "results.json", exc))
+        raise CannotRun(
+            "%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
+            % (src / "results.json", exc)
+        )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
     benches = set(res["per_size"])
-    runs = [suites.Run(name, "", tuple(c for c in suites.COLLECTIVES if c in benches) if name == "collectives"
-                       else (name,), (), None) for name in suites.run_names(sorted(benches))]
-    opts = Options(site=res["site"], tuned=res["modules"]["tuned"], baseline=res["modules"]["baseline"],
-                   tolerance=res["tolerance"], alpha=res["alpha"])
+    runs = [
+        suites.Run(
+            name,
+            "",
+            tuple(c for c in suites.COLLECTIVES if c in benches)
+            if name == "collectives"
+            else (name,),
+            (),
+            None,
+        )
+        for name in suites.run_names(sorted(benches))
+    ]
+    opts = Options(
+        site=res["site"],
+        tuned=res["modules"]["tuned"],
+        baseline=res["modules"]["baseline"],
+        tolerance=res["tolerance"],
+        alpha=res["alpha"],
+    )
     # results from before the two looks: one look at all their repetitions
-    looks = res.get("design") or {"first": res["repetitions"], "final": res["repetitions"], "extended": [],
-                                  "order": "as recorded"}
+    looks = res.get("design") or {
+        "first": res["repetitions"],
+        "final": res["repetitions"],
+        "extended": [],
+        "order": "as recorded",
+    }
     design = stats.Design(looks["first"], looks["final"])
     results = analyse(opts, runs, [r for r in records if r.rep <= design.first], design)
     extended = [run for run in runs if run.name in looks["extended"]]
@@ -222,7 +331,9 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
     previous: the look-1 results; then the benchmarks of the `extended` runs are judged at look 2 on
     all their repetitions and every other benchmark keeps its look-1 bands."""
     final, first = {}, {}
-    for r in records:  # later attempts replace earlier ones; records are in the order they were measured
+    for r in (
+        records
+    ):  # later attempts replace earlier ones; records are in the order they were measured
         final[(r.run, r.role, r.rep)] = r
         first.setdefault((r.run, r.rep), r.role)
     # The crossover test over the pairs when the design has enough of them at its first look
@@ -236,17 +347,30 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
     bands, per_size = [], {}
     for run in runs:
         for bench in run.expect:
-            reps = {role: sorted((r for (name, rl, _), r in final.items() if name == run.name and rl == role),
-                                 key=lambda r: r.rep) for role in ("baseline", "tuned")}
-            used = {role: [r for r in recs if r.status == "ok" and bench in r.series] for role, recs in reps.items()}
+            reps = {
+                role: sorted(
+                    (r for (name, rl, _), r in final.items() if name == run.name and rl == role),
+                    key=lambda r: r.rep,
+                )
+                for role in ("baseline", "tuned")
+            }
+            used = {
+                role: [r for r in recs if r.status == "ok" and bench in r.series]
+                for role, recs in reps.items()
+            }
             ok = {role: [r.series[bench] for r in recs] for role, recs in used.items()}
-            states = {role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()}
+            states = {
+                role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()
+            }
             strata, why_not = stats.host_strata(states["baseline"], states["tuned"], opts.alpha)
             pairs = None
             if paired:
                 where = {r.rep: j for j, r in enumerate(used["tuned"])}
-                pairs = [(i, where[r.rep], first[(run.name, r.rep)] == "baseline")
-                         for i, r in enumerate(used["baseline"]) if r.rep in where]
+                pairs = [
+                    (i, where[r.rep], first[(run.name, r.rep)] == "baseline")
+                    for i, r in enumerate(used["baseline"])
+                    if r.rep in where
+                ]
             failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
             metric = next((s["metric"] for role in ok for s in ok[role]), None)
             suite = next((s["suite"] for role in ok for s in ok[role]), None)
@@ -255,25 +379,67 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                 bands += [stats.BandResult(**b) for (bn, _), b in old.items() if bn == bench]
             else:
                 if metric:
-                    look1 = ([stats.BandResult(**b) for (bn, band), b in old.items() if bn == bench and band != "reliability"]
-                             if previous is not None else None)
-                    bands += stats.compare_bands(bench, metric, pts["baseline"], pts["tuned"], opts.tolerance,
-                                                 opts.alpha, design=design, previous=look1, strata=strata,
-                                                 pairs=pairs)
-                bands.append(stats.reliability(bench, failed["baseline"], len(reps["baseline"]),
-                                               failed["tuned"], len(reps["tuned"])))
-            per_size[bench] = {"metric": metric, "suite": suite, "baseline": pts["baseline"], "tuned": pts["tuned"],
-                               "host_states": states, "host_note": why_not}
+                    look1 = (
+                        [
+                            stats.BandResult(**b)
+                            for (bn, band), b in old.items()
+                            if bn == bench and band != "reliability"
+                        ]
+                        if previous is not None
+                        else None
+                    )
+                    bands += stats.compare_bands(
+                        bench,
+                        metric,
+                        pts["baseline"],
+                        pts["tuned"],
+                        opts.tolerance,
+                        opts.alpha,
+                        design=design,
+                        previous=look1,
+                        strata=strata,
+                        pairs=pairs,
+                    )
+                bands.append(
+                    stats.reliability(
+                        bench,
+                        failed["baseline"],
+                        len(reps["baseline"]),
+                        failed["tuned"],
+                        len(reps["tuned"]),
+                    )
+                )
+            per_size[bench] = {
+                "metric": metric,
+                "suite": suite,
+                "baseline": pts["baseline"],
+                "tuned": pts["tuned"],
+                "host_states": states,
+                "host_note": why_not,
+            }
     verdict = stats.module_verdict(bands)
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
     # module does is a result (reliability), not a failure to validate.
     any_data = any(r.status == "ok" for r in final.values())
     exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
-    return {"bands": [asdict(b) for b in bands], "per_size": per_size, "verdict": verdict if any_data else "COULD-NOT-RUN",
-            "exit_code": exit_code, "host_state": {
-                "slow_above_ns": slow_above, "slow_factor": stats.SLOW_FACTOR, "fast_quantile": stats.FAST_QUANTILE,
-                "runs": {role: {str(l): sum(1 for k, lab in state.items() if k[1] == role and lab == l)
-                                for l in sorted(set(labels), key=str)} for role in ("baseline", "tuned")}}}
+    return {
+        "bands": [asdict(b) for b in bands],
+        "per_size": per_size,
+        "verdict": verdict if any_data else "COULD-NOT-RUN",
+        "exit_code": exit_code,
+        "host_state": {
+            "slow_above_ns": slow_above,
+            "slow_factor": stats.SLOW_FACTOR,
+            "fast_quantile": stats.FAST_QUANTILE,
+            "runs": {
+                role: {
+                    str(l): sum(1 for k, lab in state.items() if k[1] == role and lab == l)
+                    for l in sorted(set(labels), key=str)
+                }
+                for role in ("baseline", "tuned")
+            },
+        },
+    }
 
 
 def options_from_args(args):
@@ -293,28 +459,55 @@ def options_from_args(args):
     require_local_mpi(site)
     tuned = args.module or "%s/%s" % (site.tuned_module, site.mpi_version)
     baseline = args.baseline or "%s/%s" % (site.baseline_module, site.mpi_version)
-    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)] + list(args.modulepath or [])
+    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)] + list(
+        args.modulepath or []
+    )
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
     known = set(suites.COLLECTIVES + suites.ONE_SIDED)
     if only and not set(only) <= known:
-        raise CannotRun("--benchmarks: unknown benchmark(s) %s; choose from %s"
-                        % (", ".join(sorted(set(only) - known)), ", ".join(sorted(known))))
+        raise CannotRun(
+            "--benchmarks: unknown benchmark(s) %s; choose from %s"
+            % (", ".join(sorted(set(only) - known)), ", ".join(sorted(known)))
+        )
     set_name = "full" if args.full else "short" if args.short else "quick"
     repetitions = first_look(set_name, args.repetitions)
     if repetitions < MIN_REPETITIONS:
-        raise CannotRun("--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
-                        "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
-                        % (repetitions, MIN_REPETITIONS, MIN_REPETITIONS, DEFAULT_REPETITIONS[set_name], set_name))
-    return Options(site=site.name, tuned=tuned, baseline=baseline, set_name=set_name, nodes=nodes, ppn=ppn,
-                   geometry_source=source, repetitions=repetitions, extend=not args.no_extend,
-                   timeout=args.timeout or DEFAULT_TIMEOUT_S[set_name],
-                   retries=args.retries, tolerance=args.tolerance, alpha=args.alpha, only=only,
-                   force_probes=args.probes, out=args.out, modulepaths=modulepaths)
+        raise CannotRun(
+            "--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
+            "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
+            % (
+                repetitions,
+                MIN_REPETITIONS,
+                MIN_REPETITIONS,
+                DEFAULT_REPETITIONS[set_name],
+                set_name,
+            )
+        )
+    return Options(
+        site=site.name,
+        tuned=tuned,
+        baseline=baseline,
+        set_name=set_name,
+        nodes=nodes,
+        ppn=ppn,
+        geometry_source=source,
+        repetitions=repetitions,
+        extend=not args.no_extend,
+        timeout=args.timeout or DEFAULT_TIMEOUT_S[set_name],
+        retries=args.retries,
+        tolerance=args.tolerance,
+        alpha=args.alpha,
+        only=only,
+        force_probes=args.probes,
+        out=args.out,
+        modulepaths=modulepaths,
+    )
 
 
 def submit(args):
     """--submit: run the same validation as a Slurm batch job (sbatch --wait), then show its output."""
     import shutil
+
     if geometry.from_scheduler(dict(os.environ)):
         raise CannotRun("--submit is for use outside a job; inside salloc/sbatch run without it")
     if not shutil.which("sbatch"):
@@ -339,23 +532,43 @@ def submit(args):
     run_sh = paths.project_root() / "validate" / "run.sh"
     # The job records the validation's own exit code: sbatch --wait says 0 for a job cancelled
     # before it started and 1 for one killed or out of time, which would read as PASS or FAIL.
-    job = ["#!/bin/bash", "# written by tunedmpi validate --submit",
-           "%s %s --out %s" % (shlex.quote(str(run_sh)), " ".join(shlex.quote(a) for a in cleaned),
-                               shlex.quote(str(out))),
-           "code=$?",
-           'echo "$code" > %s/.exit-"$SLURM_JOB_ID"' % shlex.quote(str(out)),
-           'exit "$code"']
+    job = [
+        "#!/bin/bash",
+        "# written by tunedmpi validate --submit",
+        "%s %s --out %s"
+        % (
+            shlex.quote(str(run_sh)),
+            " ".join(shlex.quote(a) for a in cleaned),
+            shlex.quote(str(out)),
+        ),
+        "code=$?",
+        'echo "$code" > %s/.exit-"$SLURM_JOB_ID"' % shlex.quote(str(out)),
+        'exit "$code"',
+    ]
     script = out / (".submit-%d.sh" % os.getpid())
     script.write_text("\n".join(job) + "\n")
-    cmd = ["sbatch", "--wait", "--parsable", "--job-name", "tunedmpi-validate", "--nodes", str(nodes),
-           "--ntasks-per-node", str(ppn), "--output", str(out / "slurm-%j.out")]
+    cmd = [
+        "sbatch",
+        "--wait",
+        "--parsable",
+        "--job-name",
+        "tunedmpi-validate",
+        "--nodes",
+        str(nodes),
+        "--ntasks-per-node",
+        str(ppn),
+        "--output",
+        str(out / "slurm-%j.out"),
+    ]
     cmd += shlex.split(args.sbatch_args or "") + [str(script)]
     sys.stderr.write("validate: submitting: %s\n" % " ".join(shlex.quote(c) for c in cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     script.unlink()
     job_id = proc.stdout.strip().split(";")[0]
     if not job_id:  # refused at submission (partition, account, limits): nothing ran
-        raise CannotRun("sbatch did not submit the job (exit %d): %s" % (proc.returncode, proc.stderr.strip()))
+        raise CannotRun(
+            "sbatch did not submit the job (exit %d): %s" % (proc.returncode, proc.stderr.strip())
+        )
     log = out / ("slurm-%s.out" % job_id)
     if log.is_file():
         sys.stdout.write(log.read_text(errors="replace"))
@@ -367,10 +580,20 @@ def submit(args):
         exit_file.unlink()
     except (OSError, ValueError):
         code = None
-    sys.stderr.write("validate: job %s finished (sbatch exit %d, validation exit %s)\n"
-                     % (job_id, proc.returncode, "none" if code is None else code))
+    sys.stderr.write(
+        "validate: job %s finished (sbatch exit %d, validation exit %s)\n"
+        % (job_id, proc.returncode, "none" if code is None else code)
+    )
     if code not in (EXIT_PASS, EXIT_FAIL, EXIT_CANNOT):
-        raise CannotRun("job %s ended without a verdict (%s); see `scontrol show job %s` and %s"
-                        % (job_id, "no exit code recorded: cancelled, out of time or killed" if code is None
-                           else "validation exited %d" % code, job_id, log))
+        raise CannotRun(
+            "job %s ended without a verdict (%s); see `scontrol show job %s` and %s"
+            % (
+                job_id,
+                "no exit code recorded: cancelled, out of time or killed"
+                if code is None
+                else "validation exited %d" % code,
+                job_id,
+                log,
+            )
+        )
     return code

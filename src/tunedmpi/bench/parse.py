@@ -19,13 +19,14 @@ that look like errors become ``Parsed.problems``, each once with a count.
 Probes (validate/probes/) print either format after a ``# tunedmpi-probe ...`` line; their series
 are labelled suite ``"probe"``.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-LATENCY = "latency_us"        # lower is better
+LATENCY = "latency_us"  # lower is better
 BANDWIDTH = "bandwidth_MBps"  # higher is better
 STATUSES = ("ok", "failed", "crashed", "timeout", "no-data")
 PROBE_MARK = "# tunedmpi-probe"
@@ -40,9 +41,10 @@ class Series:
     ``calling_sequence``, ``datatype``, ``reduction_datatype``, ``op``, ``mode`` (IMB-RMA);
     OSU ``window``, ``sync``, ``datatype``.
     """
-    suite: str          # "imb" | "osu" | "probe"
-    benchmark: str      # lower case: "allreduce", "unidir_put", "put_latency", ...
-    metric: str         # LATENCY or BANDWIDTH
+
+    suite: str  # "imb" | "osu" | "probe"
+    benchmark: str  # lower case: "allreduce", "unidir_put", "put_latency", ...
+    metric: str  # LATENCY or BANDWIDTH
     points: tuple
     nprocs: Optional[int] = None  # IMB prints it; OSU does not
     options: dict = field(default_factory=dict, hash=False)
@@ -60,8 +62,8 @@ class Series:
 @dataclass
 class Parsed:
     series: list
-    problems: list   # human-readable, deduplicated ("... (x34)")
-    status: str      # one of STATUSES
+    problems: list  # human-readable, deduplicated ("... (x34)")
+    status: str  # one of STATUSES
 
 
 _INT = re.compile(r"^\d{1,18}$")  # bounded: int() refuses very long digit strings
@@ -73,36 +75,63 @@ _IMB_MODE = re.compile(r"^#\s*MODE:\s*(\S+)")
 _IMB_HEADER = re.compile(r"^#(bytes|repetitions)\s")
 _IMB_LISTED = re.compile(r"^#\s+(\w+)$")
 _IMB_END = "All processes entering MPI_Finalize"
-_IMB_TEXT = re.compile(r"^#\s*Benchmarking\s|Intel\(R\) MPI Benchmarks|\bIMB-(MPI1|NBC|RMA|EXT|IO|MT|P2P)\b",
-                       re.M)
+_IMB_TEXT = re.compile(
+    r"^#\s*Benchmarking\s|Intel\(R\) MPI Benchmarks|\bIMB-(MPI1|NBC|RMA|EXT|IO|MT|P2P)\b", re.M
+)
 _OSU_TITLE = re.compile(r"^#\s*OSU\s+MPI([\s_])(.*?)\s+Test\b", re.I)
 _OSU_HEADER = re.compile(r"^#\s*Size\s{2,}\S")
-_OPTION = re.compile(r"^#\s*(window creation|synchronization|datatype|mpi_datatype for reductions|"
-                     r"mpi_datatype|mpi_op)\s*:\s*(\S+?)\.?\s*$", re.I)
-_OPTION_KEYS = {"window creation": "window", "synchronization": "sync", "datatype": "datatype",
-                "mpi_datatype": "datatype", "mpi_datatype for reductions": "reduction_datatype",
-                "mpi_op": "op"}
+_OPTION = re.compile(
+    r"^#\s*(window creation|synchronization|datatype|mpi_datatype for reductions|"
+    r"mpi_datatype|mpi_op)\s*:\s*(\S+?)\.?\s*$",
+    re.I,
+)
+_OPTION_KEYS = {
+    "window creation": "window",
+    "synchronization": "sync",
+    "datatype": "datatype",
+    "mpi_datatype": "datatype",
+    "mpi_datatype for reductions": "reduction_datatype",
+    "mpi_op": "op",
+}
 # Column holding the reported time, best first; otherwise the first column after the size.
 _VALUE_COLUMNS = ("t_avg[usec]", "t_ovrl[usec]", "t[usec]")
 _NOT_VALUES = ("#bytes", "Size", "#repetitions", "Iterations", "Validation")
 # OSU titles -> the names of the binaries (osu_put_bibw, osu_cas_latency, osu_alltoall, ...).
-_OSU_WORDS = (("non-blocking ", "i"), ("all-to-allv personalized exchange", "alltoallv"),
-              ("all-to-all personalized exchange", "alltoall"), ("broadcast", "bcast"),
-              ("multiple bandwidth / message rate", "mbw_mr"),
-              ("bi-directional bandwidth", "bibw"), ("bandwidth", "bw"),
-              ("compare_and_swap", "cas"), ("fetch_and_op", "fop"), ("accumulate", "acc"))
+_OSU_WORDS = (
+    ("non-blocking ", "i"),
+    ("all-to-allv personalized exchange", "alltoallv"),
+    ("all-to-all personalized exchange", "alltoall"),
+    ("broadcast", "bcast"),
+    ("multiple bandwidth / message rate", "mbw_mr"),
+    ("bi-directional bandwidth", "bibw"),
+    ("bandwidth", "bw"),
+    ("compare_and_swap", "cas"),
+    ("fetch_and_op", "fop"),
+    ("accumulate", "acc"),
+)
 
-_HOST_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[vm:22941] " differs per rank: drop it to count repeats
-_BOX_RULE = re.compile(r"^-{20,}$")             # mpirun/prterun frame their messages with these
-_NOTEWORTHY = re.compile(r"error|warn|fail|invalid|abort|signal|segmentation|usage:|requires|"
-                         r"out-of-mem|not supported|unknown|cannot|unable|killed|exited|"
-                         r"list of benchmarks|illegal instruction|floating point exception", re.I)
-_FATAL = re.compile(r"^usage:|^list of benchmarks|invalid (option|argument|benchmark)|parse error|"
-                    r"data validation error|MPI_ERR_|error occurred in MPI_|requires (at least|exactly)|"
-                    r"exited with non-zero status|calling \"?abort", re.I)
-_CRASH = re.compile(r"segmentation fault|caught signal|\bsignal:? \d+|signal: [a-z]|exited on signal|"
-                    r"process received signal|bus error|core dumped|illegal instruction|"
-                    r"floating point exception", re.I)
+_HOST_PREFIX = re.compile(
+    r"^\[[^\]]*\]\s*"
+)  # "[vm:22941] " differs per rank: drop it to count repeats
+_BOX_RULE = re.compile(r"^-{20,}$")  # mpirun/prterun frame their messages with these
+_NOTEWORTHY = re.compile(
+    r"error|warn|fail|invalid|abort|signal|segmentation|usage:|requires|"
+    r"out-of-mem|not supported|unknown|cannot|unable|killed|exited|"
+    r"list of benchmarks|illegal instruction|floating point exception",
+    re.I,
+)
+_FATAL = re.compile(
+    r"^usage:|^list of benchmarks|invalid (option|argument|benchmark)|parse error|"
+    r"data validation error|MPI_ERR_|error occurred in MPI_|requires (at least|exactly)|"
+    r"exited with non-zero status|calling \"?abort",
+    re.I,
+)
+_CRASH = re.compile(
+    r"segmentation fault|caught signal|\bsignal:? \d+|signal: [a-z]|exited on signal|"
+    r"process received signal|bus error|core dumped|illegal instruction|"
+    r"floating point exception",
+    re.I,
+)
 
 
 class _Problems:
@@ -167,10 +196,20 @@ class _Table:
         if not rows:
             return None
         metric = BANDWIDTH if re.search(r"MB/s|Mbytes/sec", self.cols[vi], re.I) else LATENCY
-        columns = {c: tuple(r[i] for r in rows) for i, c in enumerate(self.cols)
-                   if i not in (vi, self.size_i)}
-        return Series(suite, self.benchmark, metric, tuple((self.size(r), r[vi]) for r in rows),
-                      self.nprocs, self.options, columns)
+        columns = {
+            c: tuple(r[i] for r in rows)
+            for i, c in enumerate(self.cols)
+            if i not in (vi, self.size_i)
+        }
+        return Series(
+            suite,
+            self.benchmark,
+            metric,
+            tuple((self.size(r), r[vi]) for r in rows),
+            self.nprocs,
+            self.options,
+            columns,
+        )
 
 
 def _osu_name(separator, title):
@@ -248,7 +287,9 @@ def _scan(lines, fmt):
             if m := _OSU_TITLE.match(line):
                 bench, opts, table = _osu_name(*m.groups()), {}, None
             elif _OSU_HEADER.match(line) and bench:
-                table = _Table(bench, None, dict(opts), re.split(r"\s{2,}", line.lstrip("#").strip()))
+                table = _Table(
+                    bench, None, dict(opts), re.split(r"\s{2,}", line.lstrip("#").strip())
+                )
                 tables.append(table)
         if m := _OPTION.match(line):
             opts[_OPTION_KEYS[" ".join(m.group(1).lower().split())]] = m.group(2)
@@ -269,8 +310,11 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
         series.append(s)
         failed = [t.size(r) for r in t.rows if "Fail" in r]
         if failed:
-            problems.add("%s: data validation failed at %s bytes"
-                         % (t.benchmark, ", ".join(map(str, failed))), fatal=True)
+            problems.add(
+                "%s: data validation failed at %s bytes"
+                % (t.benchmark, ", ".join(map(str, failed))),
+                fatal=True,
+            )
     found = {s.benchmark for s in series}
     if isinstance(requested, str):
         requested = [requested]
@@ -288,7 +332,9 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
 
     if timed_out:
         status = "timeout"
-    elif problems.crashed or (isinstance(exit_code, int) and (exit_code < 0 or 128 < exit_code < 160)):
+    elif problems.crashed or (
+        isinstance(exit_code, int) and (exit_code < 0 or 128 < exit_code < 160)
+    ):
         status = "crashed"  # killed by a signal: 128+N from a shell/mpirun, -N from subprocess
     elif exit_code not in (None, 0) or problems.fatal:
         status = "failed"
@@ -302,8 +348,10 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
     last = tables[-1] if tables else None
     cut = (not finished) if fmt == "imb" else status in ("failed", "crashed", "timeout")
     if last is not None and last.rows and cut:
-        problems.add("%s: table cut short after %d rows (last size %d bytes)"
-                     % (last.benchmark, len(last.rows), last.size(last.rows[-1])))
+        problems.add(
+            "%s: table cut short after %d rows (last size %d bytes)"
+            % (last.benchmark, len(last.rows), last.size(last.rows[-1]))
+        )
     return Parsed(series, problems.as_list(), status)
 
 

@@ -10,6 +10,7 @@ A build is cached in ``outdir``: ``<probe>.build-id`` holds a hash of the source
 flags and the MPI wrapper's identity (its path, ``mpicc --showme`` / ``-show`` and ``--version``
 output), so switching MPI (another module) or editing a probe rebuilds it, and nothing else does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,7 @@ from typing import Dict, List, Optional, Union
 
 from tunedmpi.atomic import write_atomic
 
-PROBES = ("probe_coll", "probe_osc")     # the benchmark stand-ins
+PROBES = ("probe_coll", "probe_osc")  # the benchmark stand-ins
 HOST_PROBE = "probe_host"
 # src/tunedmpi/bench/probes.py -> <repo>/validate/probes
 SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
@@ -30,8 +31,16 @@ CFLAGS = ("-O2",)
 # Which probe runs which benchmark (IMB / OSU names, lower case, without "osu_").
 BENCHMARKS = {
     "probe_coll": ("alltoall", "allgather", "allreduce", "bcast"),
-    "probe_osc": ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
-                  "cas_latency", "put_bw", "get_bw"),
+    "probe_osc": (
+        "put_latency",
+        "get_latency",
+        "acc_latency",
+        "get_acc_latency",
+        "fop_latency",
+        "cas_latency",
+        "put_bw",
+        "get_bw",
+    ),
 }
 _TIMEOUT = 300
 
@@ -50,7 +59,7 @@ def _run(argv: List[str], env=None) -> Optional[subprocess.CompletedProcess]:
 def _wrapper_identity(mpicc: str, env=None) -> str:
     """What decides the binary besides the source: the wrapper, what it expands to, its compiler."""
     parts = ["path=" + mpicc, "real=" + os.path.realpath(mpicc)]
-    for flag in ("--showme", "-show"):   # Open MPI; MPICH, Intel MPI, Cray
+    for flag in ("--showme", "-show"):  # Open MPI; MPICH, Intel MPI, Cray
         r = _run([mpicc, flag], env)
         if r is not None and r.returncode == 0 and r.stdout.strip():
             parts.append(flag + "=" + r.stdout.strip())
@@ -64,13 +73,20 @@ def _wrapper_identity(mpicc: str, env=None) -> str:
 def _resolve(mpicc: Union[str, os.PathLike], env=None) -> str:
     found = shutil.which(str(mpicc), path=(env or os.environ).get("PATH"))
     if not found:
-        raise ProbeBuildError("mpicc not found: %s (load the MPI module, or pass the wrapper's path)" % mpicc)
+        raise ProbeBuildError(
+            "mpicc not found: %s (load the MPI module, or pass the wrapper's path)" % mpicc
+        )
     # Not realpath: Open MPI's mpicc is a symlink to opal_wrapper, which reads its own name.
     return os.path.abspath(found)
 
 
-def build(mpicc: Union[str, os.PathLike], outdir: Union[str, os.PathLike],
-          source_dir: Union[str, os.PathLike, None] = None, env=None, names=PROBES) -> Dict[str, Path]:
+def build(
+    mpicc: Union[str, os.PathLike],
+    outdir: Union[str, os.PathLike],
+    source_dir: Union[str, os.PathLike, None] = None,
+    env=None,
+    names=PROBES,
+) -> Dict[str, Path]:
     """Compile the probes ``names`` with ``mpicc -O2`` into ``outdir``; returns {probe name: executable}.
 
     ``env``: the environment the wrapper runs in (the MPI module's; default this process's).
@@ -118,8 +134,10 @@ def _compile(wrapper: str, src: Path, exe: Path, env=None) -> None:
             raise ProbeBuildError("cannot run %s: %s" % (" ".join(argv), exc)) from exc
         if r.returncode != 0:
             output = (r.stdout + r.stderr).strip() or "(no output)"
-            raise ProbeBuildError("compiling %s failed (exit %d): %s\n%s"
-                                  % (src.name, r.returncode, " ".join(argv), output))
+            raise ProbeBuildError(
+                "compiling %s failed (exit %d): %s\n%s"
+                % (src.name, r.returncode, " ".join(argv), output)
+            )
         os.chmod(tmp, 0o755)
         os.replace(tmp, exe)
     finally:
@@ -135,8 +153,10 @@ def command(binaries: Dict[str, Path], benchmark: str, *args: str) -> List[str]:
         return [str(binaries["probe_coll"]), *args, name]
     if name in BENCHMARKS["probe_osc"]:
         return [str(binaries["probe_osc"]), name, *args]
-    raise ValueError("no probe runs %r (known: %s)"
-                     % (benchmark, ", ".join(b for names in BENCHMARKS.values() for b in names)))
+    raise ValueError(
+        "no probe runs %r (known: %s)"
+        % (benchmark, ", ".join(b for names in BENCHMARKS.values() for b in names))
+    )
 
 
 HOST_MARK = "# tunedmpi-host-probe "
@@ -152,7 +172,7 @@ def host_state(executable, env=None) -> Optional[float]:
     for line in r.stdout.splitlines():
         if line.startswith(HOST_MARK + "round_trip_ns="):
             try:
-                return float(line[len(HOST_MARK + "round_trip_ns="):].split()[0])
+                return float(line[len(HOST_MARK + "round_trip_ns=") :].split()[0])
             except ValueError:
                 return None
     return None

@@ -7,6 +7,7 @@ are now set and `exec`s mpirun. It has a timeout that kills its whole process gr
 the command, the variables, the exit code, the wall time and the output, and the output is parsed
 (parse.py) into per-size series. Failed runs are retried a bounded number of times.
 """
+
 import hashlib
 import os
 import shlex
@@ -35,19 +36,29 @@ class CannotRun(Exception):
 
 
 def lmod_init():
-    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(LMOD_INITS):
+    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(
+        LMOD_INITS
+    ):
         if os.path.isfile(cand):
             return cand
-    raise CannotRun("Lmod not found (looked for $LMOD_PKG/init/bash and %s); install it "
-                    "(Debian: apt-get install lmod)" % ", ".join(LMOD_INITS))
+    raise CannotRun(
+        "Lmod not found (looked for $LMOD_PKG/init/bash and %s); install it "
+        "(Debian: apt-get install lmod)" % ", ".join(LMOD_INITS)
+    )
 
 
 def shell(script, env, timeout):
     """Run bash in its own process group (a timeout kills mpirun and every rank it started)."""
     start = time.monotonic()
-    proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         timed_out = False
@@ -63,7 +74,10 @@ def progress(done, total, started, text):
     elapsed = time.monotonic() - started
     eta = elapsed / done * (total - done) if done else 0
     fmt = lambda s: "%d:%02d" % (s // 60, s % 60)
-    sys.stderr.write("[%*d/%d] %s | elapsed %s, left ~%s\n" % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta)))
+    sys.stderr.write(
+        "[%*d/%d] %s | elapsed %s, left ~%s\n"
+        % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta))
+    )
     sys.stderr.flush()
 
 
@@ -72,8 +86,10 @@ def require_local_mpi(site):
     if site.prefix and not site.prefix.startswith("/"):
         mpirun = paths.project_root() / site.prefix / "bin" / "mpirun"
         if not os.access(str(mpirun), os.X_OK):
-            raise CannotRun("site %s: its MPI (%s) is installed by `make`, and %s is missing: run `make` first"
-                            % (site.name, site.prefix, mpirun))
+            raise CannotRun(
+                "site %s: its MPI (%s) is installed by `make`, and %s is missing: run `make` first"
+                % (site.name, site.prefix, mpirun)
+            )
 
 
 def check_geometry(nodes, ppn, env, outside_fix):
@@ -84,22 +100,31 @@ def check_geometry(nodes, ppn, env, outside_fix):
     if job:
         jn, jp, src = job
         if nodes > jn:
-            raise CannotRun("--nodes %d: this %s job has %d node(s); ask for at most --nodes %d or submit a larger job"
-                            % (nodes, src, jn, jn))
+            raise CannotRun(
+                "--nodes %d: this %s job has %d node(s); ask for at most --nodes %d or submit a larger job"
+                % (nodes, src, jn, jn)
+            )
         if nodes * ppn > jn * jp:
-            raise CannotRun("--ppn %d: %d node(s) x %d ranks do not fit this %s job's %d x %d; lower --ppn"
-                            % (ppn, nodes, ppn, src, jn, jp))
+            raise CannotRun(
+                "--ppn %d: %d node(s) x %d ranks do not fit this %s job's %d x %d; lower --ppn"
+                % (ppn, nodes, ppn, src, jn, jp)
+            )
     elif nodes > 1:
-        raise CannotRun("--nodes %d: outside a job only this machine runs; run inside salloc/sbatch, or %s"
-                        % (nodes, outside_fix))
+        raise CannotRun(
+            "--nodes %d: outside a job only this machine runs; run inside salloc/sbatch, or %s"
+            % (nodes, outside_fix)
+        )
     elif ppn > cores:
-        raise CannotRun("--ppn %d: this machine has %d cores; lower --ppn, run inside a job, or %s"
-                        % (ppn, cores, outside_fix))
+        raise CannotRun(
+            "--ppn %d: this machine has %d cores; lower --ppn, run inside a job, or %s"
+            % (ppn, cores, outside_fix)
+        )
 
 
 @dataclass
 class Runner:
     """How runs are made for one geometry: module paths, ranks, time limit and retries."""
+
     modulepaths: List[str]
     nodes: int
     ppn: int
@@ -109,7 +134,9 @@ class Runner:
 
     def __post_init__(self):
         # The caller's environment without tuning or Lmod state, plus the geometry being measured.
-        env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_TUNING + LMOD_STATE)}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(INHERITED_TUNING + LMOD_STATE)
+        }
         env["TUNEDMPI_NODES"], env["TUNEDMPI_PPN"] = str(self.nodes), str(self.ppn)
         if os.geteuid() == 0:  # Open MPI refuses root unless told; CI and containers run as root
             env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
@@ -121,28 +148,44 @@ class Runner:
 
     def script(self, module, extra_modules, body):
         """bash: clean module state, load the MPI module (+ benchmark modules), then body."""
-        lines = ["set -e", "source %s" % shlex.quote(lmod_init()), "module purge >/dev/null 2>&1 || true"]
+        lines = [
+            "set -e",
+            "source %s" % shlex.quote(lmod_init()),
+            "module purge >/dev/null 2>&1 || true",
+        ]
         lines += ["module use %s" % shlex.quote(p) for p in self.modulepaths]
-        lines += ["module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))]
+        lines += [
+            "module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))
+        ]
         return "\n".join(lines + [body])
 
     def module_available(self, name):
-        code, _, _, _ = shell("\n".join(["source %s" % shlex.quote(lmod_init())] +
-                                        ["module use %s" % shlex.quote(p) for p in self.modulepaths] +
-                                        ["module is-avail %s" % shlex.quote(name)]), self.env, 60)
+        code, _, _, _ = shell(
+            "\n".join(
+                ["source %s" % shlex.quote(lmod_init())]
+                + ["module use %s" % shlex.quote(p) for p in self.modulepaths]
+                + ["module is-avail %s" % shlex.quote(name)]
+            ),
+            self.env,
+            60,
+        )
         return code == 0
 
     def find_binaries(self, mpi_module, only=None, force_probes=False):
         """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc."""
         extra = [m for m in suites.BENCH_MODULES.values() if self.module_available(m)]
         mark = "__PROBE_PATHS__"
-        body = ("echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
-                "for d in $(echo \"$PATH\" | tr ':' ' '); do [ -x \"$d/osu_put_latency\" ] && echo \"$d\" && break; done; echo"
-                % mark)
+        body = (
+            "echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
+            'for d in $(echo "$PATH" | tr \':\' \' \'); do [ -x "$d/osu_put_latency" ] && echo "$d" && break; done; echo'
+            % mark
+        )
         code, out, _, _ = shell(self.script(mpi_module, extra, body), self.env, 120)
         if code != 0 or mark not in out:
-            raise CannotRun("could not load %s to find the MPI (module use %s):\n%s"
-                            % (mpi_module, " ".join(self.modulepaths), out[-2000:]))
+            raise CannotRun(
+                "could not load %s to find the MPI (module use %s):\n%s"
+                % (mpi_module, " ".join(self.modulepaths), out[-2000:])
+            )
         lines = out.split(mark, 1)[1].strip("\n").split("\n") + ["", "", "", ""]
         mpicc, mpirun, imb_path, osu_dir = (l.strip() for l in lines[:4])
         if not mpirun:
@@ -151,7 +194,9 @@ class Runner:
         # OSU installed beside the MPI (a Spack view holding both: site local-source) puts its
         # programs in libexec/osu-micro-benchmarks/, which no module adds to PATH.
         beside = Path(mpirun).parent.parent / "libexec" / "osu-micro-benchmarks"
-        osu_root = os.environ.get("OSU_DIR") or osu_dir or (str(beside) if beside.is_dir() else None)
+        osu_root = (
+            os.environ.get("OSU_DIR") or osu_dir or (str(beside) if beside.is_dir() else None)
+        )
         osu = suites.find_osu(osu_root) if osu_root else {}
         if force_probes:
             imb, osu = None, {}
@@ -159,7 +204,9 @@ class Runner:
         need = set(only or suites.COLLECTIVES + suites.ONE_SIDED)
         if not imb or not need.issubset(set(osu) | set(suites.COLLECTIVES)):
             if not mpicc:
-                raise CannotRun("no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module)
+                raise CannotRun(
+                    "no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module
+                )
             built = self.build_probes(mpi_module, extra, mpicc)
             b.probe_coll, b.probe_osc = str(built["probe_coll"]), str(built["probe_osc"])
         b.host_probe = self.build_host_probe(mpi_module, extra, mpicc)
@@ -171,11 +218,17 @@ class Runner:
     def build_probes(self, mpi_module, extra, mpicc, names=probes.PROBES):
         """Build validate/probes with the module's mpicc, in that module's environment (PATH,
         LD_LIBRARY_PATH of the compiler it wraps); one cache folder per mpicc."""
-        cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunedmpi" / "probes"
-                 / hashlib.sha256(mpicc.encode()).hexdigest()[:12])
+        cache = (
+            Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            / "tunedmpi"
+            / "probes"
+            / hashlib.sha256(mpicc.encode()).hexdigest()[:12]
+        )
         code, out, _, _ = shell(self.script(mpi_module, extra, "env -0"), self.env, 120)
         if code != 0:
-            raise CannotRun("could not load %s to build the probes:\n%s" % (mpi_module, out[-2000:]))
+            raise CannotRun(
+                "could not load %s to build the probes:\n%s" % (mpi_module, out[-2000:])
+            )
         module_env = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
         try:
             return probes.build(mpicc, cache, env=module_env, names=names)
@@ -186,10 +239,15 @@ class Runner:
         """probe_host's path, or None (said on stderr) when it cannot be built here: the host state is
         then not recorded, and the verdict compares all runs as one group."""
         if not mpicc:
-            sys.stderr.write("note: %s has no mpicc to build probe_host; the host state is not recorded\n" % mpi_module)
+            sys.stderr.write(
+                "note: %s has no mpicc to build probe_host; the host state is not recorded\n"
+                % mpi_module
+            )
             return None
         try:
-            return str(self.build_probes(mpi_module, extra, mpicc, (probes.HOST_PROBE,))[probes.HOST_PROBE])
+            return str(
+                self.build_probes(mpi_module, extra, mpicc, (probes.HOST_PROBE,))[probes.HOST_PROBE]
+            )
         except CannotRun as exc:
             sys.stderr.write("note: the host state is not recorded: %s\n" % exc)
             return None
@@ -197,7 +255,10 @@ class Runner:
     def mpirun_line(self, run):
         args = ["mpirun", "-np", str(run.ranks or self.np)]
         if run.ranks and self.nodes > 1:
-            args += ["--map-by", "node"]  # one-sided pairs measure across nodes when there are nodes
+            args += [
+                "--map-by",
+                "node",
+            ]  # one-sided pairs measure across nodes when there are nodes
         return args + list(run.argv)
 
     def placement(self, module, extra_modules=()):
@@ -208,13 +269,17 @@ class Runner:
         mark = "__PLACEMENT__"
         found = {}
         for name, ranks in (("collectives", None), ("one_sided", 2)):
-            run = suites.Run(name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks)
+            run = suites.Run(
+                name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks
+            )
             body = "echo %s; %s" % (mark, " ".join(shlex.quote(a) for a in self.mpirun_line(run)))
             code, out, timed_out, _ = shell(self.script(module, extra_modules, body), self.env, 120)
             hosts = out.split(mark, 1)[-1].split()
             if code != 0 or timed_out or mark not in out:
-                return {"error": "`hostname` under mpirun exited %s%s: %s" % (
-                    code, " (timed out)" if timed_out else "", " ".join(out.split()[-30:]))}
+                return {
+                    "error": "`hostname` under mpirun exited %s%s: %s"
+                    % (code, " (timed out)" if timed_out else "", " ".join(out.split()[-30:]))
+                }
             found[name] = sorted(hosts)
         return found
 
@@ -226,22 +291,37 @@ class Runner:
         sets = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in exports.items())
         envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
         body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '%s'\nexec %s" % (
-            sets, envfile, OUTPUT_MARK, " ".join(shlex.quote(a) for a in argv))
+            sets,
+            envfile,
+            OUTPUT_MARK,
+            " ".join(shlex.quote(a) for a in argv),
+        )
         # The host state just before and just after the run (probes.host_state): a run whose
         # figures agree met one state throughout, one whose figures differ met a change.
         before = probes.host_state(binaries.host_probe, self.env) if binaries.host_probe else None
-        code, out, timed_out, wall = shell(self.script(module, binaries.modules, body), self.env, self.timeout)
+        code, out, timed_out, wall = shell(
+            self.script(module, binaries.modules, body), self.env, self.timeout
+        )
         after = probes.host_state(binaries.host_probe, self.env) if binaries.host_probe else None
         # Parse what the benchmark printed, not the module's messages and variables before it.
         head, _, bench_out = out.rpartition(OUTPUT_MARK + "\n")
-        shown = dict(l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l)
-        parsed = parse.parse_output(bench_out, exit_code=code, timed_out=timed_out,
-                                    requested=list(run.expect) if run.family == "imb" else None)
+        shown = dict(
+            l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l
+        )
+        parsed = parse.parse_output(
+            bench_out,
+            exit_code=code,
+            timed_out=timed_out,
+            requested=list(run.expect) if run.family == "imb" else None,
+        )
         series = {}
         for s in parsed.series:
             if s.benchmark in run.expect:
-                series[s.benchmark] = {"metric": s.metric, "suite": s.suite,
-                                       "points": {int(size): float(v) for size, v in s.points}}
+                series[s.benchmark] = {
+                    "metric": s.metric,
+                    "suite": s.suite,
+                    "points": {int(size): float(v) for size, v in s.points},
+                }
         status = parsed.status
         problems = list(parsed.problems)
         missing = [b for b in run.expect if b not in series]
@@ -249,15 +329,29 @@ class Runner:
             status = "failed"
             problems.append("no results for %s" % ", ".join(missing))
         exported = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in exports.items())
-        header = ["# %s" % title,
-                  "# command: module purge; module load %s; %s%s" % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
-                  "# exit code: %s%s, wall time: %.2f s, status: %s" % (code, " (timed out)" if timed_out else "", wall, status),
-                  "# host state (cache-line round trip, ns): before %s, after %s" % (before, after),
-                  "# variables after module load:"]
+        header = [
+            "# %s" % title,
+            "# command: module purge; module load %s; %s%s"
+            % (" ".join([module] + binaries.modules), exported, " ".join(argv)),
+            "# exit code: %s%s, wall time: %.2f s, status: %s"
+            % (code, " (timed out)" if timed_out else "", wall, status),
+            "# host state (cache-line round trip, ns): before %s, after %s" % (before, after),
+            "# variables after module load:",
+        ]
         Path(log).write_text("\n".join(header) + "\n" + out)
-        host = None if before is None and after is None else {"before_ns": before, "after_ns": after}
-        return dict(status=status, exit_code=code, wall_s=round(wall, 3), problems=problems, series=series, env=shown,
-                    command=" ".join(argv), host=host)
+        host = (
+            None if before is None and after is None else {"before_ns": before, "after_ns": after}
+        )
+        return dict(
+            status=status,
+            exit_code=code,
+            wall_s=round(wall, 3),
+            problems=problems,
+            series=series,
+            env=shown,
+            command=" ".join(argv),
+            host=host,
+        )
 
     def attempts(self, binaries, run, module, exports, log_for, title_for):
         """measure(), retried up to `retries` times while it fails; yields (attempt, result) for every

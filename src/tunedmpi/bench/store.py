@@ -9,6 +9,7 @@ a shared filesystem, where SQLite's locking is unreliable (NFS); one file per ru
 atomically, needs no locking at all, and "the file exists" is exactly "this run finished", which
 makes sweeps resumable. The files are also what an admin reads, copies and archives.
 """
+
 import hashlib
 import json
 import os
@@ -22,8 +23,10 @@ def config_id(config):
     if not config:
         return "baseline"
     text = json.dumps(config, sort_keys=True)
-    slug = "_".join("%s=%s" % (k.replace("coll_tuned_", "").replace("_algorithm", "_alg"), v)
-                    for k, v in sorted(config.items()))
+    slug = "_".join(
+        "%s=%s" % (k.replace("coll_tuned_", "").replace("_algorithm", "_alg"), v)
+        for k, v in sorted(config.items())
+    )
     slug = "".join(c if c.isalnum() or c in "=_.-" else "-" for c in slug)[:80]
     return "%s.%s" % (slug, hashlib.sha256(text.encode()).hexdigest()[:8])
 
@@ -45,7 +48,9 @@ def save(path, record, log_text=None):
 
 
 def save_campaign(campaign_dir, meta):
-    write_atomic(Path(campaign_dir) / "campaign.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    write_atomic(
+        Path(campaign_dir) / "campaign.json", json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    )
 
 
 def load_campaign(campaign_dir):
@@ -57,7 +62,7 @@ def load_campaign(campaign_dir):
         for name in sorted(files):
             if name.endswith(".json") and name != "campaign.json" and not name.startswith("."):
                 rec = json.loads((Path(root) / name).read_text())
-                if "series" not in rec:   # e.g. a stage's plan.json
+                if "series" not in rec:  # e.g. a stage's plan.json
                     continue
                 for s in rec["series"].values():  # JSON keys are strings; sizes are ints
                     s["points"] = {int(k): v for k, v in s["points"].items()}

@@ -4,14 +4,23 @@ Binaries, in this order: IMB_MPI1 / OSU_DIR variables; IMB-MPI1 / osu_* on PATH 
 (and, where the site has them, the Spack modules intel-mpi-benchmarks / osu-micro-benchmarks) are
 loaded; else the probes in validate/probes/ built with that MPI's mpicc, labelled "probe".
 """
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")   # one IMB-MPI1 run, in this order
-ONE_SIDED = ("put_latency", "get_latency", "acc_latency", "get_acc_latency", "fop_latency",
-             "cas_latency", "put_bw", "get_bw")
+COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")  # one IMB-MPI1 run, in this order
+ONE_SIDED = (
+    "put_latency",
+    "get_latency",
+    "acc_latency",
+    "get_acc_latency",
+    "fop_latency",
+    "cas_latency",
+    "put_bw",
+    "get_bw",
+)
 BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
 # OSU one-sided window creation and synchronisation: allocate + flush are OSU 7's defaults and the
 # only pair that never crashed under default Open MPI settings on this machine kind (see
@@ -20,38 +29,65 @@ WINDOW, SYNC = "allocate", "flush"
 
 # Per set: IMB sizes (log2), repetitions per size and seconds per size; OSU sizes, iterations, warm-up.
 SETS = {
-    "quick": dict(msglog=16, iter=200, time=0.2, osu_max=65536, osu_iter=500, osu_warmup=50,
-                  osu_bw_iter=50, osu_bw_warmup=5),
+    "quick": dict(
+        msglog=16,
+        iter=200,
+        time=0.2,
+        osu_max=65536,
+        osu_iter=500,
+        osu_warmup=50,
+        osu_bw_iter=50,
+        osu_bw_warmup=5,
+    ),
     # quick's sizes at a tenth of the iterations and a 10x time budget (IMB stops a benchmark
     # after -time x number of sizes, timing included, and prints "time-out" for the rest): for a
     # network where one call can take milliseconds (the untuned default between the namespace
     # hosts, ~8 ms: docs/slurm.md), so that every size is measured
-    "short": dict(msglog=16, iter=20, time=2.0, osu_max=65536, osu_iter=50, osu_warmup=5,
-                  osu_bw_iter=10, osu_bw_warmup=2),
-    "full": dict(msglog=20, iter=1000, time=10, osu_max=1 << 20, osu_iter=None, osu_warmup=None,
-                 osu_bw_iter=None, osu_bw_warmup=None),
+    "short": dict(
+        msglog=16,
+        iter=20,
+        time=2.0,
+        osu_max=65536,
+        osu_iter=50,
+        osu_warmup=5,
+        osu_bw_iter=10,
+        osu_bw_warmup=2,
+    ),
+    "full": dict(
+        msglog=20,
+        iter=1000,
+        time=10,
+        osu_max=1 << 20,
+        osu_iter=None,
+        osu_warmup=None,
+        osu_bw_iter=None,
+        osu_bw_warmup=None,
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Run:
     """One benchmark program invocation: what it measures and how it is launched."""
-    name: str                    # "collectives" or a one-sided benchmark name
-    family: str                  # "imb" (IMB-MPI1 format) or "osu"
-    expect: Tuple[str, ...]      # benchmark names its output must contain
-    argv: Tuple[str, ...]        # program and arguments (mpirun is added by the runner)
-    ranks: Optional[int]         # fixed rank count (OSU one-sided: 2), None: the job's
+
+    name: str  # "collectives" or a one-sided benchmark name
+    family: str  # "imb" (IMB-MPI1 format) or "osu"
+    expect: Tuple[str, ...]  # benchmark names its output must contain
+    argv: Tuple[str, ...]  # program and arguments (mpirun is added by the runner)
+    ranks: Optional[int]  # fixed rank count (OSU one-sided: 2), None: the job's
 
 
 @dataclass
 class Binaries:
-    suite: str                   # "imb+osu", "imb+probe", "probe+osu" or "probe"
+    suite: str  # "imb+osu", "imb+probe", "probe+osu" or "probe"
     imb: Optional[str] = None
     osu: Dict[str, str] = field(default_factory=dict)
     probe_coll: Optional[str] = None
     probe_osc: Optional[str] = None
-    modules: List[str] = field(default_factory=list)   # benchmark modules loaded after the MPI
-    host_probe: Optional[str] = None   # probe_host: the host state around each run (None: not recorded)
+    modules: List[str] = field(default_factory=list)  # benchmark modules loaded after the MPI
+    host_probe: Optional[str] = (
+        None  # probe_host: the host state around each run (None: not recorded)
+    )
 
 
 def machine_cache_mb():
@@ -71,9 +107,18 @@ def machine_cache_mb():
 
 def imb_args(settings, np, mem_gb):
     """The studies' IMB flags (-msglog 0:20 -mem 2.3G -off_cache 39,64 -npmin N), scaled here."""
-    args = ["-msglog", "0:%d" % settings["msglog"], "-npmin", str(np),
-            "-iter", str(settings["iter"]), "-time", str(settings["time"]),
-            "-mem", "%.2f" % mem_gb]   # IMB reads "2.3G" as 2.3 and ignores the G: write a number
+    args = [
+        "-msglog",
+        "0:%d" % settings["msglog"],
+        "-npmin",
+        str(np),
+        "-iter",
+        str(settings["iter"]),
+        "-time",
+        str(settings["time"]),
+        "-mem",
+        "%.2f" % mem_gb,
+    ]  # IMB reads "2.3G" as 2.3 and ignores the G: write a number
     cache = machine_cache_mb()
     if cache:
         args += ["-off_cache", "%d,64" % cache]
@@ -85,7 +130,11 @@ def osu_args(settings, name):
     args = ["-w", WINDOW, "-s", SYNC]
     if name not in ("fop_latency", "cas_latency"):  # fixed-size operations
         args += ["-m", "1:%d" % settings["osu_max"]]
-    it, wu = (settings["osu_bw_iter"], settings["osu_bw_warmup"]) if bw else (settings["osu_iter"], settings["osu_warmup"])
+    it, wu = (
+        (settings["osu_bw_iter"], settings["osu_bw_warmup"])
+        if bw
+        else (settings["osu_iter"], settings["osu_warmup"])
+    )
     if it:
         args += ["-i", str(it), "-x", str(wu)]
     return args
@@ -94,7 +143,7 @@ def osu_args(settings, name):
 def mem_per_process_gb(np):
     """-mem: the studies' 2.3 GB, or a quarter of this machine's memory shared by the ranks."""
     try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
         total = 8.0
     return max(min(2.3, total / 4 / max(np, 1)), 0.05)

@@ -3,6 +3,7 @@
 Used at render time (the modulefile carries the result as data) and by `tunedmpi explain`, so the
 module and its Python twin cannot disagree on values. Facts behind each rule: docs/design.md, "Knob facts".
 """
+
 from collections import OrderedDict
 
 
@@ -22,14 +23,22 @@ HCOLL_DISABLE = "HCOLL_ML_DISABLE_%s"
 PLACEMENT = {
     # mpirun (PRRTE): only these three variables work; block = by core, cyclic = over NUMA nodes.
     # Ranking takes slot/node/span/fill only: "core" makes PRRTE 3 exit 213 without a word.
-    "block": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "core"),
-                          ("PRTE_MCA_rmaps_default_ranking_policy", "slot"),
-                          ("PRTE_MCA_hwloc_default_binding_policy", "core"),
-                          ("SLURM_DISTRIBUTION", "block:block")]),
-    "cyclic": OrderedDict([("PRTE_MCA_rmaps_default_mapping_policy", "numa"),
-                           ("PRTE_MCA_rmaps_default_ranking_policy", "span"),
-                           ("PRTE_MCA_hwloc_default_binding_policy", "core"),
-                           ("SLURM_DISTRIBUTION", "block:cyclic")]),
+    "block": OrderedDict(
+        [
+            ("PRTE_MCA_rmaps_default_mapping_policy", "core"),
+            ("PRTE_MCA_rmaps_default_ranking_policy", "slot"),
+            ("PRTE_MCA_hwloc_default_binding_policy", "core"),
+            ("SLURM_DISTRIBUTION", "block:block"),
+        ]
+    ),
+    "cyclic": OrderedDict(
+        [
+            ("PRTE_MCA_rmaps_default_mapping_policy", "numa"),
+            ("PRTE_MCA_rmaps_default_ranking_policy", "span"),
+            ("PRTE_MCA_hwloc_default_binding_policy", "core"),
+            ("SLURM_DISTRIBUTION", "block:cyclic"),
+        ]
+    ),
 }
 
 
@@ -89,8 +98,15 @@ def knob_env(site, values, multi_node):
     if tls and (local_only or (multi_node and site.network_transports)):
         env["UCX_TLS"] = tls
     elif tls:
-        notes.append("UCX_TLS %s not set: %s" % (tls, "single-node row" if not multi_node
-                                                  else "this site's network has no such transports"))
+        notes.append(
+            "UCX_TLS %s not set: %s"
+            % (
+                tls,
+                "single-node row"
+                if not multi_node
+                else "this site's network has no such transports",
+            )
+        )
     if values.get("ucx_rndv_thresh"):
         env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi_node)
     if values.get("ucx_zcopy_thresh"):
@@ -98,21 +114,29 @@ def knob_env(site, values, multi_node):
     old = open_mpi_4(site)
     if values.get("mapping") and old:
         env["SLURM_DISTRIBUTION"] = PLACEMENT[values["mapping"]]["SLURM_DISTRIBUTION"]
-        notes.append("PRTE_MCA_ placement not set: Open MPI %s's mpirun (ORTE) does not read it "
-                     "(under srun SLURM_DISTRIBUTION places the ranks)" % site.mpi_version)
+        notes.append(
+            "PRTE_MCA_ placement not set: Open MPI %s's mpirun (ORTE) does not read it "
+            "(under srun SLURM_DISTRIBUTION places the ranks)" % site.mpi_version
+        )
     elif values.get("mapping"):
         env.update(PLACEMENT[values["mapping"]])
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
         if values.get(knob) and values[knob] != "default":
             env[var] = values[knob]
-    for knob in sorted(values):   # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
+    for knob in sorted(
+        values
+    ):  # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
         if knob.startswith(("btl_", "mpi_")) and values[knob] not in (None, "default"):
-            env["OMPI_MCA_" + (knob.replace("btl_sm_", "btl_vader_", 1) if old else knob)] = str(values[knob])
+            env["OMPI_MCA_" + (knob.replace("btl_sm_", "btl_vader_", 1) if old else knob)] = str(
+                values[knob]
+            )
     if values.get("smsc") not in (None, "default") and old:
-        env["OMPI_MCA_btl_vader_single_copy_mechanism"] = values["smsc"]    # cma, xpmem, knem or none
+        env["OMPI_MCA_btl_vader_single_copy_mechanism"] = values["smsc"]  # cma, xpmem, knem or none
     elif values.get("smsc") not in (None, "default"):
         # none: every single-copy component excluded (copy in/out through the shared segment)
-        env["OMPI_MCA_smsc"] = "^cma,xpmem,knem,accelerator" if values["smsc"] == "none" else values["smsc"]
+        env["OMPI_MCA_smsc"] = (
+            "^cma,xpmem,knem,accelerator" if values["smsc"] == "none" else values["smsc"]
+        )
     if env.get("OMPI_MCA_pml") == "ucx" and not site.network_transports:
         # Without an InfiniBand/RoCE device pml ucx disqualifies itself (and the job aborts)
         # unless it may use any transport and device, e.g. shared memory on one node.
@@ -131,7 +155,9 @@ def knob_env(site, values, multi_node):
     if ucc and "ucc" in site.components:
         env.update(ucc_env(ucc))
     elif ucc:
-        notes.append("UCC not set for %s: the site's MPI has no UCC (site.yaml components)" % ", ".join(ucc))
+        notes.append(
+            "UCC not set for %s: the site's MPI has no UCC (site.yaml components)" % ", ".join(ucc)
+        )
     return env, notes
 
 
@@ -170,31 +196,64 @@ def ucc_env(collectives, declined=(), ranks=1):
 # only variables documented for what HPC-X ships, each with its source (docs/hpcx-sharp.md, "HPC-X
 # as the tuned MPI"). Everything else a row would set is left out, with a note saying why.
 HPCX_MANUAL = "NVIDIA HPC-X Software Toolkit manual, rev 2.20-2.23 (docs.nvidia.com/networking/display/hpcxv223)"
-HPCX_VARIABLES = OrderedDict([
-    ("UCX_TLS", HPCX_MANUAL + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default pml "
-                "since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x UCX_TLS=dc,shm,self)"),
-    ("UCX_RNDV_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
-                        "directs); keyed intra:/inter: form only with UCX >= 1.17 (docs/design.md, Knob facts)"),
-    ("UCX_ZCOPY_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)"),
-    ("OMPI_MCA_pml", "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml"),
-    ("OMPI_MCA_osc", "Open MPI 4.1 MCA parameter (ompi_info --param osc all)"),
-    ("OMPI_MCA_coll_hcoll_enable", HPCX_MANUAL + ", 'HCOLL' (-mca coll_hcoll_enable 0/1)"),
-    ("OMPI_MCA_coll_ucc_enable", HPCX_MANUAL + ", 'Unified Collective Communication (UCC)': not enabled by "
-                                 "default; -mca coll_ucc_enable 1"),
-    ("OMPI_MCA_coll_ucc_priority", "Open MPI's ucc component (docs.open-mpi.org, 'The ucc Component': enable it "
-                                   "with coll_ucc_enable 1 and coll_ucc_priority 100)"),
-    ("OMPI_MCA_coll_ucc_cts", "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; "
-                              "check it in HPC-X's Open MPI 4.1 before relying on it)"),
-    ("UCC_CL_BASIC_TUNE", "UCC's own parameter (ucc_info -c of UCC 1.3.0: known-params/ucc-1.3.0.txt), read by "
-                          "the UCC HPC-X bundles; it keeps UCC to the message sizes its table chose (confirm with "
-                          "HPC-X's ucc_info -c)"),
-    ("SLURM_DISTRIBUTION", "Slurm's srun(1) (input environment variable of --distribution): the launcher's, "
-                           "not the MPI's"),
-])
+HPCX_VARIABLES = OrderedDict(
+    [
+        (
+            "UCX_TLS",
+            HPCX_MANUAL
+            + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default pml "
+            "since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x UCX_TLS=dc,shm,self)",
+        ),
+        (
+            "UCX_RNDV_THRESH",
+            "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
+            "directs); keyed intra:/inter: form only with UCX >= 1.17 (docs/design.md, Knob facts)",
+        ),
+        ("UCX_ZCOPY_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)"),
+        (
+            "OMPI_MCA_pml",
+            "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml",
+        ),
+        ("OMPI_MCA_osc", "Open MPI 4.1 MCA parameter (ompi_info --param osc all)"),
+        ("OMPI_MCA_coll_hcoll_enable", HPCX_MANUAL + ", 'HCOLL' (-mca coll_hcoll_enable 0/1)"),
+        (
+            "OMPI_MCA_coll_ucc_enable",
+            HPCX_MANUAL + ", 'Unified Collective Communication (UCC)': not enabled by "
+            "default; -mca coll_ucc_enable 1",
+        ),
+        (
+            "OMPI_MCA_coll_ucc_priority",
+            "Open MPI's ucc component (docs.open-mpi.org, 'The ucc Component': enable it "
+            "with coll_ucc_enable 1 and coll_ucc_priority 100)",
+        ),
+        (
+            "OMPI_MCA_coll_ucc_cts",
+            "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; "
+            "check it in HPC-X's Open MPI 4.1 before relying on it)",
+        ),
+        (
+            "UCC_CL_BASIC_TUNE",
+            "UCC's own parameter (ucc_info -c of UCC 1.3.0: known-params/ucc-1.3.0.txt), read by "
+            "the UCC HPC-X bundles; it keeps UCC to the message sizes its table chose (confirm with "
+            "HPC-X's ucc_info -c)",
+        ),
+        (
+            "SLURM_DISTRIBUTION",
+            "Slurm's srun(1) (input environment variable of --distribution): the launcher's, "
+            "not the MPI's",
+        ),
+    ]
+)
 HPCX_LEFT_OUT = (
-    ("PRTE_MCA_", "PRRTE placement is Open MPI 5's mpirun; HPC-X's Open MPI 4.1 mpirun (ORTE) does not read it"),
-    ("HCOLL_ML_DISABLE_", "HCOLL's per-collective switch is documented only by site guides, not by NVIDIA "
-                          "(docs/hpcx-sharp.md): with HPC-X, HCOLL takes every collective it runs once it is on"),
+    (
+        "PRTE_MCA_",
+        "PRRTE placement is Open MPI 5's mpirun; HPC-X's Open MPI 4.1 mpirun (ORTE) does not read it",
+    ),
+    (
+        "HCOLL_ML_DISABLE_",
+        "HCOLL's per-collective switch is documented only by site guides, not by NVIDIA "
+        "(docs/hpcx-sharp.md): with HPC-X, HCOLL takes every collective it runs once it is on",
+    ),
 )
 
 
@@ -209,7 +268,9 @@ def hpcx_env(env, notes):
             notes.append("not set for HPC-X: %s (%s)" % (", ".join(names), why))
     rest = [k for k in gone if not k.startswith(tuple(p for p, _ in HPCX_LEFT_OUT))]
     if rest:
-        notes.append("not set for HPC-X: %s (no HPC-X documentation for it was checked)" % ", ".join(rest))
+        notes.append(
+            "not set for HPC-X: %s (no HPC-X documentation for it was checked)" % ", ".join(rest)
+        )
     return kept, notes
 
 
@@ -221,7 +282,9 @@ def row_env(site, table, nodes, ppn, profile):
             comps[case.collective] = dominant_component(case, site.components)
     case = table.case(nodes, ppn, profile)
     comp = comps.get(profile, "none")
-    values = case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
+    values = (
+        case.settings.get(comp) or case.settings.get("none") or next(iter(case.settings.values()))
+    )
     env, notes = knob_env(site, values, nodes >= 2)
     # Collective components, only where the table measured collectives at this geometry, combined
     # over the geometry's collectives whatever the profile (the seed studies measured one collective
@@ -231,9 +294,11 @@ def row_env(site, table, nodes, ppn, profile):
     # on when any collective chose it for most sizes, and HCOLL's own per-collective switch
     # (HCOLL_ML_DISABLE_<COLL>, HCOLL_DISABLE) keeps it off for the measured ones that did not.
     has = set(site.components)
-    ucc_bands = {case.collective: [(ch.band.lo, ch.band.hi) for ch in case.choice if ch.component == "ucc"]
-                 for case in table.cases
-                 if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES}
+    ucc_bands = {
+        case.collective: [(ch.band.lo, ch.band.hi) for ch in case.choice if ch.component == "ucc"]
+        for case in table.cases
+        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES
+    }
     ucc_colls = sorted(c for c, bands in ucc_bands.items() if bands)
     declined = [(c, lo, hi) for c in ucc_colls for lo, hi in gaps(ucc_bands[c])]
     hcoll_colls = sorted(c for c, k in comps.items() if k == "hcoll")

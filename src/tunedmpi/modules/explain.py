@@ -4,6 +4,7 @@ Given a site and an environment it returns exactly what `module load <tuned>` wo
 conformance tests compare this with real Lmod (Lua) and real Environment Modules (Tcl) for
 hundreds of environments.
 """
+
 import os
 from collections import OrderedDict
 
@@ -55,8 +56,14 @@ def mpi(site, tuned=None):
         if tuned in (None, one.tuned_module):
             return one
     from tunedmpi.errors import InputError
-    raise InputError(site.path, None, "modules.tuned", "site %s has no tuned module %r" % (site.name, tuned),
-                     "use one of: %s" % ", ".join(m.tuned_module for m in site.mpis()))
+
+    raise InputError(
+        site.path,
+        None,
+        "modules.tuned",
+        "site %s has no tuned module %r" % (site.name, tuned),
+        "use one of: %s" % ", ".join(m.tuned_module for m in site.mpis()),
+    )
 
 
 def select(site, env, module_file=None):
@@ -76,8 +83,16 @@ def select(site, env, module_file=None):
     head = "site=%s nodes=%d ppn=%d source=%s" % (site.name, geo.nodes, geo.ppn, geo.source)
     out = OrderedDict()
     if profile not in data:
-        selection = head + " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
-        return {"env": out, "selection": selection, "row": None, "messages": messages, "geometry": geo}
+        selection = (
+            head + " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
+        )
+        return {
+            "env": out,
+            "selection": selection,
+            "row": None,
+            "messages": messages,
+            "geometry": geo,
+        }
     rows = data[profile]
     match = geometry.choose_row([(r["nodes"], r["ppn"]) for r in rows], geo.nodes, geo.ppn)
     row = [r for r in rows if (r["nodes"], r["ppn"]) == (match.nodes, match.ppn)][0]
@@ -87,24 +102,39 @@ def select(site, env, module_file=None):
         nps_note = " nps=table:%d,node:%d" % (row["nps"], have)
     values = dict(row["env"])
     rules_note = rules_mark = ""
-    if row.get("rules"):      # the module sets the rules variables only if the file is there
+    if row.get("rules"):  # the module sets the rules variables only if the file is there
         path = rules_path(module_file or modulefile(site), row["rules"])
         if os.path.isfile(path):
             values.update(zip(RULES_VARS, ("1", path)))
             rules_note, rules_mark = " rules=" + row["rules"], ":rules"
         else:
             rules_note = " rules=missing"
-            messages.append("the coll_tuned rules file %s is missing: Open MPI keeps its own algorithm "
-                            "choices (re-render with tunedmpi render, or reinstall the module)" % path)
+            messages.append(
+                "the coll_tuned rules file %s is missing: Open MPI keeps its own algorithm "
+                "choices (re-render with tunedmpi render, or reinstall the module)" % path
+            )
     selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s" % (
-        match.nodes, match.ppn, match.kind, profile, row["component"], rules_note, nps_note)
+        match.nodes,
+        match.ppn,
+        match.kind,
+        profile,
+        row["component"],
+        rules_note,
+        nps_note,
+    )
     for name in names:
         if name in values:
             out[name] = values[name]
     out["TUNEDMPI_ROW"] = "%s:%dx%d%s" % (profile, match.nodes, match.ppn, rules_mark)
     messages += row["notes"]
-    return {"env": out, "selection": selection, "row": row, "messages": messages, "geometry": geo,
-            "match": match}
+    return {
+        "env": out,
+        "selection": selection,
+        "row": row,
+        "messages": messages,
+        "geometry": geo,
+        "match": match,
+    }
 
 
 def describe(result):

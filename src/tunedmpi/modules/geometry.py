@@ -6,13 +6,14 @@ the tests and the tuner use it), and render emits the Lua and Tcl selectors from
 primitives here have one counterpart each in render/templates/tuned.lua.j2 and tuned.tcl.j2; the
 conformance tests require all three to agree on every case.
 """
+
 import re
 from dataclasses import dataclass
 
 from tunedmpi.modules import selector
 
-MAX_COUNT = selector.MAX_COUNT   # larger "counts" are garbage, not geometry
-_COUNT = re.compile(r"[0-9]{1,%d}" % selector.MAX_DIGITS)   # fullmatch: "4\n" is no count
+MAX_COUNT = selector.MAX_COUNT  # larger "counts" are garbage, not geometry
+_COUNT = re.compile(r"[0-9]{1,%d}" % selector.MAX_DIGITS)  # fullmatch: "4\n" is no count
 _WORD = re.compile(r"[^%s]+" % re.escape(selector.BLANKS))
 
 
@@ -55,7 +56,7 @@ def read_nodefile(path):
     """PBS_NODEFILE: one line per slot. Returns (nodes, ppn) or (None, None)."""
     if not path:
         return None, None
-    try:   # lines end at "\n" only, as Lua's and Tcl's readers split them
+    try:  # lines end at "\n" only, as Lua's and Tcl's readers split them
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
             names = [line.strip(selector.BLANKS) for line in fh]
     except (OSError, TypeError, ValueError):
@@ -83,7 +84,7 @@ def per_node(text, nodes):
     return ceil_div(total, nodes) if total else None
 
 
-HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}    # selector.HOSTS
+HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.HOSTS
 
 
 def _value(expr, env, nodes):
@@ -99,7 +100,7 @@ def _value(expr, env, nodes):
         return count(text)
     if expr[0] == "tasks":
         return max_tasks_per_node(text)
-    return per_node(text, nodes)          # "per_node"
+    return per_node(text, nodes)  # "per_node"
 
 
 def from_scheduler(env):
@@ -120,7 +121,7 @@ def from_scheduler(env):
 class Geometry:
     nodes: int
     ppn: int
-    source: str            # explicit | slurm | pbs | lsf | flux | default (or a mix: explicit+slurm)
+    source: str  # explicit | slurm | pbs | lsf | flux | default (or a mix: explicit+slurm)
 
 
 def detect(env, default_nodes, default_ppn):
@@ -130,15 +131,17 @@ def detect(env, default_nodes, default_ppn):
     exp_nodes, exp_ppn = (count(env.get(name)) for name in selector.EXPLICIT)
     if exp_nodes or exp_ppn:
         nodes, ppn = exp_nodes or nodes, exp_ppn or ppn
-        source = "explicit" if (exp_nodes and exp_ppn) or source == "default" else "explicit+" + source
+        source = (
+            "explicit" if (exp_nodes and exp_ppn) or source == "default" else "explicit+" + source
+        )
     return Geometry(nodes, ppn, source)
 
 
 @dataclass
 class Match:
-    nodes: int             # the row's node count
-    ppn: int               # the row's ppn
-    kind: str              # exact | nearest | extrapolated
+    nodes: int  # the row's node count
+    ppn: int  # the row's ppn
+    kind: str  # exact | nearest | extrapolated
 
 
 def _log_nearer(a, b, x):

@@ -20,6 +20,7 @@ only in what they pass (docs/spack.md, docs/easybuild.md):
 
 Nothing is written before the build's MPI version and module name are checked against the site.
 """
+
 import contextlib
 import json
 import os
@@ -37,21 +38,39 @@ from tunedmpi.tables import schema
 INSTALLERS = {
     "spack": {
         "label": "Spack",
-        "version": ("site {site} tunes Open MPI {want}, but this build has {got}",
-                    "install openmpi-tuned@{want} site={site}"),
-        "name": ("site {site} names its tuned module {want}, but this package is {got}",
-                 "pass --modules {got} <baseline> to tunedmpi install-module"),
+        "version": (
+            "site {site} tunes Open MPI {want}, but this build has {got}",
+            "install openmpi-tuned@{want} site={site}",
+        ),
+        "name": (
+            "site {site} names its tuned module {want}, but this package is {got}",
+            "pass --modules {got} <baseline> to tunedmpi install-module",
+        ),
     },
     "easybuild": {
         "label": "EasyBuild",
-        "version": ("site {site} tunes {name} {want}, but this easyconfig is version {got}", "version = '{want}'"),
-        "name": ("site {site} names its tuned module {want}, but this easyconfig is {got}", "name = '{want}'"),
+        "version": (
+            "site {site} tunes {name} {want}, but this easyconfig is version {got}",
+            "version = '{want}'",
+        ),
+        "name": (
+            "site {site} names its tuned module {want}, but this easyconfig is {got}",
+            "name = '{want}'",
+        ),
     },
 }
 
 
-def derive(doc, checkout, installer, mpi_prefix=None, base_module=None, ucx_version=None, modules=None,
-           formats=None):
+def derive(
+    doc,
+    checkout,
+    installer,
+    mpi_prefix=None,
+    base_module=None,
+    ucx_version=None,
+    modules=None,
+    formats=None,
+):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
     mpi = doc.get("mpi") or {}
@@ -80,7 +99,8 @@ def derive(doc, checkout, installer, mpi_prefix=None, base_module=None, ucx_vers
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
     doc["notes"] = list(doc.get("notes") or []) + [
-        "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))]
+        "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
+    ]
     return doc
 
 
@@ -102,7 +122,9 @@ def _git(checkout, *args):
     git = shutil.which("git")
     if not git or not os.path.exists(os.path.join(str(checkout), ".git")):
         return None
-    proc = subprocess.run([git, "-C", str(checkout)] + list(args), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [git, "-C", str(checkout)] + list(args), capture_output=True, text=True, timeout=60
+    )
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -112,13 +134,28 @@ def source(checkout, site, table, installer):
     commit = _git(checkout, "rev-parse", "HEAD")
     if commit is not None:
         out["commit"] = commit.strip()
-        status = _git(checkout, "status", "--porcelain", "--", "tuning-tables", "site-configs", "src")
+        status = _git(
+            checkout, "status", "--porcelain", "--", "tuning-tables", "site-configs", "src"
+        )
         out["uncommitted"] = (status or "").splitlines()
     return out
 
 
-def install(checkout, site, share, installer, mpi_prefix=None, base_module=None, ucx_version=None,
-            modules=None, formats=None, mpi_version=None, name=None, pinned_copy=None, log=print):
+def install(
+    checkout,
+    site,
+    share,
+    installer,
+    mpi_prefix=None,
+    base_module=None,
+    ucx_version=None,
+    modules=None,
+    formats=None,
+    mpi_version=None,
+    name=None,
+    pinned_copy=None,
+    log=print,
+):
     """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
     above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
     Raises InputError (file, key, problem, fix) before writing anything when the build and the
@@ -129,13 +166,33 @@ def install(checkout, site, share, installer, mpi_prefix=None, base_module=None,
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
     if not os.path.isfile(src):
-        known = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n, "site.yaml"))) \
-            if os.path.isdir(folder) else []
-        raise InputError(src, None, "site", "no site '%s' in %s" % (site, checkout),
-                         "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"))
+        known = (
+            sorted(
+                n
+                for n in os.listdir(folder)
+                if os.path.isfile(os.path.join(folder, n, "site.yaml"))
+            )
+            if os.path.isdir(folder)
+            else []
+        )
+        raise InputError(
+            src,
+            None,
+            "site",
+            "no site '%s' in %s" % (site, checkout),
+            "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"),
+        )
     with open(src, encoding="utf-8") as fh:
-        doc = derive(yaml.safe_load(fh) or {}, checkout, installer, mpi_prefix, base_module, ucx_version,
-                     modules, formats)
+        doc = derive(
+            yaml.safe_load(fh) or {},
+            checkout,
+            installer,
+            mpi_prefix,
+            base_module,
+            ucx_version,
+            modules,
+            formats,
+        )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
@@ -147,9 +204,14 @@ def install(checkout, site, share, installer, mpi_prefix=None, base_module=None,
         kw = dict(site=site, want=tuned, got=name)
         raise InputError(src, None, "modules.tuned", problem.format(**kw), fix.format(**kw))
     if pinned_copy and "lua" not in (doc.get("module_formats") or ["lua"]):
-        raise InputError(src, None, "module_formats", "%s's module is the rendered Lua module, but the site "
-                         "renders %s" % (words["label"], ", ".join(doc["module_formats"])),
-                         "add lua to module_formats")
+        raise InputError(
+            src,
+            None,
+            "module_formats",
+            "%s's module is the rendered Lua module, but the site "
+            "renders %s" % (words["label"], ", ".join(doc["module_formats"])),
+            "add lua to module_formats",
+        )
 
     # 2. the derived config and its table: <share> is a project root
     conf = os.path.join(share, "site-configs", site, "site.yaml")
@@ -159,7 +221,9 @@ def install(checkout, site, share, installer, mpi_prefix=None, base_module=None,
     if table:
         tsrc = os.path.join(checkout, "tuning-tables", table + ".yaml")
         if not os.path.isfile(tsrc):
-            raise InputError(src, None, "table", "no table %s" % tsrc, "create it or name an existing table")
+            raise InputError(
+                src, None, "table", "no table %s" % tsrc, "create it or name an existing table"
+            )
         tdst = os.path.join(share, "tuning-tables", table + ".yaml")
         os.makedirs(os.path.dirname(tdst), exist_ok=True)
         shutil.copyfile(tsrc, tdst)
@@ -188,7 +252,14 @@ def install(checkout, site, share, installer, mpi_prefix=None, base_module=None,
         log("wrote %s" % pinned_copy)
 
     # 6. where it came from (reinstall after changing tables: the package's recipe did not change)
-    write_atomic(os.path.join(share, "SOURCE.json"),
-                 json.dumps(source(checkout, site, table, installer), indent=1, sort_keys=True) + "\n")
-    return {"site": site, "table": table, "version": want, "rendered": rendered,
-            "copy": str(pinned_copy) if pinned_copy else None}
+    write_atomic(
+        os.path.join(share, "SOURCE.json"),
+        json.dumps(source(checkout, site, table, installer), indent=1, sort_keys=True) + "\n",
+    )
+    return {
+        "site": site,
+        "table": table,
+        "version": want,
+        "rendered": rendered,
+        "copy": str(pinned_copy) if pinned_copy else None,
+    }

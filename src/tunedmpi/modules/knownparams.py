@@ -12,6 +12,7 @@ names (mpi.version, ucx_version; HPC-X's own), this checks
 A version without a list here is checked against what known-params/STAND-INS.yaml says stands
 in for it, and the report names every stand-in a check used and what a site must confirm.
 """
+
 import inspect
 import re
 from collections import OrderedDict
@@ -27,12 +28,27 @@ from tunedmpi.tables import knobs, rulesfile, schema
 
 # Which library reads a variable, by its prefix. "mpi" is the site's MPI: Open MPI 5 reads
 # PRTE_MCA_* in its mpirun (PRRTE), so one Open MPI list holds both.
-LIBRARY_OF = (("OMPI_MCA_", "mpi"), ("PRTE_MCA_", "mpi"), ("UCX_", "ucx"), ("UCC_", "ucc"),
-              ("HCOLL_", "hcoll"), ("SLURM_", "slurm"))
+LIBRARY_OF = (
+    ("OMPI_MCA_", "mpi"),
+    ("PRTE_MCA_", "mpi"),
+    ("UCX_", "ucx"),
+    ("UCC_", "ucc"),
+    ("HCOLL_", "hcoll"),
+    ("SLURM_", "slurm"),
+)
 # Variables of no library: where the MPI is, and the module's own bookkeeping. Any other name is
 # an error, so a misspelt prefix (OPMI_MCA_...) cannot slip past as "not a library's".
-NOT_A_LIBRARY = re.compile(r"^(PATH|LD_LIBRARY_PATH|MANPATH|PKG_CONFIG_PATH|MPI_HOME|TUNEDMPI_[A-Z_]+)$")
-LABEL = {"openmpi": "Open MPI", "hpcx": "HPC-X", "ucx": "UCX", "ucc": "UCC", "hcoll": "HCOLL", "slurm": "Slurm"}
+NOT_A_LIBRARY = re.compile(
+    r"^(PATH|LD_LIBRARY_PATH|MANPATH|PKG_CONFIG_PATH|MPI_HOME|TUNEDMPI_[A-Z_]+)$"
+)
+LABEL = {
+    "openmpi": "Open MPI",
+    "hpcx": "HPC-X",
+    "ucx": "UCX",
+    "ucc": "UCC",
+    "hcoll": "HCOLL",
+    "slurm": "Slurm",
+}
 STAND_INS = "STAND-INS.yaml"
 
 
@@ -46,21 +62,28 @@ def _rel(path):
 def _matches(spec, library, version):
     """'ucx 1.17' matches UCX 1.17 and 1.17.x; 'hcoll *' any version (also none named)."""
     lib, _, ver = spec.partition(" ")
-    return lib == library and (ver == "*" or (version is not None and (version == ver or version.startswith(ver + "."))))
+    return lib == library and (
+        ver == "*" or (version is not None and (version == ver or version.startswith(ver + ".")))
+    )
 
 
 @dataclass
 class StandIn:
     index: int
-    covers: List[str]              # "library version" it stands in for
-    list: Optional[str]            # a list file used instead of the version's own
-    names: List[str]               # or names the library's tool does not list
+    covers: List[str]  # "library version" it stands in for
+    list: Optional[str]  # a list file used instead of the version's own
+    names: List[str]  # or names the library's tool does not list
     why: str
     confirm: str
 
     def describe(self):
         what = "known-params/%s" % self.list if self.list else ", ".join(self.names)
-        return "%s for %s (%s; confirm: %s)" % (what, ", ".join(self.covers), self.why, self.confirm)
+        return "%s for %s (%s; confirm: %s)" % (
+            what,
+            ", ".join(self.covers),
+            self.why,
+            self.confirm,
+        )
 
 
 def load_stand_ins(folder=None):
@@ -70,19 +93,38 @@ def load_stand_ins(folder=None):
     doc = yamlsrc.load(str(path)).data or []
     out = []
     for i, e in enumerate(doc if isinstance(doc, list) else [None]):
-        if (not isinstance(e, dict) or not isinstance(e.get("for"), list) or bool(e.get("list")) == bool(e.get("names"))
-                or not e.get("why") or not e.get("confirm")):
-            raise InputError(str(path), None, "[%d]" % i, "each entry needs for: [\"<library> <version>\"], "
-                             "exactly one of list: or names:, and why: and confirm:",
-                             "see the entries above it")
-        out.append(StandIn(i, [str(s) for s in e["for"]], e.get("list"), list(e.get("names") or []),
-                           str(e["why"]), str(e["confirm"])))
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("for"), list)
+            or bool(e.get("list")) == bool(e.get("names"))
+            or not e.get("why")
+            or not e.get("confirm")
+        ):
+            raise InputError(
+                str(path),
+                None,
+                "[%d]" % i,
+                'each entry needs for: ["<library> <version>"], '
+                "exactly one of list: or names:, and why: and confirm:",
+                "see the entries above it",
+            )
+        out.append(
+            StandIn(
+                i,
+                [str(s) for s in e["for"]],
+                e.get("list"),
+                list(e.get("names") or []),
+                str(e["why"]),
+                str(e["confirm"]),
+            )
+        )
     return out
 
 
 @dataclass
 class Known:
     """What is known of one library version: its list (or a stand-in's) and stand-in names."""
+
     library: str
     version: Optional[str]
     base: Optional[paramlists.ParamList]
@@ -90,7 +132,10 @@ class Known:
     extra: List[StandIn]
 
     def label(self):
-        return "%s %s" % (LABEL.get(self.library, self.library), self.version or "(no version named)")
+        return "%s %s" % (
+            LABEL.get(self.library, self.library),
+            self.version or "(no version named)",
+        )
 
     def source(self, stand_in=None):
         where = ["known-params/%s" % Path(self.base.path).name] if self.base else []
@@ -116,9 +161,15 @@ def resolve(library, version, folder=None, stand_ins=None):
     stand_ins = load_stand_ins(folder) if stand_ins is None else stand_ins
     base = used = None
     if version is not None:
-        found = sorted((p for p in folder.glob("%s-*.txt" % library)
-                        if p.stem[len(library) + 1:] == version or p.stem[len(library) + 1:].startswith(version + ".")),
-                       key=lambda p: _natural(p.stem))
+        found = sorted(
+            (
+                p
+                for p in folder.glob("%s-*.txt" % library)
+                if p.stem[len(library) + 1 :] == version
+                or p.stem[len(library) + 1 :].startswith(version + ".")
+            ),
+            key=lambda p: _natural(p.stem),
+        )
         if found:
             base = paramlists.read(found[-1])
     if base is None:
@@ -126,7 +177,9 @@ def resolve(library, version, folder=None, stand_ins=None):
             if s.list and any(_matches(c, library, version) for c in s.covers):
                 base, used = paramlists.read(folder / s.list), s
                 break
-    extra = [s for s in stand_ins if s.names and any(_matches(c, library, version) for c in s.covers)]
+    extra = [
+        s for s in stand_ins if s.names and any(_matches(c, library, version) for c in s.covers)
+    ]
     return Known(library, version, base, used, extra)
 
 
@@ -140,8 +193,13 @@ def library_of(name):
 def site_versions(mpi):
     """{library key of LIBRARY_OF: (library, version)} for one of a site's MPIs."""
     ucx = ".".join(map(str, mpi.ucx_version)) if mpi.ucx_version else None
-    return {"mpi": (mpi.mpi_flavour, mpi.mpi_version), "ucx": ("ucx", ucx), "ucc": ("ucc", None),
-            "hcoll": ("hcoll", None), "slurm": ("slurm", None)}
+    return {
+        "mpi": (mpi.mpi_flavour, mpi.mpi_version),
+        "ucx": ("ucx", ucx),
+        "ucc": ("ucc", None),
+        "hcoll": ("hcoll", None),
+        "slurm": ("slurm", None),
+    }
 
 
 def check_value(value, kind, known):
@@ -158,7 +216,11 @@ def check_value(value, kind, known):
             return None
         bad = [v for v in (w.strip().lstrip("\\") for w in value.split(",")) if v not in legal]
         if bad:
-            return "%s has no %s (it lists: %s)" % (known.label(), ", ".join(bad), " ".join(sorted(legal)))
+            return "%s has no %s (it lists: %s)" % (
+                known.label(),
+                ", ".join(bad),
+                " ".join(sorted(legal)),
+            )
         return None
     # one-of: the number or the name; PRRTE policies may carry ':modifiers'
     head = value.split(":", 1)[0]
@@ -169,9 +231,9 @@ def check_value(value, kind, known):
 
 @dataclass
 class Report:
-    problems: List[tuple] = field(default_factory=list)      # (site, text)
-    notes: List[str] = field(default_factory=list)            # schema values a library lacks
-    stand_ins: Dict[int, set] = field(default_factory=dict)   # StandIn.index -> {site}
+    problems: List[tuple] = field(default_factory=list)  # (site, text)
+    notes: List[str] = field(default_factory=list)  # schema values a library lacks
+    stand_ins: Dict[int, set] = field(default_factory=dict)  # StandIn.index -> {site}
     counts: Dict[str, Dict[str, int]] = field(default_factory=OrderedDict)
     stand_in_list: List[StandIn] = field(default_factory=list)
 
@@ -205,20 +267,38 @@ class Checker:
         """Check one variable's name (a problem goes into the report) and return what is wrong
         with its value as (what the name is of, problem, list source), or None."""
         lib = library_of(name)
-        key = (site.name, mpi.tuned_module, where if where.startswith("modulefiles/") else "envmap", name)
+        key = (
+            site.name,
+            mpi.tuned_module,
+            where if where.startswith("modulefiles/") else "envmap",
+            name,
+        )
         if lib is None:
             if not NOT_A_LIBRARY.match(name):
-                self.problem(site, "%s: %s: belongs to no library the check knows (%s)"
-                             % (where, name, ", ".join(p + "*" for p, _ in LIBRARY_OF)), key)
+                self.problem(
+                    site,
+                    "%s: %s: belongs to no library the check knows (%s)"
+                    % (where, name, ", ".join(p + "*" for p, _ in LIBRARY_OF)),
+                    key,
+                )
             return None
         known = self.known(*site_versions(mpi)[lib])
         found = known.lookup(name)
         if found is None and known.base is None:
-            self.problem(site, "%s: %s: no list of %s in known-params/ (run tunedmpi import-params on that "
-                         "build, or declare a stand-in in known-params/%s)" % (where, name, known.label(), STAND_INS), key)
+            self.problem(
+                site,
+                "%s: %s: no list of %s in known-params/ (run tunedmpi import-params on that "
+                "build, or declare a stand-in in known-params/%s)"
+                % (where, name, known.label(), STAND_INS),
+                key,
+            )
             return None
         if found is None:
-            self.problem(site, "%s: %s: not a parameter of %s (%s)" % (where, name, known.label(), known.source()), key)
+            self.problem(
+                site,
+                "%s: %s: not a parameter of %s (%s)" % (where, name, known.label(), known.source()),
+                key,
+            )
             return None
         kind, stand_in = found
         if stand_in is not None:
@@ -245,7 +325,9 @@ class Checker:
                         names += 1
                         bad = self.name(site, mpi, where, name, value)
                         if bad:
-                            self.problem(site, "%s: %s=%s: %s (%s)" % (where, name, value, bad[1], bad[2]))
+                            self.problem(
+                                site, "%s: %s=%s: %s (%s)" % (where, name, value, bad[1], bad[2])
+                            )
         c = self.report.counts.setdefault(site.name, OrderedDict())
         c.update(module_files=files, module_variables=len(seen), module_settings=names)
 
@@ -264,8 +346,10 @@ class Checker:
         # A value the schema accepts but this build lacks is the table's choice, not a wrong name:
         # a note here; the module check (a) refuses it once a table or knob space uses it.
         for (name, label, source), values in lacking.items():
-            self.report.notes.append("%s: knobs.py accepts %s, which %s does not list (%s)"
-                                     % (name, " ".join(sorted(set(values), key=_natural)), label, source))
+            self.report.notes.append(
+                "%s: knobs.py accepts %s, which %s does not list (%s)"
+                % (name, " ".join(sorted(set(values), key=_natural)), label, source)
+            )
         c = self.report.counts.setdefault(site.name, OrderedDict())
         c.update(envmap_names=len(seen), envmap_settings=pairs)
 
@@ -277,7 +361,7 @@ class Checker:
             try:
                 colls = rulesfile.collectives(mpi.mpi_version)
             except InputError:
-                continue          # no rules files for this version: render refuses bands there
+                continue  # no rules files for this version: render refuses bands there
             known = self.known("openmpi", mpi.mpi_version)
             for coll in colls:
                 name = "OMPI_MCA_coll_tuned_%s_algorithm" % coll
@@ -285,9 +369,18 @@ class Checker:
                 listed = found[0][1] if found and found[0] and found[0][0] == "one-of" else None
                 ours = {str(k): v for k, v in rulesfile.algorithms(coll, mpi.mpi_version).items()}
                 if listed is not None and listed != ours:
-                    self.problem(site, 
+                    self.problem(
+                        site,
                         "tables/rulesfile.py: %s algorithms for Open MPI %s are %s, but %s lists %s (%s)"
-                        % (coll, mpi.mpi_version, _enum(ours), known.label(), _enum(listed), known.source()))
+                        % (
+                            coll,
+                            mpi.mpi_version,
+                            _enum(ours),
+                            known.label(),
+                            _enum(listed),
+                            known.source(),
+                        ),
+                    )
 
 
 def _natural(text):
@@ -295,16 +388,23 @@ def _natural(text):
 
 
 def _enum(d):
-    return " ".join(k if k == v else "%s=%s" % (k, v) for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0])))
+    return " ".join(
+        k if k == v else "%s=%s" % (k, v)
+        for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))
+    )
 
 
 # --- reading the shipped modules: the generated data, not the Lua or Tcl logic ---
 
 _STR = r'"((?:[^"\\]|\\.)*)"'
 _LUA_PAIR = re.compile(r"\{ %s, %s \}" % (_STR, _STR))
-_LUA_LITERAL = re.compile(r'^\s*(?:setenv|pushenv|prepend_path|append_path)\("([A-Za-z_][A-Za-z0-9_]*)"', re.M)
+_LUA_LITERAL = re.compile(
+    r'^\s*(?:setenv|pushenv|prepend_path|append_path)\("([A-Za-z_][A-Za-z0-9_]*)"', re.M
+)
 _TCL_LIST = re.compile(r'\[list ((?:"(?:[^"\\]|\\.)*"\s*)+)\]')
-_TCL_LITERAL = re.compile(r"^\s*(?:setenv|pushenv|prepend-path|append-path)\s+([A-Za-z_][A-Za-z0-9_]*)\s", re.M)
+_TCL_LITERAL = re.compile(
+    r"^\s*(?:setenv|pushenv|prepend-path|append-path)\s+([A-Za-z_][A-Za-z0-9_]*)\s", re.M
+)
 
 
 def _lua_text(s):
@@ -335,7 +435,10 @@ def module_variables(text, fmt):
                 out += list(zip(words[0::2], words[1::2]))
         names = re.search(r"^set NAMES \[list (.*)\]$", text, re.M)
         out += [(_tcl_text(n), None) for n in re.findall(_STR, names.group(1))] if names else []
-        out += [(_tcl_text(n), None) for n in re.findall(r'^set (?:USE_RULES|RULES_FILE) %s$' % _STR, text, re.M)]
+        out += [
+            (_tcl_text(n), None)
+            for n in re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
+        ]
         out += [(n, None) for n in _TCL_LITERAL.findall(text)]
     return out
 
@@ -344,8 +447,26 @@ def module_variables(text, fmt):
 
 # Values tried on every knob; the schema keeps those it accepts (knobs.normalise), so a new knob
 # is enumerated without a change here. Choices and ranges come from the knob's own validator.
-_POOL = (True, False, 0, 1, 2, 4, 8, "auto", "inf", "32kb", "intra:32kb,inter:128kb", "auto,intra:32kb",
-         "self,sm", "self,sm,rc") + tuple(sorted(knobs.UCX_TRANSPORTS)) + tuple("^" + t for t in sorted(knobs.UCX_TRANSPORTS))
+_POOL = (
+    (
+        True,
+        False,
+        0,
+        1,
+        2,
+        4,
+        8,
+        "auto",
+        "inf",
+        "32kb",
+        "intra:32kb,inter:128kb",
+        "auto,intra:32kb",
+        "self,sm",
+        "self,sm,rc",
+    )
+    + tuple(sorted(knobs.UCX_TRANSPORTS))
+    + tuple("^" + t for t in sorted(knobs.UCX_TRANSPORTS))
+)
 
 
 def knob_values(knob, ucx_version):
@@ -373,14 +494,34 @@ def _component_table(mpi, comp, chosen, low_band):
         if coll != chosen:
             choice = [schema.Choice(schema.Band(0, None), "none", [])]
         elif low_band:
-            choice = [schema.Choice(schema.Band(0, 65536), comp, []), schema.Choice(schema.Band(65536, None), "none", [])]
+            choice = [
+                schema.Choice(schema.Band(0, 65536), comp, []),
+                schema.Choice(schema.Band(65536, None), "none", []),
+            ]
         else:
             choice = [schema.Choice(schema.Band(0, None), comp, [])]
-        cases.append(schema.Case(nodes=2, ppn=2, collective=coll, section="", settings={"none": {}, comp: {}},
-                                 choice=choice))
-    return schema.Table(path="<knownparams>", platform="", title="", mpi_flavour=mpi.mpi_flavour,
-                        mpi_version=mpi.mpi_version, ucx_version=mpi.ucx_version, provenance={}, baseline={},
-                        baseline_text="", cases=cases)
+        cases.append(
+            schema.Case(
+                nodes=2,
+                ppn=2,
+                collective=coll,
+                section="",
+                settings={"none": {}, comp: {}},
+                choice=choice,
+            )
+        )
+    return schema.Table(
+        path="<knownparams>",
+        platform="",
+        title="",
+        mpi_flavour=mpi.mpi_flavour,
+        mpi_version=mpi.mpi_version,
+        ucx_version=mpi.ucx_version,
+        provenance={},
+        baseline={},
+        baseline_text="",
+        cases=cases,
+    )
 
 
 def emitted(mpi):
@@ -395,12 +536,20 @@ def emitted(mpi):
                 if mpi.mpi_flavour == "hpcx":
                     env, notes = envmap.hpcx_env(env, notes)
                 if env:
-                    out.append(("knob %s=%s on %s" % (knob, value, "several nodes" if multi else "one node"), env))
+                    out.append(
+                        (
+                            "knob %s=%s on %s"
+                            % (knob, value, "several nodes" if multi else "one node"),
+                            env,
+                        )
+                    )
     for comp in (c for c in mpi.components if c != "none"):
         for coll in envmap.UCC_CTS_NAMES:
             for low in (False, True):
                 env = envmap.row_env(mpi, _component_table(mpi, comp, coll, low), 2, 2, coll)[0]
-                out.append(("component %s for %s%s" % (comp, coll, " below 64kb" if low else ""), env))
+                out.append(
+                    ("component %s for %s%s" % (comp, coll, " below 64kb" if low else ""), env)
+                )
     if mpi.mpi_flavour == "openmpi":
         out.append(("render's rules-file variables", OrderedDict((k, None) for k in RULES_VARS)))
     return out
@@ -424,13 +573,24 @@ def describe(report):
     """The report as lines for people: counts per site, problems, stand-ins used, notes."""
     lines = []
     for site, c in report.counts.items():
-        lines.append("%s %s: %d variables in %d module files (%d settings), %d envmap names (%d settings)"
-                     % ("ok  " if not any(s == site for s, _ in report.problems) else "FAIL",
-                        site, c.get("module_variables", 0), c.get("module_files", 0), c.get("module_settings", 0),
-                        c.get("envmap_names", 0), c.get("envmap_settings", 0)))
+        lines.append(
+            "%s %s: %d variables in %d module files (%d settings), %d envmap names (%d settings)"
+            % (
+                "ok  " if not any(s == site for s, _ in report.problems) else "FAIL",
+                site,
+                c.get("module_variables", 0),
+                c.get("module_files", 0),
+                c.get("module_settings", 0),
+                c.get("envmap_names", 0),
+                c.get("envmap_settings", 0),
+            )
+        )
     lines += ["error: " + p for _, p in report.problems]
     for s in report.stand_in_list:
         if s.index in report.stand_ins:
-            lines.append("stand-in used (%s): %s" % (", ".join(sorted(report.stand_ins[s.index])), s.describe()))
+            lines.append(
+                "stand-in used (%s): %s"
+                % (", ".join(sorted(report.stand_ins[s.index])), s.describe())
+            )
     lines += ["note: %s" % n for n in report.notes]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ these enumerator values (the number or the name), ``deprecated``: still read, wi
 Only the values that matter are kept (components, coll_tuned algorithms, UCX_TLS), so the files
 stay small and diffs between builds read as what changed.
 """
+
 import datetime
 import os
 import re
@@ -70,8 +71,13 @@ def read(path):
             words = line.split()
             name, rest = words[0], words[1:]
             if not NAME.match(name) or name in names:
-                raise InputError(path, n, name, "not a variable name, or a name given twice",
-                                 "regenerate the file with tunedmpi import-params")
+                raise InputError(
+                    path,
+                    n,
+                    name,
+                    "not a variable name, or a name given twice",
+                    "regenerate the file with tunedmpi import-params",
+                )
             if not rest:
                 names[name] = None
             elif rest == ["deprecated"]:
@@ -79,23 +85,39 @@ def read(path):
             elif rest[0] == "list:":
                 names[name] = ("list", frozenset(rest[1:]))
             elif rest[0] == "one-of:":
-                names[name] = ("one-of", dict(w.split("=", 1) if "=" in w else (w, w) for w in rest[1:]))
+                names[name] = (
+                    "one-of",
+                    dict(w.split("=", 1) if "=" in w else (w, w) for w in rest[1:]),
+                )
             else:
-                raise InputError(path, n, name, "unknown word %r after the name" % rest[0],
-                                 "write NAME, NAME list: ..., NAME one-of: N=name ... or NAME deprecated")
+                raise InputError(
+                    path,
+                    n,
+                    name,
+                    "unknown word %r after the name" % rest[0],
+                    "write NAME, NAME list: ..., NAME one-of: N=name ... or NAME deprecated",
+                )
     for key in ("library", "version"):
         if not header.get(key):
-            raise InputError(path, 1, key, "the header has no '# %s:' line" % key,
-                             "regenerate the file with tunedmpi import-params")
+            raise InputError(
+                path,
+                1,
+                key,
+                "the header has no '# %s:' line" % key,
+                "regenerate the file with tunedmpi import-params",
+            )
     return ParamList(header["library"][0], header["version"][0], path, names, header)
 
 
 def render(library, version, names, header):
     """The text of a list file: the header (ordered pairs), then one sorted line per variable."""
-    out = ["# Variables %s %s reads, from its own tools: the check of tunedmpi known-params"
-           % (library, version),
-           "# (site-configs/README.md, \"Known parameters\"). Regenerate with tunedmpi import-params.",
-           "# library: %s" % library, "# version: %s" % version]
+    out = [
+        "# Variables %s %s reads, from its own tools: the check of tunedmpi known-params"
+        % (library, version),
+        '# (site-configs/README.md, "Known parameters"). Regenerate with tunedmpi import-params.',
+        "# library: %s" % library,
+        "# version: %s" % version,
+    ]
     out += ["# %s: %s" % kv for kv in header]
     for name in sorted(names):
         kind = names[name]
@@ -104,10 +126,20 @@ def render(library, version, names, header):
         elif kind[0] == "deprecated":
             out.append("%s deprecated" % name)
         elif kind[0] == "list":
-            out.append(("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip())   # "list:" alone: none
+            out.append(
+                ("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip()
+            )  # "list:" alone: none
         else:
-            out.append("%s one-of: %s" % (name, " ".join(k if k == v else "%s=%s" % (k, v) for k, v in
-                                                        sorted(kind[1].items(), key=_number_first))))
+            out.append(
+                "%s one-of: %s"
+                % (
+                    name,
+                    " ".join(
+                        k if k == v else "%s=%s" % (k, v)
+                        for k, v in sorted(kind[1].items(), key=_number_first)
+                    ),
+                )
+            )
     return "\n".join(out) + "\n"
 
 
@@ -139,20 +171,31 @@ def ompi_info(text):
         elif kind == "param":
             name = f[4]
             names.add(name)
-            if comp == "base" and name == fw:      # the framework's selection: even with no component
+            if comp == "base" and name == fw:  # the framework's selection: even with no component
                 comps.setdefault(fw, set())
             if f[5:7] == ["enumerator", "value"] and KEPT_ENUMS.match(name):
                 enums.setdefault(name, {})[f[7]] = ":".join(f[8:])
             elif f[5:7] == ["deprecated", "yes"]:
                 deprecated.add(name)
     if not version:
-        raise InputError("ompi_info", None, "ompi:version:full", "no version line in the output",
-                         "give the output of ompi_info --all --parsable")
+        raise InputError(
+            "ompi_info",
+            None,
+            "ompi:version:full",
+            "no version line in the output",
+            "give the output of ompi_info --all --parsable",
+        )
     out = {}
     for name in names:
-        out["OMPI_MCA_" + name] = (("list", frozenset(comps.get(name, ()))) if name in comps else
-                                   ("one-of", enums[name]) if name in enums else
-                                   ("deprecated", None) if name in deprecated else None)
+        out["OMPI_MCA_" + name] = (
+            ("list", frozenset(comps.get(name, ())))
+            if name in comps
+            else ("one-of", enums[name])
+            if name in enums
+            else ("deprecated", None)
+            if name in deprecated
+            else None
+        )
     return version, out
 
 
@@ -175,7 +218,7 @@ def prte_info(text):
             current = m.group(2)
             names.add(current)
             helps[current] = []
-            if m.group(1) == current:               # the framework's selection: even with no component
+            if m.group(1) == current:  # the framework's selection: even with no component
                 comps.setdefault(current, set())
             continue
         m = _PRTE_COMP.match(line)
@@ -190,8 +233,13 @@ def prte_info(text):
         policies = re.search(r"\[([^]]*)\]", " ".join(helps[n])) if n.endswith("_policy") else None
         words = [w.strip() for w in policies.group(1).split("|")] if policies else []
         words = [w for w in words if re.match(r"^[a-z0-9]+$", w)]
-        out["PRTE_MCA_" + n] = (("list", frozenset(comps[n])) if n in comps else
-                                ("one-of", {w: w for w in words}) if words else None)
+        out["PRTE_MCA_" + n] = (
+            ("list", frozenset(comps[n]))
+            if n in comps
+            else ("one-of", {w: w for w in words})
+            if words
+            else None
+        )
     return version, out
 
 
@@ -250,17 +298,33 @@ def ucc_version(text):
 
 # --- running the tools of one install ---
 
+
 def _run(argv, env=None):
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              timeout=300, env=env)
+        done = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=300,
+            env=env,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InputError(argv[0], None, None, "cannot run %s: %s" % (" ".join(argv), exc),
-                         "give the bin directory (or prefix) of a working install")
+        raise InputError(
+            argv[0],
+            None,
+            None,
+            "cannot run %s: %s" % (" ".join(argv), exc),
+            "give the bin directory (or prefix) of a working install",
+        )
     if done.returncode != 0:
-        raise InputError(argv[0], None, None, "%s exited %d: %s" % (" ".join(argv), done.returncode,
-                                                                   done.stderr.strip()[-500:]),
-                         "run it by hand to see why (a relocated install may need OPAL_PREFIX or PRTE_PREFIX)")
+        raise InputError(
+            argv[0],
+            None,
+            None,
+            "%s exited %d: %s" % (" ".join(argv), done.returncode, done.stderr.strip()[-500:]),
+            "run it by hand to see why (a relocated install may need OPAL_PREFIX or PRTE_PREFIX)",
+        )
     return done.stdout
 
 
@@ -288,11 +352,19 @@ def import_install(where, out=None, build=None, date=None):
         if prte:
             cmd = [str(prte), "--all"]
             # A relocated install (the PyPI wheel) finds its help files only with PRTE_PREFIX.
-            env = dict(os.environ, PRTE_PREFIX=os.environ.get("PRTE_PREFIX") or str(Path(str(prte)).parents[1]))
+            env = dict(
+                os.environ,
+                PRTE_PREFIX=os.environ.get("PRTE_PREFIX") or str(Path(str(prte)).parents[1]),
+            )
             pversion, pnames = prte_info(_run(cmd, env))
             names.update(pnames)
-            header.append(("command", "%s   (PRRTE %s: mpirun's runtime; PRTE_MCA_ variables)"
-                           % (" ".join(cmd), pversion)))
+            header.append(
+                (
+                    "command",
+                    "%s   (PRRTE %s: mpirun's runtime; PRTE_MCA_ variables)"
+                    % (" ".join(cmd), pversion),
+                )
+            )
         written.append(_write("openmpi", version, names, header + [("date", date)], out))
     ucx = _tool(where, "ucx_info")
     if ucx:
@@ -301,24 +373,44 @@ def import_install(where, out=None, build=None, date=None):
         text = _run(cmd)
         names = config_names(text)
         names["UCX_TLS"] = ("list", ucx_transports(text))
-        header = [("build", build), ("command", "%s -v" % ucx), ("command", " ".join(cmd)), ("date", date)]
+        header = [
+            ("build", build),
+            ("command", "%s -v" % ucx),
+            ("command", " ".join(cmd)),
+            ("date", date),
+        ]
         written.append(_write("ucx", version, names, header, out))
     ucc = _tool(where, "ucc_info")
     if ucc:
         version = ucc_version(_run([str(ucc), "-v"]))
         cmd = [str(ucc), "-c", "-a", "-f"]
-        header = [("build", build), ("command", "%s -v" % ucc), ("command", " ".join(cmd)), ("date", date)]
+        header = [
+            ("build", build),
+            ("command", "%s -v" % ucc),
+            ("command", " ".join(cmd)),
+            ("date", date),
+        ]
         written.append(_write("ucc", version, config_names(_run(cmd)), header, out))
     if not written:
-        raise InputError(str(where), None, None, "no ompi_info, ucx_info or ucc_info in %s or its bin/" % where,
-                         "give the prefix of an Open MPI, UCX or UCC install")
+        raise InputError(
+            str(where),
+            None,
+            None,
+            "no ompi_info, ucx_info or ucc_info in %s or its bin/" % where,
+            "give the prefix of an Open MPI, UCX or UCC install",
+        )
     return written
 
 
 def _write(library, version, names, header, out):
     if not version:
-        raise InputError(library, None, "version", "the tool did not print its version",
-                         "run it by hand: is it the library's own tool?")
+        raise InputError(
+            library,
+            None,
+            "version",
+            "the tool did not print its version",
+            "run it by hand: is it the library's own tool?",
+        )
     path = list_path(library, version, out)
     write_atomic(path, render(library, version, names, header))
     return path

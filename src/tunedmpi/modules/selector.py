@@ -62,11 +62,23 @@ HOSTS = ("nodefile", "slots")
 # ways that yields both a node count and a ppn; else the next source is tried; if none applies,
 # the site's default geometry is used ("default"). EXPLICIT then overrides either half.
 SOURCES = (
-    ("slurm", (pair(first(count("SLURM_JOB_NUM_NODES"), count("SLURM_NNODES")),
-                    first(count("SLURM_NTASKS_PER_NODE"), tasks("SLURM_TASKS_PER_NODE"),
-                          per_node("SLURM_NTASKS"))),)),
-    ("pbs", (pair(count("PBS_NUM_NODES"), count("PBS_NUM_PPN")),
-             hosts("nodefile", "PBS_NODEFILE"))),
+    (
+        "slurm",
+        (
+            pair(
+                first(count("SLURM_JOB_NUM_NODES"), count("SLURM_NNODES")),
+                first(
+                    count("SLURM_NTASKS_PER_NODE"),
+                    tasks("SLURM_TASKS_PER_NODE"),
+                    per_node("SLURM_NTASKS"),
+                ),
+            ),
+        ),
+    ),
+    (
+        "pbs",
+        (pair(count("PBS_NUM_NODES"), count("PBS_NUM_PPN")), hosts("nodefile", "PBS_NODEFILE")),
+    ),
     ("lsf", (hosts("slots", "LSB_MCPU_HOSTS"),)),
     ("flux", (pair(count("FLUX_JOB_NNODES"), per_node("FLUX_JOB_SIZE")),)),
 )
@@ -92,6 +104,7 @@ def variables():
             out.append(expr[2])
         else:
             out.append(expr[1])
+
     for _, ways in SOURCES:
         for way in ways:
             walk(way)
@@ -100,8 +113,11 @@ def variables():
 
 # --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
 
-_LUA = {"count": 'count(getenv("%s"))', "tasks": 'max_tasks_per_node(getenv("%s"))',
-        "per_node": 'per_node(getenv("%s"), n)'}
+_LUA = {
+    "count": 'count(getenv("%s"))',
+    "tasks": 'max_tasks_per_node(getenv("%s"))',
+    "per_node": 'per_node(getenv("%s"), n)',
+}
 _LUA_HOSTS = {"nodefile": "read_nodefile", "slots": "lsf_hosts"}
 
 
@@ -127,8 +143,11 @@ def lua_chain():
 
 # --- Tcl (Environment Modules): primitives in render/templates/tuned.tcl.j2 -------------------
 
-_TCL = {"count": "[tm_count [tm_getenv %s]]", "tasks": "[tm_tasks [tm_getenv %s]]",
-        "per_node": "[tm_per_node [tm_getenv %s] $n]"}
+_TCL = {
+    "count": "[tm_count [tm_getenv %s]]",
+    "tasks": "[tm_tasks [tm_getenv %s]]",
+    "per_node": "[tm_per_node [tm_getenv %s] $n]",
+}
 _TCL_HOSTS = {"nodefile": "tm_nodefile", "slots": "tm_slots"}
 
 
@@ -157,6 +176,7 @@ def tcl_chain():
 def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
     import re
+
     ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
     names = variables() + [name for name, _ in SOURCES]
     bad = [n for n in names if not ident.match(n)]

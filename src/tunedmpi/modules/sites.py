@@ -2,6 +2,7 @@
 
 Documented in site-configs/README.md. ``load_site`` raises InputErrors naming file, line, key, fix.
 """
+
 import dataclasses
 import os
 import re
@@ -17,9 +18,24 @@ MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+$")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
 SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?$")
-TOP_KEYS = {"schema", "site", "description", "table", "mpi", "ucx_version", "interconnect",
-            "hardware", "components", "default_profile", "default_geometry", "modules", "module_formats",
-            "hpcx", "spack", "notes"}
+TOP_KEYS = {
+    "schema",
+    "site",
+    "description",
+    "table",
+    "mpi",
+    "ucx_version",
+    "interconnect",
+    "hardware",
+    "components",
+    "default_profile",
+    "default_geometry",
+    "modules",
+    "module_formats",
+    "hpcx",
+    "spack",
+    "notes",
+}
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 # Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (render/__init__.py).
 MODULE_FORMATS = ("lua", "tcl")
@@ -30,14 +46,14 @@ class Site:
     path: str
     name: str
     description: str
-    table_ref: Optional[str]          # "<platform>/<mpi>-<version>" or None (nothing measured yet)
+    table_ref: Optional[str]  # "<platform>/<mpi>-<version>" or None (nothing measured yet)
     table: Optional[schema.Table]
     mpi_flavour: str
     mpi_version: str
-    base_module: Optional[str]        # a module providing the MPI (e.g. Spack's), or None
-    prefix: Optional[str]             # an install prefix the modules put on the paths, or None
+    base_module: Optional[str]  # a module providing the MPI (e.g. Spack's), or None
+    prefix: Optional[str]  # an install prefix the modules put on the paths, or None
     ucx_version: tuple
-    network_transports: bool          # may UCX_TLS name network transports (rc, ud, dc)?
+    network_transports: bool  # may UCX_TLS name network transports (rc, ud, dc)?
     interconnect: str
     sockets: int
     components: List[str]
@@ -47,8 +63,12 @@ class Site:
     tuned_module: str
     baseline_module: str
     notes: List[str] = field(default_factory=list)
-    module_formats: tuple = ("lua",)  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
-    hpcx: Optional["Site"] = None     # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    module_formats: tuple = (
+        "lua",
+    )  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
+    hpcx: Optional["Site"] = (
+        None  # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    )
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
@@ -76,13 +96,19 @@ def _check(ck, doc, path):
         return None
     ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
     if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-               "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION)
+        ck.err(
+            ("schema",),
+            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
+        )
     name = ck.text(doc, "site", ())
     folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
     if name and (not schema.NAME.match(name) or name != folder):
-        ck.err(("site",), "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
-               "rename the folder or the site so they match")
+        ck.err(
+            ("site",),
+            "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
+            "rename the folder or the site so they match",
+        )
     description = ck.text(doc, "description", ()) or ""
 
     table = None
@@ -91,8 +117,11 @@ def _check(ck, doc, path):
         ck.err(("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
     elif ref is not None:
         if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+$", ref):
-            ck.err(("table",), "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
-                   "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6")
+            ck.err(
+                ("table",),
+                "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
+                "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6",
+            )
         else:
             tpath = paths.tables_dir() / (ref + ".yaml")
             if not tpath.is_file():
@@ -101,8 +130,11 @@ def _check(ck, doc, path):
                 try:
                     table = schema.load_table(str(tpath))
                 except (InputError, InputErrors) as exc:
-                    ck.err(("table",), "its table does not pass `tunedmpi check`: %s"
-                           % str(exc).splitlines()[0], "run tunedmpi check %s" % tpath)
+                    ck.err(
+                        ("table",),
+                        "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
+                        "run tunedmpi check %s" % tpath,
+                    )
 
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
@@ -112,41 +144,65 @@ def _check(ck, doc, path):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
     base, prefix = mpi.get("base_module"), mpi.get("prefix")
     if (base is None) == (prefix is None):
-        ck.err(("mpi",), "give exactly one of mpi.base_module and mpi.prefix",
-               "base_module: a module that provides the MPI (e.g. Spack's), or prefix: its install directory")
+        ck.err(
+            ("mpi",),
+            "give exactly one of mpi.base_module and mpi.prefix",
+            "base_module: a module that provides the MPI (e.g. Spack's), or prefix: its install directory",
+        )
     if base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base)):
-        ck.err(("mpi", "base_module"), "base_module %r is not a module name" % (base,),
-               "write name/version with letters, digits and . _ + -")
-    if prefix is not None and (not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix):
-        ck.err(("mpi", "prefix"), "prefix %r is not a plain path" % (prefix,),
-               "an absolute path, or one relative to the repository, of letters, digits and . _ + - /")
+        ck.err(
+            ("mpi", "base_module"),
+            "base_module %r is not a module name" % (base,),
+            "write name/version with letters, digits and . _ + -",
+        )
+    if prefix is not None and (
+        not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix
+    ):
+        ck.err(
+            ("mpi", "prefix"),
+            "prefix %r is not a plain path" % (prefix,),
+            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
+        )
 
     ucx = None
     try:
         ucx = knobs.version_tuple(str(doc.get("ucx_version")))
     except knobs.KnobError as exc:
-        ck.err(("ucx_version",), exc.problem, "quote the UCX version the MPI uses, e.g. \"1.18\"")
+        ck.err(("ucx_version",), exc.problem, 'quote the UCX version the MPI uses, e.g. "1.18"')
 
     net = ck.mapping(doc.get("interconnect"), ("interconnect",), "interconnect") or {}
     ck.unknown_keys(net, {"name", "network_transports"}, ("interconnect",), "interconnect")
     if not isinstance(net.get("network_transports"), bool):
-        ck.err(("interconnect", "network_transports"), "network_transports must be true or false",
-               "true where UCX may be told to use rc/ud/dc (InfiniBand, RoCE)")
+        ck.err(
+            ("interconnect", "network_transports"),
+            "network_transports must be true or false",
+            "true where UCX may be told to use rc/ud/dc (InfiniBand, RoCE)",
+        )
 
     hw = ck.mapping(doc.get("hardware"), ("hardware",), "hardware") or {}
     ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, ("hardware",), "hardware")
     sockets = ck.positive_int(hw, "sockets", ("hardware",))
 
     comps = doc.get("components")
-    if not isinstance(comps, list) or "none" not in comps or any(c not in knobs.COMPONENTS for c in comps):
-        ck.err(("components",), "components must list what this MPI build has, always with none",
-               "e.g. components: [none, ucc, hcoll]")
+    if (
+        not isinstance(comps, list)
+        or "none" not in comps
+        or any(c not in knobs.COMPONENTS for c in comps)
+    ):
+        ck.err(
+            ("components",),
+            "components must list what this MPI build has, always with none",
+            "e.g. components: [none, ucc, hcoll]",
+        )
         comps = ["none"]
 
     profile = doc.get("default_profile")
     if profile not in schema.OPERATIONS:
-        ck.err(("default_profile",), "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
-               "name the operation whose optimum sets the global UCX knobs")
+        ck.err(
+            ("default_profile",),
+            "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
+            "name the operation whose optimum sets the global UCX knobs",
+        )
     geo = ck.mapping(doc.get("default_geometry"), ("default_geometry",), "default_geometry") or {}
     dn = ck.positive_int(geo, "nodes", ("default_geometry",))
     dp = ck.positive_int(geo, "ppn", ("default_geometry",))
@@ -156,29 +212,55 @@ def _check(ck, doc, path):
     for key in ("tuned", "baseline"):
         value = mods.get(key)
         if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(("modules", key), "modules.%s must be a module name without version" % key,
-                   "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"))
+            ck.err(
+                ("modules", key),
+                "modules.%s must be a module name without version" % key,
+                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
+            )
         names[key] = value
     formats = doc.get("module_formats", ["lua"])
-    if (not isinstance(formats, list) or not formats or any(f not in MODULE_FORMATS for f in formats)
-            or len(set(formats)) != len(formats)):
-        ck.err(("module_formats",), "module_formats must be a list of %s, each at most once, not %r"
-               % (" and ".join(MODULE_FORMATS), formats),
-               "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
-               "leave it out for [lua]")
+    if (
+        not isinstance(formats, list)
+        or not formats
+        or any(f not in MODULE_FORMATS for f in formats)
+        or len(set(formats)) != len(formats)
+    ):
+        ck.err(
+            ("module_formats",),
+            "module_formats must be a list of %s, each at most once, not %r"
+            % (" and ".join(MODULE_FORMATS), formats),
+            "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
+            "leave it out for [lua]",
+        )
         formats = ["lua"]
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     if ck.errors:
         return None
-    site = Site(path=str(path), name=name, description=description, table_ref=ref, table=table,
-                mpi_flavour=flavour, mpi_version=version, base_module=base, prefix=prefix,
-                ucx_version=ucx, network_transports=net["network_transports"],
-                interconnect=net.get("name") or "", sockets=sockets, components=list(comps),
-                default_profile=profile, default_nodes=dn, default_ppn=dp,
-                tuned_module=names["tuned"], baseline_module=names["baseline"],
-                notes=list(doc.get("notes") or []), module_formats=tuple(formats),
-                spack_depends_on=spack_deps)
+    site = Site(
+        path=str(path),
+        name=name,
+        description=description,
+        table_ref=ref,
+        table=table,
+        mpi_flavour=flavour,
+        mpi_version=version,
+        base_module=base,
+        prefix=prefix,
+        ucx_version=ucx,
+        network_transports=net["network_transports"],
+        interconnect=net.get("name") or "",
+        sockets=sockets,
+        components=list(comps),
+        default_profile=profile,
+        default_nodes=dn,
+        default_ppn=dp,
+        tuned_module=names["tuned"],
+        baseline_module=names["baseline"],
+        notes=list(doc.get("notes") or []),
+        module_formats=tuple(formats),
+        spack_depends_on=spack_deps,
+    )
     if hpcx:
         # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
         site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, **hpcx)
@@ -193,20 +275,27 @@ def _spack(ck, doc, flavour):
     block = ck.mapping(doc.get("spack"), ("spack",), "spack") or {}
     ck.unknown_keys(block, {"depends_on"}, ("spack",), "spack")
     deps = block.get("depends_on", [])
-    example = "e.g. depends_on: [\"openmpi fabrics=ucx,ucc\", \"ucx +verbs +rc\"]"
+    example = 'e.g. depends_on: ["openmpi fabrics=ucx,ucc", "ucx +verbs +rc"]'
     if not isinstance(deps, list):
         ck.err(("spack", "depends_on"), "spack.depends_on must be a list of Spack specs", example)
         return []
     out = []
     for i, spec in enumerate(deps):
         if not isinstance(spec, str) or not SPACK_SPEC.match(spec.strip()):
-            ck.err(("spack", "depends_on", i), "%r is not a Spack spec that starts with a package name" % (spec,),
-                   example)
+            ck.err(
+                ("spack", "depends_on", i),
+                "%r is not a Spack spec that starts with a package name" % (spec,),
+                example,
+            )
             continue
         name, rest = SPACK_SPEC.match(spec.strip()).groups()
         if name == flavour and (rest or "").startswith("@"):
-            ck.err(("spack", "depends_on", i), "%r names a version of the MPI" % spec,
-                   "leave the version out: openmpi-tuned depends on %s@<mpi.version> already" % flavour)
+            ck.err(
+                ("spack", "depends_on", i),
+                "%r names a version of the MPI" % spec,
+                "leave the version out: openmpi-tuned depends on %s@<mpi.version> already"
+                % flavour,
+            )
             continue
         out.append(" ".join(spec.split()))
     return out
@@ -220,32 +309,58 @@ def _hpcx(ck, doc):
     ck.unknown_keys(block, HPCX_KEYS, ("hpcx",), "hpcx")
     version = str(block.get("version") or "")
     if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
-        ck.err(("hpcx", "version"), "hpcx.version must look like 2.20", "write the HPC-X version (hpcx-tuned/<it>)")
+        ck.err(
+            ("hpcx", "version"),
+            "hpcx.version must look like 2.20",
+            "write the HPC-X version (hpcx-tuned/<it>)",
+        )
     base, prefix = block.get("base_module"), block.get("prefix")
-    if (base is None) == (prefix is None) or (base is not None and (not isinstance(base, str)
-                                                                    or not MODULE_NAME.match(base))):
-        ck.err(("hpcx",), "give exactly one of hpcx.base_module (a module name) and hpcx.prefix",
-               "base_module: the site's HPC-X module (NVIDIA's modulefiles/hpcx as the site installed it)")
-    if prefix is not None and (not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix):
+    if (base is None) == (prefix is None) or (
+        base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base))
+    ):
+        ck.err(
+            ("hpcx",),
+            "give exactly one of hpcx.base_module (a module name) and hpcx.prefix",
+            "base_module: the site's HPC-X module (NVIDIA's modulefiles/hpcx as the site installed it)",
+        )
+    if prefix is not None and (
+        not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix
+    ):
         ck.err(("hpcx", "prefix"), "prefix %r is not a plain path" % (prefix,), "an absolute path")
     ucx = None
     try:
         ucx = knobs.version_tuple(str(block.get("ucx_version")))
     except knobs.KnobError as exc:
-        ck.err(("hpcx", "ucx_version"), exc.problem, "quote the UCX version HPC-X bundles (ucx_info -v), e.g. \"1.17\"")
+        ck.err(
+            ("hpcx", "ucx_version"),
+            exc.problem,
+            'quote the UCX version HPC-X bundles (ucx_info -v), e.g. "1.17"',
+        )
     mods = ck.mapping(block.get("modules"), ("hpcx", "modules"), "hpcx.modules") or {}
     names = {}
     for key, example in (("tuned", "hpcx-tuned"), ("baseline", "hpcx-untuned")):
         value = mods.get(key)
         if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(("hpcx", "modules", key), "hpcx.modules.%s must be a module name without version" % key,
-                   "e.g. %s: %s" % (key, example))
+            ck.err(
+                ("hpcx", "modules", key),
+                "hpcx.modules.%s must be a module name without version" % key,
+                "e.g. %s: %s" % (key, example),
+            )
         names[key] = value
     if names.get("tuned") and names.get("tuned") in (doc.get("modules") or {}).values():
-        ck.err(("hpcx", "modules", "tuned"), "the HPC-X modules need names of their own",
-               "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned")
-    return dict(mpi_version=version, base_module=base, prefix=prefix, ucx_version=ucx,
-                tuned_module=names.get("tuned"), baseline_module=names.get("baseline"))
+        ck.err(
+            ("hpcx", "modules", "tuned"),
+            "the HPC-X modules need names of their own",
+            "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
+        )
+    return dict(
+        mpi_version=version,
+        base_module=base,
+        prefix=prefix,
+        ucx_version=ucx,
+        tuned_module=names.get("tuned"),
+        baseline_module=names.get("baseline"),
+    )
 
 
 def site_dir():
@@ -260,6 +375,11 @@ def site_names():
 def load_named(name):
     path = site_dir() / name / "site.yaml"
     if not path.is_file():
-        raise InputError(str(path), None, "site", "no site '%s'" % name,
-                         "use one of: %s" % (", ".join(site_names()) or "(none yet)"))
+        raise InputError(
+            str(path),
+            None,
+            "site",
+            "no site '%s'" % name,
+            "use one of: %s" % (", ".join(site_names()) or "(none yet)"),
+        )
     return load_site(str(path))

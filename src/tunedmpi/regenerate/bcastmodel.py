@@ -18,6 +18,7 @@ microsecond for B (= IMB's "Mbytes/sec", 10^6 bytes/s), so L B is in bytes.
 Segment sizes are what Open MPI 5.0.8's coll_tuned takes (rulesfile): a power of two up to 1 GiB,
 0 = no segmentation. Bands are in the shape tables/schema.py checks (``bands:`` of a bcast case).
 """
+
 import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -26,25 +27,26 @@ from tunedmpi.errors import InputError
 from tunedmpi.tables import rulesfile
 from tunedmpi.tables.units import format_human
 
-WHERE = "tunedmpi.regenerate.bcastmodel"     # InputError path: the arguments of these functions
-MAX_SEGSIZE = 1 << 30             # the largest power of two that fits Open MPI's C int
+WHERE = "tunedmpi.regenerate.bcastmodel"  # InputError path: the arguments of these functions
+MAX_SEGSIZE = 1 << 30  # the largest power of two that fits Open MPI's C int
 DEFAULT_VERSION = "5.0.8"
 
 
 @dataclass(frozen=True)
 class Fit:
     """A straight line t = rounds (L + M / B) through measured (bytes, microseconds) points."""
-    L: float                  # microseconds per transfer
-    B: float                  # bytes per microsecond (= MB/s, 10^6 bytes/s)
-    n: int                    # points used
-    rms_rel: float            # root mean square of (measured - line) / measured
-    max_rel: float            # the largest |relative residual| ...
-    worst_size: int           # ... and the size where it is
-    r2: float                 # coefficient of determination of the times (unweighted)
-    lo: int                   # sizes used: lo <= size <= hi
+
+    L: float  # microseconds per transfer
+    B: float  # bytes per microsecond (= MB/s, 10^6 bytes/s)
+    n: int  # points used
+    rms_rel: float  # root mean square of (measured - line) / measured
+    max_rel: float  # the largest |relative residual| ...
+    worst_size: int  # ... and the size where it is
+    r2: float  # coefficient of determination of the times (unweighted)
+    lo: int  # sizes used: lo <= size <= hi
     hi: Optional[int]
-    rounds: int               # transfers one measured call makes one after another (eq. 3's N_R)
-    latency_clamped: bool     # the free fit gave L < 0: L = 0 and B refitted alone
+    rounds: int  # transfers one measured call makes one after another (eq. 3's N_R)
+    latency_clamped: bool  # the free fit gave L < 0: L = 0 and B refitted alone
 
     @property
     def n_half(self):
@@ -52,19 +54,33 @@ class Fit:
         return self.L * self.B
 
     def describe(self):
-        return ("L = %.3f us, B = %.0f bytes/us (%.2f GB/s), L*B = %.0f bytes; %d points %s to %s, "
-                "relative residuals rms %.1f%%, worst %.1f%% at %s; R^2 %.4f%s"
-                % (self.L, self.B, self.B / 1000.0, self.n_half, self.n, format_human(self.lo),
-                   format_human(self.hi) if self.hi is not None else "the largest size",
-                   100 * self.rms_rel, 100 * self.max_rel, format_human(self.worst_size), self.r2,
-                   "; L < 0 in the free fit, fixed at 0" if self.latency_clamped else ""))
+        return (
+            "L = %.3f us, B = %.0f bytes/us (%.2f GB/s), L*B = %.0f bytes; %d points %s to %s, "
+            "relative residuals rms %.1f%%, worst %.1f%% at %s; R^2 %.4f%s"
+            % (
+                self.L,
+                self.B,
+                self.B / 1000.0,
+                self.n_half,
+                self.n,
+                format_human(self.lo),
+                format_human(self.hi) if self.hi is not None else "the largest size",
+                100 * self.rms_rel,
+                100 * self.max_rel,
+                format_human(self.worst_size),
+                self.r2,
+                "; L < 0 in the free fit, fixed at 0" if self.latency_clamped else "",
+            )
+        )
 
 
 def _bad(key, problem, fix):
     return InputError(WHERE, None, key, problem, fix)
 
 
-def fit(points: Iterable[Tuple[int, float]], lo: int = 0, hi: Optional[int] = None, rounds: int = 1) -> Fit:
+def fit(
+    points: Iterable[Tuple[int, float]], lo: int = 0, hi: Optional[int] = None, rounds: int = 1
+) -> Fit:
     """Fit L and B to (size in bytes, time in microseconds) points of a point-to-point-like
     measurement: an IMB PingPong (t[usec] is one way), or a broadcast on 2 ranks (one transfer,
     eq. 3 with N_R = 1), or a broadcast whose algorithm makes ``rounds`` transfers one after another.
@@ -75,24 +91,36 @@ def fit(points: Iterable[Tuple[int, float]], lo: int = 0, hi: Optional[int] = No
     that matters). Returns a :class:`Fit`; ``fit(...).L`` and ``.B`` are the model's inputs.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise _bad("rounds", "rounds must be a whole number >= 1, not %r" % (rounds,),
-                   "give the transfers one call makes one after another (1 for PingPong or 2 ranks)")
+        raise _bad(
+            "rounds",
+            "rounds must be a whole number >= 1, not %r" % (rounds,),
+            "give the transfers one call makes one after another (1 for PingPong or 2 ranks)",
+        )
     pts = []
     for i, p in enumerate(points):
         try:
             size, t = int(p[0]), float(p[1])
         except (TypeError, ValueError, IndexError):
-            raise _bad("points[%d]" % i, "%r is not a (bytes, microseconds) pair" % (p,),
-                       "give points as (size, time) pairs, e.g. Series.points of a parsed IMB table")
+            raise _bad(
+                "points[%d]" % i,
+                "%r is not a (bytes, microseconds) pair" % (p,),
+                "give points as (size, time) pairs, e.g. Series.points of a parsed IMB table",
+            )
         if size < 0 or not math.isfinite(t) or t <= 0:
-            raise _bad("points[%d]" % i, "size %d with time %r: sizes must be >= 0 and times > 0" % (size, t),
-                       "drop failed rows (IMB prints no time for them) before fitting")
+            raise _bad(
+                "points[%d]" % i,
+                "size %d with time %r: sizes must be >= 0 and times > 0" % (size, t),
+                "drop failed rows (IMB prints no time for them) before fitting",
+            )
         if size >= lo and (hi is None or size <= hi):
             pts.append((size, t))
     if len({s for s, _ in pts}) < 2:
-        raise _bad("points", "%d point(s) of distinct size in %s to %s: a line needs 2"
-                   % (len(pts), lo, "the largest size" if hi is None else hi),
-                   "widen lo/hi or measure more sizes")
+        raise _bad(
+            "points",
+            "%d point(s) of distinct size in %s to %s: a line needs 2"
+            % (len(pts), lo, "the largest size" if hi is None else hi),
+            "widen lo/hi or measure more sizes",
+        )
     # Weighted normal equations for t = a + b M with weights w = 1/t^2.
     w = [1.0 / (t * t) for _, t in pts]
     sw = sum(w)
@@ -104,28 +132,52 @@ def fit(points: Iterable[Tuple[int, float]], lo: int = 0, hi: Optional[int] = No
     a = (sxx * sy - sx * sxy) / det
     b = (sw * sxy - sx * sy) / det
     clamped = a < 0
-    if clamped:                      # a line through the origin: b alone, same weights
+    if clamped:  # a line through the origin: b alone, same weights
         a, b = 0.0, sxy / sxx
     if b <= 0:
-        raise _bad("points", "time does not grow with size in these points (slope %.3g us/byte)" % b,
-                   "fit a range where larger messages take longer (raise lo), or check the measurement")
+        raise _bad(
+            "points",
+            "time does not grow with size in these points (slope %.3g us/byte)" % b,
+            "fit a range where larger messages take longer (raise lo), or check the measurement",
+        )
     rel = [(t - (a + b * s)) / t for s, t in pts]
     worst = max(range(len(pts)), key=lambda i: abs(rel[i]))
     mean_t = sum(t for _, t in pts) / len(pts)
     ss_tot = sum((t - mean_t) ** 2 for _, t in pts)
     ss_res = sum((t - (a + b * s)) ** 2 for s, t in pts)
-    return Fit(L=a / rounds, B=rounds / b, n=len(pts), rms_rel=math.sqrt(sum(r * r for r in rel) / len(rel)),
-               max_rel=abs(rel[worst]), worst_size=pts[worst][0], r2=1.0 - ss_res / ss_tot if ss_tot else 1.0,
-               lo=lo, hi=hi, rounds=rounds, latency_clamped=clamped)
+    return Fit(
+        L=a / rounds,
+        B=rounds / b,
+        n=len(pts),
+        rms_rel=math.sqrt(sum(r * r for r in rel) / len(rel)),
+        max_rel=abs(rel[worst]),
+        worst_size=pts[worst][0],
+        r2=1.0 - ss_res / ss_tot if ss_tot else 1.0,
+        lo=lo,
+        hi=hi,
+        rounds=rounds,
+        latency_clamped=clamped,
+    )
 
 
 def _check_model(L, B, M, k):
     for key, value, low in (("L", L, 0.0), ("B", B, None), ("M", M, 0), ("k", k, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise _bad(key, "%s must be a finite number, not %r" % (key, value), "see docs/bcast-model.md for units")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise _bad(
+                key,
+                "%s must be a finite number, not %r" % (key, value),
+                "see docs/bcast-model.md for units",
+            )
         if (low is None and value <= 0) or (low is not None and value < low):
-            raise _bad(key, "%s = %r is out of range (%s)" % (key, value, "> 0" if low is None else ">= 0"),
-                       "L in microseconds >= 0, B in bytes per microsecond > 0, M in bytes >= 0, k >= 0")
+            raise _bad(
+                key,
+                "%s = %r is out of range (%s)" % (key, value, "> 0" if low is None else ">= 0"),
+                "L in microseconds >= 0, B in bytes per microsecond > 0, M in bytes >= 0, k >= 0",
+            )
 
 
 def optimal_segment(L: float, B: float, M: int, k: float) -> float:
@@ -165,13 +217,18 @@ def k_for(algorithm, ranks: int) -> int:
     names = rulesfile.algorithms("bcast", DEFAULT_VERSION)
     number = _number(algorithm, names)
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 2:
-        raise _bad("ranks", "a broadcast needs 2 or more ranks, not %r" % (ranks,), "give nodes x ppn")
+        raise _bad(
+            "ranks", "a broadcast needs 2 or more ranks, not %r" % (ranks,), "give nodes x ppn"
+        )
     if names.get(number) == "pipeline":
         return ranks - 2
     if names.get(number) == "binary_tree":
-        return (ranks - 1).bit_length() - 1        # ceil(log2 ranks) - 1
-    raise _bad("algorithm", "no k for bcast algorithm %r in this model" % (algorithm,),
-               "use pipeline or binary_tree, or pass k yourself (docs/bcast-model.md)")
+        return (ranks - 1).bit_length() - 1  # ceil(log2 ranks) - 1
+    raise _bad(
+        "algorithm",
+        "no k for bcast algorithm %r in this model" % (algorithm,),
+        "use pipeline or binary_tree, or pass k yourself (docs/bcast-model.md)",
+    )
 
 
 def _number(algorithm, names):
@@ -180,12 +237,22 @@ def _number(algorithm, names):
     for number, name in names.items():
         if isinstance(algorithm, str) and algorithm.strip().lower() in (name, str(number)):
             return number
-    raise _bad("algorithm", "Open MPI has no bcast algorithm %r" % (algorithm,),
-               "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())))
+    raise _bad(
+        "algorithm",
+        "Open MPI has no bcast algorithm %r" % (algorithm,),
+        "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
+    )
 
 
-def bands(L: float, B: float, sizes: Iterable[int], k: float, algorithm="pipeline",
-          faninout: Optional[int] = None, mpi_version: str = DEFAULT_VERSION) -> List[Dict]:
+def bands(
+    L: float,
+    B: float,
+    sizes: Iterable[int],
+    k: float,
+    algorithm="pipeline",
+    faninout: Optional[int] = None,
+    mpi_version: str = DEFAULT_VERSION,
+) -> List[Dict]:
     """The model's segment size at each measured size, as bcast ``bands`` for a tuning-table case:
     [{"from": bytes, "to": bytes or None, "algorithm": name, "segsize": bytes}, ...] (plus
     "faninout" for chain). Adjacent sizes with the same segment size are one band; a band starts
@@ -194,15 +261,29 @@ def bands(L: float, B: float, sizes: Iterable[int], k: float, algorithm="pipelin
     number = _number(algorithm, names)
     used = rulesfile.takes("bcast", number, mpi_version)
     if "segsize" not in used:
-        raise _bad("algorithm", "bcast %d (%s) does not segment: a segment size would be ignored"
-                   % (number, names[number]),
-                   "use one that does: %s" % ", ".join("%d %s" % (n, names[n]) for n in sorted(names)
-                                                       if "segsize" in rulesfile.takes("bcast", n, mpi_version)))
+        raise _bad(
+            "algorithm",
+            "bcast %d (%s) does not segment: a segment size would be ignored"
+            % (number, names[number]),
+            "use one that does: %s"
+            % ", ".join(
+                "%d %s" % (n, names[n])
+                for n in sorted(names)
+                if "segsize" in rulesfile.takes("bcast", n, mpi_version)
+            ),
+        )
     if "faninout" in used and faninout is None:
-        raise _bad("faninout", "bcast %d (%s) needs its chain fan-out" % (number, names[number]),
-                   "pass faninout=1..%d" % rulesfile.MAX_FANINOUT)
+        raise _bad(
+            "faninout",
+            "bcast %d (%s) needs its chain fan-out" % (number, names[number]),
+            "pass faninout=1..%d" % rulesfile.MAX_FANINOUT,
+        )
     if "faninout" not in used and faninout is not None:
-        raise _bad("faninout", "bcast %d (%s) takes no fan-out" % (number, names[number]), "leave faninout out")
+        raise _bad(
+            "faninout",
+            "bcast %d (%s) takes no fan-out" % (number, names[number]),
+            "leave faninout out",
+        )
     ordered = sorted(set(int(s) for s in sizes))
     if not ordered:
         raise _bad("sizes", "no message sizes", "give the IMB sizes measured, e.g. Series.sizes")
@@ -213,7 +294,12 @@ def bands(L: float, B: float, sizes: Iterable[int], k: float, algorithm="pipelin
             continue
         if out:
             out[-1]["to"] = size
-        band = {"from": 0 if not out else size, "to": None, "algorithm": names[number], "segsize": seg}
+        band = {
+            "from": 0 if not out else size,
+            "to": None,
+            "algorithm": names[number],
+            "segsize": seg,
+        }
         if faninout is not None:
             band["faninout"] = faninout
         out.append(band)
@@ -229,12 +315,16 @@ def best_measured(times: Dict[int, float]) -> Tuple[int, float]:
 def report(L: float, B: float, k: float, measured: Dict[int, Dict[int, float]]) -> str:
     """Markdown: per size, the model's segment size and predicted time beside the measured best.
     ``measured``: {size: {segsize: microseconds}} (segsize 0 = unsegmented)."""
-    lines = ["| #bytes | model segsize | model us | best segsize | best us | at model segsize us | model / best |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| #bytes | model segsize | model us | best segsize | best us | at model segsize us | model / best |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     hits = 0
     for size in sorted(measured):
         if not measured[size]:
-            raise _bad("measured[%d]" % size, "no measured segment size", "give {segsize: microseconds}")
+            raise _bad(
+                "measured[%d]" % size, "no measured segment size", "give {segsize: microseconds}"
+            )
         # Open MPI sends one segment when segsize is 0 or at least the message: one choice, "0";
         # several such runs of a size are one configuration measured more than once (fastest kept)
         times = {}
@@ -245,13 +335,23 @@ def report(L: float, B: float, k: float, measured: Dict[int, Dict[int, float]]) 
         best_seg, best_t = best_measured(times)
         at_model = times.get(seg)
         hits += at_model is not None and at_model == best_t
-        lines.append("| %d | %s | %.2f | %s | %.2f | %s | %s |" % (
-            size, _seg_text(seg), predict(L, B, size, k, seg), _seg_text(best_seg), best_t,
-            "not measured" if at_model is None else "%.2f" % at_model,
-            "" if at_model is None else "%.2f" % (at_model / best_t)))
+        lines.append(
+            "| %d | %s | %.2f | %s | %.2f | %s | %s |"
+            % (
+                size,
+                _seg_text(seg),
+                predict(L, B, size, k, seg),
+                _seg_text(best_seg),
+                best_t,
+                "not measured" if at_model is None else "%.2f" % at_model,
+                "" if at_model is None else "%.2f" % (at_model / best_t),
+            )
+        )
     lines.append("")
-    lines.append("Model: L = %.3f us, B = %.0f bytes/us, k = %g (seed 002 eq. 5/7). The model's choice is "
-                 "the measured best at %d of %d sizes." % (L, B, k, hits, len(measured)))
+    lines.append(
+        "Model: L = %.3f us, B = %.0f bytes/us, k = %g (seed 002 eq. 5/7). The model's choice is "
+        "the measured best at %d of %d sizes." % (L, B, k, hits, len(measured))
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -16,16 +16,26 @@ baseline) among those that PASS validate's rule on every benchmark the stage mea
 any benchmark loses, at least one band wins), if that score is below the job configuration's own
 score in the same stage. Otherwise the job configuration stays.
 """
+
 from collections import OrderedDict
 
 from tunedmpi.acceptance import stats
 
 # Table operation <- the benchmarks that measure it (the first one carries the regret figures).
-OPERATIONS = OrderedDict([("alltoall", ["alltoall"]), ("allgather", ["allgather"]), ("allreduce", ["allreduce"]),
-                          ("bcast", ["bcast"]),
-                          ("put", ["put_latency", "put_bw"]), ("get", ["get_latency", "get_bw"]),
-                          ("acc", ["acc_latency"]), ("get_acc", ["get_acc_latency"]),
-                          ("fop", ["fop_latency"]), ("cas", ["cas_latency"])])
+OPERATIONS = OrderedDict(
+    [
+        ("alltoall", ["alltoall"]),
+        ("allgather", ["allgather"]),
+        ("allreduce", ["allreduce"]),
+        ("bcast", ["bcast"]),
+        ("put", ["put_latency", "put_bw"]),
+        ("get", ["get_latency", "get_bw"]),
+        ("acc", ["acc_latency"]),
+        ("get_acc", ["get_acc_latency"]),
+        ("fop", ["fop_latency"]),
+        ("cas", ["cas_latency"]),
+    ]
+)
 OPERATION_OF = {b: op for op, benches in OPERATIONS.items() for b in benches}
 
 
@@ -42,7 +52,9 @@ def is_component(knob):
 
 def collective_of(knob):
     """coll_tuned_allreduce_algorithm, coll_allreduce_component -> allreduce."""
-    return knob[len("coll_tuned_" if knob.startswith("coll_tuned_") else "coll_"):].split("_", 1)[0]
+    return knob[len("coll_tuned_" if knob.startswith("coll_tuned_") else "coll_") :].split("_", 1)[
+        0
+    ]
 
 
 def program_of(record):
@@ -72,7 +84,9 @@ def collect(records):
             s = r["series"].get(b) if r["status"] == "ok" else None
             if s:
                 metric = s["metric"]
-                reps = reps + [stats.RunPoints({int(k): v for k, v in s["points"].items()}, state[id(r)])]
+                reps = reps + [
+                    stats.RunPoints({int(k): v for k, v in s["points"].items()}, state[id(r)])
+                ]
             else:
                 failed += 1
             entry["bench"][b] = (metric, reps, failed)
@@ -96,10 +110,12 @@ def one_program(records):
         else:
             what = (key[:3], r.get("campaign", "?"), prog, widest[key])
             left[what] = left.get(what, 0) + 1
-    notes = ["%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
-             "the stage ran %s (validate's program, which is kept)" % (n, p, st, count, camp, ", ".join(prog),
-                                                                     ", ".join(wide))
-             for ((n, p, st), camp, prog, wide), count in left.items()]
+    notes = [
+        "%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
+        "the stage ran %s (validate's program, which is kept)"
+        % (n, p, st, count, camp, ", ".join(prog), ", ".join(wide))
+        for ((n, p, st), camp, prog, wide), count in left.items()
+    ]
     return kept, notes
 
 
@@ -113,8 +129,15 @@ def judge(base, cand, benches, tolerance, alpha):
         cm, creps, cfail = cand["bench"][b]
         metric = bm or cm
         if metric:
-            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha,
-                                         strata=stats.strata_of(breps, creps, alpha))
+            bands += stats.compare_bands(
+                b,
+                metric,
+                breps,
+                creps,
+                tolerance,
+                alpha,
+                strata=stats.strata_of(breps, creps, alpha),
+            )
             rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
         bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
     per_op = {}
@@ -122,8 +145,11 @@ def judge(base, cand, benches, tolerance, alpha):
         if r:
             per_op.setdefault(OPERATION_OF.get(b, b), []).append(stats.geomean(r.values()))
     ops = [stats.geomean(v) for v in per_op.values()]
-    score = stats.geomean(ops) if ops and all(ops) and len(per_op) == len({OPERATION_OF.get(b, b) for b in benches}) \
+    score = (
+        stats.geomean(ops)
+        if ops and all(ops) and len(per_op) == len({OPERATION_OF.get(b, b) for b in benches})
         else None
+    )
     return stats.module_verdict(bands), score, rels, bands
 
 
@@ -138,16 +164,26 @@ def without(config, knobs):
     return {k: v for k, v in config.items() if k not in knobs}
 
 
-def beats_its_base(geo_data, stage, knobs, config_id, benches, tolerance=stats.DEFAULT_TOLERANCE,
-                   alpha=stats.DEFAULT_ALPHA):
+def beats_its_base(
+    geo_data,
+    stage,
+    knobs,
+    config_id,
+    benches,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+):
     """(passes, others): whether a candidate passes validate's rule against the configuration it was
     built on (its stage knobs at default, measured in the same stage; the stage's baseline while that
     is the MPI's defaults), at alpha / the other candidates built on it, which it was picked among.
     A stage that did not measure that configuration (no `default` value) cannot say: passes."""
     cand = geo_data[(stage, config_id)]
     rest = without(cand["config"], knobs)
-    peers = [e for (st, cid), e in sorted(geo_data.items())
-             if st == stage and cid != "baseline" and without(e["config"], knobs) == rest]
+    peers = [
+        e
+        for (st, cid), e in sorted(geo_data.items())
+        if st == stage and cid != "baseline" and without(e["config"], knobs) == rest
+    ]
     if rest:
         base, others = next((e for e in peers if e["config"] == rest), None), len(peers) - 1
     else:
@@ -157,7 +193,9 @@ def beats_its_base(geo_data, stage, knobs, config_id, benches, tolerance=stats.D
     return judge(base, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS", others
 
 
-def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+def job_step(
+    geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA
+):
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
     ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
@@ -178,16 +216,22 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
             continue
         cfg = cand["config"]
         if without(cfg, knobs) != rest or not all(b in cand["bench"] for b in benches):
-            continue          # built on another job configuration (or measured on fewer benchmarks)
+            continue  # built on another job configuration (or measured on fewer benchmarks)
         decided["candidates"] += 1
         verdict, score, _, _ = judge(base, cand, benches, tolerance, alpha)
         if cfg == job:
             incumbent = score or 1.0
-        if verdict == "PASS" and score is not None and (best is None or (score, cid) < (best["score"], best["config_id"])):
+        if (
+            verdict == "PASS"
+            and score is not None
+            and (best is None or (score, cid) < (best["score"], best["config_id"]))
+        ):
             best = dict(config=dict(cfg), config_id=cid, score=score)
     if best is None or best["config"] == job or best["score"] >= incumbent:
         return dict(job), decided
-    passes, others = beats_its_base(geo_data, stage, knobs, best["config_id"], benches, tolerance, alpha)
+    passes, others = beats_its_base(
+        geo_data, stage, knobs, best["config_id"], benches, tolerance, alpha
+    )
     if not passes:
         decided["unproven"] = dict(best, others=others)
         return dict(job), decided
@@ -195,7 +239,9 @@ def job_step(geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alp
     return dict(best["config"]), decided
 
 
-def job_configuration(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None):
+def job_configuration(
+    geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None
+):
     """The job-wide rule over all stages in order: (job configuration, [per-stage decisions]).
     ``stages``: [(stage name, [knob names])] in the space's order; ``start``: the space's job."""
     job, steps = dict(start or {}), []

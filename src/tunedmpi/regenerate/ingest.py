@@ -5,6 +5,7 @@ site, geometry, campaign and configuration (knob=value, checked like a table's k
 baseline). Records land under stage "ingested" (or --stage), so `tunedmpi tune` compares them
 with the baseline logs ingested into the same stage, exactly like a sweep stage.
 """
+
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -20,7 +21,9 @@ def parse_config(pairs, site):
     for pair in pairs or ():
         name, eq, value = pair.partition("=")
         if not eq:
-            raise InputError("--config", None, pair, "expected knob=value", "e.g. --config ucx_rndv_thresh=32kb")
+            raise InputError(
+                "--config", None, pair, "expected knob=value", "e.g. --config ucx_rndv_thresh=32kb"
+            )
         if value.isdigit():
             value = int(value)
         try:
@@ -35,39 +38,90 @@ def read_log(log):
     try:
         text = Path(log).read_text(errors="replace")
     except OSError as exc:
-        raise InputError(str(log), None, None, "cannot read the log: %s" % (exc.strerror or exc),
-                         "give the path of an IMB or OSU output file")
+        raise InputError(
+            str(log),
+            None,
+            None,
+            "cannot read the log: %s" % (exc.strerror or exc),
+            "give the path of an IMB or OSU output file",
+        )
     parsed = parse.parse_output(text)
-    names = [s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED]
+    names = [
+        s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED
+    ]
     if not names:
-        raise InputError(str(log), None, None, "no IMB collective or OSU one-sided result in this log (status %s)"
-                         % parsed.status, "give IMB-MPI1 Alltoall/Allgather/Allreduce or osu_*_latency/_bw output")
+        raise InputError(
+            str(log),
+            None,
+            None,
+            "no IMB collective or OSU one-sided result in this log (status %s)" % parsed.status,
+            "give IMB-MPI1 Alltoall/Allgather/Allreduce or osu_*_latency/_bw output",
+        )
     return text, parsed, names, "collectives" if set(names) <= set(suites.COLLECTIVES) else names[0]
 
 
-def ingest(site_name, nodes, ppn, logs, store_root, campaign=None, stage="ingested", config_pairs=()):
+def ingest(
+    site_name, nodes, ppn, logs, store_root, campaign=None, stage="ingested", config_pairs=()
+):
     site = sites.load_named(site_name)
     config = parse_config(config_pairs, site)
-    read = [(log,) + read_log(log) for log in logs]   # every log is read and checked before anything is written
+    read = [
+        (log,) + read_log(log) for log in logs
+    ]  # every log is read and checked before anything is written
     cdir = Path(store_root) / (campaign or "%s-%dx%d-ingested" % (site.name, nodes, ppn))
     cdir.mkdir(parents=True, exist_ok=True)
     if not (cdir / "campaign.json").is_file():
-        store.save_campaign(cdir, dict(site=site.name, nodes=nodes, ppn=ppn, mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
-                                       ucx=".".join(map(str, site.ucx_version)), set="ingested logs",
-                                       repetitions=None, baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
-                                       started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), source="ingest"))
+        store.save_campaign(
+            cdir,
+            dict(
+                site=site.name,
+                nodes=nodes,
+                ppn=ppn,
+                mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
+                ucx=".".join(map(str, site.ucx_version)),
+                set="ingested logs",
+                repetitions=None,
+                baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
+                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                source="ingest",
+            ),
+        )
     written = []
     for log, text, parsed, names, run in read:
         rep = 1
         while store.exists(store.record_path(cdir, stage, config, run, rep)):
             rep += 1
-        series = {s.benchmark: {"metric": s.metric, "suite": s.suite, "points": {int(k): float(v) for k, v in s.points}}
-                  for s in parsed.series if s.benchmark in names}
+        series = {
+            s.benchmark: {
+                "metric": s.metric,
+                "suite": s.suite,
+                "points": {int(k): float(v) for k, v in s.points},
+            }
+            for s in parsed.series
+            if s.benchmark in names
+        }
         path = store.record_path(cdir, stage, config, run, rep)
-        record = dict(campaign=cdir.name, stage=stage, config=dict(config), config_id=store.config_id(config), run=run,
-                      benchmarks=names, rep=rep, nodes=nodes, ppn=ppn, attempts=1, source="ingest:%s" % Path(log).resolve(),
-                      status=parsed.status, exit_code=None, wall_s=None, problems=parsed.problems, series=series,
-                      env={}, exports={}, command=None)
+        record = dict(
+            campaign=cdir.name,
+            stage=stage,
+            config=dict(config),
+            config_id=store.config_id(config),
+            run=run,
+            benchmarks=names,
+            rep=rep,
+            nodes=nodes,
+            ppn=ppn,
+            attempts=1,
+            source="ingest:%s" % Path(log).resolve(),
+            status=parsed.status,
+            exit_code=None,
+            wall_s=None,
+            problems=parsed.problems,
+            series=series,
+            env={},
+            exports={},
+            command=None,
+        )
         store.save(path, record, text)
         written.append((log, path, parsed.status))
     return cdir, written

@@ -24,6 +24,7 @@ band. Two families at alpha each: the false-band rate stays within 2 alpha per c
 (tests/test_persize.py measures it on noise alone). Band edges are IMB #bytes; a band starts at the
 first size it won, the last band has no upper end.
 """
+
 import math
 
 from tunedmpi.acceptance import stats
@@ -51,9 +52,16 @@ def _test(reference, reps, sizes, metric, n_candidates):
     a = stats.band_scores(reference, sizes, metric)
     b = stats.band_scores(reps, sizes, metric)
     everyone = list(reference) + list(reps)
-    floors = (stats.resolution_floor(reference, sizes, everyone), stats.resolution_floor(reps, sizes, everyone))
+    floors = (
+        stats.resolution_floor(reference, sizes, everyone),
+        stats.resolution_floor(reps, sizes, everyone),
+    )
     strata = stats.strata_of(reference, reps)
-    res = stats.yuen_welch(a, b, *floors) if strata is None else stats.stratified(stats.yuen_welch, a, b, *strata, *floors)[0]
+    res = (
+        stats.yuen_welch(a, b, *floors)
+        if strata is None
+        else stats.stratified(stats.yuen_welch, a, b, *strata, *floors)[0]
+    )
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
 
@@ -68,9 +76,14 @@ def _tester(reference, candidates, metric, confirm):
 
     def test(key, sizes):
         reps = cands_c.get(key) or []
-        if len(ref_c) < 2 or len(reps) < 2 or any(s not in r for r in list(ref_c) + list(reps) for s in sizes):
+        if (
+            len(ref_c) < 2
+            or len(reps) < 2
+            or any(s not in r for r in list(ref_c) + list(reps) for s in sizes)
+        ):
             return _test(reference, candidates[key], sizes, metric, len(candidates))[0], 1.0
         return _test(ref_c, reps, sizes, metric, 1)
+
     return test
 
 
@@ -82,7 +95,7 @@ def _holm(tests, alpha):
         level = alpha / (m - rejected)
         t[-1] = level
         if t[-2] > level:
-            for rest in ordered[i + 1:]:
+            for rest in ordered[i + 1 :]:
                 rest[-1] = level
             break
         rejected += 1
@@ -105,8 +118,14 @@ def _band_groups(sizes, keys):
     return [g for g in groups if any(s >= 1 for s in g)]
 
 
-def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA,
-                 confirm=None):
+def choose_bands(
+    reference,
+    candidates,
+    metric,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+    confirm=None,
+):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}
     with key a tuple such as (algorithm, segsize); confirm: None, or (reference, candidates) of a
     confirmation campaign, on which the bands are tested. Returns a dict:
@@ -137,7 +156,7 @@ def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANC
     for seg in segments:
         key, seg_sizes = seg
         tested = [s for s in seg_sizes if s >= 1]
-        if key is None or not tested:   # size 0 alone moves no data: never a reason for a band
+        if key is None or not tested:  # size 0 alone moves no data: never a reason for a band
             seg[0] = None
             seg.append(None)
             continue
@@ -161,11 +180,14 @@ def choose_bands(reference, candidates, metric, tolerance=stats.DEFAULT_TOLERANC
     for group in _band_groups(sizes, keys):
         tested = [s for s in group if s >= 1]
 
-        def over_group(k):    # the candidate's time (or 1/bandwidth) relative to the reference
+        def over_group(k):  # the candidate's time (or 1/bandwidth) relative to the reference
             if any(not figs[k][s] or not figs[None][s] for s in tested):
                 return float("inf")
             return stats.geomean([figs[k][s] / figs[None][s] for s in tested]) ** sign
-        best = min((k for k in figs if k is not None), key=lambda k: (over_group(k), str(k)), default=None)
+
+        best = min(
+            (k for k in figs if k is not None), key=lambda k: (over_group(k), str(k)), default=None
+        )
         if best is not None and over_group(best) < 1:
             second.append([group, best, *test(best, tested), None])
     _holm(second, alpha)

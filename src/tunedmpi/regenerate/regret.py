@@ -35,6 +35,7 @@ validate result and in the campaigns alike (stats.host_labels, per campaign): th
 oracle are then compared in the same state of the host, which on these machines decides much of a
 run's speed (docs/design.md, "Statistics", item 5).
 """
+
 import json
 import random
 from pathlib import Path
@@ -46,25 +47,27 @@ from tunedmpi.errors import InputError
 from tunedmpi.regenerate import choice
 from tunedmpi.tables.units import SizeError, parse_size
 
-DRAWS = 400           # bootstrap redraws behind every interval
+DRAWS = 400  # bootstrap redraws behind every interval
 COVERAGE = 0.95
-SEED = 12             # fixed: the same runs give the same intervals
+SEED = 12  # fixed: the same runs give the same intervals
 
 
 class Row(NamedTuple):
     benchmark: str
     sizes: int
-    gain: float                 # the module's (table choice's) gain over all sizes: 1 / geomean relative time
-    oracle: float               # the per-size oracle's gain over the same sizes
-    regret_mean: float          # %: geomean over sizes of chosen / oracle, minus 1
-    worst: float                # %: the largest of those ratios, minus 1
+    gain: float  # the module's (table choice's) gain over all sizes: 1 / geomean relative time
+    oracle: float  # the per-size oracle's gain over the same sizes
+    regret_mean: float  # %: geomean over sizes of chosen / oracle, minus 1
+    worst: float  # %: the largest of those ratios, minus 1
     worst_size: int
-    gain_ci: Optional[Tuple[float, float]] = None      # 95 % bootstrap intervals of the three above
+    gain_ci: Optional[Tuple[float, float]] = None  # 95 % bootstrap intervals of the three above
     oracle_ci: Optional[Tuple[float, float]] = None
     regret_ci: Optional[Tuple[float, float]] = None
-    fitted: Optional[float] = None              # the cross-fitted oracle's gain (None: too few runs to halve)
-    fitted_regret: Optional[float] = None       # %: the regret mean against it
-    agree: Optional[Tuple[int, int]] = None     # (sizes where both halves picked the same winner, sizes)
+    fitted: Optional[float] = None  # the cross-fitted oracle's gain (None: too few runs to halve)
+    fitted_regret: Optional[float] = None  # %: the regret mean against it
+    agree: Optional[Tuple[int, int]] = (
+        None  # (sizes where both halves picked the same winner, sizes)
+    )
     fitted_ci: Optional[Tuple[float, float]] = None
     fitted_regret_ci: Optional[Tuple[float, float]] = None
 
@@ -85,15 +88,31 @@ def _module_runs(results_dir, state=None):
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise InputError(str(path), None, "results.json", "cannot read a validate result: %s" % exc,
-                         "give the --out directory of a finished validate/run.sh")
+        raise InputError(
+            str(path),
+            None,
+            "results.json",
+            "cannot read a validate result: %s" % exc,
+            "give the --out directory of a finished validate/run.sh",
+        )
     out = {}
     for bench, d in doc.get("per_size", {}).items():
         if state and "host_states" not in d:
-            raise InputError(str(path), None, "per_size.%s.host_states" % bench, "this result records no host state",
-                             "leave out --state, or give a result of a validate that recorded it (probe_host)")
-        base, tuned = ([{int(k): v for k, v in r.items()} for i, r in enumerate(d.get(role) or [])
-                        if state is None or d["host_states"][role][i] == state] for role in ("baseline", "tuned"))
+            raise InputError(
+                str(path),
+                None,
+                "per_size.%s.host_states" % bench,
+                "this result records no host state",
+                "leave out --state, or give a result of a validate that recorded it (probe_host)",
+            )
+        base, tuned = (
+            [
+                {int(k): v for k, v in r.items()}
+                for i, r in enumerate(d.get(role) or [])
+                if state is None or d["host_states"][role][i] == state
+            ]
+            for role in ("baseline", "tuned")
+        )
         if len(base) >= 2 and len(tuned) >= 2:
             out[bench] = (d["metric"], base, tuned)
     return out, doc
@@ -101,7 +120,10 @@ def _module_runs(results_dir, state=None):
 
 def _module(runs, draw=_as_measured):
     """{benchmark: {size: tuned/baseline time}} of a validate result's runs (as `draw` gives them)."""
-    return {bench: stats.relative_times(draw(base), draw(tuned), metric) for bench, (metric, base, tuned) in runs.items()}
+    return {
+        bench: stats.relative_times(draw(base), draw(tuned), metric)
+        for bench, (metric, base, tuned) in runs.items()
+    }
 
 
 def _geometry_data(campaign_dirs, nodes, ppn, state=None):
@@ -111,8 +133,13 @@ def _geometry_data(campaign_dirs, nodes, ppn, state=None):
         if state:
             labels, limit = stats.host_labels([r.get("host") for r in recs])
             if limit is None:
-                raise InputError(str(d), None, "host", "no run of this campaign records the host state",
-                                 "leave out --state, or give campaigns swept since the runner records it (probe_host)")
+                raise InputError(
+                    str(d),
+                    None,
+                    "host",
+                    "no run of this campaign records the host state",
+                    "leave out --state, or give campaigns swept since the runner records it (probe_host)",
+                )
             recs = [r for r, l in zip(recs, labels) if l == state]
         records += recs
     return choice.collect(choice.one_program(records)[0]).get((nodes, ppn), {})
@@ -132,8 +159,10 @@ def _relative(geo, draw=_as_measured):
                 if (stage, bench) not in bases:
                     bases[(stage, bench)] = draw(base["bench"][bench][1])
                 runs = bases[(stage, bench)] if cid == "baseline" else draw(reps)
-                if len(runs) >= 2 and len(bases[(stage, bench)]) >= 2:    # a half may hold fewer
-                    out.setdefault((stage, cid), {})[bench] = stats.relative_times(bases[(stage, bench)], runs, metric)
+                if len(runs) >= 2 and len(bases[(stage, bench)]) >= 2:  # a half may hold fewer
+                    out.setdefault((stage, cid), {})[bench] = stats.relative_times(
+                        bases[(stage, bench)], runs, metric
+                    )
     return out
 
 
@@ -160,15 +189,22 @@ def _cross_fitted(geo, draw=_as_measured):
     oracle, agree = {}, {}
     for bench in sorted({b for per in rel[0].values() for b in per}):
         both = [k for k in rel[0] if bench in rel[0][k] and k in rel[1] and bench in rel[1][k]]
-        sizes = set.intersection(*(set(rel[h][k][bench]) for h in (0, 1) for k in both)) if both else ()
+        sizes = (
+            set.intersection(*(set(rel[h][k][bench]) for h in (0, 1) for k in both)) if both else ()
+        )
         for size in sorted(sizes):
-            at = [{k: rel[h][k][bench][size] for k in both if rel[h][k][bench][size] > 0} for h in (0, 1)]
+            at = [
+                {k: rel[h][k][bench][size] for k in both if rel[h][k][bench][size] > 0}
+                for h in (0, 1)
+            ]
             if not at[0] or not at[1]:
                 continue
             picks = [min(sorted(at[h], key=str), key=at[h].get) for h in (0, 1)]
             if any(p not in at[1 - h] for h, p in enumerate(picks)):
                 continue
-            oracle.setdefault(bench, {})[size] = stats.geomean([at[1 - h][p] for h, p in enumerate(picks)])
+            oracle.setdefault(bench, {})[size] = stats.geomean(
+                [at[1 - h][p] for h, p in enumerate(picks)]
+            )
             agree.setdefault(bench, {})[size] = picks[0] == picks[1]
     return oracle, agree
 
@@ -178,7 +214,9 @@ def _oracles(geo, draw=_as_measured):
     halves agree)}) of the runs as `draw` gives them: what _row takes after the chosen times."""
     rel = _relative(geo, draw)
     fitted, agree = _cross_fitted(geo, draw)
-    return rel, {bench: (orc, fitted.get(bench), agree.get(bench)) for bench, orc in _best(rel).items()}
+    return rel, {
+        bench: (orc, fitted.get(bench), agree.get(bench)) for bench, orc in _best(rel).items()
+    }
 
 
 def _row(bench, chosen, orc, fitted=None, agree=None):
@@ -190,13 +228,21 @@ def _row(bench, chosen, orc, fitted=None, agree=None):
         return None
     ratios = {s: chosen[s] / orc[s] for s in sizes}
     worst = max(ratios, key=ratios.get)
-    row = Row(bench, len(sizes), 1 / stats.geomean([chosen[s] for s in sizes]),
-              1 / stats.geomean([orc[s] for s in sizes]),
-              (stats.geomean(ratios.values()) - 1) * 100, (ratios[worst] - 1) * 100, worst)
+    row = Row(
+        bench,
+        len(sizes),
+        1 / stats.geomean([chosen[s] for s in sizes]),
+        1 / stats.geomean([orc[s] for s in sizes]),
+        (stats.geomean(ratios.values()) - 1) * 100,
+        (ratios[worst] - 1) * 100,
+        worst,
+    )
     if fitted and all(s in fitted for s in sizes):
-        row = row._replace(fitted=1 / stats.geomean([fitted[s] for s in sizes]),
-                           fitted_regret=(stats.geomean([chosen[s] / fitted[s] for s in sizes]) - 1) * 100,
-                           agree=(sum(bool(agree[s]) for s in sizes), len(sizes)))
+        row = row._replace(
+            fitted=1 / stats.geomean([fitted[s] for s in sizes]),
+            fitted_regret=(stats.geomean([chosen[s] / fitted[s] for s in sizes]) - 1) * 100,
+            agree=(sum(bool(agree[s]) for s in sizes), len(sizes)),
+        )
     return row
 
 
@@ -222,12 +268,17 @@ def _with_intervals(rows_of, draws):
     for r in measured:
         drawn = seen[r.benchmark]
         if len(drawn) >= 2:
-            r = r._replace(gain_ci=_percentiles([d.gain for d in drawn]), oracle_ci=_percentiles([d.oracle for d in drawn]),
-                           regret_ci=_percentiles([d.regret_mean for d in drawn]))
+            r = r._replace(
+                gain_ci=_percentiles([d.gain for d in drawn]),
+                oracle_ci=_percentiles([d.oracle for d in drawn]),
+                regret_ci=_percentiles([d.regret_mean for d in drawn]),
+            )
         fitted = [d for d in drawn if d.fitted is not None]
         if r.fitted is not None and len(fitted) >= 2:
-            r = r._replace(fitted_ci=_percentiles([d.fitted for d in fitted]),
-                           fitted_regret_ci=_percentiles([d.fitted_regret for d in fitted]))
+            r = r._replace(
+                fitted_ci=_percentiles([d.fitted for d in fitted]),
+                fitted_regret_ci=_percentiles([d.fitted_regret for d in fitted]),
+            )
         out.append(r)
     return out
 
@@ -241,18 +292,24 @@ def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
     def rows_of(draw):
         module = _module(runs, draw)
         oracles = _oracles(geo, draw)[1]
-        rows = [_row(bench, module[bench], *oracles[bench]) for bench in sorted(set(module) & set(oracles))]
+        rows = [
+            _row(bench, module[bench], *oracles[bench])
+            for bench in sorted(set(module) & set(oracles))
+        ]
         return [r for r in rows if r]
+
     return _with_intervals(rows_of, draws)
 
 
 def _same(a, b):
     """Two configurations equal knob by knob (sizes compared as bytes: '64kb' == 65536)."""
+
     def norm(v):
         try:
             return parse_size(str(v))
         except SizeError:
             return str(v)
+
     return a.keys() == b.keys() and all(norm(a[k]) == norm(b[k]) for k in a)
 
 
@@ -265,18 +322,23 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
     configuration on the benchmark. Sizes where that stage lacks the configuration are left out."""
     geo = _geometry_data(campaign_dirs, nodes, ppn, state)
     rel = _relative(geo)
-    measured = _best(rel)   # the sizes measured, per benchmark
-    picks = []      # (benchmark, {size: (stage, config_id) measuring the table's choice there})
-    for case in sorted((c for c in table.cases if (c.nodes, c.ppn) == (nodes, ppn)),
-                       key=lambda c: list(choice.OPERATIONS).index(c.collective)
-                       if c.collective in choice.OPERATIONS else 99):
+    measured = _best(rel)  # the sizes measured, per benchmark
+    picks = []  # (benchmark, {size: (stage, config_id) measuring the table's choice there})
+    for case in sorted(
+        (c for c in table.cases if (c.nodes, c.ppn) == (nodes, ppn)),
+        key=lambda c: (
+            list(choice.OPERATIONS).index(c.collective) if c.collective in choice.OPERATIONS else 99
+        ),
+    ):
         if case.collective not in choice.OPERATIONS or "none" not in case.settings:
             continue
         bench, coll = choice.OPERATIONS[case.collective][0], case.collective
         job = dict(case.settings["none"])
         alg_knob = "coll_tuned_%s_algorithm" % coll
-        stages = sorted({st for (st, cid) in rel if bench in rel[(st, cid)]},
-                        key=lambda st: (not any(alg_knob in geo[k]["config"] for k in geo if k[0] == st), st))
+        stages = sorted(
+            {st for (st, cid) in rel if bench in rel[(st, cid)]},
+            key=lambda st: (not any(alg_knob in geo[k]["config"] for k in geo if k[0] == st), st),
+        )
         if not stages:
             continue
         keys = [k for k in rel if k[0] == stages[0] and bench in rel[k]]
@@ -295,9 +357,17 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
 
     def rows_of(draw):
         drawn, oracles = _oracles(geo, draw)
-        rows = [_row(bench, {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]}, *oracles[bench])
-                for bench, where in picks if bench in oracles]
+        rows = [
+            _row(
+                bench,
+                {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]},
+                *oracles[bench],
+            )
+            for bench, where in picks
+            if bench in oracles
+        ]
         return [r for r in rows if r]
+
     return _with_intervals(rows_of, draws)
 
 
@@ -307,22 +377,50 @@ def _interval(ci, fmt):
 
 def report(rows, what="module", draws=DRAWS):
     """Markdown table; each figure with its 95 % bootstrap interval in brackets where one was drawn."""
-    lines = ["| benchmark | sizes | %s gain (geomean) | oracle gain (geomean) | regret mean | worst (size) "
-             "| cross-fitted oracle | regret against it | halves agree |" % what,
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | sizes | %s gain (geomean) | oracle gain (geomean) | regret mean | worst (size) "
+        "| cross-fitted oracle | regret against it | halves agree |" % what,
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        fitted = ("| %.2fx%s | %+.1f%%%s | %d of %d sizes |" % (
-            r.fitted, _interval(r.fitted_ci, "%.2fx"), r.fitted_regret, _interval(r.fitted_regret_ci, "%+.1f%%"),
-            *r.agree) if r.fitted is not None else "| - | - | - |")
-        lines.append("| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) %s" % (
-            r.benchmark, r.sizes, r.gain, _interval(r.gain_ci, "%.2fx"), r.oracle, _interval(r.oracle_ci, "%.2fx"),
-            r.regret_mean, _interval(r.regret_ci, "%+.1f%%"), r.worst, r.worst_size, fitted))
+        fitted = (
+            "| %.2fx%s | %+.1f%%%s | %d of %d sizes |"
+            % (
+                r.fitted,
+                _interval(r.fitted_ci, "%.2fx"),
+                r.fitted_regret,
+                _interval(r.fitted_regret_ci, "%+.1f%%"),
+                *r.agree,
+            )
+            if r.fitted is not None
+            else "| - | - | - |"
+        )
+        lines.append(
+            "| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) %s"
+            % (
+                r.benchmark,
+                r.sizes,
+                r.gain,
+                _interval(r.gain_ci, "%.2fx"),
+                r.oracle,
+                _interval(r.oracle_ci, "%.2fx"),
+                r.regret_mean,
+                _interval(r.regret_ci, "%+.1f%%"),
+                r.worst,
+                r.worst_size,
+                fitted,
+            )
+        )
     lines.append("")
-    lines.append("Oracle: at each size the best configuration of the campaign, picked and measured on the same runs "
-                 "(biased up: the lowest of many noisy figures). Cross-fitted oracle: picked on alternate runs and "
-                 "measured on the others, both ways round (not biased up; errs low). The per-size oracle lies "
-                 "between them; \"halves agree\": sizes where both halves picked the same configuration.")
+    lines.append(
+        "Oracle: at each size the best configuration of the campaign, picked and measured on the same runs "
+        "(biased up: the lowest of many noisy figures). Cross-fitted oracle: picked on alternate runs and "
+        "measured on the others, both ways round (not biased up; errs low). The per-size oracle lies "
+        'between them; "halves agree": sizes where both halves picked the same configuration.'
+    )
     if any(r.gain_ci for r in rows):
-        lines.append("In brackets: %d %% bootstrap intervals (%d redraws of each configuration's runs, whole runs)."
-                     % (COVERAGE * 100, draws))
+        lines.append(
+            "In brackets: %d %% bootstrap intervals (%d redraws of each configuration's runs, whole runs)."
+            % (COVERAGE * 100, draws)
+        )
     return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ A space is split into stages, as in the seed studies' staged search (seed 000: t
 thresholds, then the zero-copy threshold, then component x placement x NPS): each stage tries the
 combinations of its own knobs, with every other knob fixed at the best found so far.
 """
+
 import dataclasses
 import hashlib
 import itertools
@@ -21,8 +22,8 @@ from tunedmpi.tables import schema
 SCHEMA_VERSION = 1
 TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages", "job"}
 STAGE_KEYS = {"name", "knobs", "only", "set"}
-REPETITIONS = (2, 50)   # runs per configuration a space (or sweep --repetitions) may ask for
-DEFAULT = "default"   # a knob value meaning "leave the variable unset": the MPI's own default
+REPETITIONS = (2, 50)  # runs per configuration a space (or sweep --repetitions) may ask for
+DEFAULT = "default"  # a knob value meaning "leave the variable unset": the MPI's own default
 BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
 # How a sweep runs a stage's benchmarks (sweep.program_benchmarks). Part of every campaign's digest:
 # a space swept before the program changed is a campaign of its own, never resumed into the old one.
@@ -32,9 +33,11 @@ PROGRAM = "every collective of the space in one IMB run"
 @dataclass
 class Stage:
     name: str
-    knobs: "OrderedDict[str, list]"   # knob -> values (normalised; DEFAULT kept as is)
-    only: Optional[List[str]]          # benchmarks this stage is about (None: all)
-    set_name: Optional[str] = None     # the stage's benchmark set, if not the space's (e.g. full sizes)
+    knobs: "OrderedDict[str, list]"  # knob -> values (normalised; DEFAULT kept as is)
+    only: Optional[List[str]]  # benchmarks this stage is about (None: all)
+    set_name: Optional[str] = (
+        None  # the stage's benchmark set, if not the space's (e.g. full sizes)
+    )
 
 
 @dataclass
@@ -44,8 +47,8 @@ class Space:
     set_name: str
     repetitions: int
     stages: List[Stage]
-    digest: str                        # identifies the space's content (campaign names use it)
-    job: dict = None                   # the job configuration the first stage builds on ({}: the MPI's)
+    digest: str  # identifies the space's content (campaign names use it)
+    job: dict = None  # the job configuration the first stage builds on ({}: the MPI's)
 
     def combinations(self, stage):
         """Every combination of the stage's knob values, DEFAULT values left out of the dict."""
@@ -64,27 +67,52 @@ def load_space(path, site):
     if ck.mapping(doc, (), "a knob space"):
         ck.unknown_keys(doc, TOP_KEYS, (), "the knob space")
         if doc.get("schema") != SCHEMA_VERSION:
-            ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-                   "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION)
+            ck.err(
+                ("schema",),
+                "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+                "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION,
+            )
         benches = doc.get("benchmarks")
-        if not isinstance(benches, list) or not benches or any(b not in BENCHMARKS for b in benches):
-            ck.err(("benchmarks",), "benchmarks must be a list drawn from %s" % ", ".join(BENCHMARKS),
-                   "e.g. benchmarks: [alltoall, allgather, allreduce, put_latency]")
+        if (
+            not isinstance(benches, list)
+            or not benches
+            or any(b not in BENCHMARKS for b in benches)
+        ):
+            ck.err(
+                ("benchmarks",),
+                "benchmarks must be a list drawn from %s" % ", ".join(BENCHMARKS),
+                "e.g. benchmarks: [alltoall, allgather, allreduce, put_latency]",
+            )
             benches = []
         set_name = doc.get("set", "quick")
         if set_name not in suites.SETS:
-            ck.err(("set",), "set must be one of %s, not %r" % (", ".join(suites.SETS), set_name),
-                   "write set: quick (or full)")
+            ck.err(
+                ("set",),
+                "set must be one of %s, not %r" % (", ".join(suites.SETS), set_name),
+                "write set: quick (or full)",
+            )
         reps = doc.get("repetitions", 5)
-        if not isinstance(reps, int) or isinstance(reps, bool) or not REPETITIONS[0] <= reps <= REPETITIONS[1]:
-            ck.err(("repetitions",), "repetitions must be a whole number from %d to %d, not %r" % (REPETITIONS + (reps,)),
-                   "write repetitions: 5 (the seed method drops max and min of 5)")
+        if (
+            not isinstance(reps, int)
+            or isinstance(reps, bool)
+            or not REPETITIONS[0] <= reps <= REPETITIONS[1]
+        ):
+            ck.err(
+                ("repetitions",),
+                "repetitions must be a whole number from %d to %d, not %r"
+                % (REPETITIONS + (reps,)),
+                "write repetitions: 5 (the seed method drops max and min of 5)",
+            )
         # A fixed starting job configuration, e.g. to measure only per-collective stages again on
         # top of a table's job row (a separate run for regret): job-wide knobs, one value each.
         job = OrderedDict()
         for knob, value in (ck.mapping(doc.get("job", {}), ("job",), "job") or {}).items():
             if per_collective(knob):
-                ck.err(("job", knob), "%s is a per-collective knob" % knob, "measure it in a stage of its own")
+                ck.err(
+                    ("job", knob),
+                    "%s is a per-collective knob" % knob,
+                    "measure it in a stage of its own",
+                )
                 continue
             nv = ck.knob(knob, value, ("job", knob), site.ucx_version)
             if nv is not None:
@@ -92,7 +120,11 @@ def load_space(path, site):
         stages = []
         raw_stages = doc.get("stages")
         if not isinstance(raw_stages, list) or not raw_stages:
-            ck.err(("stages",), "stages must be a non-empty list", "add stages: - {name: ..., knobs: {...}}")
+            ck.err(
+                ("stages",),
+                "stages must be a non-empty list",
+                "add stages: - {name: ..., knobs: {...}}",
+            )
             raw_stages = []
         names = set()
         for i, raw in enumerate(raw_stages):
@@ -102,21 +134,36 @@ def load_space(path, site):
             ck.unknown_keys(raw, STAGE_KEYS, kp, "a stage")
             name = ck.text(raw, "name", kp)
             if name and (not schema.NAME.match(name) or name in names):
-                ck.err(kp + ("name",), "stage name %r must be a plain, unique name" % name,
-                       "use lower-case letters, digits, - and _")
+                ck.err(
+                    kp + ("name",),
+                    "stage name %r must be a plain, unique name" % name,
+                    "use lower-case letters, digits, - and _",
+                )
             names.add(name)
             only = raw.get("only")
-            if only is not None and (not isinstance(only, list) or any(b not in benches for b in only)):
-                ck.err(kp + ("only",), "only must list benchmarks of this space", "e.g. only: [allreduce]")
+            if only is not None and (
+                not isinstance(only, list) or any(b not in benches for b in only)
+            ):
+                ck.err(
+                    kp + ("only",),
+                    "only must list benchmarks of this space",
+                    "e.g. only: [allreduce]",
+                )
                 only = None
             knobs = OrderedDict()
             rk = ck.mapping(raw.get("knobs"), kp + ("knobs",), "knobs") or {}
             if not rk:
-                ck.err(kp + ("knobs",), "a stage needs at least one knob", "add knobs: {pml: [default, ucx]}")
+                ck.err(
+                    kp + ("knobs",),
+                    "a stage needs at least one knob",
+                    "add knobs: {pml: [default, ucx]}",
+                )
             for knob, values in rk.items():
                 vkp = kp + ("knobs", knob)
                 if not isinstance(values, list) or len(values) < 2:
-                    ck.err(vkp, "give a list of at least 2 values", "e.g. %s: [default, ...]" % knob)
+                    ck.err(
+                        vkp, "give a list of at least 2 values", "e.g. %s: [default, ...]" % knob
+                    )
                     continue
                 norm = []
                 for v in values:
@@ -127,21 +174,32 @@ def load_space(path, site):
                 knobs[knob] = norm
             per = [k for k in knobs if per_collective(k)]
             if per and len(per) != len(knobs):
-                ck.err(kp + ("knobs",), "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
-                       % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
-                       "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands")
+                ck.err(
+                    kp + ("knobs",),
+                    "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
+                    % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
+                    "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands",
+                )
             elif len({collective_of(k) for k in per}) > 1:
-                ck.err(kp + ("knobs",), "the stage's coll_tuned knobs are about several collectives",
-                       "give each collective its own stage (only: [<its benchmark>])")
+                ck.err(
+                    kp + ("knobs",),
+                    "the stage's coll_tuned knobs are about several collectives",
+                    "give each collective its own stage (only: [<its benchmark>])",
+                )
             stage_set = raw.get("set")
             if stage_set is not None and stage_set not in suites.SETS:
-                ck.err(kp + ("set",), "set must be one of %s, not %r" % (", ".join(suites.SETS), stage_set),
-                       "leave it out (the space's set) or write set: full")
+                ck.err(
+                    kp + ("set",),
+                    "set must be one of %s, not %r" % (", ".join(suites.SETS), stage_set),
+                    "leave it out (the space's set) or write set: full",
+                )
                 stage_set = None
             stages.append(Stage(name, knobs, only, stage_set))
         if not ck.errors:
             what = {"space": doc, "program": PROGRAM}
-            digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            digest = hashlib.sha256(
+                json.dumps(what, sort_keys=True, default=str).encode()
+            ).hexdigest()[:10]
             space = Space(str(path), list(benches), set_name, reps, stages, digest, dict(job))
     if ck.errors:
         raise InputErrors(ck.errors)
@@ -159,11 +217,21 @@ def narrowed(space, repetitions=None, stages=None):
     names = [st.name for st in space.stages]
     unknown = [n for n in stages or [] if n not in names]
     if unknown:
-        raise InputError(space.path, None, "stages", "no stage named %s in this space" % ", ".join(unknown),
-                         "give --stage one of: %s" % ", ".join(names))
+        raise InputError(
+            space.path,
+            None,
+            "stages",
+            "no stage named %s in this space" % ", ".join(unknown),
+            "give --stage one of: %s" % ", ".join(names),
+        )
     if repetitions is not None and not REPETITIONS[0] <= repetitions <= REPETITIONS[1]:
-        raise InputError(space.path, None, "repetitions", "--repetitions must be from %d to %d, not %r"
-                         % (REPETITIONS + (repetitions,)), "give --repetitions 20, say (the seed method drops max and min)")
+        raise InputError(
+            space.path,
+            None,
+            "repetitions",
+            "--repetitions must be from %d to %d, not %r" % (REPETITIONS + (repetitions,)),
+            "give --repetitions 20, say (the seed method drops max and min)",
+        )
     keep = set(stages or names)
     kept = [st for st in space.stages if st.name in keep]
     dropped_wide = None
@@ -171,11 +239,17 @@ def narrowed(space, repetitions=None, stages=None):
         if st.name not in keep and not all(per_collective(k) for k in st.knobs):
             dropped_wide = dropped_wide or st.name
         elif st.name in keep and dropped_wide:
-            raise InputError(space.path, None, "stages",
-                             "stage %s builds on the job configuration that stage %s chooses, which --stage leaves out"
-                             % (st.name, dropped_wide),
-                             "keep %s, or give a space whose `job:` is that configuration "
-                             "(as site-configs/local/space-per-size.yaml)" % dropped_wide)
+            raise InputError(
+                space.path,
+                None,
+                "stages",
+                "stage %s builds on the job configuration that stage %s chooses, which --stage leaves out"
+                % (st.name, dropped_wide),
+                "keep %s, or give a space whose `job:` is that configuration "
+                "(as site-configs/local/space-per-size.yaml)" % dropped_wide,
+            )
     what = {"space": space.digest, "repetitions": repetitions, "stages": [st.name for st in kept]}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:10]
-    return dataclasses.replace(space, repetitions=repetitions or space.repetitions, stages=kept, digest=digest)
+    return dataclasses.replace(
+        space, repetitions=repetitions or space.repetitions, stages=kept, digest=digest
+    )

@@ -12,6 +12,7 @@ run is one record in the results store (store.py); a rerun of the same command s
 so an interrupted sweep loses nothing.
 With --slurm-array each stage is a Slurm job array, one task per configuration.
 """
+
 import json
 import os
 import random
@@ -32,7 +33,9 @@ from tunedmpi.regenerate import choice, space as spacemod
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None, confirm=False):
     """Same site, space, geometry and role -> same campaign, so rerunning the command resumes it."""
-    return Path(store_root) / (name or "%s-%dx%d-%s%s" % (site.name, nodes, ppn, sp.digest, "-confirm" if confirm else ""))
+    return Path(store_root) / (
+        name or "%s-%dx%d-%s%s" % (site.name, nodes, ppn, sp.digest, "-confirm" if confirm else "")
+    )
 
 
 def check_confirmation(sp):
@@ -41,17 +44,24 @@ def check_confirmation(sp):
     for stage in sp.stages:
         wide = [k for k in stage.knobs if not choice.per_collective(k)]
         if wide:
-            raise CannotRun("%s: stage %s varies job-wide knob(s) %s, but a confirmation campaign (--confirm) only "
-                            "tests per-collective bands; give a space of coll_tuned stages on the table's job "
-                            "configuration (`job:`, as site-configs/local/space-per-size.yaml) or sweep without "
-                            "--confirm" % (sp.path, stage.name, ", ".join(wide)))
+            raise CannotRun(
+                "%s: stage %s varies job-wide knob(s) %s, but a confirmation campaign (--confirm) only "
+                "tests per-collective bands; give a space of coll_tuned stages on the table's job "
+                "configuration (`job:`, as site-configs/local/space-per-size.yaml) or sweep without "
+                "--confirm" % (sp.path, stage.name, ", ".join(wide))
+            )
 
 
 def make_runner(site, sp, nodes, ppn, timeout=None, retries=1, modulepaths=()):
     """Runs as validate makes them, in the site's module tree (+ the admin's module paths)."""
-    return Runner([str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths), nodes, ppn,
-                  timeout or (120.0 if all((st.set_name or sp.set_name) == "quick" for st in sp.stages) else 900.0),
-                  retries)
+    return Runner(
+        [str(paths.project_root() / "modulefiles" / site.name)] + list(modulepaths),
+        nodes,
+        ppn,
+        timeout
+        or (120.0 if all((st.set_name or sp.set_name) == "quick" for st in sp.stages) else 900.0),
+        retries,
+    )
 
 
 def baseline_module(site):
@@ -99,25 +109,49 @@ def round_order(n, campaign, stage, rep):
 
 def measure_config(ctx, stage, config, benches, rep):
     """Every missing run of one configuration's repetition; returns how many were measured."""
-    site, sp, runner, binaries, cdir = ctx["site"], ctx["space"], ctx["runner"], ctx["binaries"], ctx["dir"]
+    site, sp, runner, binaries, cdir = (
+        ctx["site"],
+        ctx["space"],
+        ctx["runner"],
+        ctx["binaries"],
+        ctx["dir"],
+    )
     exports, _ = envmap.knob_env(site, config, runner.nodes >= 2)
     done = 0
-    for run in suites.plan(binaries, stage.set_name or sp.set_name, runner.np, program_benchmarks(sp, benches)):
+    for run in suites.plan(
+        binaries, stage.set_name or sp.set_name, runner.np, program_benchmarks(sp, benches)
+    ):
         path = store.record_path(cdir, stage.name, config, run.name, rep)
         if store.exists(path):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         log_for = lambda attempt: path.with_suffix(".try%d.tmp" % attempt)
-        title_for = lambda attempt: "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d" % (
-            stage.name, store.config_id(config), run.name, rep, attempt)
-        logs = []   # one record per run: its attempts' logs, one after the other
-        for attempt, m in runner.attempts(binaries, run, baseline_module(site), exports, log_for, title_for):
+        title_for = lambda attempt: (
+            "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d"
+            % (stage.name, store.config_id(config), run.name, rep, attempt)
+        )
+        logs = []  # one record per run: its attempts' logs, one after the other
+        for attempt, m in runner.attempts(
+            binaries, run, baseline_module(site), exports, log_for, title_for
+        ):
             logs.append(log_for(attempt).read_text())
             log_for(attempt).unlink()
-        record = dict(campaign=cdir.name, stage=stage.name, config=dict(config), config_id=store.config_id(config),
-                      run=run.name, benchmarks=list(run.expect), judged=[b for b in run.expect if b in benches],
-                      rep=rep, nodes=runner.nodes, ppn=runner.ppn,
-                      attempts=attempt, source="sweep", exports=exports, **m)
+        record = dict(
+            campaign=cdir.name,
+            stage=stage.name,
+            config=dict(config),
+            config_id=store.config_id(config),
+            run=run.name,
+            benchmarks=list(run.expect),
+            judged=[b for b in run.expect if b in benches],
+            rep=rep,
+            nodes=runner.nodes,
+            ppn=runner.ppn,
+            attempts=attempt,
+            source="sweep",
+            exports=exports,
+            **m,
+        )
         store.save(path, record, "\n".join(logs))
         done += 1
     return done
@@ -125,83 +159,170 @@ def measure_config(ctx, stage, config, benches, rep):
 
 def missing_runs(cdir, stage_name, plan, repetitions):
     """[(plan index, config, run name, repetition)] whose record is not in the store yet."""
-    return [(i, config, run, rep) for i, (config, benches) in enumerate(plan)
-            for rep in range(1, repetitions + 1) for run in suites.run_names(benches)
-            if not store.exists(store.record_path(cdir, stage_name, config, run, rep))]
+    return [
+        (i, config, run, rep)
+        for i, (config, benches) in enumerate(plan)
+        for rep in range(1, repetitions + 1)
+        for run in suites.run_names(benches)
+        if not store.exists(store.record_path(cdir, stage_name, config, run, rep))
+    ]
 
 
-def run_sweep(site, sp, nodes, ppn, store_root, name=None, array=False, sbatch_args="", timeout=None,
-              retries=1, modulepaths=(), confirm=False):
+def run_sweep(
+    site,
+    sp,
+    nodes,
+    ppn,
+    store_root,
+    name=None,
+    array=False,
+    sbatch_args="",
+    timeout=None,
+    retries=1,
+    modulepaths=(),
+    confirm=False,
+):
     # What can refuse the request, before the first run and before the campaign directory exists.
     if confirm:
         check_confirmation(sp)
     cdir = campaign_dir(store_root, site, sp, nodes, ppn, name, confirm)
-    old = json.loads((cdir / "campaign.json").read_text()) if (cdir / "campaign.json").is_file() else {}
+    old = (
+        json.loads((cdir / "campaign.json").read_text())
+        if (cdir / "campaign.json").is_file()
+        else {}
+    )
     if old and (old.get("role") == "confirm") != confirm:
-        raise CannotRun("campaign %s was started %s --confirm; rerun it as it was started, or give another "
-                        "--campaign" % (cdir, "with" if old.get("role") == "confirm" else "without"))
+        raise CannotRun(
+            "campaign %s was started %s --confirm; rerun it as it was started, or give another "
+            "--campaign" % (cdir, "with" if old.get("role") == "confirm" else "without")
+        )
     runner = make_runner(site, sp, nodes, ppn, timeout, retries, modulepaths)
-    if not array:   # an array's tasks run in allocations of their own
+    if not array:  # an array's tasks run in allocations of their own
         check_geometry(nodes, ppn, runner.env, "add --slurm-array")
         require_local_mpi(site)
     if not runner.module_available(baseline_module(site)):
-        raise CannotRun("site %s: its baseline module %s is not in the module path (%s); run `make` (it renders "
-                        "modulefiles/%s) or add --modulepath DIR" % (site.name, baseline_module(site),
-                                                                     ":".join(runner.modulepaths), site.name))
-    binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
+        raise CannotRun(
+            "site %s: its baseline module %s is not in the module path (%s); run `make` (it renders "
+            "modulefiles/%s) or add --modulepath DIR"
+            % (site.name, baseline_module(site), ":".join(runner.modulepaths), site.name)
+        )
+    binaries = (
+        runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
+    )
     cdir.mkdir(parents=True, exist_ok=True)
-    meta = dict(site=site.name, nodes=nodes, ppn=ppn, space=os.path.abspath(sp.path), space_digest=sp.digest,
-                mpi="%s %s" % (site.mpi_flavour, site.mpi_version), ucx=".".join(map(str, site.ucx_version)),
-                baseline_module=baseline_module(site), set=sp.set_name, repetitions=sp.repetitions,
-                program=spacemod.PROGRAM, timeout_s=runner.timeout, retries=retries, modulepaths=list(modulepaths))
+    meta = dict(
+        site=site.name,
+        nodes=nodes,
+        ppn=ppn,
+        space=os.path.abspath(sp.path),
+        space_digest=sp.digest,
+        mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
+        ucx=".".join(map(str, site.ucx_version)),
+        baseline_module=baseline_module(site),
+        set=sp.set_name,
+        repetitions=sp.repetitions,
+        program=spacemod.PROGRAM,
+        timeout_s=runner.timeout,
+        retries=retries,
+        modulepaths=list(modulepaths),
+    )
     if confirm:
         meta["role"] = "confirm"
     meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
     order = ORDER if not array else "one Slurm array task per configuration, the tasks concurrent"
     meta["order"] = old.get("order") or (
-        "plan order until %s, then %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order) if old else order)
+        "plan order until %s, then %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order)
+        if old
+        else order
+    )
     store.save_campaign(cdir, meta)
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     job, history = dict(sp.job or {}), []
     meta["job_start"] = dict(job)
     for stage in sp.stages:
         plan = stage_plan(sp, stage, job)
-        sys.stderr.write("sweep: stage %s: %d configurations x %d repetitions (%s)\n"
-                         % (stage.name, len(plan), sp.repetitions, cdir))
+        sys.stderr.write(
+            "sweep: stage %s: %d configurations x %d repetitions (%s)\n"
+            % (stage.name, len(plan), sp.repetitions, cdir)
+        )
         if array:
             submit_array(ctx, stage, plan, sbatch_args)
         else:
             total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
-            for rep in range(1, sp.repetitions + 1):   # interleaved: every configuration per repetition
-                for config, benches in (plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)):
+            for rep in range(
+                1, sp.repetitions + 1
+            ):  # interleaved: every configuration per repetition
+                for config, benches in (
+                    plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
+                ):
                     n = measure_config(ctx, stage, config, benches, rep)
                     done += 1
-                    progress(done, total, stage_started, "stage %s rep %d/%d %s: %s" % (
-                        stage.name, rep, sp.repetitions, store.config_id(config),
-                        "%d run(s) measured" % n if n else "already in the store"))
+                    progress(
+                        done,
+                        total,
+                        stage_started,
+                        "stage %s rep %d/%d %s: %s"
+                        % (
+                            stage.name,
+                            rep,
+                            sp.repetitions,
+                            store.config_id(config),
+                            "%d run(s) measured" % n if n else "already in the store",
+                        ),
+                    )
         _, records = store.load_campaign(cdir)
-        missing = [(store.config_id(c), rep) for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)]
+        missing = [
+            (store.config_id(c), rep)
+            for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
+        ]
         if missing:
             job = ctx.get("arrays", {}).get(stage.name)
-            where = (" after array job %s (tasks cancelled, failed or killed; their output: %s)"
-                     % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))) if job else ""
-            raise CannotRun("%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
-                                     "rerun the same command to finish them (finished runs are kept)"
-                                     % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where))
+            where = (
+                (
+                    " after array job %s (tasks cancelled, failed or killed; their output: %s)"
+                    % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
+                )
+                if job
+                else ""
+            )
+            raise CannotRun(
+                "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
+                "rerun the same command to finish them (finished runs are kept)"
+                % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where)
+            )
         geo_data = choice.collect(records).get((nodes, ppn), {})
         job, decided = choice.job_step(geo_data, stage.name, list(stage.knobs), job)
         ch = decided["chosen"]
-        history.append({"stage": stage.name, "knobs": list(stage.knobs), "configurations": len(plan),
-                        "job": store.config_id(job), "chosen": ch["config_id"] if ch else None})
+        history.append(
+            {
+                "stage": stage.name,
+                "knobs": list(stage.knobs),
+                "configurations": len(plan),
+                "job": store.config_id(job),
+                "chosen": ch["config_id"] if ch else None,
+            }
+        )
         if any(choice.per_collective(k) for k in stage.knobs):
-            sys.stderr.write("sweep: stage %s measured per size (tune makes its bands)\n" % stage.name)
+            sys.stderr.write(
+                "sweep: stage %s measured per size (tune makes its bands)\n" % stage.name
+            )
         else:
-            why = ("%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
-                   if decided.get("unproven") else "no candidate passed and beat it")
-            sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (
-                stage.name, "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
-                if ch else "unchanged, %s (%s)" % (store.config_id(job), why)))
+            why = (
+                "%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
+                if decided.get("unproven")
+                else "no candidate passed and beat it"
+            )
+            sys.stderr.write(
+                "sweep: after stage %s, the job configuration: %s\n"
+                % (
+                    stage.name,
+                    "%s (%.1f%% less time than the baseline)"
+                    % (ch["config_id"], (1 - ch["score"]) * 100)
+                    if ch
+                    else "unchanged, %s (%s)" % (store.config_id(job), why),
+                )
+            )
     meta["stages"] = history
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     store.save_campaign(cdir, meta)
@@ -220,34 +341,86 @@ def submit_array(ctx, stage, plan, sbatch_args):
     if not todo:
         return
     try:
-        q = subprocess.run(["squeue", "--noheader", "--name", job_name, "--format", "%F %o",
-                            "--states", "PENDING,RUNNING,SUSPENDED,CONFIGURING"],
-                           capture_output=True, text=True)
+        q = subprocess.run(
+            [
+                "squeue",
+                "--noheader",
+                "--name",
+                job_name,
+                "--format",
+                "%F %o",
+                "--states",
+                "PENDING,RUNNING,SUSPENDED,CONFIGURING",
+            ],
+            capture_output=True,
+            text=True,
+        )
     except OSError as exc:
         raise CannotRun("--slurm-array needs Slurm's commands (squeue, sbatch) on PATH: %s" % exc)
-    active = sorted({line.split(None, 1)[0] for line in q.stdout.splitlines()
-                     if line.split(None, 1)[1:] == [str(script)]}, key=int) if q.returncode == 0 else []
+    active = (
+        sorted(
+            {
+                line.split(None, 1)[0]
+                for line in q.stdout.splitlines()
+                if line.split(None, 1)[1:] == [str(script)]
+            },
+            key=int,
+        )
+        if q.returncode == 0
+        else []
+    )
     if active:
-        raise CannotRun("array job %s of stage %s of this campaign is still queued or running; wait "
-                                 "for it to end (squeue -j %s) or scancel it, then rerun the same command"
-                                 % (",".join(active), stage.name, ",".join(active)))
+        raise CannotRun(
+            "array job %s of stage %s of this campaign is still queued or running; wait "
+            "for it to end (squeue -j %s) or scancel it, then rerun the same command"
+            % (",".join(active), stage.name, ",".join(active))
+        )
     plan_path = cdir / stage.name / "plan.json"
     plan_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n")
+    write_atomic(
+        plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n"
+    )
     exe = paths.project_root() / ".venv" / "bin" / "tunedmpi"
-    cmd_line = "%s sweep-task %s %s \"$SLURM_ARRAY_TASK_ID\"" % (
-        shlex.quote(str(exe)) if exe.exists() else "python3 -m tunedmpi.cli", shlex.quote(str(cdir)), shlex.quote(stage.name))
-    script.write_text("#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n" % (
-        shlex.quote(str(paths.project_root())), shlex.quote(str(paths.project_root() / "src")), cmd_line))
-    cmd = ["sbatch", "--wait", "--parsable", "--job-name", job_name,
-           "--array", ",".join(map(str, todo)), "--nodes", str(runner.nodes), "--ntasks-per-node", str(runner.ppn),
-           "--output", str(cdir / stage.name / "slurm-%A_%a.out")] + shlex.split(sbatch_args or "") + [str(script)]
+    cmd_line = '%s sweep-task %s %s "$SLURM_ARRAY_TASK_ID"' % (
+        shlex.quote(str(exe)) if exe.exists() else "python3 -m tunedmpi.cli",
+        shlex.quote(str(cdir)),
+        shlex.quote(stage.name),
+    )
+    script.write_text(
+        "#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n"
+        % (
+            shlex.quote(str(paths.project_root())),
+            shlex.quote(str(paths.project_root() / "src")),
+            cmd_line,
+        )
+    )
+    cmd = (
+        [
+            "sbatch",
+            "--wait",
+            "--parsable",
+            "--job-name",
+            job_name,
+            "--array",
+            ",".join(map(str, todo)),
+            "--nodes",
+            str(runner.nodes),
+            "--ntasks-per-node",
+            str(runner.ppn),
+            "--output",
+            str(cdir / stage.name / "slurm-%A_%a.out"),
+        ]
+        + shlex.split(sbatch_args or "")
+        + [str(script)]
+    )
     sys.stderr.write("sweep: submitting %d array task(s): %s\n" % (len(todo), " ".join(cmd)))
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    job = proc.stdout.strip().split(";")[0]     # --parsable: "<id>[;<cluster>]", printed on submission
-    if not job.isdigit():                       # refused: rerunning the same command would not help
-        raise CannotRun("sbatch did not submit the array job (exit %d): %s"
-                                 % (proc.returncode, proc.stderr.strip() or "(no message)"))
+    job = proc.stdout.strip().split(";")[0]  # --parsable: "<id>[;<cluster>]", printed on submission
+    if not job.isdigit():  # refused: rerunning the same command would not help
+        raise CannotRun(
+            "sbatch did not submit the array job (exit %d): %s"
+            % (proc.returncode, proc.stderr.strip() or "(no message)")
+        )
     ctx.setdefault("arrays", {})[stage.name] = job
     # sbatch --wait exits non-zero when a task failed or was killed, 0 when tasks were cancelled
     # before they started: the records, not this code, say what is missing (checked by run_sweep)
@@ -259,8 +432,18 @@ def run_task(cdir, stage_name, index):
     cdir = Path(cdir)
     meta = json.loads((cdir / "campaign.json").read_text())
     site = sites.load_named(meta["site"])
-    sp = spacemod.narrowed(spacemod.load_space(meta["space"], site), repetitions=meta["repetitions"])
-    runner = make_runner(site, sp, meta["nodes"], meta["ppn"], meta["timeout_s"], meta["retries"], meta["modulepaths"])
+    sp = spacemod.narrowed(
+        spacemod.load_space(meta["space"], site), repetitions=meta["repetitions"]
+    )
+    runner = make_runner(
+        site,
+        sp,
+        meta["nodes"],
+        meta["ppn"],
+        meta["timeout_s"],
+        meta["retries"],
+        meta["modulepaths"],
+    )
     plan = json.loads((cdir / stage_name / "plan.json").read_text())
     entry = plan[int(index)]
     binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks))
@@ -269,5 +452,8 @@ def run_task(cdir, stage_name, index):
     n = 0
     for rep in range(1, sp.repetitions + 1):
         n += measure_config(ctx, stage, entry["config"], entry["benchmarks"], rep)
-    sys.stderr.write("sweep-task: %s %s: %d run(s) measured\n" % (stage_name, store.config_id(entry["config"]), n))
+    sys.stderr.write(
+        "sweep-task: %s %s: %d run(s) measured\n"
+        % (stage_name, store.config_id(entry["config"]), n)
+    )
     return 0

@@ -10,6 +10,7 @@ Regret: per message size the oracle is the best configuration measured at that s
 its own stage's baseline); the regret of the chosen configuration is how much slower it is than
 that oracle, as a geometric mean over sizes and at the worst size.
 """
+
 import os
 import sys
 from collections import OrderedDict
@@ -54,11 +55,12 @@ def stage_order(metas, geo_data):
 def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
     """The operation's own best job-wide configuration at one geometry (its TUNEDMPI_PROFILE row),
     or None when it was not measured. Per-collective stages are left to per-size bands."""
-    benches = [b for b in OPERATIONS[op]
-               if any(b in e["bench"] for e in geo_data.values())]
+    benches = [b for b in OPERATIONS[op] if any(b in e["bench"] for e in geo_data.values())]
     if not benches:
         return None
-    job_stages = {name: knobs for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)}
+    job_stages = {
+        name: knobs for name, knobs in stages if not any(choice.per_collective(k) for k in knobs)
+    }
     best, considered, measured = None, 0, []
     for st, _ in stages:
         base = geo_data.get((st, "baseline"))
@@ -68,14 +70,26 @@ def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.
             if s2 != st or not all(b in cand["bench"] for b in benches):
                 continue
             verdict, score, rels, _ = choice.judge(base, cand, benches, tolerance, alpha)
-            measured.append(rels.get(benches[0], {}))   # for the per-size oracle, all stages
+            measured.append(rels.get(benches[0], {}))  # for the per-size oracle, all stages
             if cid == "baseline" or st not in job_stages:
                 continue
             considered += 1
-            if verdict == "PASS" and score is not None and (best is None or score < best["score"]) \
-                    and choice.beats_its_base(geo_data, st, job_stages[st], cid, benches, tolerance, alpha)[0]:
+            if (
+                verdict == "PASS"
+                and score is not None
+                and (best is None or score < best["score"])
+                and choice.beats_its_base(
+                    geo_data, st, job_stages[st], cid, benches, tolerance, alpha
+                )[0]
+            ):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
-    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=stats.per_size_best(measured))
+    return dict(
+        op=op,
+        benchmarks=benches,
+        chosen=best,
+        candidates=considered,
+        oracle=stats.per_size_best(measured),
+    )
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
@@ -100,8 +114,16 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
     return reference, candidates
 
 
-def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA,
-               confirm_geo=None, components=False):
+def size_bands(
+    geo_data,
+    stages,
+    coll,
+    job,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+    confirm_geo=None,
+    components=False,
+):
     """Bands for one collective from its per-collective stage, measured on top of the job
     configuration, or None. Also the per-size relative time of the chosen bands (for regret).
     confirm_geo: a confirmation campaign's data at this geometry, on which the bands are tested.
@@ -119,11 +141,22 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
             return None
         metric = reference["bench"][coll][0]
         ref_c, cfgs_c = _algorithm_runs(confirm_geo, name, knobs, coll, jobcfg)
-        confirm = None if ref_c is None else (ref_c["bench"][coll][1],
-                                              {key: e["bench"][coll][1] for key, e in cfgs_c.items()})
-        got = persize.choose_bands(reference["bench"][coll][1], {key: e["bench"][coll][1] for key, e in cfgs.items()},
-                                   metric, tolerance, alpha, confirm)
-        rel_of = {None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)}
+        confirm = (
+            None
+            if ref_c is None
+            else (ref_c["bench"][coll][1], {key: e["bench"][coll][1] for key, e in cfgs_c.items()})
+        )
+        got = persize.choose_bands(
+            reference["bench"][coll][1],
+            {key: e["bench"][coll][1] for key, e in cfgs.items()},
+            metric,
+            tolerance,
+            alpha,
+            confirm,
+        )
+        rel_of = {
+            None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)
+        }
         for key, e in cfgs.items():
             rel_of[key] = stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
         effective = {}
@@ -131,8 +164,12 @@ def size_bands(geo_data, stages, coll, job, tolerance=stats.DEFAULT_TOLERANCE, a
             for size, rel in rel_of[key].items():
                 if size >= lo and (hi is None or size < hi):
                     effective[size] = rel
-        got.update(stage=name, effective=effective, oracle=stats.per_size_best(rel_of.values()),
-                   confirmed=confirm is not None)
+        got.update(
+            stage=name,
+            effective=effective,
+            oracle=stats.per_size_best(rel_of.values()),
+            confirmed=confirm is not None,
+        )
         return got
     return None
 
@@ -143,15 +180,27 @@ def _job_rel(geo_data, stages, job, bench):
     for name, _ in reversed(stages):
         base = geo_data.get((name, "baseline"))
         for (st, cid), e in geo_data.items():
-            if st == name and e["config"] == job and base and bench in base["bench"] and bench in e["bench"]:
+            if (
+                st == name
+                and e["config"] == job
+                and base
+                and bench in base["bench"]
+                and bench in e["bench"]
+            ):
                 metric, breps, _ = base["bench"][bench]
                 if len(breps) >= 2 and len(e["bench"][bench][1]) >= 2:
                     return stats.relative_times(breps, e["bench"][bench][1], metric)
     return {}
 
 
-def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None,
-           confirm_geo=None):
+def decide(
+    geo_data,
+    stages,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+    start=None,
+    confirm_geo=None,
+):
     """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from;
     ``confirm_geo``: confirmation runs at this geometry (they test bands and choose nothing)."""
     job, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
@@ -161,17 +210,30 @@ def decide(geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFA
         if not d:
             continue
         coll = op in schema.COLLECTIVES
-        d["bands"] = size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
-        d["components"] = size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, True) if coll else None
+        d["bands"] = (
+            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
+        )
+        d["components"] = (
+            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, True)
+            if coll
+            else None
+        )
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
         # The algorithm stage's where there is one, else the component stage's.
         per_size = d["bands"] or d["components"]
-        chosen_rel = per_size["effective"] if per_size else _job_rel(geo_data, stages, job, d["benchmarks"][0])
+        chosen_rel = (
+            per_size["effective"]
+            if per_size
+            else _job_rel(geo_data, stages, job, d["benchmarks"][0])
+        )
         oracle = per_size["oracle"] if per_size else d["oracle"]
         ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
-        d["regret"] = {"mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
-                       "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None, "sizes": len(ratios)}
+        d["regret"] = {
+            "mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
+            "max_pct": round((max(ratios) - 1) * 100, 1) if ratios else None,
+            "sizes": len(ratios),
+        }
         out[op] = d
     return out
 
@@ -181,13 +243,19 @@ def _knob_text(config):
 
 
 def _settings(config):
-    return {"none": OrderedDict(sorted((k, v if not isinstance(v, bool) else str(v)) for k, v in config.items()))}
+    return {
+        "none": OrderedDict(
+            sorted((k, v if not isinstance(v, bool) else str(v)) for k, v in config.items())
+        )
+    }
 
 
 def _job_notes(d):
-    notes = ["job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
-             "mean over operations and sizes of the time relative to the stage's baseline among the configurations "
-             "that pass validate's rule on every benchmark of the stage" % _knob_text(d["config"])]
+    notes = [
+        "job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
+        "mean over operations and sizes of the time relative to the stage's baseline among the configurations "
+        "that pass validate's rule on every benchmark of the stage" % _knob_text(d["config"])
+    ]
     for step in d["steps"]:
         ch = step["chosen"]
         if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
@@ -195,13 +263,26 @@ def _job_notes(d):
         un = step.get("unproven")
         if ch:
             what = "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
-                step["candidates"], ch["config_id"], (1 - ch["score"]) * 100)
+                step["candidates"],
+                ch["config_id"],
+                (1 - ch["score"]) * 100,
+            )
         elif un:
-            what = ("best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule "
-                    "against the job configuration measured in the stage (alpha / %d), which stays" % (
-                        step["candidates"], un["config_id"], (1 - un["score"]) * 100, max(1, un["others"])))
+            what = (
+                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule "
+                "against the job configuration measured in the stage (alpha / %d), which stays"
+                % (
+                    step["candidates"],
+                    un["config_id"],
+                    (1 - un["score"]) * 100,
+                    max(1, un["others"]),
+                )
+            )
         else:
-            what = "none of %d candidate(s) passed and beat the job configuration, which stays" % step["candidates"]
+            what = (
+                "none of %d candidate(s) passed and beat the job configuration, which stays"
+                % step["candidates"]
+            )
         notes.append("stage %s: %s" % (step["stage"], what))
     return notes
 
@@ -211,17 +292,34 @@ CONFIRMED = " on the confirmation campaign's runs"
 
 def _op_case(site, nodes, ppn, d, job, cids):
     ch = d["chosen"]
-    note = ("this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
-            "time than the baseline" % (ch["config_id"], d["candidates"], (1 - ch["score"]) * 100)
-            if ch else "no candidate of %d passed against the baseline for this operation alone" % d["candidates"])
+    note = (
+        "this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
+        "time than the baseline" % (ch["config_id"], d["candidates"], (1 - ch["score"]) * 100)
+        if ch
+        else "no candidate of %d passed against the baseline for this operation alone"
+        % d["candidates"]
+    )
     regret = d["regret"]
     notes = ["job-wide knobs: the job configuration (provenance notes)", note]
-    case = OrderedDict([("nodes", nodes), ("ppn", ppn), ("collective", d["op"]),
-                        ("section", "campaign %s, job-wide rule%s" % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else "")),
-                        ("settings", _settings(job))])
-    if nodes >= 2:   # a multi-node case says why an inter-node knob has no value (tables/schema.py)
-        unstated = OrderedDict((k, "not chosen: the job configuration leaves it at the MPI's default")
-                               for k in schema.INTER_NODE_KNOBS if k not in job)
+    case = OrderedDict(
+        [
+            ("nodes", nodes),
+            ("ppn", ppn),
+            ("collective", d["op"]),
+            (
+                "section",
+                "campaign %s, job-wide rule%s"
+                % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else ""),
+            ),
+            ("settings", _settings(job)),
+        ]
+    )
+    if nodes >= 2:  # a multi-node case says why an inter-node knob has no value (tables/schema.py)
+        unstated = OrderedDict(
+            (k, "not chosen: the job configuration leaves it at the MPI's default")
+            for k in schema.INTER_NODE_KNOBS
+            if k not in job
+        )
         if unstated:
             case["unstated"] = unstated
     comps = d.get("components")
@@ -230,43 +328,94 @@ def _op_case(site, nodes, ppn, d, job, cids):
         # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
         chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
         if any(k != "none" for _, _, k in chosen):
-            case["settings"] = OrderedDict((c, case["settings"]["none"]) for c in ["none"] + sorted(
-                {k for _, _, k in chosen} - {"none"}))
-            case["choice"] = [OrderedDict([("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None),
-                                           ("component", k)]) for lo, hi, k in chosen]
+            case["settings"] = OrderedDict(
+                (c, case["settings"]["none"])
+                for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
+            )
+            case["choice"] = [
+                OrderedDict(
+                    [
+                        ("from", format_size(lo) if lo else 0),
+                        ("to", format_size(hi) if hi else None),
+                        ("component", k),
+                    ]
+                )
+                for lo, hi, k in chosen
+            ]
     if comps:
-        notes.append("components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-                     "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
-                     "band(s) go to UCC (%s)" % (
-                         comps["stage"], CONFIRMED if comps["confirmed"] else "", len([t for t in comps["tests"] if t[6]]),
-                         len(comps["tests"]), "; ".join("%s-%s %s x%.2f p=%.2g" % (
-                             format_size(t[0]), format_size(t[1]), t[2], t[3], t[4]) for t in comps["tests"])
-                         or "UCC won no size"))
+        notes.append(
+            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
+            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
+            "band(s) go to UCC (%s)"
+            % (
+                comps["stage"],
+                CONFIRMED if comps["confirmed"] else "",
+                len([t for t in comps["tests"] if t[6]]),
+                len(comps["tests"]),
+                "; ".join(
+                    "%s-%s %s x%.2f p=%.2g"
+                    % (format_size(t[0]), format_size(t[1]), t[2], t[3], t[4])
+                    for t in comps["tests"]
+                )
+                or "UCC won no size",
+            )
+        )
     got = d.get("bands")
     if got and got["bands"]:
         names = rulesfile.algorithms(d["op"], site.mpi_version)
         rows = []
         for lo, hi, key in got["bands"]:
             alg, seg = key if key else (0, 0)
-            row = OrderedDict([("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None),
-                               ("algorithm", names.get(alg, alg))])
+            row = OrderedDict(
+                [
+                    ("from", format_size(lo) if lo else 0),
+                    ("to", format_size(hi) if hi else None),
+                    ("algorithm", names.get(alg, alg)),
+                ]
+            )
             if seg:
                 row["segsize"] = format_size(seg)
             rows.append(row)
         case["bands"] = rows
         kept = [t for t in got["tests"] if t[6]]
-        notes.append("bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-                     "against Open MPI's own choice%s; %d of %d "
-                     "band(s) kept (%s)" % (got["stage"], CONFIRMED if got["confirmed"] else "",
-                                            len(kept), len(got["tests"]), "; ".join(
-                         "%s-%s %s x%.2f p=%.2g" % (format_size(t[0]), format_size(t[1]), names.get(t[2][0], t[2][0]),
-                                                    t[3], t[4]) for t in got["tests"]) or "none won a size"))
+        notes.append(
+            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
+            "against Open MPI's own choice%s; %d of %d "
+            "band(s) kept (%s)"
+            % (
+                got["stage"],
+                CONFIRMED if got["confirmed"] else "",
+                len(kept),
+                len(got["tests"]),
+                "; ".join(
+                    "%s-%s %s x%.2f p=%.2g"
+                    % (
+                        format_size(t[0]),
+                        format_size(t[1]),
+                        names.get(t[2][0], t[2][0]),
+                        t[3],
+                        t[4],
+                    )
+                    for t in got["tests"]
+                )
+                or "none won a size",
+            )
+        )
     elif got:
-        notes.append("bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
-                     "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"])))
-    notes.append("regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
-                 % (d["benchmarks"][0], regret["sizes"], " (its algorithm stage, the runs that chose)" if got else "",
-                    regret["mean_pct"], regret["max_pct"]))
+        notes.append(
+            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
+            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
+        )
+    notes.append(
+        "regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
+        % (
+            d["benchmarks"][0],
+            regret["sizes"],
+            " (its algorithm stage, the runs that chose)" if got else "",
+            regret["mean_pct"],
+            regret["max_pct"],
+        )
+    )
     case["notes"] = notes
     return case
 
@@ -277,34 +426,64 @@ def build_table(site, metas, decisions, runs_count, left_out=()):
     for m in metas:
         by_suite.setdefault(m.get("suite", "probe"), []).append(m["campaign"])
     first = metas[0]
-    prov = OrderedDict([
-        ("document", "tunedmpi sweep campaign(s) %s" % cids),
-        ("platform", site.description),
-        ("mpi", first["mpi"]), ("ucx", first["ucx"]),
-        ("benchmark", "; ".join("%s: IMB-MPI1 collectives and OSU one-sided tests%s%s" % (
-            suite, " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
-            " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "")
-            for suite, names in sorted(by_suite.items()))),
-        ("command", "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
-                    "one-sided: -w %s -s %s)" % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC)),
-        ("method", "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
-                   "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
-                   "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
-                   "band loses, one wins: gain >= 5%% and a Yuen-Welch t test on per-run band scores, Holm over "
-                   "bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                   "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)%s" % ("; ".join(
-                       "ingested logs (tunedmpi ingest), one repetition per log" if m.get("source") == "ingest" else
-                       "%s (%s), %s interleaved repetitions per configuration"
-                       % ("confirmation of the bands" if m.get("role") == "confirm" else "staged search",
-                          " -> ".join(s["stage"] for s in m.get("stages", [])) or "stages", m["repetitions"])
-                       for m in metas),
-                       "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
-                       "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
-                       "runs)" if any(m.get("role") == "confirm" for m in metas) else "")),
-        ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
-        ("campaign", cids),
-        ("notes", ["%d runs measured" % runs_count] + list(left_out)),
-    ])
+    prov = OrderedDict(
+        [
+            ("document", "tunedmpi sweep campaign(s) %s" % cids),
+            ("platform", site.description),
+            ("mpi", first["mpi"]),
+            ("ucx", first["ucx"]),
+            (
+                "benchmark",
+                "; ".join(
+                    "%s: IMB-MPI1 collectives and OSU one-sided tests%s%s"
+                    % (
+                        suite,
+                        " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
+                        " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "",
+                    )
+                    for suite, names in sorted(by_suite.items())
+                ),
+            ),
+            (
+                "command",
+                "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
+                "one-sided: -w %s -s %s)"
+                % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
+            ),
+            (
+                "method",
+                "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
+                "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
+                "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
+                "band loses, one wins: gain >= 5%% and a Yuen-Welch t test on per-run band scores, Holm over "
+                "bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
+                "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)%s"
+                % (
+                    "; ".join(
+                        "ingested logs (tunedmpi ingest), one repetition per log"
+                        if m.get("source") == "ingest"
+                        else "%s (%s), %s interleaved repetitions per configuration"
+                        % (
+                            "confirmation of the bands"
+                            if m.get("role") == "confirm"
+                            else "staged search",
+                            " -> ".join(s["stage"] for s in m.get("stages", [])) or "stages",
+                            m["repetitions"],
+                        )
+                        for m in metas
+                    ),
+                    "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
+                    "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
+                    "runs)"
+                    if any(m.get("role") == "confirm" for m in metas)
+                    else "",
+                ),
+            ),
+            ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
+            ("campaign", cids),
+            ("notes", ["%d runs measured" % runs_count] + list(left_out)),
+        ]
+    )
     cases = []
     for (nodes, ppn), ops in sorted(decisions.items()):
         # One configuration per job geometry: every operation's case carries the job-wide knobs the
@@ -314,32 +493,69 @@ def build_table(site, metas, decisions, runs_count, left_out=()):
         for op, d in ops.items():
             if op != "job":
                 cases.append(_op_case(site, nodes, ppn, d, ops["job"]["config"], cids))
-    return OrderedDict([
-        ("schema", schema.SCHEMA_VERSION), ("platform", site.name),
-        ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
-        ("mpi", OrderedDict([("flavour", site.mpi_flavour), ("version", site.mpi_version)])),
-        ("ucx_version", ".".join(map(str, site.ucx_version))),
-        ("provenance", prov),
-        ("baseline", OrderedDict([("text", "module load %s with no tuning variable: the MPI's own defaults"
-                                           % first["baseline_module"]),
-                                 # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
-                                 ("knobs", OrderedDict([("pml", "default"), ("osc", "default"),
-                                                        ("ucx_rndv_thresh", "auto"), ("ucx_zcopy_thresh", "auto")]))])),
-        ("cases", cases)])
+    return OrderedDict(
+        [
+            ("schema", schema.SCHEMA_VERSION),
+            ("platform", site.name),
+            ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
+            ("mpi", OrderedDict([("flavour", site.mpi_flavour), ("version", site.mpi_version)])),
+            ("ucx_version", ".".join(map(str, site.ucx_version))),
+            ("provenance", prov),
+            (
+                "baseline",
+                OrderedDict(
+                    [
+                        (
+                            "text",
+                            "module load %s with no tuning variable: the MPI's own defaults"
+                            % first["baseline_module"],
+                        ),
+                        # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
+                        (
+                            "knobs",
+                            OrderedDict(
+                                [
+                                    ("pml", "default"),
+                                    ("osc", "default"),
+                                    ("ucx_rndv_thresh", "auto"),
+                                    ("ucx_zcopy_thresh", "auto"),
+                                ]
+                            ),
+                        ),
+                    ]
+                ),
+            ),
+            ("cases", cases),
+        ]
+    )
 
 
 def _dump(doc):
     class Dumper(yaml.SafeDumper):
         pass
-    Dumper.add_representer(OrderedDict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items()))
-    return ("# GENERATED by `tunedmpi tune`; review the diff it printed before committing.\n"
-            + yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=110))
+
+    Dumper.add_representer(
+        OrderedDict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items())
+    )
+    return (
+        "# GENERATED by `tunedmpi tune`; review the diff it printed before committing.\n"
+        + yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=110)
+    )
 
 
 def diff(old, new):
     """Readable changes between two tables, case by case: job-wide settings and bands."""
+
     def cases(t):
-        return {(c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _bands_text(c)) for c in t.cases} if t else {}
+        return (
+            {
+                (c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _bands_text(c))
+                for c in t.cases
+            }
+            if t
+            else {}
+        )
+
     a, b = cases(old), cases(new)
     lines = []
     for key in sorted(set(a) | set(b)):
@@ -349,15 +565,25 @@ def diff(old, new):
         elif key not in b:
             lines.append("- %s (no longer measured)" % label)
         elif a[key] != b[key]:
-            lines.append("~ %s: %s%s -> %s%s" % (label, _knobs(a[key][0]), a[key][1], _knobs(b[key][0]), b[key][1]))
+            lines.append(
+                "~ %s: %s%s -> %s%s"
+                % (label, _knobs(a[key][0]), a[key][1], _knobs(b[key][0]), b[key][1])
+            )
     return lines or ["(no change in chosen settings)"]
 
 
 def _bands_text(case):
     if not case.bands:
         return ""
-    return "; bands " + ", ".join("%s+:%s%s" % (format_size(b.lo) if b.lo else "0", b.name,
-                                                "/%s" % format_size(b.segsize) if b.segsize else "") for b in case.bands)
+    return "; bands " + ", ".join(
+        "%s+:%s%s"
+        % (
+            format_size(b.lo) if b.lo else "0",
+            b.name,
+            "/%s" % format_size(b.segsize) if b.segsize else "",
+        )
+        for b in case.bands
+    )
 
 
 def _knobs(values):
@@ -372,30 +598,56 @@ def _one_suite_per_benchmark(loaded):
     for d, recs in loaded:
         for r in recs:
             for bench, s in r["series"].items():
-                seen.setdefault((r["nodes"], r["ppn"], bench), {}).setdefault(s["suite"], set()).add(d.name)
+                seen.setdefault((r["nodes"], r["ppn"], bench), {}).setdefault(
+                    s["suite"], set()
+                ).add(d.name)
     for (nodes, ppn, bench), by in sorted(seen.items()):
         if len(by) > 1:
             d = next(d for d, _ in loaded if d.name in min(by.values(), key=len))
-            raise InputError(str(d.parent), None, "%dx%d %s" % (nodes, ppn, bench),
-                             "measured with different benchmark programs: %s" % "; ".join(
-                                 "%s in %s" % (suite, ", ".join(sorted(names))) for suite, names in sorted(by.items())),
-                             "tune one program's campaigns at a time: name them with --campaign, or move the "
-                             "others out of the store (results-archive/ keeps them)")
+            raise InputError(
+                str(d.parent),
+                None,
+                "%dx%d %s" % (nodes, ppn, bench),
+                "measured with different benchmark programs: %s"
+                % "; ".join(
+                    "%s in %s" % (suite, ", ".join(sorted(names)))
+                    for suite, names in sorted(by.items())
+                ),
+                "tune one program's campaigns at a time: name them with --campaign, or move the "
+                "others out of the store (results-archive/ keeps them)",
+            )
 
 
-def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.DEFAULT_TOLERANCE,
-         alpha=stats.DEFAULT_ALPHA):
+def tune(
+    site_name,
+    store_root,
+    out=None,
+    campaign_names=None,
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+):
     site = sites.load_named(site_name)
     dirs = store.campaigns(store_root, site.name)
     if campaign_names:
         unknown = sorted(set(campaign_names) - {d.name for d in dirs})
         if unknown:
-            raise InputError("--campaign", None, ", ".join(unknown), "no such campaign of site %s in %s" % (site.name, store_root),
-                             "use one of: %s" % (", ".join(d.name for d in dirs) or "(none: run tunedmpi sweep first)"))
+            raise InputError(
+                "--campaign",
+                None,
+                ", ".join(unknown),
+                "no such campaign of site %s in %s" % (site.name, store_root),
+                "use one of: %s"
+                % (", ".join(d.name for d in dirs) or "(none: run tunedmpi sweep first)"),
+            )
         dirs = [d for d in dirs if d.name in campaign_names]
     if not dirs:
-        raise InputError(str(store_root), None, "campaign", "no campaign of site %s in the store" % site.name,
-                         "run tunedmpi sweep --site %s (or ingest logs) first" % site.name)
+        raise InputError(
+            str(store_root),
+            None,
+            "campaign",
+            "no campaign of site %s in the store" % site.name,
+            "run tunedmpi sweep --site %s (or ingest logs) first" % site.name,
+        )
     metas, loaded = [], []
     for d in dirs:
         meta, recs = store.load_campaign(d)
@@ -410,7 +662,9 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
     records, confirming = [], []
     for m, (_, recs) in zip(metas, loaded):
         # a confirmation campaign (sweep --confirm) chooses nothing: it only tests the bands
-        (confirming if m.get("role") == "confirm" else records).extend(r for r in recs if id(r) in kept_ids)
+        (confirming if m.get("role") == "confirm" else records).extend(
+            r for r in recs if id(r) in kept_ids
+        )
     choosers = [m for m in metas if m.get("role") != "confirm"]
     confirm_data = choice.collect(confirming)
     decisions = {}
@@ -422,15 +676,31 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
         # The job configuration the stages build on: where a campaign chose it (has job-wide
         # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
         # only measures more on top of the job configuration the other one chose.
-        choosing = [m for m in here if any(not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
-                                           for h in m.get("stages", []))]
+        choosing = [
+            m
+            for m in here
+            if any(
+                not all(choice.per_collective(k) for k in h.get("knobs") or ["?"])
+                for h in m.get("stages", [])
+            )
+        ]
         start = {}
         for m in choosing or here:
             start.update(m.get("job_start") or {})
-        decisions[(nodes, ppn)] = decide(geo_data, stage_order(here, geo_data), tolerance, alpha, start,
-                                         confirm_data.get((nodes, ppn)))
+        decisions[(nodes, ppn)] = decide(
+            geo_data,
+            stage_order(here, geo_data),
+            tolerance,
+            alpha,
+            start,
+            confirm_data.get((nodes, ppn)),
+        )
     doc = build_table(site, metas, decisions, len(kept), left_out)
-    target = Path(out) if out else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
+    target = (
+        Path(out)
+        if out
+        else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
+    )
     text = _dump(doc)
     tmp = target.parent / (".check-" + target.name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -445,21 +715,43 @@ def tune(site_name, store_root, out=None, campaign_names=None, tolerance=stats.D
 
 
 def report(target, new, old, decisions, stream=sys.stdout):
-    stream.write("wrote %s (%d cases)\n\nchanges against the previous table:\n" % (target, len(new.cases)))
+    stream.write(
+        "wrote %s (%d cases)\n\nchanges against the previous table:\n" % (target, len(new.cases))
+    )
     for line in diff(old, new):
         stream.write("  %s\n" % line)
-    stream.write("\n| case | chosen | candidates | less time than baseline | bands kept | regret mean / worst (%) |\n"
-                 "|---|---|---|---|---|---|\n")
+    stream.write(
+        "\n| case | chosen | candidates | less time than baseline | bands kept | regret mean / worst (%) |\n"
+        "|---|---|---|---|---|---|\n"
+    )
     for (nodes, ppn), ops in sorted(decisions.items()):
         job = ops["job"]
-        stream.write("| %dx%d (every operation) | job: %s | %d stage(s) | - | - | - |\n" % (
-            nodes, ppn, _knob_text(job["config"]), len([s for s in job["steps"] if s["candidates"]])))
+        stream.write(
+            "| %dx%d (every operation) | job: %s | %d stage(s) | - | - | - |\n"
+            % (
+                nodes,
+                ppn,
+                _knob_text(job["config"]),
+                len([s for s in job["steps"] if s["candidates"]]),
+            )
+        )
         for op, d in ops.items():
             if op == "job":
                 continue
             ch, got = d["chosen"], d.get("bands")
-            stream.write("| %dx%d %s | own best: %s | %d | %s | %s | %s / %s |\n" % (
-                nodes, ppn, op, ch["config_id"] if ch else "baseline (MPI defaults)", d["candidates"],
-                "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                "%d of %d" % (len([t for t in got["tests"] if t[6]]), len(got["tests"])) if got else "-",
-                d["regret"]["mean_pct"], d["regret"]["max_pct"]))
+            stream.write(
+                "| %dx%d %s | own best: %s | %d | %s | %s | %s / %s |\n"
+                % (
+                    nodes,
+                    ppn,
+                    op,
+                    ch["config_id"] if ch else "baseline (MPI defaults)",
+                    d["candidates"],
+                    "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
+                    "%d of %d" % (len([t for t in got["tests"] if t[6]]), len(got["tests"]))
+                    if got
+                    else "-",
+                    d["regret"]["mean_pct"],
+                    d["regret"]["max_pct"],
+                )
+            )

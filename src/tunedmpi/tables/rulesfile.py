@@ -60,6 +60,7 @@ File format (tuned/coll_tuned_dynamic_file.c, ompi_coll_tuned_read_rules_config_
 The 5.0.0 - 5.0.10 sources have the same COLLTYPE enum, algorithm tables and message-size rules
 (compared tag by tag); only the version line is new in 5.0.7.
 """
+
 import os
 import re
 from dataclasses import dataclass, field
@@ -72,11 +73,28 @@ from tunedmpi.tables.units import format_human, parse_size, SizeError
 
 # ompi/mca/coll/base/coll_base_functions.h:44-68 (typedef enum COLLTYPE), v5.0.0 - v5.0.10.
 COLLTYPE = {
-    "allgather": 0, "allgatherv": 1, "allreduce": 2, "alltoall": 3, "alltoallv": 4, "alltoallw": 5,
-    "barrier": 6, "bcast": 7, "exscan": 8, "gather": 9, "gatherv": 10, "reduce": 11,
-    "reduce_scatter": 12, "reduce_scatter_block": 13, "scan": 14, "scatter": 15, "scatterv": 16,
-    "neighbor_allgather": 17, "neighbor_allgatherv": 18, "neighbor_alltoall": 19,
-    "neighbor_alltoallv": 20, "neighbor_alltoallw": 21,
+    "allgather": 0,
+    "allgatherv": 1,
+    "allreduce": 2,
+    "alltoall": 3,
+    "alltoallv": 4,
+    "alltoallw": 5,
+    "barrier": 6,
+    "bcast": 7,
+    "exscan": 8,
+    "gather": 9,
+    "gatherv": 10,
+    "reduce": 11,
+    "reduce_scatter": 12,
+    "reduce_scatter_block": 13,
+    "scan": 14,
+    "scatter": 15,
+    "scatterv": 16,
+    "neighbor_allgather": 17,
+    "neighbor_allgatherv": 18,
+    "neighbor_alltoall": 19,
+    "neighbor_alltoallv": 20,
+    "neighbor_alltoallw": 21,
 }
 COLLCOUNT = 22
 COLLTYPE_NAME = {v: k for k, v in COLLTYPE.items()}
@@ -96,37 +114,75 @@ NOT_TUNED = {
 # "takes": the file fields that algorithm actually uses (read in the do_this call).
 _ALGS_5_0 = {
     # allgather_decision.c:35-43, do_this switch :138-171. No algorithm uses segsize/faninout.
-    "allgather": {1: "linear", 2: "bruck", 3: "recursive_doubling", 4: "ring", 5: "neighbor",
-                  6: "two_proc", 7: "sparbit"},
+    "allgather": {
+        1: "linear",
+        2: "bruck",
+        3: "recursive_doubling",
+        4: "ring",
+        5: "neighbor",
+        6: "two_proc",
+        7: "sparbit",
+    },
     # allgatherv_decision.c:35-42, switch :139-172.
     "allgatherv": {1: "default", 2: "bruck", 3: "ring", 4: "neighbor", 5: "two_proc", 6: "sparbit"},
     # allreduce_decision.c:37-44, switch :134-149 (5 passes segsize).
-    "allreduce": {1: "basic_linear", 2: "nonoverlapping", 3: "recursive_doubling", 4: "ring",
-                  5: "segmented_ring", 6: "rabenseifner"},
+    "allreduce": {
+        1: "basic_linear",
+        2: "nonoverlapping",
+        3: "recursive_doubling",
+        4: "ring",
+        5: "segmented_ring",
+        6: "rabenseifner",
+    },
     # alltoall_decision.c:35-41, switch :168-181 (4 passes max_requests).
     "alltoall": {1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync", 5: "two_proc"},
     # alltoallv_decision.c:32-35, switch :103-121.
     "alltoallv": {1: "basic_linear", 2: "pairwise"},
     # barrier_decision.c:30-37, switch :97-108.
-    "barrier": {1: "linear", 2: "double_ring", 3: "recursive_doubling", 4: "bruck", 5: "two_proc",
-                6: "tree"},
+    "barrier": {
+        1: "linear",
+        2: "double_ring",
+        3: "recursive_doubling",
+        4: "bruck",
+        5: "two_proc",
+        6: "tree",
+    },
     # bcast_decision.c:37-47, switch :145-167 (2 passes segsize and faninout, 3-9 segsize; the
     # knomial radix of 7 comes from coll_tuned_bcast_algorithm_knomial_radix, not the file).
-    "bcast": {1: "basic_linear", 2: "chain", 3: "pipeline", 4: "split_binary_tree",
-              5: "binary_tree", 6: "binomial", 7: "knomial", 8: "scatter_allgather",
-              9: "scatter_allgather_ring"},
+    "bcast": {
+        1: "basic_linear",
+        2: "chain",
+        3: "pipeline",
+        4: "split_binary_tree",
+        5: "binary_tree",
+        6: "binomial",
+        7: "knomial",
+        8: "scatter_allgather",
+        9: "scatter_allgather_ring",
+    },
     # exscan_decision.c:32-35, switch :98-107.
     "exscan": {1: "linear", 2: "recursive_doubling"},
     # gather_decision.c:35-39, switch :136-156 (3 passes segsize).
     "gather": {1: "basic_linear", 2: "binomial", 3: "linear_sync"},
     # reduce_decision.c:36-44, switch :158-182 (2 segsize+faninout+max_requests, 3-6 segsize+max_requests).
-    "reduce": {1: "linear", 2: "chain", 3: "pipeline", 4: "binary", 5: "binomial",
-               6: "in-order_binary", 7: "rabenseifner"},
+    "reduce": {
+        1: "linear",
+        2: "chain",
+        3: "pipeline",
+        4: "binary",
+        5: "binomial",
+        6: "in-order_binary",
+        7: "rabenseifner",
+    },
     # reduce_scatter_decision.c:36-41, switch :135-149.
     "reduce_scatter": {1: "non-overlapping", 2: "recursive_halving", 3: "ring", 4: "butterfly"},
     # reduce_scatter_block_decision.c:37-42, switch :128-142.
-    "reduce_scatter_block": {1: "basic_linear", 2: "recursive_doubling", 3: "recursive_halving",
-                             4: "butterfly"},
+    "reduce_scatter_block": {
+        1: "basic_linear",
+        2: "recursive_doubling",
+        3: "recursive_halving",
+        4: "butterfly",
+    },
     # scan_decision.c:32-35, switch :98-107.
     "scan": {1: "linear", 2: "recursive_doubling"},
     # scatter_decision.c:36-40, switch :169-191 (3 takes its ratio from an MCA parameter).
@@ -142,8 +198,8 @@ _TAKES_5_0 = {
     **{("reduce", a): ("segsize", "max_requests") for a in range(3, 7)},
 }
 TWO_PROC = {("allgather", 6), ("allgatherv", 5), ("alltoall", 5), ("barrier", 5)}
-MAX_FANINOUT = 32         # MAXTREEFANOUT, base/coll_base_topo.h:26; build_chain clamps to 1..32
-INT_MAX = (1 << 31) - 1   # segsize and max_requests end up in C ints (do_this arguments)
+MAX_FANINOUT = 32  # MAXTREEFANOUT, base/coll_base_topo.h:26; build_chain clamps to 1..32
+INT_MAX = (1 << 31) - 1  # segsize and max_requests end up in C ints (do_this arguments)
 LONG_MAX = (1 << 63) - 1  # read with %li (LP64)
 
 # Supported Open MPI versions: (first, last, algorithm table, fields each algorithm takes).
@@ -154,43 +210,70 @@ VERSION_LINE_SINCE = (5, 0, 7)
 # (tuned/coll_tuned_decision_dynamic.c), and the factor that turns IMB's #bytes into it.
 # "comm" = times the communicator size; None = the size never depends on the message.
 MESSAGE_SIZE = {
-    "allgather": ("comm", "sdtype size x scount x comm size (:498-500); IMB #bytes = one rank's block"),
+    "allgather": (
+        "comm",
+        "sdtype size x scount x comm size (:498-500); IMB #bytes = one rank's block",
+    ),
     "allgatherv": (1, "total received / comm size (:560-565); IMB #bytes = one rank's block"),
     "allreduce": (1, "dtype size x count (:79-80) = IMB #bytes"),
-    "alltoall": ("comm", "sdtype size x scount x comm size (:134-136); IMB #bytes = the block per peer"),
+    "alltoall": (
+        "comm",
+        "sdtype size x scount x comm size (:134-136); IMB #bytes = the block per peer",
+    ),
     "alltoallv": (None, "always 0 (:189-190): one rule per communicator size"),
     "barrier": (None, "always 0 (:233-234)"),
     "bcast": (1, "dtype size x count (:277-278) = IMB #bytes"),
     "exscan": (None, "dtype size x comm size, not the count (:712-714)"),
-    "gather": ("comm", "sdtype size x scount x comm size (:616-618); IMB #bytes = one rank's block"),
+    "gather": (
+        "comm",
+        "sdtype size x scount x comm size (:616-618); IMB #bytes = one rank's block",
+    ),
     "reduce": (1, "dtype size x count (:331-332) = IMB #bytes"),
-    "reduce_scatter": ("comm", "dtype size x sum of recvcounts (:386-388); IMB 2019+ #bytes = one "
-                               "rank's share (IMB 2018 split #bytes over the ranks instead)"),
-    "reduce_scatter_block": ("comm", "dtype size x recvcount x comm size (:441-442); IMB #bytes = one "
-                                     "rank's share"),
+    "reduce_scatter": (
+        "comm",
+        "dtype size x sum of recvcounts (:386-388); IMB 2019+ #bytes = one "
+        "rank's share (IMB 2018 split #bytes over the ranks instead)",
+    ),
+    "reduce_scatter_block": (
+        "comm",
+        "dtype size x recvcount x comm size (:441-442); IMB #bytes = one rank's share",
+    ),
     "scan": (None, "dtype size x comm size, not the count (:756-758)"),
-    "scatter": ("comm", "sdtype size x scount x comm size (:666-668); IMB #bytes = one rank's block"),
+    "scatter": (
+        "comm",
+        "sdtype size x scount x comm size (:666-668); IMB #bytes = one rank's block",
+    ),
 }
 
 
 def _version(mpi_version):
     """(5, 0, 8) from '5.0.8' or a tuple; InputError if not a version we have tables for."""
     try:
-        v = version_tuple(".".join(map(str, mpi_version)) if isinstance(mpi_version, tuple)
-                          else mpi_version)
+        v = version_tuple(
+            ".".join(map(str, mpi_version)) if isinstance(mpi_version, tuple) else mpi_version
+        )
     except KnobError as exc:
         raise InputError("mpi_version", None, "mpi_version", exc.problem, exc.fix)
     if v is None:
-        raise InputError("mpi_version", None, "mpi_version", "no Open MPI version given",
-                         "give the version the module loads, e.g. 5.0.8")
+        raise InputError(
+            "mpi_version",
+            None,
+            "mpi_version",
+            "no Open MPI version given",
+            "give the version the module loads, e.g. 5.0.8",
+        )
     v = tuple(v) + (0,) * (3 - len(v))
     for first, last, algs, takes in _VERSIONS:
         if first <= v <= last:
             return v, algs, takes
-    raise InputError("mpi_version", None, "mpi_version",
-                     "no coll_tuned algorithm table for Open MPI %s" % ".".join(map(str, v)),
-                     "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/tables/rulesfile.py "
-                     "after reading that version's coll_tuned sources")
+    raise InputError(
+        "mpi_version",
+        None,
+        "mpi_version",
+        "no coll_tuned algorithm table for Open MPI %s" % ".".join(map(str, v)),
+        "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/tables/rulesfile.py "
+        "after reading that version's coll_tuned sources",
+    )
 
 
 def collectives(mpi_version):
@@ -202,8 +285,13 @@ def algorithms(collective, mpi_version):
     """{number: name} of coll_tuned's algorithms for a collective, 0 ('ignore') included."""
     _, algs, _ = _version(mpi_version)
     if collective not in algs:
-        raise InputError("mpi_version", None, collective, "coll_tuned has no rules for '%s'" % collective,
-                         "use one of: %s" % ", ".join(sorted(algs)))
+        raise InputError(
+            "mpi_version",
+            None,
+            collective,
+            "coll_tuned has no rules for '%s'" % collective,
+            "use one of: %s" % ", ".join(sorted(algs)),
+        )
     return {0: "ignore", **algs[collective]}
 
 
@@ -224,6 +312,7 @@ def message_size(collective, imb_bytes, comm_size):
 # ---------------------------------------------------------------------------------------------
 # The description the lead builds from a table row.
 
+
 @dataclass(frozen=True)
 class Band:
     """One message-size band of one collective, from ``lo`` up to the next band's ``lo``.
@@ -235,6 +324,7 @@ class Band:
     max_requests: outstanding requests, only alltoall linear_sync and reduce 2-6; needs Open MPI
         >= 5.0.7 (rule-file-version-2); None = Open MPI's default.
     """
+
     lo: Union[int, str]
     algorithm: Union[int, str]
     segsize: int = 0
@@ -248,6 +338,7 @@ class Rules:
     bands in ascending ``lo``. ``exact``: communicators of any other size (sub-communicators,
     han's per-node pieces) keep Open MPI's fixed decision; False lets the rules apply to every
     size, as Open MPI's nearest-smaller look-up does. ``comment``: provenance lines for the file."""
+
     comm_size: int
     collectives: Dict[str, List[Band]] = field(default_factory=dict)
     exact: bool = True
@@ -256,6 +347,7 @@ class Rules:
 
 # ---------------------------------------------------------------------------------------------
 # What check() returns: the file as Open MPI will read it.
+
 
 @dataclass(frozen=True)
 class MsgRule:
@@ -277,7 +369,7 @@ class CommRule:
 @dataclass(frozen=True)
 class RulesFile:
     path: str
-    version: int                                  # 1 = classic, 2 = with max requests
+    version: int  # 1 = classic, 2 = with max requests
     collectives: Dict[str, Tuple[CommRule, ...]]  # in file order
 
 
@@ -306,6 +398,7 @@ def select(parsed, collective, comm_size, imb_bytes):
 # ---------------------------------------------------------------------------------------------
 # One rule's legality, shared by render (on Bands) and check (on file lines).
 
+
 def _comm_range(sizes, i):
     """The communicator sizes (>= 2: tuned steps aside below, coll_tuned_module.c:75-78) that
     entry i of a collective serves: (lo, hi), hi None = unbounded; lo > hi = never used."""
@@ -320,45 +413,74 @@ def _rule_problem(collective, alg, segsize, faninout, max_requests, vinfo, comm_
     names = {0: "ignore", **algs[collective]}
     vtext = ".".join(map(str, v))
     if alg not in names:
-        return ("algorithm", "%s has no algorithm %d in Open MPI %s (it would fail with MPI_ERR_ARG "
-                "at run time)" % (collective, alg, vtext),
-                "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())))
+        return (
+            "algorithm",
+            "%s has no algorithm %d in Open MPI %s (it would fail with MPI_ERR_ARG "
+            "at run time)" % (collective, alg, vtext),
+            "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
+        )
     used = tk.get((collective, alg), ())
     label = "%s %d (%s)" % (collective, alg, names[alg])
     if (collective, alg) in TWO_PROC and comm_range != (2, 2):
         lo, hi = comm_range
-        return ("algorithm", "%s runs only on 2 ranks, but this entry serves communicators of %d%s "
-                "ranks (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
-                % (label, lo, " and more" if hi is None else "-%d" % hi),
-                "choose another algorithm, or give it a communicator-size entry of exactly 2")
+        return (
+            "algorithm",
+            "%s runs only on 2 ranks, but this entry serves communicators of %d%s "
+            "ranks (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
+            % (label, lo, " and more" if hi is None else "-%d" % hi),
+            "choose another algorithm, or give it a communicator-size entry of exactly 2",
+        )
     if not 0 <= segsize <= INT_MAX:
-        return ("segsize", "segsize %d is out of range" % segsize, "give 0 (no segmentation) to %d" % INT_MAX)
+        return (
+            "segsize",
+            "segsize %d is out of range" % segsize,
+            "give 0 (no segmentation) to %d" % INT_MAX,
+        )
     if segsize and "segsize" not in used:
-        return ("segsize", "%s does not segment: segsize %d would be ignored" % (label, segsize),
-                "write segsize 0 for it")
+        return (
+            "segsize",
+            "%s does not segment: segsize %d would be ignored" % (label, segsize),
+            "write segsize 0 for it",
+        )
     if "faninout" in used and not 1 <= faninout <= MAX_FANINOUT:
-        return ("faninout", "%s needs a chain fan-out from 1 to %d, not %d (Open MPI would quietly "
-                "use %d)" % (label, MAX_FANINOUT, faninout, 1 if faninout < 1 else MAX_FANINOUT),
-                "give faninout 1-%d" % MAX_FANINOUT)
+        return (
+            "faninout",
+            "%s needs a chain fan-out from 1 to %d, not %d (Open MPI would quietly "
+            "use %d)" % (label, MAX_FANINOUT, faninout, 1 if faninout < 1 else MAX_FANINOUT),
+            "give faninout 1-%d" % MAX_FANINOUT,
+        )
     if faninout and "faninout" not in used:
-        return ("faninout", "%s takes no fan-out: faninout %d would be ignored" % (label, faninout),
-                "write faninout 0 for it")
+        return (
+            "faninout",
+            "%s takes no fan-out: faninout %d would be ignored" % (label, faninout),
+            "write faninout 0 for it",
+        )
     if max_requests is not None:
         if v < VERSION_LINE_SINCE:
-            return ("max_requests", "Open MPI %s reads no max requests from a rules file (that came "
-                    "in 5.0.7 with rule-file-version-2)" % vtext,
-                    "leave max_requests out, or render for Open MPI >= 5.0.7")
+            return (
+                "max_requests",
+                "Open MPI %s reads no max requests from a rules file (that came "
+                "in 5.0.7 with rule-file-version-2)" % vtext,
+                "leave max_requests out, or render for Open MPI >= 5.0.7",
+            )
         if "max_requests" not in used:
-            return ("max_requests", "%s takes no max requests: %d would be ignored" % (label, max_requests),
-                    "leave max_requests out for it")
+            return (
+                "max_requests",
+                "%s takes no max requests: %d would be ignored" % (label, max_requests),
+                "leave max_requests out for it",
+            )
         if not 0 <= max_requests <= INT_MAX:
-            return ("max_requests", "max requests %d is out of range" % max_requests,
-                    "give 0 (no limit) to %d" % INT_MAX)
+            return (
+                "max_requests",
+                "max requests %d is out of range" % max_requests,
+                "give 0 (no limit) to %d" % INT_MAX,
+            )
     return None
 
 
 # ---------------------------------------------------------------------------------------------
 # render / write
+
 
 def _algorithm_number(collective, value, names):
     if isinstance(value, bool):
@@ -379,23 +501,47 @@ def _validated(rules, vinfo):
     """[(collective, [(band, algorithm number, Open MPI msgsize)])] in COLLTYPE order, or InputError."""
     v, algs, _ = vinfo
     where = "rules for %s ranks" % (rules.comm_size,)
-    if isinstance(rules.comm_size, bool) or not isinstance(rules.comm_size, int) or rules.comm_size < 2:
-        raise InputError(where, None, "comm_size", "the communicator size must be a whole number >= 2, "
-                         "not %r (tuned is not used below 2 ranks)" % (rules.comm_size,),
-                         "give the job's ranks, nodes x ppn")
+    if (
+        isinstance(rules.comm_size, bool)
+        or not isinstance(rules.comm_size, int)
+        or rules.comm_size < 2
+    ):
+        raise InputError(
+            where,
+            None,
+            "comm_size",
+            "the communicator size must be a whole number >= 2, "
+            "not %r (tuned is not used below 2 ranks)" % (rules.comm_size,),
+            "give the job's ranks, nodes x ppn",
+        )
     if not rules.collectives:
-        raise InputError(where, None, "collectives", "no collective has rules",
-                         "give at least one collective with its bands, or write no rules file")
+        raise InputError(
+            where,
+            None,
+            "collectives",
+            "no collective has rules",
+            "give at least one collective with its bands, or write no rules file",
+        )
     out = []
     for coll in sorted(rules.collectives, key=lambda c: COLLTYPE.get(c, COLLCOUNT)):
         bands = list(rules.collectives[coll])
         if coll not in algs:
             why = NOT_TUNED.get(coll, "not a collective coll_tuned reads rules for")
-            raise InputError(where, None, coll, "'%s': %s" % (coll, why),
-                             "use one of: %s" % ", ".join(sorted(algs)))
+            raise InputError(
+                where,
+                None,
+                coll,
+                "'%s': %s" % (coll, why),
+                "use one of: %s" % ", ".join(sorted(algs)),
+            )
         if not bands:
-            raise InputError(where, None, coll, "%s has no bands" % coll,
-                             "give at least one band starting at 0, or leave the collective out")
+            raise InputError(
+                where,
+                None,
+                coll,
+                "%s has no bands" % coll,
+                "give at least one band starting at 0, or leave the collective out",
+            )
         names = {0: "ignore", **algs[coll]}
         rows, last = [], None
         for i, band in enumerate(bands, 1):
@@ -405,46 +551,87 @@ def _validated(rules, vinfo):
             elif isinstance(band, dict):
                 band = Band(**band)
             if not isinstance(band, Band):
-                raise InputError(where, None, key, "%r is not a Band" % (band,),
-                                 "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)")
+                raise InputError(
+                    where,
+                    None,
+                    key,
+                    "%r is not a Band" % (band,),
+                    "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
+                )
             try:
                 lo = parse_size(band.lo)
             except SizeError as exc:
-                raise InputError(where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
+                raise InputError(
+                    where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB"
+                )
             if i == 1 and lo != 0:
-                raise InputError(where, None, key + " lo", "the first band starts at %d, not 0 (Open MPI "
-                                 "drops a file whose first message size is not 0)" % lo,
-                                 "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)")
+                raise InputError(
+                    where,
+                    None,
+                    key + " lo",
+                    "the first band starts at %d, not 0 (Open MPI "
+                    "drops a file whose first message size is not 0)" % lo,
+                    "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)",
+                )
             if last is not None and lo <= last:
-                raise InputError(where, None, key + " lo", "bands must ascend: %d after %d" % (lo, last),
-                                 "sort the bands by lo and merge duplicates")
+                raise InputError(
+                    where,
+                    None,
+                    key + " lo",
+                    "bands must ascend: %d after %d" % (lo, last),
+                    "sort the bands by lo and merge duplicates",
+                )
             if MESSAGE_SIZE[coll][0] is None and i > 1:
-                raise InputError(where, None, key, "%s has one rule per communicator size: Open MPI's "
-                                 "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
-                                 "give %s a single band at 0" % coll)
+                raise InputError(
+                    where,
+                    None,
+                    key,
+                    "%s has one rule per communicator size: Open MPI's "
+                    "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
+                    "give %s a single band at 0" % coll,
+                )
             alg = _algorithm_number(coll, band.algorithm, names)
             if alg is None:
-                raise InputError(where, None, key + " algorithm", "%s has no algorithm %r in Open MPI %s"
-                                 % (coll, band.algorithm, ".".join(map(str, v))),
-                                 "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())))
+                raise InputError(
+                    where,
+                    None,
+                    key + " algorithm",
+                    "%s has no algorithm %r in Open MPI %s"
+                    % (coll, band.algorithm, ".".join(map(str, v))),
+                    "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
+                )
             for name in ("segsize", "faninout"):
                 val = getattr(band, name)
                 if isinstance(val, bool) or not isinstance(val, int):
-                    raise InputError(where, None, "%s %s" % (key, name), "%s must be a whole number, not %r"
-                                     % (name, val), "give a number of %s" % ("bytes" if name == "segsize"
-                                                                           else "children"))
+                    raise InputError(
+                        where,
+                        None,
+                        "%s %s" % (key, name),
+                        "%s must be a whole number, not %r" % (name, val),
+                        "give a number of %s" % ("bytes" if name == "segsize" else "children"),
+                    )
             mr = band.max_requests
             if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-                raise InputError(where, None, key + " max_requests", "max_requests must be a whole number "
-                                 "or None, not %r" % (mr,), "give a number of requests, or None")
+                raise InputError(
+                    where,
+                    None,
+                    key + " max_requests",
+                    "max_requests must be a whole number or None, not %r" % (mr,),
+                    "give a number of requests, or None",
+                )
             crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
             bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
             if bad:
                 raise InputError(where, None, "%s %s" % (key, bad[0]), bad[1], bad[2])
             msg = message_size(coll, lo, rules.comm_size)
             if msg > LONG_MAX:
-                raise InputError(where, None, key + " lo", "%d bytes x %d ranks overflows Open MPI's "
-                                 "reader" % (lo, rules.comm_size), "give a smaller band start")
+                raise InputError(
+                    where,
+                    None,
+                    key + " lo",
+                    "%d bytes x %d ranks overflows Open MPI's reader" % (lo, rules.comm_size),
+                    "give a smaller band start",
+                )
             rows.append((band, alg, msg, lo))
             last = lo
         out.append((coll, rows))
@@ -465,16 +652,22 @@ def render(rules, mpi_version):
     vinfo = _version(mpi_version)
     v = vinfo[0]
     colls = _validated(rules, vinfo)
-    version = 2 if any(b.max_requests is not None for _, rows in colls for b, _, _, _ in rows) else 1
+    version = (
+        2 if any(b.max_requests is not None for _, rows in colls for b, _, _, _ in rows) else 1
+    )
     n = rules.comm_size
     lines = []
     if version > 1:
-        lines.append("rule-file-version-%d" % version)   # must be the very first bytes (file.c:127)
-    lines.append("# Open MPI %s coll_tuned dynamic rules for communicators of %s%d ranks, written by "
-                 "tunedmpi" % (".".join(map(str, v)), "exactly " if rules.exact else "", n))
-    lines.append("# use: OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
-                 "OMPI_MCA_coll_tuned_dynamic_rules_filename=<this file>; sizes are Open MPI's "
-                 "message sizes (IMB #bytes in the comments)")
+        lines.append("rule-file-version-%d" % version)  # must be the very first bytes (file.c:127)
+    lines.append(
+        "# Open MPI %s coll_tuned dynamic rules for communicators of %s%d ranks, written by "
+        "tunedmpi" % (".".join(map(str, v)), "exactly " if rules.exact else "", n)
+    )
+    lines.append(
+        "# use: OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
+        "OMPI_MCA_coll_tuned_dynamic_rules_filename=<this file>; sizes are Open MPI's "
+        "message sizes (IMB #bytes in the comments)"
+    )
     if rules.comment:
         for text in rules.comment.replace("\r", "").split("\n"):
             lines.append("# " + text.strip() if text.strip() else "#")
@@ -482,10 +675,15 @@ def render(rules, mpi_version):
     for coll, rows in colls:
         names = algorithms(coll, mpi_version)
         entries = []
-        if rules.exact and n > 2:   # an entry at 2 would serve nothing below it
+        if rules.exact and n > 2:  # an entry at 2 would serve nothing below it
             entries.append((0, "below %d ranks: Open MPI's fixed decision" % n, None))
-        entries.append((n if rules.exact else 0, ("of %d ranks" % n) if rules.exact
-                        else "of any size (tuned for %d ranks)" % n, rows))
+        entries.append(
+            (
+                n if rules.exact else 0,
+                ("of %d ranks" % n) if rules.exact else "of any size (tuned for %d ranks)" % n,
+                rows,
+            )
+        )
         if rules.exact:
             entries.append((n + 1, "above %d ranks: Open MPI's fixed decision" % n, None))
         lines.append(_line([COLLTYPE[coll]], "collective id %d: %s" % (COLLTYPE[coll], coll)))
@@ -501,9 +699,16 @@ def render(rules, mpi_version):
                 nums = [msg, alg, band.faninout, band.segsize]
                 if band.max_requests is not None:
                     nums.append(band.max_requests)
-                what = ("IMB %s and up: " % format_human(lo)) if MESSAGE_SIZE[coll][0] is not None else ""
-                extra = "".join(", %s %d" % (k, getattr(band, k)) for k in ("segsize", "faninout")
-                                if getattr(band, k))
+                what = (
+                    ("IMB %s and up: " % format_human(lo))
+                    if MESSAGE_SIZE[coll][0] is not None
+                    else ""
+                )
+                extra = "".join(
+                    ", %s %d" % (k, getattr(band, k))
+                    for k in ("segsize", "faninout")
+                    if getattr(band, k)
+                )
                 if band.max_requests is not None:
                     extra += ", max_requests %d" % band.max_requests
                 lines.append(_line(nums, "%s%d %s%s" % (what, alg, names[alg], extra)))
@@ -511,7 +716,9 @@ def render(rules, mpi_version):
     try:
         check(text, mpi_version, name="<rendered rules for %d ranks>" % n)
     except InputError as exc:  # a bug here, never the user's: keep it from reaching a file
-        raise RuntimeError("tunedmpi.tables.rulesfile.render wrote a file its own check refuses: %s" % exc)
+        raise RuntimeError(
+            "tunedmpi.tables.rulesfile.render wrote a file its own check refuses: %s" % exc
+        )
     return text
 
 
@@ -519,8 +726,10 @@ def environment(path):
     """The variables that make Open MPI read the rules file at ``path``. A forced
     OMPI_MCA_coll_tuned_<coll>_algorithm beats the file for that collective (it is checked
     first, coll_tuned_decision_dynamic.c:65-71), so set none of those beside it."""
-    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-            "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(path)}
+    return {
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+        "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(path),
+    }
 
 
 def write(path, rules, mpi_version):
@@ -553,12 +762,19 @@ def check(source, mpi_version, name=None):
             with open(source, encoding="utf-8") as fh:
                 text = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(name, None, None, "cannot read the rules file: %s" % exc,
-                             "give a readable UTF-8 text file")
+            raise InputError(
+                name,
+                None,
+                None,
+                "cannot read the rules file: %s" % exc,
+                "give a readable UTF-8 text file",
+            )
     elif isinstance(source, str):
         text, name = source, name or "<rules>"
     else:
-        raise TypeError("check() takes the text (str) or a path (os.PathLike), not %r" % type(source))
+        raise TypeError(
+            "check() takes the text (str) or a path (os.PathLike), not %r" % type(source)
+        )
     vinfo = _version(mpi_version)
     v, algs, _ = vinfo
     vtext = ".".join(map(str, v))
@@ -569,110 +785,198 @@ def check(source, mpi_version, name=None):
     raw = text.split("\n")
     version, start = 1, 0
     if "\r" in text:
-        fail(text[:text.index("\r")].count("\n") + 1, None, "carriage return in the file",
-             "write Unix line ends (\\n)")
+        fail(
+            text[: text.index("\r")].count("\n") + 1,
+            None,
+            "carriage return in the file",
+            "write Unix line ends (\\n)",
+        )
     m = _VERSION_LINE.match(raw[0]) if raw else None
     if raw and raw[0].lstrip().startswith("rule-file-version") and not m:
-        fail(1, "version line", "'%s' is not a version line Open MPI reads" % raw[0].strip(),
-             "write exactly rule-file-version-2 as the first bytes of the file")
+        fail(
+            1,
+            "version line",
+            "'%s' is not a version line Open MPI reads" % raw[0].strip(),
+            "write exactly rule-file-version-2 as the first bytes of the file",
+        )
     if m:
         if v < VERSION_LINE_SINCE:
-            fail(1, "version line", "Open MPI %s reads no version line: it would drop the whole file"
-                 % vtext, "leave the line out (classic format) for Open MPI < 5.0.7")
+            fail(
+                1,
+                "version line",
+                "Open MPI %s reads no version line: it would drop the whole file" % vtext,
+                "leave the line out (classic format) for Open MPI < 5.0.7",
+            )
         version = int(m.group(1))
         if version not in (1, 2):
-            fail(1, "version line", "rule file version %d is unknown (Open MPI %s knows 1 and 2)"
-                 % (version, vtext), "write rule-file-version-2, or no version line")
+            fail(
+                1,
+                "version line",
+                "rule file version %d is unknown (Open MPI %s knows 1 and 2)" % (version, vtext),
+                "write rule-file-version-2, or no version line",
+            )
         start = 1
-    records = []                      # (line number, [numbers])
+    records = []  # (line number, [numbers])
     for i in range(start, len(raw)):
         body = raw[i].split("#", 1)[0]
         if "rule-file-version" in body:
-            fail(i + 1, "version line", "a version line is read only as the very first bytes of the "
-                 "file; here it is garbage that breaks the numbers", "move it to the first line, "
-                 "before any comment")
+            fail(
+                i + 1,
+                "version line",
+                "a version line is read only as the very first bytes of the "
+                "file; here it is garbage that breaks the numbers",
+                "move it to the first line, before any comment",
+            )
         tokens = [t for t in re.split(r"[ \t]+", body) if t]
         if not tokens:
             continue
         bad = next((t for t in tokens if not _NUMBER.match(t)), None)
         if bad is not None:
-            fail(i + 1, None, "'%s' is not a plain decimal number (Open MPI reads 0x.. as hex, 010 "
-                 "as octal and skips other characters silently)" % bad,
-                 "write whole numbers in decimal without leading zeros; comments start with #")
+            fail(
+                i + 1,
+                None,
+                "'%s' is not a plain decimal number (Open MPI reads 0x.. as hex, 010 "
+                "as octal and skips other characters silently)" % bad,
+                "write whole numbers in decimal without leading zeros; comments start with #",
+            )
         records.append((i + 1, [int(t) for t in tokens]))
     pos = [0]
 
     def take(key, what, width=(1, 1)):
         if pos[0] >= len(records):
-            fail(len(text.splitlines()) or 1, key, "the file ends where %s should follow" % what,
-                 "complete the file, or lower the count that promised more")
+            fail(
+                len(text.splitlines()) or 1,
+                key,
+                "the file ends where %s should follow" % what,
+                "complete the file, or lower the count that promised more",
+            )
         line, nums = records[pos[0]]
         if not width[0] <= len(nums) <= width[1]:
             want = ("%d" % width[0]) if width[0] == width[1] else "%d or %d" % width
-            fail(line, key, "expected %s number%s (%s) on this line, found %d"
-                 % (want, "" if width == (1, 1) else "s", what, len(nums)),
-                 "one count or id per line; a rule is 'msgsize algorithm faninout segsize%s'"
-                 % (" [max_requests]" if version > 1 else ""))
+            fail(
+                line,
+                key,
+                "expected %s number%s (%s) on this line, found %d"
+                % (want, "" if width == (1, 1) else "s", what, len(nums)),
+                "one count or id per line; a rule is 'msgsize algorithm faninout segsize%s'"
+                % (" [max_requests]" if version > 1 else ""),
+            )
         pos[0] += 1
         return line, nums
 
     line, (ncol,) = take("collectives count", "the number of collectives")
     if not 1 <= ncol <= COLLCOUNT:
-        fail(line, "collectives count", "%d collectives: Open MPI takes 1 to %d (and drops the file "
-             "above)" % (ncol, COLLCOUNT), "count the collective sections that follow")
+        fail(
+            line,
+            "collectives count",
+            "%d collectives: Open MPI takes 1 to %d (and drops the file above)" % (ncol, COLLCOUNT),
+            "count the collective sections that follow",
+        )
     out = {}
     for _ in range(ncol):
         line, (cid,) = take("collective id", "a collective id")
         if cid not in COLLTYPE_NAME:
-            fail(line, "collective id", "%d is no collective id (COLLTYPE has 0-%d)" % (cid, COLLCOUNT - 1),
-                 "use an id from tunedmpi.tables.rulesfile.COLLTYPE, e.g. 2 allreduce, 3 alltoall")
+            fail(
+                line,
+                "collective id",
+                "%d is no collective id (COLLTYPE has 0-%d)" % (cid, COLLCOUNT - 1),
+                "use an id from tunedmpi.tables.rulesfile.COLLTYPE, e.g. 2 allreduce, 3 alltoall",
+            )
         coll = COLLTYPE_NAME[cid]
         if coll not in algs:
-            fail(line, "collective id", "id %d is %s: %s" % (cid, coll, NOT_TUNED.get(
-                 coll, "coll_tuned never looks up rules for it")),
-                 "leave it out; tuned reads rules for: %s" % ", ".join(
-                     "%d %s" % (COLLTYPE[c], c) for c in sorted(algs, key=COLLTYPE.get)))
+            fail(
+                line,
+                "collective id",
+                "id %d is %s: %s"
+                % (cid, coll, NOT_TUNED.get(coll, "coll_tuned never looks up rules for it")),
+                "leave it out; tuned reads rules for: %s"
+                % ", ".join("%d %s" % (COLLTYPE[c], c) for c in sorted(algs, key=COLLTYPE.get)),
+            )
         if coll in out:
-            fail(line, "collective id", "%s (id %d) appears twice; Open MPI would keep the second "
-                 "and leak the first" % (coll, cid), "merge the two sections")
+            fail(
+                line,
+                "collective id",
+                "%s (id %d) appears twice; Open MPI would keep the second "
+                "and leak the first" % (coll, cid),
+                "merge the two sections",
+            )
         line, (ncs,) = take("%s comm sizes count" % coll, "the number of communicator sizes")
         if ncs < 1:
-            fail(line, "%s comm sizes count" % coll, "no communicator sizes for %s" % coll,
-                 "give at least one, or leave the collective out")
+            fail(
+                line,
+                "%s comm sizes count" % coll,
+                "no communicator sizes for %s" % coll,
+                "give at least one, or leave the collective out",
+            )
         heads = []
         for _ in range(ncs):
             cline, (csize,) = take("%s comm size" % coll, "a communicator size")
             if heads and csize <= heads[-1][1]:
-                fail(cline, "%s comm size" % coll, "communicator sizes must ascend: %d after %d (Open "
-                     "MPI takes the last size <= the communicator's and stops at the first larger)"
-                     % (csize, heads[-1][1]), "sort the communicator sizes, no duplicates")
+                fail(
+                    cline,
+                    "%s comm size" % coll,
+                    "communicator sizes must ascend: %d after %d (Open "
+                    "MPI takes the last size <= the communicator's and stops at the first larger)"
+                    % (csize, heads[-1][1]),
+                    "sort the communicator sizes, no duplicates",
+                )
             if csize > LONG_MAX:
-                fail(cline, "%s comm size" % coll, "%d overflows Open MPI's reader" % csize, "give a real size")
+                fail(
+                    cline,
+                    "%s comm size" % coll,
+                    "%d overflows Open MPI's reader" % csize,
+                    "give a real size",
+                )
             key = "%s comm %d" % (coll, csize)
             mline, (nms,) = take(key + " message sizes count", "the number of message sizes")
             if nms < 1:
-                fail(mline, key + " message sizes count", "no message sizes for communicator size %d" % csize,
-                     "give at least the rule for message size 0")
+                fail(
+                    mline,
+                    key + " message sizes count",
+                    "no message sizes for communicator size %d" % csize,
+                    "give at least the rule for message size 0",
+                )
             rules = []
             for j in range(nms):
-                rline, nums = take(key + " rule", "msgsize algorithm faninout segsize",
-                                   (4, 5 if version > 1 else 4))
+                rline, nums = take(
+                    key + " rule",
+                    "msgsize algorithm faninout segsize",
+                    (4, 5 if version > 1 else 4),
+                )
                 msg, alg, fan, seg = nums[:4]
                 mr = nums[4] if len(nums) > 4 else None
                 rkey = "%s msg %d" % (key, msg)
                 if j == 0 and msg != 0:
-                    fail(rline, rkey, "the first message size is %d, not 0: Open MPI drops the whole "
-                         "file" % msg, "start every communicator size with a rule for message size 0")
+                    fail(
+                        rline,
+                        rkey,
+                        "the first message size is %d, not 0: Open MPI drops the whole file" % msg,
+                        "start every communicator size with a rule for message size 0",
+                    )
                 if rules and msg <= rules[-1].msgsize:
-                    fail(rline, rkey, "message sizes must ascend: %d after %d (Open MPI stops at the "
-                         "first larger size)" % (msg, rules[-1].msgsize), "sort the rules, no duplicates")
+                    fail(
+                        rline,
+                        rkey,
+                        "message sizes must ascend: %d after %d (Open MPI stops at the "
+                        "first larger size)" % (msg, rules[-1].msgsize),
+                        "sort the rules, no duplicates",
+                    )
                 if msg > LONG_MAX:
                     fail(rline, rkey, "%d overflows Open MPI's reader" % msg, "give a smaller size")
                 if MESSAGE_SIZE[coll][0] is None and j > 0:
-                    fail(rline, rkey, "%s's message size is %s: a second rule is %s" % (
-                         coll, MESSAGE_SIZE[coll][1], "never used" if coll in ("alltoallv", "barrier")
-                         else "chosen by the datatype, not the message length"),
-                         "give %s a single rule at message size 0" % coll)
+                    fail(
+                        rline,
+                        rkey,
+                        "%s's message size is %s: a second rule is %s"
+                        % (
+                            coll,
+                            MESSAGE_SIZE[coll][1],
+                            "never used"
+                            if coll in ("alltoallv", "barrier")
+                            else "chosen by the datatype, not the message length",
+                        ),
+                        "give %s a single rule at message size 0" % coll,
+                    )
                 rules.append(MsgRule(msg, alg, fan, seg, mr, rline))
             heads.append((cline, csize, tuple(rules)))
         sizes = [h[1] for h in heads]
@@ -680,20 +984,35 @@ def check(source, mpi_version, name=None):
         for i, (cline, csize, rules) in enumerate(heads):
             crange = _comm_range(sizes, i)
             if crange[1] is not None and crange[0] > crange[1] and len(heads) > 1:
-                fail(cline, "%s comm %d" % (coll, csize), "this entry serves no communicator (tuned runs "
-                     "on 2 or more ranks and the next entry starts at %d)" % sizes[i + 1],
-                     "remove the entry, or give it a size that some communicator has")
+                fail(
+                    cline,
+                    "%s comm %d" % (coll, csize),
+                    "this entry serves no communicator (tuned runs "
+                    "on 2 or more ranks and the next entry starts at %d)" % sizes[i + 1],
+                    "remove the entry, or give it a size that some communicator has",
+                )
             for r in rules:
-                bad = _rule_problem(coll, r.algorithm, r.segsize, r.faninout, r.max_requests, vinfo, crange)
+                bad = _rule_problem(
+                    coll, r.algorithm, r.segsize, r.faninout, r.max_requests, vinfo, crange
+                )
                 if bad:
-                    fail(r.line, "%s comm %d msg %d %s" % (coll, csize, r.msgsize, bad[0]), bad[1], bad[2])
+                    fail(
+                        r.line,
+                        "%s comm %d msg %d %s" % (coll, csize, r.msgsize, bad[0]),
+                        bad[1],
+                        bad[2],
+                    )
             entries.append(CommRule(csize, rules, cline))
         out[coll] = tuple(entries)
     if pos[0] < len(records):
         line, _ = records[pos[0]]
-        fail(line, "collectives count", "numbers after the last of the %d collectives the file "
-             "declares: Open MPI never reads them" % ncol,
-             "raise the collectives count, or remove the extra lines")
+        fail(
+            line,
+            "collectives count",
+            "numbers after the last of the %d collectives the file "
+            "declares: Open MPI never reads them" % ncol,
+            "raise the collectives count, or remove the extra lines",
+        )
     return RulesFile(name, version, out)
 
 

@@ -3,6 +3,7 @@
 The schema is documented in tuning-tables/README.md. ``load_table`` raises InputErrors listing
 every problem (file, line, key, fix); a table that loads is safe to render into modulefiles.
 """
+
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,8 +18,17 @@ SCHEMA_VERSION = 1
 COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")
 ONE_SIDED = ("put", "get", "acc", "get_acc", "fop", "cas")
 OPERATIONS = COLLECTIVES + ONE_SIDED
-FINDING_ABOUT = ("ucc_vs_none", "hcoll_vs_none", "ucc_vs_hcoll", "untuned_vs_tuned",
-                 "ucx_vs_default", "rndv", "nps", "mapping", "other")
+FINDING_ABOUT = (
+    "ucc_vs_none",
+    "hcoll_vs_none",
+    "ucc_vs_hcoll",
+    "untuned_vs_tuned",
+    "ucx_vs_default",
+    "rndv",
+    "nps",
+    "mapping",
+    "other",
+)
 EFFECTS = ("better", "worse", "neutral")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # Knobs that carry inter-node behaviour: a 2+-node collective case must state them.
@@ -27,15 +37,25 @@ INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
 TOP_KEYS = {"schema", "platform", "title", "mpi", "ucx_version", "provenance", "baseline", "cases"}
 PROVENANCE_REQUIRED = ("document", "platform", "benchmark", "command", "method", "date")
 PROVENANCE_OPTIONAL = ("source", "url", "mpi", "ucx", "msglog_max", "notes", "campaign")
-CASE_KEYS = {"nodes", "ppn", "collective", "section", "settings", "unstated", "findings", "choice", "bands",
-             "notes"}
+CASE_KEYS = {
+    "nodes",
+    "ppn",
+    "collective",
+    "section",
+    "settings",
+    "unstated",
+    "findings",
+    "choice",
+    "bands",
+    "notes",
+}
 ALGORITHM_BAND_KEYS = {"from", "to", "algorithm", "segsize", "faninout", "max_requests"}
 
 
 @dataclass
 class Band:
-    lo: int                 # bytes, inclusive
-    hi: Optional[int]       # bytes, exclusive; None = no upper end
+    lo: int  # bytes, inclusive
+    hi: Optional[int]  # bytes, exclusive; None = no upper end
 
 
 @dataclass
@@ -43,7 +63,7 @@ class Finding:
     text: str
     about: str
     en: str = ""
-    bands: List[dict] = field(default_factory=list)   # {"band": Band, "effect": str}
+    bands: List[dict] = field(default_factory=list)  # {"band": Band, "effect": str}
 
 
 @dataclass
@@ -56,12 +76,13 @@ class Choice:
 @dataclass
 class AlgorithmBand:
     """One message-size band of a collective's coll_tuned algorithm (the case's ``bands``)."""
-    lo: int                 # IMB #bytes, inclusive
-    hi: Optional[int]       # IMB #bytes, exclusive; None = no upper end
-    algorithm: int          # coll_tuned number; 0 = Open MPI's fixed decision
-    name: str               # its Open MPI name (ompi_info "Valid values")
-    segsize: int = 0        # bytes; only for algorithms that segment
-    faninout: int = 0       # chain fan-out; only for bcast/reduce chain
+
+    lo: int  # IMB #bytes, inclusive
+    hi: Optional[int]  # IMB #bytes, exclusive; None = no upper end
+    algorithm: int  # coll_tuned number; 0 = Open MPI's fixed decision
+    name: str  # its Open MPI name (ompi_info "Valid values")
+    segsize: int = 0  # bytes; only for algorithms that segment
+    faninout: int = 0  # chain fan-out; only for bcast/reduce chain
     max_requests: Optional[int] = None
     line: int = 0
 
@@ -72,7 +93,7 @@ class Case:
     ppn: int
     collective: str
     section: str
-    settings: Dict[str, Dict[str, object]]    # component -> knob -> normal value
+    settings: Dict[str, Dict[str, object]]  # component -> knob -> normal value
     unstated: Dict[str, str] = field(default_factory=dict)
     findings: List[Finding] = field(default_factory=list)
     choice: List[Choice] = field(default_factory=list)
@@ -131,13 +152,19 @@ class Checker:
     def unknown_keys(self, mapping, allowed, keypath, what):
         for key in mapping:
             if key not in allowed:
-                self.err(keypath + (key,), "unknown key in %s" % what,
-                         "remove it or use one of: %s" % ", ".join(sorted(allowed)))
+                self.err(
+                    keypath + (key,),
+                    "unknown key in %s" % what,
+                    "remove it or use one of: %s" % ", ".join(sorted(allowed)),
+                )
 
     def mapping(self, value, keypath, what):
         if not isinstance(value, dict):
-            self.err(keypath, "%s must be a mapping (key: value lines)" % what,
-                     "indent its entries under the key")
+            self.err(
+                keypath,
+                "%s must be a mapping (key: value lines)" % what,
+                "indent its entries under the key",
+            )
             return None
         return value
 
@@ -150,8 +177,11 @@ class Checker:
         if value is None and nullable:
             return None
         if not isinstance(value, str) or not value.strip():
-            self.err(keypath + (key,), "'%s' must be non-empty text" % key,
-                     "write it as a quoted string" + (" or null when not stated" if nullable else ""))
+            self.err(
+                keypath + (key,),
+                "'%s' must be non-empty text" % key,
+                "write it as a quoted string" + (" or null when not stated" if nullable else ""),
+            )
             return None
         return value
 
@@ -161,8 +191,11 @@ class Checker:
             self.err(keypath + (key,), "missing key '%s'" % key, "add %s: <whole number>" % key)
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            self.err(keypath + (key,), "'%s' must be a whole number >= 1, not %r" % (key, value),
-                     "write e.g. %s: 2" % key)
+            self.err(
+                keypath + (key,),
+                "'%s' must be a whole number >= 1, not %r" % (key, value),
+                "write e.g. %s: 2" % key,
+            )
             return None
         return value
 
@@ -172,8 +205,12 @@ class Checker:
         try:
             result = parse_size(value)
         except SizeError as exc:
-            self.err(keypath, str(exc), "write a size such as 0, 512, 4kb or 32KB"
-                     + (", or null for no upper end" if allow_none else ""))
+            self.err(
+                keypath,
+                str(exc),
+                "write a size such as 0, 512, 4kb or 32KB"
+                + (", or null for no upper end" if allow_none else ""),
+            )
             return False
         return result
 
@@ -201,18 +238,27 @@ def _check_table(ck, doc):
         return None
     ck.unknown_keys(doc, TOP_KEYS, root, "the table")
     if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(("schema",), "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-               "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION)
+        ck.err(
+            ("schema",),
+            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+            "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION,
+        )
     platform = ck.text(doc, "platform", root)
     if platform and not NAME.match(platform):
-        ck.err(("platform",), "platform '%s' is not a plain name" % platform,
-               "use lower-case letters, digits, '.', '-' and '_'")
+        ck.err(
+            ("platform",),
+            "platform '%s' is not a plain name" % platform,
+            "use lower-case letters, digits, '.', '-' and '_'",
+        )
     # Inside a tuning-tables/ tree the directory names the platform; elsewhere (tests) it is free.
     dirs = os.path.abspath(ck.src.path).split(os.sep)[:-1]
     parent = dirs[-1] if dirs else ""
     if platform and "tuning-tables" in dirs[:-1] and parent != platform:
-        ck.err(("platform",), "platform '%s' differs from the directory '%s'" % (platform, parent),
-               "keep each table in tuning-tables/<platform>/ with the same platform name")
+        ck.err(
+            ("platform",),
+            "platform '%s' differs from the directory '%s'" % (platform, parent),
+            "keep each table in tuning-tables/<platform>/ with the same platform name",
+        )
     ck.text(doc, "title", root, required=False)
 
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") if "mpi" in doc else None
@@ -223,7 +269,9 @@ def _check_table(ck, doc):
         ck.unknown_keys(mpi, {"flavour", "version"}, ("mpi",), "mpi")
         flavour = ck.text(mpi, "flavour", ("mpi",))
         if flavour and flavour not in ("openmpi", "hpcx"):
-            ck.err(("mpi", "flavour"), "unsupported MPI flavour '%s'" % flavour, "use openmpi or hpcx")
+            ck.err(
+                ("mpi", "flavour"), "unsupported MPI flavour '%s'" % flavour, "use openmpi or hpcx"
+            )
         version = mpi.get("version")
         if version is None:
             ck.err(("mpi", "version"), "missing key 'version'", "add version: 5.0.6")
@@ -235,20 +283,27 @@ def _check_table(ck, doc):
 
     ucx_version = None
     if "ucx_version" not in doc:
-        ck.err(("ucx_version",), "missing key 'ucx_version'",
-               "add ucx_version: \"1.18\" (or null when the source does not say); it decides threshold syntax")
+        ck.err(
+            ("ucx_version",),
+            "missing key 'ucx_version'",
+            'add ucx_version: "1.18" (or null when the source does not say); it decides threshold syntax',
+        )
     elif doc["ucx_version"] is not None:
         try:
             ucx_version = knobs.version_tuple(str(doc["ucx_version"]))
         except knobs.KnobError as exc:
-            ck.err(("ucx_version",), exc.problem, exc.fix + " (quote it: \"1.18\")")
+            ck.err(("ucx_version",), exc.problem, exc.fix + ' (quote it: "1.18")')
 
     provenance = _check_provenance(ck, doc)
     baseline, baseline_text = _check_baseline(ck, doc, ucx_version)
 
     cases = []
     if "cases" not in doc:
-        ck.err(("cases",), "missing key 'cases'", "add cases: with one entry per (nodes, ppn, collective)")
+        ck.err(
+            ("cases",),
+            "missing key 'cases'",
+            "add cases: with one entry per (nodes, ppn, collective)",
+        )
     elif not isinstance(doc["cases"], list) or not doc["cases"]:
         ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
     else:
@@ -259,8 +314,12 @@ def _check_table(ck, doc):
             if case is None:
                 continue
             if case.key in seen:
-                ck.err(("cases", i), "duplicate case nodes=%d ppn=%d %s (first at line %d)"
-                       % (case.key + (seen[case.key],)), "merge the two cases into one")
+                ck.err(
+                    ("cases", i),
+                    "duplicate case nodes=%d ppn=%d %s (first at line %d)"
+                    % (case.key + (seen[case.key],)),
+                    "merge the two cases into one",
+                )
             else:
                 seen[case.key] = case.line
             cases.append(case)
@@ -268,16 +327,28 @@ def _check_table(ck, doc):
         _check_forced_beside_bands(ck, indexed)
     if ck.errors:
         return None
-    return Table(path=ck.src.path, platform=platform, title=doc.get("title") or "",
-                 mpi_flavour=flavour, mpi_version=str(version), ucx_version=ucx_version,
-                 provenance=provenance, baseline=baseline, baseline_text=baseline_text, cases=cases)
+    return Table(
+        path=ck.src.path,
+        platform=platform,
+        title=doc.get("title") or "",
+        mpi_flavour=flavour,
+        mpi_version=str(version),
+        ucx_version=ucx_version,
+        provenance=provenance,
+        baseline=baseline,
+        baseline_text=baseline_text,
+        cases=cases,
+    )
 
 
 def _check_provenance(ck, doc):
     kp = ("provenance",)
     if "provenance" not in doc:
-        ck.err(kp, "missing key 'provenance'",
-               "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED))
+        ck.err(
+            kp,
+            "missing key 'provenance'",
+            "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED),
+        )
         return {}
     prov = ck.mapping(doc["provenance"], kp, "provenance")
     if not prov:
@@ -291,8 +362,11 @@ def _check_provenance(ck, doc):
 def _check_baseline(ck, doc, ucx_version):
     kp = ("baseline",)
     if "baseline" not in doc:
-        ck.err(kp, "missing key 'baseline'",
-               "add baseline: {text: <the study's untuned settings>, knobs: {...}}")
+        ck.err(
+            kp,
+            "missing key 'baseline'",
+            "add baseline: {text: <the study's untuned settings>, knobs: {...}}",
+        )
         return {}, ""
     base = ck.mapping(doc["baseline"], kp, "baseline")
     if not base:
@@ -302,8 +376,11 @@ def _check_baseline(ck, doc, ucx_version):
     out = {}
     raw = base.get("knobs")
     if not isinstance(raw, dict) or not raw:
-        ck.err(kp + ("knobs",), "baseline.knobs must list the untuned values",
-               "write e.g. knobs: {ucx_rndv_thresh: auto, component: hcoll}")
+        ck.err(
+            kp + ("knobs",),
+            "baseline.knobs must list the untuned values",
+            "write e.g. knobs: {ucx_rndv_thresh: auto, component: hcoll}",
+        )
     else:
         for name, value in raw.items():
             out[name] = ck.knob(name, value, kp + ("knobs", name), ucx_version)
@@ -318,8 +395,11 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
     ppn = ck.positive_int(raw, "ppn", kp)
     coll = raw.get("collective")
     if coll not in OPERATIONS:
-        ck.err(kp + ("collective",), "collective must be one of %s, not %r" % (", ".join(OPERATIONS), coll),
-               "use a lower-case operation name, e.g. alltoall")
+        ck.err(
+            kp + ("collective",),
+            "collective must be one of %s, not %r" % (", ".join(OPERATIONS), coll),
+            "use a lower-case operation name, e.g. alltoall",
+        )
         coll = None
     section = ck.text(raw, "section", kp)
 
@@ -328,37 +408,55 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
         un = ck.mapping(raw["unstated"], kp + ("unstated",), "unstated")
         for name, why in (un or {}).items():
             if name not in knobs.KNOBS:
-                ck.err(kp + ("unstated", name), "unknown knob '%s'" % name,
-                       "list only knobs from tunedmpi/tables/knobs.py")
+                ck.err(
+                    kp + ("unstated", name),
+                    "unknown knob '%s'" % name,
+                    "list only knobs from tunedmpi/tables/knobs.py",
+                )
             elif not isinstance(why, str) or not why.strip():
-                ck.err(kp + ("unstated", name), "say why the source gives no value",
-                       "write e.g. %s: \"the study compares only NPS here\"" % name)
+                ck.err(
+                    kp + ("unstated", name),
+                    "say why the source gives no value",
+                    'write e.g. %s: "the study compares only NPS here"' % name,
+                )
             else:
                 unstated[name] = why
 
     settings = {}
     if "settings" not in raw:
-        ck.err(kp + ("settings",), "missing key 'settings'", "add settings: {none: {...}, ucc: {...}, hcoll: {...}}")
+        ck.err(
+            kp + ("settings",),
+            "missing key 'settings'",
+            "add settings: {none: {...}, ucc: {...}, hcoll: {...}}",
+        )
     else:
         sets = ck.mapping(raw["settings"], kp + ("settings",), "settings")
         if sets is not None and not sets:
-            ck.err(kp + ("settings",), "settings is empty", "give the knobs of at least one component")
+            ck.err(
+                kp + ("settings",), "settings is empty", "give the knobs of at least one component"
+            )
         for comp, values in (sets or {}).items():
             skp = kp + ("settings", comp)
             if comp not in knobs.COMPONENTS:
                 ck.err(skp, "unknown component '%s'" % comp, "use none, ucc or hcoll")
                 continue
             if coll in ONE_SIDED and comp != "none":
-                ck.err(skp, "one-sided operations use no collective component",
-                       "put their knobs under settings.none")
+                ck.err(
+                    skp,
+                    "one-sided operations use no collective component",
+                    "put their knobs under settings.none",
+                )
                 continue
             if ck.mapping(values, skp, "a component's settings") is None:
                 continue  # {} is allowed: measured, and the MPI's defaults were best
             out = {}
             for name, value in values.items():
                 if name == "component":
-                    ck.err(skp + (name,), "the component is the settings key, not a knob",
-                           "remove component: here")
+                    ck.err(
+                        skp + (name,),
+                        "the component is the settings key, not a knob",
+                        "remove component: here",
+                    )
                     continue
                 out[name] = ck.knob(name, value, skp + (name,), ucx_version)
             if nodes and nodes >= 2 and coll in COLLECTIVES:
@@ -368,13 +466,18 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
     # `unstated` covers the components that leave a knob out; given by all, it says nothing.
     for name in unstated:
         if settings and all(name in values for values in settings.values()):
-            ck.err(kp + ("unstated", name), "'%s' is listed as unstated but every component gives it" % name,
-                   "remove the unstated entry, or the values the source does not give")
+            ck.err(
+                kp + ("unstated", name),
+                "'%s' is listed as unstated but every component gives it" % name,
+                "remove the unstated entry, or the values the source does not give",
+            )
 
     findings = []
     if "findings" in raw:
         if not isinstance(raw["findings"], list):
-            ck.err(kp + ("findings",), "findings must be a list", "write each finding as '- text: ...'")
+            ck.err(
+                kp + ("findings",), "findings must be a list", "write each finding as '- text: ...'"
+            )
         else:
             for j, f in enumerate(raw["findings"]):
                 findings.append(_check_finding(ck, f, kp + ("findings", j)))
@@ -390,20 +493,36 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
         notes = []
     if None in (nodes, ppn, coll, section):
         return None
-    return Case(nodes=nodes, ppn=ppn, collective=coll, section=section, settings=settings,
-                unstated=unstated, findings=findings, choice=choice, notes=notes,
-                line=ck.src.line(kp), bands=bands)
+    return Case(
+        nodes=nodes,
+        ppn=ppn,
+        collective=coll,
+        section=section,
+        settings=settings,
+        unstated=unstated,
+        findings=findings,
+        choice=choice,
+        notes=notes,
+        line=ck.src.line(kp),
+        bands=bands,
+    )
 
 
 def _check_inter_node(ck, values, unstated, skp):
     for name in INTER_NODE_KNOBS:
         if name not in values and name not in unstated:
-            ck.err(skp, "a 2+-node case needs inter-node values: '%s' is missing" % name,
-                   "give %s, or list it under unstated with the reason" % name)
+            ck.err(
+                skp,
+                "a 2+-node case needs inter-node values: '%s' is missing" % name,
+                "give %s, or list it under unstated with the reason" % name,
+            )
     thresh = values.get("ucx_rndv_thresh")
     if thresh and "intra:" in thresh and "inter:" not in thresh:
-        ck.err(skp + ("ucx_rndv_thresh",), "a 2+-node case gives only an intra-node threshold",
-               "add the inter: value the study measured, e.g. intra:32kb,inter:128kb")
+        ck.err(
+            skp + ("ucx_rndv_thresh",),
+            "a 2+-node case gives only an intra-node threshold",
+            "add the inter: value the study measured, e.g. intra:32kb,inter:128kb",
+        )
 
 
 def _check_band(ck, raw, kp):
@@ -412,8 +531,11 @@ def _check_band(ck, raw, kp):
     if lo is False or hi is False:
         return None
     if hi is not None and hi <= lo:
-        ck.err(kp, "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
-               "'to' is exclusive and must be larger than 'from'")
+        ck.err(
+            kp,
+            "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
+            "'to' is exclusive and must be larger than 'from'",
+        )
         return None
     return Band(lo, hi)
 
@@ -425,8 +547,11 @@ def _check_finding(ck, raw, kp):
     text = ck.text(raw, "text", kp) or ""
     about = raw.get("about")
     if about not in FINDING_ABOUT:
-        ck.err(kp + ("about",), "about must be one of %s, not %r" % (", ".join(FINDING_ABOUT), about),
-               "say which comparison the finding makes")
+        ck.err(
+            kp + ("about",),
+            "about must be one of %s, not %r" % (", ".join(FINDING_ABOUT), about),
+            "say which comparison the finding makes",
+        )
     bands = []
     for b, rb in enumerate(raw.get("bands") or []):
         bkp = kp + ("bands", b)
@@ -435,8 +560,11 @@ def _check_finding(ck, raw, kp):
         ck.unknown_keys(rb, {"from", "to", "effect"}, bkp, "a band")
         band = _check_band(ck, rb, bkp)
         if rb.get("effect") not in EFFECTS:
-            ck.err(bkp + ("effect",), "effect must be better, worse or neutral, not %r" % rb.get("effect"),
-                   "write effect: better|worse|neutral")
+            ck.err(
+                bkp + ("effect",),
+                "effect must be better, worse or neutral, not %r" % rb.get("effect"),
+                "write effect: better|worse|neutral",
+            )
         elif band:
             bands.append({"band": band, "effect": rb["effect"]})
     return Finding(text=text, about=about or "other", en=raw.get("en") or "", bands=bands)
@@ -444,7 +572,11 @@ def _check_finding(ck, raw, kp):
 
 def _check_choice(ck, raw, kp, settings, nfindings):
     if not isinstance(raw, list):
-        ck.err(kp, "choice must be a list of bands", "write each band as '- {from: 0, to: 32kb, component: ucc}'")
+        ck.err(
+            kp,
+            "choice must be a list of bands",
+            "write each band as '- {from: 0, to: 32kb, component: ucc}'",
+        )
         return []
     out = []
     for i, rc in enumerate(raw):
@@ -455,20 +587,35 @@ def _check_choice(ck, raw, kp, settings, nfindings):
         band = _check_band(ck, rc, ckp)
         comp = rc.get("component")
         if comp not in settings:
-            ck.err(ckp + ("component",), "component %r has no settings in this case" % (comp,),
-                   "choose one of: %s" % ", ".join(settings) if settings else "add its settings first")
+            ck.err(
+                ckp + ("component",),
+                "component %r has no settings in this case" % (comp,),
+                "choose one of: %s" % ", ".join(settings) if settings else "add its settings first",
+            )
         basis = rc.get("basis") or []
         if not isinstance(basis, list) or not all(
-                isinstance(b, int) and not isinstance(b, bool) and 0 <= b < nfindings for b in basis):
-            ck.err(ckp + ("basis",), "basis must list indexes of this case's findings (0..%d)" % (nfindings - 1),
-                   "name the findings the choice comes from, e.g. basis: [0, 2]")
+            isinstance(b, int) and not isinstance(b, bool) and 0 <= b < nfindings for b in basis
+        ):
+            ck.err(
+                ckp + ("basis",),
+                "basis must list indexes of this case's findings (0..%d)" % (nfindings - 1),
+                "name the findings the choice comes from, e.g. basis: [0, 2]",
+            )
             basis = []
-        if band and out and band.lo < (out[-1].band.hi if out[-1].band.hi is not None else float("inf")):
-            ck.err(ckp, "choice bands overlap or are out of order",
-                   "sort the bands by 'from' and let each start where the previous ends")
+        if (
+            band
+            and out
+            and band.lo < (out[-1].band.hi if out[-1].band.hi is not None else float("inf"))
+        ):
+            ck.err(
+                ckp,
+                "choice bands overlap or are out of order",
+                "sort the bands by 'from' and let each start where the previous ends",
+            )
         if band:
             out.append(Choice(band=band, component=comp, basis=basis))
     return out
+
 
 # rulesfile.render's keys ("allreduce band 2 algorithm") back to the table's band keys.
 _RULES_KEY = re.compile(r"^[a-z_]+ band (\d+)(?: (lo|algorithm|segsize|faninout|max_requests))?$")
@@ -495,24 +642,37 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     table of the table's Open MPI version (tunedmpi.tables.rulesfile): what render turns into the
     geometry's rules file. Returns [AlgorithmBand] (empty when anything is wrong)."""
     if coll in ONE_SIDED:
-        ck.err(kp, "'%s' is a one-sided operation: coll_tuned has no algorithms for it" % coll,
-               "remove bands from this case (they choose collective algorithms)")
+        ck.err(
+            kp,
+            "'%s' is a one-sided operation: coll_tuned has no algorithms for it" % coll,
+            "remove bands from this case (they choose collective algorithms)",
+        )
         return []
     if not isinstance(raw, list) or not raw:
-        ck.err(kp, "bands must be a non-empty list",
-               "write each band as '- {from: 0, to: 4kb, algorithm: recursive_doubling}'")
+        ck.err(
+            kp,
+            "bands must be a non-empty list",
+            "write each band as '- {from: 0, to: 4kb, algorithm: recursive_doubling}'",
+        )
         return []
     flavour, version = mpi
     if flavour not in ("openmpi", "hpcx") or version is None:
-        return []                     # the table's mpi: already has its error
+        return []  # the table's mpi: already has its error
     if flavour != "openmpi":
-        ck.err(kp, "bands name Open MPI coll_tuned algorithms, but a %s table gives the %s version, "
-               "not its Open MPI's" % (flavour, flavour),
-               "put the bands in a table with mpi: {flavour: openmpi, version: <the Open MPI it bundles>}")
+        ck.err(
+            kp,
+            "bands name Open MPI coll_tuned algorithms, but a %s table gives the %s version, "
+            "not its Open MPI's" % (flavour, flavour),
+            "put the bands in a table with mpi: {flavour: openmpi, version: <the Open MPI it bundles>}",
+        )
         return []
     ranks = nodes * ppn
     if ranks < 2:
-        ck.err(kp, "a row of 1 rank: coll_tuned is not used below 2 ranks", "remove bands from this case")
+        ck.err(
+            kp,
+            "a row of 1 rank: coll_tuned is not used below 2 ranks",
+            "remove bands from this case",
+        )
         return []
     version = str(version)
     try:
@@ -523,7 +683,7 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
         return []
     listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
     first_error = len(ck.errors)
-    out, expect = [], 0               # expect: where the next band must start; "end"; None = unknown
+    out, expect = [], 0  # expect: where the next band must start; "end"; None = unknown
     for i, rb in enumerate(raw):
         bkp = kp + (i,)
         if not ck.mapping(rb, bkp, "a band"):
@@ -533,44 +693,78 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
         lo = hi = False
         for key in ("from", "to"):
             if key not in rb:
-                ck.err(bkp + (key,), "missing key '%s'" % key,
-                       "give every band from: and to: (to: null on the last band)")
+                ck.err(
+                    bkp + (key,),
+                    "missing key '%s'" % key,
+                    "give every band from: and to: (to: null on the last band)",
+                )
         if "from" in rb:
             lo = ck.size(rb["from"], bkp + ("from",))
         if "to" in rb:
             hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
-        empty = isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
+        empty = (
+            isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
+        )
         if empty:
-            ck.err(bkp, "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
-                   "'to' is exclusive and must be larger than 'from'")
+            ck.err(
+                bkp,
+                "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
+                "'to' is exclusive and must be larger than 'from'",
+            )
         elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
             if expect == "end":
-                ck.err(bkp + ("from",), "a band after the band that reaches to: null",
-                       "only the last band may have to: null; give the one before an upper end")
+                ck.err(
+                    bkp + ("from",),
+                    "a band after the band that reaches to: null",
+                    "only the last band may have to: null; give the one before an upper end",
+                )
             elif i == 0 and lo != 0:
-                ck.err(bkp + ("from",), "the first band starts at %s, not 0" % format_size(lo),
-                       "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)")
+                ck.err(
+                    bkp + ("from",),
+                    "the first band starts at %s, not 0" % format_size(lo),
+                    "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
+                )
             elif lo > expect:
-                ck.err(bkp + ("from",), "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
-                       "start this band where the previous one ends (from: %s)" % format_size(expect))
+                ck.err(
+                    bkp + ("from",),
+                    "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
+                    "start this band where the previous one ends (from: %s)" % format_size(expect),
+                )
             elif lo < expect:
-                ck.err(bkp + ("from",), "overlaps the previous band, which ends at %s" % format_size(expect),
-                       "start this band where the previous one ends (from: %s)" % format_size(expect))
-        expect = "end" if hi is None else (hi if isinstance(hi, int) and not isinstance(hi, bool)
-                                           and not empty else None)
+                ck.err(
+                    bkp + ("from",),
+                    "overlaps the previous band, which ends at %s" % format_size(expect),
+                    "start this band where the previous one ends (from: %s)" % format_size(expect),
+                )
+        expect = (
+            "end"
+            if hi is None
+            else (hi if isinstance(hi, int) and not isinstance(hi, bool) and not empty else None)
+        )
 
         alg = None
         if "algorithm" not in rb:
-            ck.err(bkp + ("algorithm",), "missing key 'algorithm'", "give its number or name: %s" % listing)
+            ck.err(
+                bkp + ("algorithm",),
+                "missing key 'algorithm'",
+                "give its number or name: %s" % listing,
+            )
         else:
             alg = _algorithm_number(rb["algorithm"], names)
             if alg is None:
-                ck.err(bkp + ("algorithm",), "%s has no algorithm %r in Open MPI %s" % (coll, rb["algorithm"], version),
-                       "use a number or name of: %s" % listing)
+                ck.err(
+                    bkp + ("algorithm",),
+                    "%s has no algorithm %r in Open MPI %s" % (coll, rb["algorithm"], version),
+                    "use a number or name of: %s" % listing,
+                )
             elif (coll, alg) in rulesfile.TWO_PROC and ranks != 2:
-                ck.err(bkp + ("algorithm",), "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
-                       "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
-                       % (coll, alg, names[alg], nodes, ppn, ranks), "choose another algorithm for this band")
+                ck.err(
+                    bkp + ("algorithm",),
+                    "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
+                    "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
+                    % (coll, alg, names[alg], nodes, ppn, ranks),
+                    "choose another algorithm for this band",
+                )
         used = rulesfile.takes(coll, alg, version) if alg is not None else None
         label = "%s %d (%s)" % (coll, alg, names[alg]) if alg is not None else coll
         seg, fan, mr = 0, 0, None
@@ -579,52 +773,105 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
             if value is False:
                 pass
             elif used is not None and "segsize" not in used:
-                ck.err(bkp + ("segsize",), "%s does not segment: segsize would be ignored" % label,
-                       "remove segsize from this band")
+                ck.err(
+                    bkp + ("segsize",),
+                    "%s does not segment: segsize would be ignored" % label,
+                    "remove segsize from this band",
+                )
             elif value > rulesfile.INT_MAX:
-                ck.err(bkp + ("segsize",), "segsize %d is out of range" % value,
-                       "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX))
+                ck.err(
+                    bkp + ("segsize",),
+                    "segsize %d is out of range" % value,
+                    "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX),
+                )
             else:
                 seg = value
         if used is not None and "faninout" in used and "faninout" not in rb:
-            ck.err(bkp, "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
-                   "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT)
+            ck.err(
+                bkp,
+                "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
+                "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT,
+            )
         if "faninout" in rb:
             value = rb["faninout"]
             if used is not None and "faninout" not in used:
-                ck.err(bkp + ("faninout",), "%s takes no fan-out: faninout would be ignored" % label,
-                       "remove faninout from this band")
-            elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= rulesfile.MAX_FANINOUT:
-                ck.err(bkp + ("faninout",), "faninout must be a whole number from 1 to %d, not %r"
-                       % (rulesfile.MAX_FANINOUT, value), "write e.g. faninout: 2")
+                ck.err(
+                    bkp + ("faninout",),
+                    "%s takes no fan-out: faninout would be ignored" % label,
+                    "remove faninout from this band",
+                )
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 1 <= value <= rulesfile.MAX_FANINOUT
+            ):
+                ck.err(
+                    bkp + ("faninout",),
+                    "faninout must be a whole number from 1 to %d, not %r"
+                    % (rulesfile.MAX_FANINOUT, value),
+                    "write e.g. faninout: 2",
+                )
             else:
                 fan = value
         if "max_requests" in rb:
             value = rb["max_requests"]
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= rulesfile.INT_MAX:
-                ck.err(bkp + ("max_requests",), "max_requests must be a whole number >= 0, not %r" % (value,),
-                       "write e.g. max_requests: 8 (0 = no limit)")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= rulesfile.INT_MAX
+            ):
+                ck.err(
+                    bkp + ("max_requests",),
+                    "max_requests must be a whole number >= 0, not %r" % (value,),
+                    "write e.g. max_requests: 8 (0 = no limit)",
+                )
             elif used is not None and "max_requests" not in used:
-                ck.err(bkp + ("max_requests",), "%s takes no max requests: it would be ignored" % label,
-                       "remove max_requests from this band")
+                ck.err(
+                    bkp + ("max_requests",),
+                    "%s takes no max requests: it would be ignored" % label,
+                    "remove max_requests from this band",
+                )
             elif vt < rulesfile.VERSION_LINE_SINCE:
-                ck.err(bkp + ("max_requests",), "Open MPI %s reads no max requests from a rules file "
-                       "(that came in 5.0.7)" % version, "remove max_requests from this band")
+                ck.err(
+                    bkp + ("max_requests",),
+                    "Open MPI %s reads no max requests from a rules file "
+                    "(that came in 5.0.7)" % version,
+                    "remove max_requests from this band",
+                )
             else:
                 mr = value
         if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
-            out.append(AlgorithmBand(lo=lo, hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
-                                     algorithm=alg, name=names[alg], segsize=seg, faninout=fan,
-                                     max_requests=mr, line=ck.src.line(bkp)))
+            out.append(
+                AlgorithmBand(
+                    lo=lo,
+                    hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
+                    algorithm=alg,
+                    name=names[alg],
+                    segsize=seg,
+                    faninout=fan,
+                    max_requests=mr,
+                    line=ck.src.line(bkp),
+                )
+            )
     if isinstance(expect, int) and raw:
         last = kp + (len(raw) - 1,)
-        ck.err(last + ("to",), "the last band ends at %s: larger messages have no band" % format_size(expect),
-               "end the last band with to: null")
+        ck.err(
+            last + ("to",),
+            "the last band ends at %s: larger messages have no band" % format_size(expect),
+            "end the last band with to: null",
+        )
     if len(ck.errors) > first_error:
         return []
     # Whatever else Open MPI would not do as written (rulesfile's own rules), at the band it concerns.
-    rules = rulesfile.Rules(ranks, {coll: [rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
-                                          for b in out]})
+    rules = rulesfile.Rules(
+        ranks,
+        {
+            coll: [
+                rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
+                for b in out
+            ]
+        },
+    )
     try:
         rulesfile.render(rules, version)
     except InputError as exc:
@@ -651,11 +898,14 @@ def _check_forced_beside_bands(ck, indexed):
             knob = "coll_tuned_%s_algorithm" % coll
             for comp, values in c.settings.items():
                 if knob in values:
-                    ck.err(("cases", i, "settings", comp, knob),
-                           "forcing %s beats the rules file this geometry's %s bands become (Open MPI "
-                           "checks a forced algorithm first)" % (knob, coll),
-                           "give the algorithm as a band of the %s case at %dx%d ({from: 0, to: null, "
-                           "algorithm: %s}) and remove this knob" % (coll, c.nodes, c.ppn, values[knob]))
+                    ck.err(
+                        ("cases", i, "settings", comp, knob),
+                        "forcing %s beats the rules file this geometry's %s bands become (Open MPI "
+                        "checks a forced algorithm first)" % (knob, coll),
+                        "give the algorithm as a band of the %s case at %dx%d ({from: 0, to: null, "
+                        "algorithm: %s}) and remove this knob"
+                        % (coll, c.nodes, c.ppn, values[knob]),
+                    )
 
 
 def find_tables(paths):

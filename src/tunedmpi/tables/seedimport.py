@@ -11,6 +11,7 @@ Nothing is guessed: a value, sentence or phrase that is not where the document's
 stops the import with a SeedError naming the section. Where the document disagrees with itself the
 published N-M-0 summary table wins and the case gets a ``notes`` entry naming both values.
 """
+
 import hashlib
 import json
 import re
@@ -24,8 +25,8 @@ from tunedmpi.tables.units import format_human, format_size, parse_size
 
 SOURCE = "shared/seeds/000_6452ddfe42026a33.txt"
 PLATFORM = "oci-bm-optimized3.36"
-NODES = {1: 1, 2: 2, 3: 4, 4: 8}                  # chapter N -> node count
-PPN = {1: 8, 2: 16, 3: 32, 4: 36}                 # section M -> processes per node
+NODES = {1: 1, 2: 2, 3: 4, 4: 8}  # chapter N -> node count
+PPN = {1: 8, 2: 16, 3: 32, 4: 36}  # section M -> processes per node
 COLLECTIVES = {1: "alltoall", 2: "allgather", 3: "allreduce"}
 COMPONENT_COLUMNS = {"No COLL": "none", "UCC": "ucc", "HCOLL": "hcoll"}
 COMPONENTS = ("none", "ucc", "hcoll")
@@ -36,8 +37,12 @@ FINDING_ORDER = ("ucc_vs_none", "hcoll_vs_none", "ucc_vs_hcoll", "untuned_vs_tun
 FINDINGS_MARK = "以上の結果は、以下のように考察することが出来ます。"
 # The untuned configuration as each subsection states it (1 node omits UCX_ZCOPY_THRESH).
 BASELINE_1NODE = ("UCX_RNDV_THRESH=auto", "coll_hcoll_enable=1", "coll_ucc_enable=0")
-BASELINE_MULTI = ("UCX_RNDV_THRESH=auto", "UCX_ZCOPY_THRESH=auto", "coll_hcoll_enable=1",
-                  "coll_ucc_enable=0")
+BASELINE_MULTI = (
+    "UCX_RNDV_THRESH=auto",
+    "UCX_ZCOPY_THRESH=auto",
+    "coll_hcoll_enable=1",
+    "coll_ucc_enable=0",
+)
 
 
 class SeedError(ValueError):
@@ -47,6 +52,7 @@ class SeedError(ValueError):
 # ---------------------------------------------------------------------------------------------
 # Document structure
 # ---------------------------------------------------------------------------------------------
+
 
 def plain(text):
     """Drop markdown bold markers and collapse runs of blanks (Japanese text keeps no spaces)."""
@@ -75,7 +81,7 @@ def split_headings(text):
                 raise SeedError("heading %s appears twice" % key)
             sections[key] = (m.group(3).strip(), [])
         elif re.match(r"^#{1,3} ", line) or line.strip() == "***":
-            key = None                                  # an unnumbered heading or a rule ends it
+            key = None  # an unnumbered heading or a rule ends it
         elif key is not None:
             sections[key][1].append(line)
     return sections
@@ -90,7 +96,7 @@ def md_tables(lines):
             row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
             cells = [plain(c) for c in row.split("|")]
             if all(re.fullmatch(r":?-+:?", c) for c in cells):
-                continue                                # the |:---:|-:| alignment row
+                continue  # the |:---:|-:| alignment row
             if start is None:
                 start = i
             rows.append(cells)
@@ -104,7 +110,9 @@ def table_after(lines, marker, section):
     """The first table after the line containing ``marker``, as {row label: {column: cell}}."""
     at = [i for i, line in enumerate(lines) if marker in plain(line)]
     if len(at) != 1:
-        raise SeedError("section %s: expected one line with %r, found %d" % (section, marker, len(at)))
+        raise SeedError(
+            "section %s: expected one line with %r, found %d" % (section, marker, len(at))
+        )
     for start, rows in md_tables(lines):
         if start > at[0]:
             header = rows[0]
@@ -115,8 +123,10 @@ def table_after(lines, marker, section):
 def per_component(row, section, what):
     """A component table row {'No COLL': v, 'UCC': v, 'HCOLL': v} -> {'none': v, ...}."""
     if row is None or set(row) != set(COMPONENT_COLUMNS):
-        raise SeedError("section %s: the %s row does not have the columns %s"
-                        % (section, what, ", ".join(COMPONENT_COLUMNS)))
+        raise SeedError(
+            "section %s: the %s row does not have the columns %s"
+            % (section, what, ", ".join(COMPONENT_COLUMNS))
+        )
     return {COMPONENT_COLUMNS[col]: value for col, value in row.items()}
 
 
@@ -132,13 +142,16 @@ def one_match(pattern, lines, section, what):
     """The single match of ``pattern`` over the plain lines; anything else is a SeedError."""
     found = [m for m in (re.search(pattern, plain(line)) for line in lines) if m]
     if len(found) != 1:
-        raise SeedError("section %s: expected one %s sentence, found %d" % (section, what, len(found)))
+        raise SeedError(
+            "section %s: expected one %s sentence, found %d" % (section, what, len(found))
+        )
     return found[0]
 
 
 # ---------------------------------------------------------------------------------------------
 # Chapter 0: platform, command, message-size limits, method
 # ---------------------------------------------------------------------------------------------
+
 
 def read_overview(lines):
     """Provenance facts of chapter 0, each read from its own sentence, table or code block."""
@@ -150,15 +163,22 @@ def read_overview(lines):
             raise SeedError("chapter 0: cannot find the %s" % what)
         return m
 
-    shape = find(r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効", "shape")
+    shape = find(
+        r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効", "shape"
+    )
     os_ver = find(r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS")
     image = find(r"のイメージ No\.(\d+) です", "image number")
     ompi = find(r"^- OpenMPI ： (\S+?)（", "Open MPI version")
     imb = find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version")
-    find(r"2ノード以上の全ての計測は、 クラスタ・ネットワーク の同一リーフスイッチ配下", "leaf-switch note")
+    find(
+        r"2ノード以上の全ての計測は、 クラスタ・ネットワーク の同一リーフスイッチ配下",
+        "leaf-switch note",
+    )
     command = find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command")
-    runs = find(r"テストケース毎に(\d+)回実施し、その最大値と最小値を除く(\d+)回の算術平均をその結果とします",
-                "measurement method")
+    runs = find(
+        r"テストケース毎に(\d+)回実施し、その最大値と最小値を除く(\d+)回の算術平均をその結果とします",
+        "measurement method",
+    )
     if int(runs.group(1)) - 2 != int(runs.group(2)):
         raise SeedError("chapter 0: %s runs minus max and min is not %s" % runs.groups())
 
@@ -172,9 +192,15 @@ def read_overview(lines):
         if sorted(msglog[coll]) != sorted(NODES.values()):
             raise SeedError("chapter 0: the %s limits do not cover 1, 2, 4 and 8 nodes" % coll)
     return {
-        "shape": shape.group(1), "os": os_ver.group(1), "image": image.group(1),
-        "openmpi": ompi.group(1), "imb": imb.group(1), "command": command.group(1),
-        "runs": int(runs.group(1)), "kept": int(runs.group(2)), "msglog_max": msglog,
+        "shape": shape.group(1),
+        "os": os_ver.group(1),
+        "image": image.group(1),
+        "openmpi": ompi.group(1),
+        "imb": imb.group(1),
+        "command": command.group(1),
+        "runs": int(runs.group(1)),
+        "kept": int(runs.group(2)),
+        "msglog_max": msglog,
     }
 
 
@@ -193,12 +219,19 @@ SUBJECTS = (
 )
 NO_CHANGE = "チューニング適用による性能の変化無し"
 # One statement: where (optional), a modifier (optional), the effect, and the joint to the next.
-EFFECT = re.compile(r"(?P<where>.*?)(?P<how>大幅に|概ね)?"
-                    r"(?P<effect>性能が大幅に低下|性能が向上|性能が低下|顕著な傾向が無|顕著な傾向無|有意な差無)"
-                    r"(?P<joint>し|く|、)?")
-EFFECTS = {"性能が向上": ("better", "better"), "性能が低下": ("worse", "worse"),
-           "性能が大幅に低下": ("worse", "much worse"), "顕著な傾向無": ("neutral", "no clear trend"),
-           "顕著な傾向が無": ("neutral", "no clear trend"), "有意な差無": ("neutral", "no significant difference")}
+EFFECT = re.compile(
+    r"(?P<where>.*?)(?P<how>大幅に|概ね)?"
+    r"(?P<effect>性能が大幅に低下|性能が向上|性能が低下|顕著な傾向が無|顕著な傾向無|有意な差無)"
+    r"(?P<joint>し|く|、)?"
+)
+EFFECTS = {
+    "性能が向上": ("better", "better"),
+    "性能が低下": ("worse", "worse"),
+    "性能が大幅に低下": ("worse", "much worse"),
+    "顕著な傾向無": ("neutral", "no clear trend"),
+    "顕著な傾向が無": ("neutral", "no clear trend"),
+    "有意な差無": ("neutral", "no significant difference"),
+}
 MODIFIERS = {"概ね": "mostly ", "大幅に": "much "}
 WHOLE = (0, None)
 
@@ -216,17 +249,17 @@ def parse_where(where, previous, section, phrase):
     statement before it (for それ未満 / それ以上 / それ以外). Sizes are powers of two and inclusive in
     the text; bands are [lo, hi) in bytes, hi None = no upper end."""
     where = where.strip()
-    if where.endswith("で") and not where.endswith("まで"):     # "16KB以上で", but "16MBまで"
+    if where.endswith("で") and not where.endswith("まで"):  # "16KB以上で", but "16MBまで"
         where = where[:-1]
     if where in ("", "全域"):
         return [WHOLE], "over the whole range"
     if where == "ほぼ全域":
         return [WHOLE], "over almost the whole range"
-    almost = where.endswith("のほぼ全域")           # それ未満のほぼ全域: the range, but not all of it
+    almost = where.endswith("のほぼ全域")  # それ未満のほぼ全域: the range, but not all of it
     if almost:
-        where = where[:-len("のほぼ全域")]
+        where = where[: -len("のほぼ全域")]
     bands, words = [], []
-    for part in re.split(r"と(?!\d+(?:B|KB|MB|GB)の間)", where):   # "2KBと8KBの間" is one range
+    for part in re.split(r"と(?!\d+(?:B|KB|MB|GB)の間)", where):  # "2KBと8KBの間" is one range
         band, word = parse_range(part, previous, section, phrase)
         bands += band
         words.append(word)
@@ -254,23 +287,31 @@ def parse_range(part, previous, section, phrase):
         if not previous:
             raise SeedError("section %s: %r has no preceding range in %r" % (section, part, phrase))
         if previous == [WHOLE]:
-            raise SeedError("section %s: %r follows the whole range in %r" % (section, part, phrase))
+            raise SeedError(
+                "section %s: %r follows the whole range in %r" % (section, part, phrase)
+            )
         lo = min(b[0] for b in previous)
         his = [b[1] for b in previous]
         hi = None if None in his else max(his)
         if part in ("それ未満", "それ以下"):
             if lo == 0:
-                raise SeedError("section %s: nothing lies below the range before %r in %r"
-                                % (section, part, phrase))
+                raise SeedError(
+                    "section %s: nothing lies below the range before %r in %r"
+                    % (section, part, phrase)
+                )
             return [(0, lo)], "below that"
         if part == "それ以上":
             if hi is None:
-                raise SeedError("section %s: nothing lies above the range before %r in %r"
-                                % (section, part, phrase))
+                raise SeedError(
+                    "section %s: nothing lies above the range before %r in %r"
+                    % (section, part, phrase)
+                )
             return [(hi, None)], "above that"
         return complement(previous), "elsewhere"
-    raise SeedError("section %s: cannot read the message-size expression %r in finding %r"
-                    % (section, part, phrase))
+    raise SeedError(
+        "section %s: cannot read the message-size expression %r in finding %r"
+        % (section, part, phrase)
+    )
 
 
 def complement(bands):
@@ -296,11 +337,14 @@ def parse_finding(phrase, section):
             break
     else:
         if phrase == NO_CHANGE:
-            return {"text": phrase, "about": "untuned_vs_tuned",
-                    "en": "Untuned vs tuned: no change from tuning",
-                    "bands": [band_dict(WHOLE, "neutral")]}
+            return {
+                "text": phrase,
+                "about": "untuned_vs_tuned",
+                "en": "Untuned vs tuned: no change from tuning",
+                "bands": [band_dict(WHOLE, "neutral")],
+            }
         raise SeedError("section %s: finding %r names no known comparison" % (section, phrase))
-    rest = phrase[m.end():].strip()
+    rest = phrase[m.end() :].strip()
     bands, words, previous = [], [], None
     while rest:
         s = EFFECT.match(rest)
@@ -308,17 +352,21 @@ def parse_finding(phrase, section):
             raise SeedError("section %s: cannot read %r in finding %r" % (section, rest, phrase))
         effect, effect_en = EFFECTS[s.group("effect")]
         if s.group("joint") in ("く", "し") and effect != "neutral" and s.end() == len(rest):
-            raise SeedError("section %s: finding %r ends in the middle of a sentence" % (section, phrase))
+            raise SeedError(
+                "section %s: finding %r ends in the middle of a sentence" % (section, phrase)
+            )
         if s.group("joint") == "く" and effect != "neutral":
-            raise SeedError("section %s: unexpected く after %r in %r" % (section, s.group("effect"), phrase))
+            raise SeedError(
+                "section %s: unexpected く after %r in %r" % (section, s.group("effect"), phrase)
+            )
         where, how = s.group("where"), MODIFIERS.get(s.group("how") or "", "")
-        if where.startswith("概ね"):                   # "概ね全域で": mostly, over the whole range
-            where, how = where[len("概ね"):], MODIFIERS["概ね"] + how
+        if where.startswith("概ね"):  # "概ね全域で": mostly, over the whole range
+            where, how = where[len("概ね") :], MODIFIERS["概ね"] + how
         ranges, where_en = parse_where(where, previous, section, phrase)
         bands += [band_dict(r, effect) for r in ranges]
         words.append("%s%s %s" % (how, effect_en, where_en))
         previous = ranges
-        rest = rest[s.end():]
+        rest = rest[s.end() :]
     check_overlap(bands, section, phrase)
     return {"text": phrase, "about": about, "en": label + "; ".join(words), "bands": bands}
 
@@ -351,19 +399,25 @@ def read_findings(lines, section):
     """The four bullets after FINDINGS_MARK, parsed and checked to be in FINDING_ORDER."""
     at = [i for i, line in enumerate(lines) if FINDINGS_MARK in line]
     if len(at) != 1:
-        raise SeedError("section %s: expected one %r line, found %d" % (section, FINDINGS_MARK, len(at)))
+        raise SeedError(
+            "section %s: expected one %r line, found %d" % (section, FINDINGS_MARK, len(at))
+        )
     bullets = []
-    for line in lines[at[0] + 1:]:
+    for line in lines[at[0] + 1 :]:
         if line.startswith("- "):
             bullets.append(plain(line[2:]))
         elif line.strip() and bullets:
             break
     if len(bullets) != 4:
-        raise SeedError("section %s: expected 4 findings bullets, found %d" % (section, len(bullets)))
+        raise SeedError(
+            "section %s: expected 4 findings bullets, found %d" % (section, len(bullets))
+        )
     findings = [parse_finding(b, section) for b in bullets]
     got = tuple(f["about"] for f in findings)
     if got != FINDING_ORDER:
-        raise SeedError("section %s: findings compare %s, expected %s" % (section, got, FINDING_ORDER))
+        raise SeedError(
+            "section %s: findings compare %s, expected %s" % (section, got, FINDING_ORDER)
+        )
     return findings
 
 
@@ -398,9 +452,11 @@ def derive_choice(findings):
     edges = sorted(edges)
     rows, notes = [], []
     for lo, hi in zip(edges, edges[1:] + [None]):
-        score = {"none": 0,
-                 "ucc": SCORE.get(effect_at(ucc, lo), 0),
-                 "hcoll": SCORE.get(effect_at(hcoll, lo), 0)}
+        score = {
+            "none": 0,
+            "ucc": SCORE.get(effect_at(ucc, lo), 0),
+            "hcoll": SCORE.get(effect_at(hcoll, lo), 0),
+        }
         best = max(score.values())
         winners = [c for c in COMPONENTS if score[c] == best]
         basis = [0, 1]
@@ -414,7 +470,9 @@ def derive_choice(findings):
             comp = "ucc" if tie == "better" else "hcoll"
             if tie not in ("better", "worse"):
                 notes.append((lo, hi, tie))
-        rows.append({"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis})
+        rows.append(
+            {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
+        )
     return merge_choice(rows), tie_notes(notes)
 
 
@@ -435,9 +493,11 @@ def tie_notes(ties):
     notes = []
     for lo, hi, said in ties:
         what = "finds no clear difference" if said == "neutral" else "says nothing"
-        notes.append("choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
-                     "%s there, so the tie rule takes hcoll, which the untuned default already enables"
-                     % (band_label(lo, hi), what))
+        notes.append(
+            "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
+            "%s there, so the tie rule takes hcoll, which the untuned default already enables"
+            % (band_label(lo, hi), what)
+        )
     return notes
 
 
@@ -454,41 +514,55 @@ def contradiction_notes(findings):
     edges = sorted(edges)
     bad = []
     for lo, hi in zip(edges, edges[1:] + [None]):
-        implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(effect_at(findings[1], lo), 0)
+        implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(
+            effect_at(findings[1], lo), 0
+        )
         said = effect_at(findings[2], lo)
         if (said == "better" and implied < 0) or (said == "worse" and implied > 0):
             if bad and bad[-1][1] == lo and bad[-1][2] == said:
                 bad[-1] = (bad[-1][0], hi, said)
             else:
                 bad.append((lo, hi, said))
-    return ["findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
-            "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
-            "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better",
-                                  said) for lo, hi, said in bad]
+    return [
+        "findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
+        "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
+        "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better", said)
+        for lo, hi, said in bad
+    ]
 
 
-SAME_BOTH_SIDES = re.compile(r"(性能が(?:向上|低下))しそれ(?:未満|以上|以下|以外)で(?:概ね|大幅に)?\1")
+SAME_BOTH_SIDES = re.compile(
+    r"(性能が(?:向上|低下))しそれ(?:未満|以上|以下|以外)で(?:概ね|大幅に)?\1"
+)
 
 
 def wording_notes(findings):
     """A finding that says the same on both sides of its own boundary ('X以上で低下しそれ未満で低下')
     is transcribed as written, but reads like a slip in the study: say so."""
-    return ["finding %d says %s on both sides of its own boundary (%s); transcribed as written, "
-            "possibly a slip in the study" % (i, f["bands"][0]["effect"], f["text"])
-            for i, f in enumerate(findings) if SAME_BOTH_SIDES.search(f["text"])]
+    return [
+        "finding %d says %s on both sides of its own boundary (%s); transcribed as written, "
+        "possibly a slip in the study" % (i, f["bands"][0]["effect"], f["text"])
+        for i, f in enumerate(findings)
+        if SAME_BOTH_SIDES.search(f["text"])
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # Cases
 # ---------------------------------------------------------------------------------------------
 
+
 def read_baseline(lines, section, expected, notes):
     """The untuned configuration a subsection compares with; a note when it differs from the rest."""
-    m = one_match(r"全パラメータがデフォルトの組合せ（ (.*?) ）", lines, section, "untuned baseline")
+    m = one_match(
+        r"全パラメータがデフォルトの組合せ（ (.*?) ）", lines, section, "untuned baseline"
+    )
     knobs_said = tuple(k.strip() for k in m.group(1).split("・"))
     if knobs_said != expected:
-        notes.append("the untuned baseline here is %s, elsewhere %s"
-                     % (", ".join(knobs_said), ", ".join(expected)))
+        notes.append(
+            "the untuned baseline here is %s, elsewhere %s"
+            % (", ".join(knobs_said), ", ".join(expected))
+        )
     return knobs_said
 
 
@@ -497,8 +571,10 @@ def one_node_settings(lines, section):
     rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", section)
     place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
     thresh = per_component(rndv.get("UCX_RNDV_THRESH"), section, "UCX_RNDV_THRESH")
-    return {comp: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[comp], section)}
-            for comp in COMPONENTS}, place
+    return {
+        comp: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[comp], section)}
+        for comp in COMPONENTS
+    }, place
 
 
 def placement(place, settings, section):
@@ -520,8 +596,10 @@ def summary_table(lines, section):
         row = table.get(coll.capitalize())
         if row is None:
             raise SeedError("section %s: the summary table has no %s row" % (section, coll))
-        out[coll] = {name: knob(name, row.get(name.upper()), section)
-                     for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")}
+        out[coll] = {
+            name: knob(name, row.get(name.upper()), section)
+            for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
+        }
     return out
 
 
@@ -531,33 +609,47 @@ def cross_check(lines, section, published, one_node, notes):
     Disagreements become notes; the published table values stay (the caller uses them)."""
     n, m, k = section.split("-")
     intra = re.search(r"intra:([^,]+)", published["ucx_rndv_thresh"]).group(1)
-    ref = one_match(r"ノード内の UCX_RNDV_THRESH の最適値は、 \[(\d+-\d+-\d+) (\w+)\]\([^)]*\) の"
-                    r"(?: (HCOLL|UCC|No COLL) の)?結果から(\S+?)としています", lines, section,
-                    "intra-node optimum")
+    ref = one_match(
+        r"ノード内の UCX_RNDV_THRESH の最適値は、 \[(\d+-\d+-\d+) (\w+)\]\([^)]*\) の"
+        r"(?: (HCOLL|UCC|No COLL) の)?結果から(\S+?)としています",
+        lines,
+        section,
+        "intra-node optimum",
+    )
     ref_sec, ref_name, ref_comp, stated = ref.groups()
     stated = knob("ucx_rndv_thresh", stated, section)
     expected_ref = "1-%s-%s" % (m, k)
     if ref_sec != expected_ref or ref_name.lower() != COLLECTIVES[int(k)]:
-        notes.append("the intra-node optimum refers to %s %s, expected %s %s"
-                     % (ref_sec, ref_name, expected_ref, COLLECTIVES[int(k)].capitalize()))
+        notes.append(
+            "the intra-node optimum refers to %s %s, expected %s %s"
+            % (ref_sec, ref_name, expected_ref, COLLECTIVES[int(k)].capitalize())
+        )
     if stated != intra:
-        notes.append("step 1 states the intra-node optimum as %s (from %s), the %s-%s-0 table gives "
-                     "intra:%s; the table value is used" % (stated, ref_sec, n, m, intra))
+        notes.append(
+            "step 1 states the intra-node optimum as %s (from %s), the %s-%s-0 table gives "
+            "intra:%s; the table value is used" % (stated, ref_sec, n, m, intra)
+        )
     comp = COMPONENT_COLUMNS[ref_comp] if ref_comp else "hcoll"
     ref_value = one_node.get(ref_sec, {}).get(comp, {}).get("ucx_rndv_thresh")
     if ref_value != stated:
-        notes.append("step 1 states the intra-node optimum as %s from %s, but %s's %s table gives %s"
-                     % (stated, ref_sec, ref_sec, "HCOLL" if comp == "hcoll" else ref_comp, ref_value))
+        notes.append(
+            "step 1 states the intra-node optimum as %s from %s, but %s's %s table gives %s"
+            % (stated, ref_sec, ref_sec, "HCOLL" if comp == "hcoll" else ref_comp, ref_value)
+        )
     steps = (
         ("ucx_rndv_thresh", r"以上より、 UCX_RNDV_THRESH を (\S+) とした場合", "step 1"),
         ("ucx_tls", r"以上より、 UCX_TLS を (\S+) とした場合", "step 1"),
         ("ucx_zcopy_thresh", r"以上より、 UCX_ZCOPY_THRESH を (\S+) とした場合", "step 2"),
     )
     for name, pattern, step in steps:
-        said = knob(name, one_match(pattern, lines, section, "%s %s" % (step, name)).group(1), section)
+        said = knob(
+            name, one_match(pattern, lines, section, "%s %s" % (step, name)).group(1), section
+        )
         if said != published[name]:
-            notes.append("%s sets %s to %s, the %s-%s-0 table gives %s; the table value is used"
-                         % (step, name.upper(), said, n, m, published[name]))
+            notes.append(
+                "%s sets %s to %s, the %s-%s-0 table gives %s; the table value is used"
+                % (step, name.upper(), said, n, m, published[name])
+            )
 
 
 def check_headings(sections, n, m, k, key):
@@ -567,10 +659,14 @@ def check_headings(sections, n, m, k, key):
         raise SeedError("chapter %d is titled %r, expected %dノード" % (n, chapter, NODES[n]))
     sec_title = sections.get("%d-%d" % (n, m), ("", []))[0]
     if not re.fullmatch(r"(?:ノード当たり)?%d MPIプロセス" % PPN[m], sec_title):
-        raise SeedError("section %d-%d is titled %r, expected %d MPIプロセス" % (n, m, sec_title, PPN[m]))
+        raise SeedError(
+            "section %d-%d is titled %r, expected %d MPIプロセス" % (n, m, sec_title, PPN[m])
+        )
     if sections[key][0] != COLLECTIVES[k].capitalize():
-        raise SeedError("section %s is titled %r, expected %s"
-                        % (key, sections[key][0], COLLECTIVES[k].capitalize()))
+        raise SeedError(
+            "section %s is titled %r, expected %s"
+            % (key, sections[key][0], COLLECTIVES[k].capitalize())
+        )
 
 
 def read_case(sections, n, m, k, one_node):
@@ -587,19 +683,23 @@ def read_case(sections, n, m, k, one_node):
         read_baseline(lines, key, BASELINE_1NODE, notes)
         one_node[key] = settings
     else:
-        published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[COLLECTIVES[k]]
+        published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[
+            COLLECTIVES[k]
+        ]
         cross_check(lines, key, published, one_node, notes)
         settings = {comp: dict(published) for comp in COMPONENTS}
         place = table_after(lines, "NPS とMPIプロセス分割方法を下表", key)
         read_baseline(lines, key, BASELINE_MULTI, notes)
     placement(place, settings, key)
-    case["settings"] = {comp: {name: settings[comp][name] for name in SETTING_ORDER if name in settings[comp]}
-                        for comp in COMPONENTS}
+    case["settings"] = {
+        comp: {name: settings[comp][name] for name in SETTING_ORDER if name in settings[comp]}
+        for comp in COMPONENTS
+    }
     if NODES[n] == 1:
         case["unstated"] = {
             "ucx_tls": "not measured on 1 node: the study varies UCX_TLS only for 2+ nodes (note 1)",
             "ucx_zcopy_thresh": "not measured on 1 node: the study varies UCX_ZCOPY_THRESH only for "
-                                "2+ nodes (note 3)",
+            "2+ nodes (note 3)",
         }
     case["findings"] = read_findings(lines, key)
     choice, ties = derive_choice(case["findings"])
@@ -614,6 +714,7 @@ def read_case(sections, n, m, k, one_node):
 # The table
 # ---------------------------------------------------------------------------------------------
 
+
 def import_seed(text):
     """Seed 000 markdown text -> the tuning table as a dict (README key order)."""
     sections = split_headings(text)
@@ -622,13 +723,15 @@ def import_seed(text):
         raise SeedError("the seed has no chapter 0 (概要)")
     ov = read_overview(sections["0"][1])
     one_node, cases = {}, []
-    for n in sorted(NODES):                    # 1-node cases first: 2+ nodes refer back to them
+    for n in sorted(NODES):  # 1-node cases first: 2+ nodes refer back to them
         for m in sorted(PPN):
             for k in sorted(COLLECTIVES):
                 cases.append(read_case(sections, n, m, k, one_node))
-    platform = ("%s (SMT disabled), cluster network (all 2+-node runs on instances under one leaf "
-                "switch), Oracle Linux %s-based HPC cluster networking image No.%s"
-                % (ov["shape"], ov["os"], ov["image"]))
+    platform = (
+        "%s (SMT disabled), cluster network (all 2+-node runs on instances under one leaf "
+        "switch), Oracle Linux %s-based HPC cluster networking image No.%s"
+        % (ov["shape"], ov["os"], ov["image"])
+    )
     return {
         "schema": 1,
         "platform": PLATFORM,
@@ -644,7 +747,7 @@ def import_seed(text):
             "command": ov["command"],
             "msglog_max": ov["msglog_max"],
             "method": "%d runs per case; drop the largest and smallest; arithmetic mean of the other %d"
-                      % (ov["runs"], ov["kept"]),
+            % (ov["runs"], ov["kept"]),
             "date": None,
             "notes": [
                 "The study does not state its UCX version (ucx_version: null). Its UCX_RNDV_THRESH "
@@ -684,7 +787,7 @@ def import_seed(text):
 # YAML output
 # ---------------------------------------------------------------------------------------------
 
-FLOW_WIDTH = 150          # a mapping of scalars shorter than this is written on one line
+FLOW_WIDTH = 150  # a mapping of scalars shorter than this is written on one line
 
 
 def scalar(value):
@@ -727,8 +830,10 @@ def block(value, indent):
     if isinstance(value, dict):
         for key, item in value.items():
             one = flow(item) if isinstance(item, (dict, list)) else scalar(item)
-            if one is not None and (not isinstance(item, (dict, list))
-                                    or len(pad) + len(str(key)) + len(one) + 2 <= FLOW_WIDTH):
+            if one is not None and (
+                not isinstance(item, (dict, list))
+                or len(pad) + len(str(key)) + len(one) + 2 <= FLOW_WIDTH
+            ):
                 lines.append("%s%s: %s" % (pad, scalar(key), one))
             else:
                 lines.append("%s%s:" % (pad, scalar(key)))
@@ -736,7 +841,9 @@ def block(value, indent):
         return lines
     for item in value:
         one = flow(item)
-        if one is not None and (not isinstance(item, dict) or len(pad) + len(one) + 2 <= FLOW_WIDTH):
+        if one is not None and (
+            not isinstance(item, dict) or len(pad) + len(one) + 2 <= FLOW_WIDTH
+        ):
             lines.append("%s- %s" % (pad, one))
         else:
             inner = block(item, indent + 2)
@@ -756,7 +863,7 @@ def dump_table(table, seed_digest):
         "# Schema: tuning-tables/README.md.",
     ]
     text = "\n".join(header + block(table, 0)) + "\n"
-    if yaml.safe_load(text) != table:          # the writer must never change a value
+    if yaml.safe_load(text) != table:  # the writer must never change a value
         raise SeedError("internal error: the YAML written does not read back as the table")
     return text
 
@@ -784,8 +891,10 @@ def main(argv=None):
         return 2
     cases = table["cases"]
     noted = sum(1 for c in cases if c.get("notes"))
-    print("wrote %s: %d cases, %d component settings, %d cases with notes"
-          % (out, len(cases), sum(len(c["settings"]) for c in cases), noted))
+    print(
+        "wrote %s: %d cases, %d component settings, %d cases with notes"
+        % (out, len(cases), sum(len(c["settings"]) for c in cases), noted)
+    )
     return 0
 
 

@@ -1,19 +1,34 @@
 """Print tables for people: a nodes × ppn grid per collective and component, or CSV rows."""
+
 import csv
 import io
 
 from tunedmpi.tables.units import format_size
 
 
-CSV_COLUMNS = ("nodes", "ppn", "collective", "component", "ucx_tls", "ucx_rndv_thresh",
-               "ucx_zcopy_thresh", "nps", "mapping")
+CSV_COLUMNS = (
+    "nodes",
+    "ppn",
+    "collective",
+    "component",
+    "ucx_tls",
+    "ucx_rndv_thresh",
+    "ucx_zcopy_thresh",
+    "nps",
+    "mapping",
+)
 
 
 def csv_rows(table):
     """One row per (case, component), values as UCX writes them, empty where the study has none."""
     for case in sorted(table.cases, key=lambda c: (c.nodes, c.ppn, c.collective)):
         for comp, values in case.settings.items():
-            row = {"nodes": case.nodes, "ppn": case.ppn, "collective": case.collective, "component": comp}
+            row = {
+                "nodes": case.nodes,
+                "ppn": case.ppn,
+                "collective": case.collective,
+                "component": comp,
+            }
             for col in CSV_COLUMNS[4:]:
                 value = values.get(col)
                 row[col] = "" if value is None else str(value).lower()
@@ -38,9 +53,14 @@ def cell(values):
     parts = []
     if values.get("ucx_tls"):
         tls = values["ucx_tls"]
-        parts.append(tls[len("self,sm,"):] if tls.startswith("self,sm,") else tls)
+        parts.append(tls[len("self,sm,") :] if tls.startswith("self,sm,") else tls)
     if values.get("ucx_rndv_thresh"):
-        rndv = values["ucx_rndv_thresh"].replace("intra:", "i").replace("inter:", "e").replace(",", "/")
+        rndv = (
+            values["ucx_rndv_thresh"]
+            .replace("intra:", "i")
+            .replace("inter:", "e")
+            .replace(",", "/")
+        )
         parts.append("r" + _short_size(rndv))
     if values.get("ucx_zcopy_thresh"):
         parts.append("z" + _short_size(str(values["ucx_zcopy_thresh"])))
@@ -54,16 +74,25 @@ def cell(values):
     return " ".join(parts) or "-"
 
 
-LEGEND = ("cell: [transports after self,sm] r<rndv> (i=intra e=inter) z<zcopy> N<NPS> blk|cyc; "
-          "'?' = the study gives no value, '' = not measured; +bands = algorithm bands (listed below)")
+LEGEND = (
+    "cell: [transports after self,sm] r<rndv> (i=intra e=inter) z<zcopy> N<NPS> blk|cyc; "
+    "'?' = the study gives no value, '' = not measured; +bands = algorithm bands (listed below)"
+)
 
 
 def band_text(band):
     """One algorithm band: 'from - to  name (number) segsize ...'; to 'end' = no upper end."""
     sizes = "%s - %s" % (format_size(band.lo), "end" if band.hi is None else format_size(band.hi))
-    algo = "Open MPI's fixed decision (0)" if band.algorithm == 0 else "%s (%d)" % (band.name, band.algorithm)
-    extra = [("segsize", format_size(band.segsize) if band.segsize else None),
-             ("faninout", band.faninout or None), ("max_requests", band.max_requests)]
+    algo = (
+        "Open MPI's fixed decision (0)"
+        if band.algorithm == 0
+        else "%s (%d)" % (band.name, band.algorithm)
+    )
+    extra = [
+        ("segsize", format_size(band.segsize) if band.segsize else None),
+        ("faninout", band.faninout or None),
+        ("max_requests", band.max_requests),
+    ]
     return sizes, " ".join([algo] + ["%s %s" % (k, v) for k, v in extra if v is not None])
 
 
@@ -75,20 +104,26 @@ def bands(table):
             for i, band in enumerate(case.bands):
                 sizes, algo = band_text(band)
                 first = i == 0
-                rows.append(["%dx%d" % (nodes, ppn) if first else "", coll if first else "", sizes, algo])
+                rows.append(
+                    ["%dx%d" % (nodes, ppn) if first else "", coll if first else "", sizes, algo]
+                )
     if not rows:
         return []
     rows.insert(0, ["nodes x ppn", "collective", "message size", "coll_tuned algorithm"])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return ["", "coll_tuned algorithm bands (from inclusive, to exclusive; one rules file per nodes x ppn)"] + \
-        ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    return [
+        "",
+        "coll_tuned algorithm bands (from inclusive, to exclusive; one rules file per nodes x ppn)",
+    ] + ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3] for r in rows]
 
 
 def grid(table):
     """Readable text: for each collective and component, rows = nodes, columns = ppn; then the
     algorithm bands, if any."""
-    lines = ["%s  (%s %s)  %s" % (table.platform, table.mpi_flavour, table.mpi_version, table.path),
-             "  " + LEGEND]
+    lines = [
+        "%s  (%s %s)  %s" % (table.platform, table.mpi_flavour, table.mpi_version, table.path),
+        "  " + LEGEND,
+    ]
     nodes = sorted({c.nodes for c in table.cases})
     ppns = sorted({c.ppn for c in table.cases})
     colls = []
@@ -110,7 +145,11 @@ def grid(table):
                         row.append("")
                     else:
                         text = cell(case.settings[comp])
-                        row.append(text + (" ?" if case.unstated else "") + (" +bands" if case.bands else ""))
+                        row.append(
+                            text
+                            + (" ?" if case.unstated else "")
+                            + (" +bands" if case.bands else "")
+                        )
                 rows.append(row)
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
             lines.append("")

@@ -3,10 +3,22 @@
 ``32KB`` = ``32kb`` = ``32k`` = ``32768`` = 32768 bytes, written back as ``32kb``. Units are binary
 (UCX's memunits: k = 1024). ``auto`` and ``inf`` are UCX's special values and stay words.
 """
+
 import re
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-          "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
 SPECIAL = ("auto", "inf")
 

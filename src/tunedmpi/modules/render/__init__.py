@@ -7,6 +7,7 @@ Both formats go in the same tree, modulefiles/<site>/<name>/: Lmod takes <versio
 each system sees exactly one module per name/version (tests/test_modules_tcl.py checks both with
 the real tools), `module use modulefiles/<site>` is the same line for both, and the tuned modules
 of both formats share one __<version>.rules/ folder (found from the module's own path)."""
+
 import os
 import re
 from collections import OrderedDict
@@ -26,11 +27,11 @@ ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*$")
 _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
-MPI_NAMES = {"openmpi": "Open MPI", "hpcx": "HPC-X"}    # how modules name the MPI they tune
+MPI_NAMES = {"openmpi": "Open MPI", "hpcx": "HPC-X"}  # how modules name the MPI they tune
 
 # The variables that point Open MPI at a row's coll_tuned rules file (rulesfile.environment).
 # The module sets them at load, with the file's absolute path found from myFileName().
-RULES_VARS = tuple(rulesfile.environment(""))   # (use_dynamic_rules, dynamic_rules_filename)
+RULES_VARS = tuple(rulesfile.environment(""))  # (use_dynamic_rules, dynamic_rules_filename)
 # Collectives Open MPI 5's coll/han takes on communicators that span nodes (it runs tuned only on
 # its per-node and per-leader sub-communicators): see tunedmpi/tables/rulesfile.py.
 HAN_TAKES = ("allgather", "allreduce", "barrier", "bcast", "gather", "reduce", "scatter")
@@ -58,8 +59,12 @@ def tcl_string(value):
 
 
 def _env():
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     env.filters["lua"] = lua_string
     env.filters["tcl"] = tcl_string
     return env
@@ -68,9 +73,13 @@ def _env():
 def _checked(site, name, value, where):
     """Values are checked before they reach Lua, as well as quoted."""
     if not ENV_NAME.match(name) or not ENV_VALUE.match(str(value)):
-        raise InputError(site.table.path if site.table else site.path, where[0], where[1],
-                         "refusing to render %s=%r into a modulefile" % (name, value),
-                         "values may hold only letters, digits and _ . , : ^ + / # -")
+        raise InputError(
+            site.table.path if site.table else site.path,
+            where[0],
+            where[1],
+            "refusing to render %s=%r into a modulefile" % (name, value),
+            "values may hold only letters, digits and _ . , : ^ + / # -",
+        )
     return str(value)
 
 
@@ -117,12 +126,18 @@ def stale_rules(out, site, files):
         m = RULES_DIR_NAME.match(folder.name)
         if not m or folder.is_symlink() or not folder.is_dir():
             continue
-        if m.group(1) != site.mpi_version and ((base / ("%s.lua" % m.group(1))).exists()
-                                                or (base / m.group(1)).is_file()):
+        if m.group(1) != site.mpi_version and (
+            (base / ("%s.lua" % m.group(1))).exists() or (base / m.group(1)).is_file()
+        ):
             continue
         for f in sorted(folder.iterdir()):
             rel = "%s/%s/%s/%s" % (site.name, site.tuned_module, folder.name, f.name)
-            if RULES_FILE_NAME.match(f.name) and not f.is_symlink() and f.is_file() and rel not in files:
+            if (
+                RULES_FILE_NAME.match(f.name)
+                and not f.is_symlink()
+                and f.is_file()
+                and rel not in files
+            ):
                 found.append(rel)
     return found
 
@@ -134,7 +149,7 @@ def remove_stale_rules(out, stale):
         path = Path(out) / rel
         path.unlink()
         try:
-            path.parent.rmdir()        # only when empty: anything else in it stays
+            path.parent.rmdir()  # only when empty: anything else in it stays
         except OSError:
             pass
 
@@ -147,13 +162,20 @@ def pin_rules_dir(text, module_file):
     if "RULES_DIR" not in text:
         return text
     if text.count(RULES_DIR_LUA) != 1:
-        raise InputError(str(module_file), None, "RULES_DIR", "the tuned module does not find its rules folder "
-                         "with the line render.RULES_DIR_LUA, so a copy cannot be pointed at it",
-                         "keep render.RULES_DIR_LUA equal to the RULES_DIR line of render/templates/tuned.lua.j2")
+        raise InputError(
+            str(module_file),
+            None,
+            "RULES_DIR",
+            "the tuned module does not find its rules folder "
+            "with the line render.RULES_DIR_LUA, so a copy cannot be pointed at it",
+            "keep render.RULES_DIR_LUA equal to the RULES_DIR line of render/templates/tuned.lua.j2",
+        )
     head, base = os.path.split(os.path.abspath(str(module_file)))
     if not base.endswith(".lua"):
-        raise InputError(str(module_file), None, None, "not a rendered .lua module", "give <tuned>/<version>.lua")
-    folder = os.path.join(head, rules_dir(base[:-len(".lua")]))
+        raise InputError(
+            str(module_file), None, None, "not a rendered .lua module", "give <tuned>/<version>.lua"
+        )
+    folder = os.path.join(head, rules_dir(base[: -len(".lua")]))
     return text.replace(RULES_DIR_LUA, "local RULES_DIR = %s" % lua_string(folder))
 
 
@@ -169,28 +191,50 @@ def rows_for(site):
     names = []
     for profile in sorted({c.collective for c in table.cases}):
         rows = []
-        for case in sorted((c for c in table.cases if c.collective == profile), key=lambda c: (c.nodes, c.ppn)):
+        for case in sorted(
+            (c for c in table.cases if c.collective == profile), key=lambda c: (c.nodes, c.ppn)
+        ):
             env, comp, nps, notes = envmap.row_env(site, table, case.nodes, case.ppn, profile)
             where = (case.line, "cases[%d x %d %s]" % (case.nodes, case.ppn, profile))
             env = OrderedDict((k, _checked(site, k, v, where)) for k, v in env.items())
             names += [k for k in env if k not in names]
             colls = banded.get((case.nodes, case.ppn), {})
             for coll in colls:
-                if "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env:   # tables/schema.py refuses this first
-                    raise InputError(table.path, case.line, where[1], "the row forces coll_tuned_%s_algorithm "
-                                     "and has %s bands: the forced algorithm would win" % (coll, coll),
-                                     "give the algorithm as a band and remove the knob")
+                if (
+                    "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env
+                ):  # tables/schema.py refuses this first
+                    raise InputError(
+                        table.path,
+                        case.line,
+                        where[1],
+                        "the row forces coll_tuned_%s_algorithm "
+                        "and has %s bands: the forced algorithm would win" % (coll, coll),
+                        "give the algorithm as a band and remove the knob",
+                    )
             if site.mpi_flavour == "hpcx" and (case.nodes, case.ppn) in table.algorithm_bands():
-                notes = list(notes) + ["coll_tuned algorithm bands not applied: they were measured with Open MPI 5 "
-                                       "and HPC-X's Open MPI 4.1 numbers its algorithms as its own release does"]
+                notes = list(notes) + [
+                    "coll_tuned algorithm bands not applied: they were measured with Open MPI 5 "
+                    "and HPC-X's Open MPI 4.1 numbers its algorithms as its own release does"
+                ]
             han = [c for c in colls if c in HAN_TAKES] if case.nodes >= 2 else []
             if han:
-                notes = list(notes) + ["%s bands: on communicators that span nodes Open MPI's coll/han takes "
-                                       "%s and runs tuned only on its sub-communicators, where these rules "
-                                       "do not apply (they do with OMPI_MCA_coll_han_priority=0)"
-                                       % (", ".join(han), "it" if len(han) == 1 else "them")]
-            rows.append({"nodes": case.nodes, "ppn": case.ppn, "nps": nps, "component": comp, "env": env,
-                         "notes": notes, "rules": rules_name(case.nodes, case.ppn) if colls else None})
+                notes = list(notes) + [
+                    "%s bands: on communicators that span nodes Open MPI's coll/han takes "
+                    "%s and runs tuned only on its sub-communicators, where these rules "
+                    "do not apply (they do with OMPI_MCA_coll_han_priority=0)"
+                    % (", ".join(han), "it" if len(han) == 1 else "them")
+                ]
+            rows.append(
+                {
+                    "nodes": case.nodes,
+                    "ppn": case.ppn,
+                    "nps": nps,
+                    "component": comp,
+                    "env": env,
+                    "notes": notes,
+                    "rules": rules_name(case.nodes, case.ppn) if colls else None,
+                }
+            )
         data[profile] = rows
     if banded:
         names += [k for k in RULES_VARS if k not in names]
@@ -215,33 +259,68 @@ def rules_files(site):
     if not banded:
         return out
     if site.mpi_flavour != "openmpi":
-        raise InputError(site.path, None, "mpi.flavour", "the table %s has algorithm bands, which are Open MPI "
-                         "coll_tuned rules, but this site's MPI is %s" % (site.table_ref, site.mpi_flavour),
-                         "use a table without bands, or give the site's Open MPI")
+        raise InputError(
+            site.path,
+            None,
+            "mpi.flavour",
+            "the table %s has algorithm bands, which are Open MPI "
+            "coll_tuned rules, but this site's MPI is %s" % (site.table_ref, site.mpi_flavour),
+            "use a table without bands, or give the site's Open MPI",
+        )
     for (nodes, ppn), colls in banded.items():
-        rel = "%s/%s/%s/%s" % (site.name, site.tuned_module, rules_dir(site.mpi_version), rules_name(nodes, ppn))
-        comment = ["GENERATED by `tunedmpi render --site %s` from tuning-tables/%s.yaml -- do not edit."
-                   % (site.name, site.table_ref),
-                   "Row %dx%d: %d node(s) x %d ppn; the module %s/%s points Open MPI here."
-                   % (nodes, ppn, nodes, ppn, site.tuned_module, site.mpi_version)]
+        rel = "%s/%s/%s/%s" % (
+            site.name,
+            site.tuned_module,
+            rules_dir(site.mpi_version),
+            rules_name(nodes, ppn),
+        )
+        comment = [
+            "GENERATED by `tunedmpi render --site %s` from tuning-tables/%s.yaml -- do not edit."
+            % (site.name, site.table_ref),
+            "Row %dx%d: %d node(s) x %d ppn; the module %s/%s points Open MPI here."
+            % (nodes, ppn, nodes, ppn, site.tuned_module, site.mpi_version),
+        ]
         comment += ["%s: the table's case at line %d" % (c, case.line) for c, case in colls.items()]
         han = [c for c in colls if c in HAN_TAKES]
         if nodes >= 2 and han:
-            comment.append("On communicators that span nodes coll/han takes %s and runs tuned only on its "
-                           "sub-communicators: those rules apply with OMPI_MCA_coll_han_priority=0." % ", ".join(han))
-        rules = rulesfile.Rules(nodes * ppn, OrderedDict(
-            (c, [rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests) for b in case.bands])
-            for c, case in colls.items()), comment="\n".join(comment))
+            comment.append(
+                "On communicators that span nodes coll/han takes %s and runs tuned only on its "
+                "sub-communicators: those rules apply with OMPI_MCA_coll_han_priority=0."
+                % ", ".join(han)
+            )
+        rules = rulesfile.Rules(
+            nodes * ppn,
+            OrderedDict(
+                (
+                    c,
+                    [
+                        rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
+                        for b in case.bands
+                    ],
+                )
+                for c, case in colls.items()
+            ),
+            comment="\n".join(comment),
+        )
         try:
             text = rulesfile.render(rules, site.mpi_version)
         except InputError as exc:
             m = re.match(r"^([a-z_]+) band (\d+)", exc.key or "")
             case = colls.get(m.group(1)) if m else None
-            line = (case.bands[int(m.group(2)) - 1] if case else next(iter(colls.values())).bands[0]).line
-            raise InputError(site.table.path, line, "cases[%d x %d] bands" % (nodes, ppn),
-                             "%s (the rules file %s for site %s's Open MPI %s)"
-                             % (exc.problem, rel, site.name, site.mpi_version), exc.fix)
-        rulesfile.check(text, site.mpi_version, name=rel)   # as Open MPI will read it, or InputError: never written
+            line = (
+                case.bands[int(m.group(2)) - 1] if case else next(iter(colls.values())).bands[0]
+            ).line
+            raise InputError(
+                site.table.path,
+                line,
+                "cases[%d x %d] bands" % (nodes, ppn),
+                "%s (the rules file %s for site %s's Open MPI %s)"
+                % (exc.problem, rel, site.name, site.mpi_version),
+                exc.fix,
+            )
+        rulesfile.check(
+            text, site.mpi_version, name=rel
+        )  # as Open MPI will read it, or InputError: never written
         out[rel] = text
     return out
 
@@ -252,8 +331,10 @@ def _prefix_tcl(site):
     if site.prefix.startswith("/"):
         return tcl_string(site.prefix)
     # Relative to the checkout that holds modulefiles/<site>/<name>/<version>
-    return ("[file join [file dirname [file dirname [file dirname [file dirname $ModulesCurrentModulefile]]]] %s]"
-            % tcl_string(site.prefix))
+    return (
+        "[file join [file dirname [file dirname [file dirname [file dirname $ModulesCurrentModulefile]]]] %s]"
+        % tcl_string(site.prefix)
+    )
 
 
 def _prefix_lua(site):
@@ -262,24 +343,40 @@ def _prefix_lua(site):
     if site.prefix.startswith("/"):
         return lua_string(site.prefix)
     # Relative to the checkout that holds modulefiles/<site>/<name>/<version>.lua
-    return ('pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(site.prefix))
+    return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(
+        site.prefix
+    )
 
 
 def _help(site, tuned, rules=False, fmt="lua"):
     t = site.table
-    lines = ["%s/%s for site %s (%s)." % (site.tuned_module if tuned else site.baseline_module,
-                                          site.mpi_version, site.name, site.description), ""]
+    lines = [
+        "%s/%s for site %s (%s)."
+        % (
+            site.tuned_module if tuned else site.baseline_module,
+            site.mpi_version,
+            site.name,
+            site.description,
+        ),
+        "",
+    ]
     if tuned and t:
         prov = t.provenance
-        lines += ["Tuning table: tuning-tables/%s.yaml" % site.table_ref,
-                  "  source:    %s" % prov.get("document", ""),
-                  "  platform:  %s" % prov.get("platform", ""),
-                  "  benchmark: %s" % prov.get("benchmark", ""),
-                  "  method:    %s" % prov.get("method", ""), ""]
+        lines += [
+            "Tuning table: tuning-tables/%s.yaml" % site.table_ref,
+            "  source:    %s" % prov.get("document", ""),
+            "  platform:  %s" % prov.get("platform", ""),
+            "  benchmark: %s" % prov.get("benchmark", ""),
+            "  method:    %s" % prov.get("method", ""),
+            "",
+        ]
     if tuned and site.mpi_flavour == "hpcx":
-        lines += ["HPC-X: the table was measured with Open MPI, not HPC-X; this module sets only the",
-                  "variables documented for what HPC-X ships (UCX, UCC, HCOLL, its Open MPI 4.1), each row's",
-                  "others are left out (docs/hpcx-sharp.md). Run validate/run.sh on the site before use.", ""]
+        lines += [
+            "HPC-X: the table was measured with Open MPI, not HPC-X; this module sets only the",
+            "variables documented for what HPC-X ships (UCX, UCC, HCOLL, its Open MPI 4.1), each row's",
+            "others are left out (docs/hpcx-sharp.md). Run validate/run.sh on the site before use.",
+            "",
+        ]
     if tuned:
         lines += [
             "At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,",
@@ -287,27 +384,37 @@ def _help(site, tuned, rules=False, fmt="lua"):
             % (site.default_nodes, site.default_ppn),
             "variables of the nearest measured row (node count on a log2 scale, then ppn).",
             "",
-            "See the choice:   echo $TUNEDMPI_SELECTION   or   tunedmpi explain --site %s" % site.name,
+            "See the choice:   echo $TUNEDMPI_SELECTION   or   tunedmpi explain --site %s"
+            % site.name,
             "Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>",
-            "                  before module load (default profile: %s); TUNEDMPI_VERBOSE=1 explains" % site.default_profile,
+            "                  before module load (default profile: %s); TUNEDMPI_VERBOSE=1 explains"
+            % site.default_profile,
             "                  on stderr; set any variable after loading, or use mpirun -x / --mca.",
-            "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version) if fmt == "lua" else
+            "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version)
+            if fmt == "lua"
             # Environment Modules refuses a second member of family mpi: switch, do not load.
-            "Untuned baseline: module switch %s/%s %s/%s" % (site.tuned_module, site.mpi_version,
-                                                             site.baseline_module, site.mpi_version),
+            else "Untuned baseline: module switch %s/%s %s/%s"
+            % (site.tuned_module, site.mpi_version, site.baseline_module, site.mpi_version),
         ]
         if rules:
             lines += [
                 "",
                 "Rows whose table gives coll_tuned algorithm bands point Open MPI at that row's rules",
-                "file (algorithm per collective and message size): %s/<nodes>x<ppn>.rules beside" % rules_dir(site.mpi_version),
+                "file (algorithm per collective and message size): %s/<nodes>x<ppn>.rules beside"
+                % rules_dir(site.mpi_version),
                 "this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.",
                 "A missing file leaves both alone (yours stay) and says so on stderr.",
             ]
     else:
-        lines += ["No tuning variables are set. Tuned: module %s" % (
-            "load %s/%s" % (site.tuned_module, site.mpi_version) if fmt == "lua" else "switch %s/%s %s/%s" % (
-                site.baseline_module, site.mpi_version, site.tuned_module, site.mpi_version))]
+        lines += [
+            "No tuning variables are set. Tuned: module %s"
+            % (
+                "load %s/%s" % (site.tuned_module, site.mpi_version)
+                if fmt == "lua"
+                else "switch %s/%s %s/%s"
+                % (site.baseline_module, site.mpi_version, site.tuned_module, site.mpi_version)
+            )
+        ]
     return "\n".join(lines)
 
 
@@ -324,24 +431,51 @@ def render_site(site):
     rules = rules_files(site)
     if site.table:
         data, names = rows_for(site)
-        table_desc = "tuning-tables/%s.yaml (%s)" % (site.table_ref, site.table.provenance.get("document", ""))
-        sources = "tuning-tables/%s.yaml and site-configs/%s/site.yaml" % (site.table_ref, site.name)
+        table_desc = "tuning-tables/%s.yaml (%s)" % (
+            site.table_ref,
+            site.table.provenance.get("document", ""),
+        )
+        sources = "tuning-tables/%s.yaml and site-configs/%s/site.yaml" % (
+            site.table_ref,
+            site.name,
+        )
     else:
         data, names = OrderedDict(), []
         table_desc = "none yet: this site's table comes from measurements (nothing is tuned)"
         sources = "site-configs/%s/site.yaml" % site.name
-    common = dict(site=site, prefix_lua=_prefix_lua(site), prefix_tcl=_prefix_tcl(site),
-                  tuned="%s/%s" % (site.tuned_module, version), rule=selector,
-                  mpi_name=MPI_NAMES[site.mpi_flavour], mpi_label="%s %s" % (MPI_NAMES[site.mpi_flavour], version))
+    common = dict(
+        site=site,
+        prefix_lua=_prefix_lua(site),
+        prefix_tcl=_prefix_tcl(site),
+        tuned="%s/%s" % (site.tuned_module, version),
+        rule=selector,
+        mpi_name=MPI_NAMES[site.mpi_flavour],
+        mpi_label="%s %s" % (MPI_NAMES[site.mpi_flavour], version),
+    )
     chains = {"lua": selector.lua_chain, "tcl": selector.tcl_chain}
-    out = OrderedDict(rules)       # first: a new module never points at a file not written yet
+    out = OrderedDict(rules)  # first: a new module never points at a file not written yet
     for fmt in site.module_formats:
-        out[module_path(site, site.tuned_module, fmt)] = env.get_template("tuned.%s.j2" % fmt).render(
-            module="%s/%s" % (site.tuned_module, version), data=data, names=names, sources=sources,
-            table_desc=table_desc, help_text=_help(site, True, bool(rules), fmt), has_rules=bool(rules),
-            rules_vars=RULES_VARS, rule_chain=chains[fmt](), **common)
-        out[module_path(site, site.baseline_module, fmt)] = env.get_template("baseline.%s.j2" % fmt).render(
-            module="%s/%s" % (site.baseline_module, version), help_text=_help(site, False, fmt=fmt), **common)
+        out[module_path(site, site.tuned_module, fmt)] = env.get_template(
+            "tuned.%s.j2" % fmt
+        ).render(
+            module="%s/%s" % (site.tuned_module, version),
+            data=data,
+            names=names,
+            sources=sources,
+            table_desc=table_desc,
+            help_text=_help(site, True, bool(rules), fmt),
+            has_rules=bool(rules),
+            rules_vars=RULES_VARS,
+            rule_chain=chains[fmt](),
+            **common,
+        )
+        out[module_path(site, site.baseline_module, fmt)] = env.get_template(
+            "baseline.%s.j2" % fmt
+        ).render(
+            module="%s/%s" % (site.baseline_module, version),
+            help_text=_help(site, False, fmt=fmt),
+            **common,
+        )
     return out
 
 

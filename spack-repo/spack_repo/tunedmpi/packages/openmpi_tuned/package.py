@@ -27,7 +27,9 @@ def read_sites(checkout):
     for name in sorted(os.listdir(top)) if os.path.isdir(top) else []:
         folder = os.path.join(top, name)
         path = os.path.join(folder, SITE_FILE)
-        if not os.path.isfile(path) or not any(os.path.isfile(os.path.join(folder, f)) for f in ENV_FILES):
+        if not os.path.isfile(path) or not any(
+            os.path.isfile(os.path.join(folder, f)) for f in ENV_FILES
+        ):
             continue
         with open(path, encoding="utf-8") as fh:
             doc = spack_yaml.load(fh)
@@ -42,7 +44,7 @@ def read_sites(checkout):
         if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
             raise ValueError(
                 "%s: spack.depends_on must be a list of Spack specs (fix: e.g. "
-                "depends_on: [\"openmpi fabrics=ucx\"], site-configs/README.md)" % path
+                'depends_on: ["openmpi fabrics=ucx"], site-configs/README.md)' % path
             )
         found[name] = (str(mpi["version"]), [" ".join(str(s).split()) for s in specs])
     return found
@@ -140,18 +142,41 @@ class OpenmpiTuned(Package):
         ucx = mpi.dependencies(name="ucx")
         python = spec["python"].command
         args = [
-            "-m", "tunedmpi", "install-module", "--installer", "spack",
-            "--checkout", root, "--site", self.site, "--share", join_path(prefix.share, "tunedmpi"),
-            "--mpi-prefix", str(mpi.prefix), "--mpi-version", str(mpi.version),
-            "--modules", self.name, mpi.name, "--pinned-copy", self.spack_module,
+            "-m",
+            "tunedmpi",
+            "install-module",
+            "--installer",
+            "spack",
+            "--checkout",
+            root,
+            "--site",
+            self.site,
+            "--share",
+            join_path(prefix.share, "tunedmpi"),
+            "--mpi-prefix",
+            str(mpi.prefix),
+            "--mpi-version",
+            str(mpi.version),
+            "--modules",
+            self.name,
+            mpi.name,
+            "--pinned-copy",
+            self.spack_module,
         ]
         if ucx:
             args += ["--ucx-version", str(ucx[0].version.up_to(2))]
-        pythonpath = os.pathsep.join(p for p in (join_path(root, "src"), os.environ.get("PYTHONPATH")) if p)
-        err = python(*args, extra_env={"PYTHONPATH": pythonpath}, fail_on_error=False, error=str.split)
+        pythonpath = os.pathsep.join(
+            p for p in (join_path(root, "src"), os.environ.get("PYTHONPATH")) if p
+        )
+        err = python(
+            *args, extra_env={"PYTHONPATH": pythonpath}, fail_on_error=False, error=str.split
+        )
         if python.returncode:
-            errors = [line[len("error: "):] for line in err.splitlines() if line.startswith("error: ")]
+            errors = [
+                line[len("error: ") :] for line in err.splitlines() if line.startswith("error: ")
+            ]
             raise InstallError(
-                "openmpi-tuned site=%s: %s" % (self.site, "; ".join(errors) or "tunedmpi install-module failed"),
+                "openmpi-tuned site=%s: %s"
+                % (self.site, "; ".join(errors) or "tunedmpi install-module failed"),
                 err.strip()[-2000:],
             )
