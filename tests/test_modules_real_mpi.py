@@ -12,7 +12,7 @@ import pytest
 import lmod
 from conftest import ROOT
 from tunedmpi.modules import sites
-from tunedmpi.modules.render import rows_for, RULES_VARS
+from tunedmpi.modules.render import RULES_VARS, rows_for
 
 BIN = ROOT / ".venv" / "bin"
 pytestmark = [

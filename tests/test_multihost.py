@@ -20,12 +20,12 @@ from test_slurm import (
     SITE,
     Watcher,
     build_mpi_program,
-    hello,
+    hello,  # noqa: F401 (a fixture)
     job_script,
     parse,
     pid_alive,
     watched,
-)  # noqa: F401 (hello: fixture)
+)
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
 

@@ -13,11 +13,11 @@ from conftest import FIXTURES
 from tunedmpi.bench.parse import (
     BANDWIDTH,
     LATENCY,
+    STATUSES,
+    Series,
     parse_imb,
     parse_osu,
     parse_output,
-    Series,
-    STATUSES,
 )
 
 MANIFEST = {

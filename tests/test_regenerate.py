@@ -391,6 +391,7 @@ def test_each_geometry_is_decided_with_its_own_campaigns_stages(tmp_path):
     """A 2 x 1 campaign whose transport stage varies pml alone must not narrow the 1 x 2 transport
     stage (pml and ucx_tls) to pml: the 1 x 2 posix candidate stays a candidate."""
     import json
+
     from tunedmpi.regenerate import tune
 
     imb = FIXTURES / "imb"

@@ -176,7 +176,9 @@ def test_the_intervals_come_from_redrawn_whole_runs_and_narrow_with_more_runs():
 
 def test_a_host_state_compares_the_module_and_the_oracle_in_that_state_alone(tmp_path):
     import json
+
     import pytest
+
     from tunedmpi.errors import InputError
 
     cdir = _campaign(tmp_path)

@@ -9,7 +9,7 @@ import pytest
 
 from tunedmpi.errors import InputError
 from tunedmpi.tables import rulesfile
-from tunedmpi.tables.rulesfile import Band, check, render, Rules, select, write
+from tunedmpi.tables.rulesfile import Band, Rules, check, render, select, write
 
 V = "5.0.8"
 

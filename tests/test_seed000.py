@@ -12,7 +12,7 @@ import conftest
 from conftest import ROOT
 from tunedmpi.tables import seedimport
 from tunedmpi.tables.schema import load_table
-from tunedmpi.tables.seedimport import derive_choice, parse_finding, SeedError
+from tunedmpi.tables.seedimport import SeedError, derive_choice, parse_finding
 
 TABLE = ROOT / "tuning-tables" / "oci-bm-optimized3.36" / "openmpi-5.0.6.yaml"
 SEED_NAME = "000_6452ddfe42026a33.txt"

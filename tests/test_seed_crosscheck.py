@@ -6,8 +6,6 @@ import csv
 import io
 import re
 
-import pytest
-
 import conftest
 from conftest import ROOT
 

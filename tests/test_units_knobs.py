@@ -1,7 +1,7 @@
 import pytest
 
 from tunedmpi.tables import knobs
-from tunedmpi.tables.units import format_human, format_size, parse_size, SizeError
+from tunedmpi.tables.units import SizeError, format_human, format_size, parse_size
 
 
 @pytest.mark.parametrize("text", ["32KB", "32kb", "32k", "32K", "32768", 32768, " 32 KB "])

@@ -406,6 +406,7 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
     is left out of the test (and counted in reliability). Below it the test stays unpaired. No MPI
     needed: the pairs share a level of the host that the unpaired test cannot see past."""
     import random
+
     from tunedmpi.acceptance import stats, validate
     from tunedmpi.bench import suites
 

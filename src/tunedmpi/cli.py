@@ -67,8 +67,8 @@ def cmd_tables(args):
 
 
 def cmd_render(args):
-    from tunedmpi.modules import render, sites
     from tunedmpi.atomic import write_atomic
+    from tunedmpi.modules import render, sites
 
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
     files = render.render_all(loaded)  # everything rendered before anything is written
@@ -110,6 +110,7 @@ def _read(root, rel):
 
 def cmd_explain(args):
     import os
+
     from tunedmpi.modules import explain, sites
 
     env = dict(os.environ)
@@ -204,9 +205,9 @@ def _store(args):
 
 
 def cmd_sweep(args):
+    from tunedmpi.bench.runner import CannotRun
     from tunedmpi.modules import sites
     from tunedmpi.regenerate import space, sweep
-    from tunedmpi.bench.runner import CannotRun
 
     site = sites.load_named(args.site)
     sp = space.narrowed(

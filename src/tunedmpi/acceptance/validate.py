@@ -23,7 +23,7 @@ from typing import List, Optional
 from tunedmpi import paths
 from tunedmpi.acceptance import report, stats
 from tunedmpi.bench import suites
-from tunedmpi.bench.runner import CannotRun, check_geometry, progress, require_local_mpi, Runner
+from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2

@@ -6,7 +6,6 @@ module and its Python twin cannot disagree on values. Facts behind each rule: do
 
 from collections import OrderedDict
 
-
 # Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
 WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
 

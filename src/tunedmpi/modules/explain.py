@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 from tunedmpi import paths
 from tunedmpi.modules import geometry
-from tunedmpi.modules.render import module_path, rows_for, RULES_VARS
+from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 
 
 def node_nps(sockets, online="/sys/devices/system/node/online"):

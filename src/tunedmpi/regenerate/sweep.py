@@ -26,9 +26,10 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
-from tunedmpi.bench.runner import CannotRun, check_geometry, progress, require_local_mpi, Runner
+from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import envmap, sites
-from tunedmpi.regenerate import choice, space as spacemod
+from tunedmpi.regenerate import choice
+from tunedmpi.regenerate import space as spacemod
 
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None, confirm=False):

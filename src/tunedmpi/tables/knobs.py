@@ -10,7 +10,7 @@ Adding a knob is one entry in KNOBS.
 
 import re
 
-from tunedmpi.tables.units import format_size, parse_size, SizeError
+from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 
 class KnobError(ValueError):

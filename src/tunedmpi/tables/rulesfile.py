@@ -69,7 +69,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
 from tunedmpi.tables.knobs import KnobError, version_tuple
-from tunedmpi.tables.units import format_human, parse_size, SizeError
+from tunedmpi.tables.units import SizeError, format_human, parse_size
 
 # ompi/mca/coll/base/coll_base_functions.h:44-68 (typedef enum COLLTYPE), v5.0.0 - v5.0.10.
 COLLTYPE = {

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 from tunedmpi import yamlsrc
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import knobs, rulesfile
-from tunedmpi.tables.units import format_size, parse_size, SizeError
+from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 SCHEMA_VERSION = 1
 COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")

@@ -5,7 +5,6 @@ import io
 
 from tunedmpi.tables.units import format_size
 
-
 CSV_COLUMNS = (
     "nodes",
     "ppn",
