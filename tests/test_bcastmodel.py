@@ -119,7 +119,10 @@ def brute_force_minimum(cost, hi):
 )
 def test_eq7_is_the_minimum_of_eq6(L, B, k, M):
     depth = k + 1
-    eq6 = lambda m: (depth + M / m - 1) * (L + m / B)
+
+    def eq6(m):
+        return (depth + M / m - 1) * (L + m / B)
+
     assert bm.optimal_segment(L, B, M, k) == pytest.approx(brute_force_minimum(eq6, M), rel=1e-6)
     assert bm.predict(L, B, M, k, 4096) == pytest.approx(eq6(4096))
 
@@ -137,7 +140,10 @@ def test_eq5_as_printed_is_not_the_minimum_of_eq4():
     """Differentiating eq. 4 gives k = 6 (N_X + N_Y + N_Z - 3); eq. 5 prints - 2. The model follows
     the derivative (docs/bcast-model.md); with k passed in, either can be used."""
     L, B, M, n = 1.73, 6340.0, 1 << 24, 3072 + 1 + 1
-    eq4 = lambda m: (n + M / (6 * m) - 3) * (L + m / B)
+
+    def eq4(m):
+        return (n + M / (6 * m) - 3) * (L + m / B)
+
     best = brute_force_minimum(eq4, M)
     assert bm.optimal_segment(L, B, M, 6 * (n - 3)) == pytest.approx(best, rel=1e-6)
     assert bm.optimal_segment(L, B, M, 6 * (n - 2)) != pytest.approx(best, rel=1e-4)
@@ -295,7 +301,9 @@ def test_report_puts_the_models_choice_beside_the_measured_best():
     text = bm.report(L, B, k, measured)
     lines = text.splitlines()
     assert lines[0].startswith("| #bytes | model segsize | model us | best segsize | best us |")
-    row = {int(l.split("|")[1]): [c.strip() for c in l.split("|")[2:-1]] for l in lines[2:5]}
+    row = {
+        int(line.split("|")[1]): [c.strip() for c in line.split("|")[2:-1]] for line in lines[2:5]
+    }
     assert list(row) == [4096, 65536, 1048576]  # sorted by size
     assert row[4096] == [
         "0 (none)",

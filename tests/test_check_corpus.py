@@ -558,7 +558,7 @@ def test_malformed_table_is_refused(tmp_path, run_cli, name, old, new, line, key
     code, out, err = run_cli("check", bad)
     assert code == 2
     assert "Traceback" not in err
-    errors = [l for l in err.splitlines() if l.startswith("error: ")]
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, err
     m = re.match(r"error: (.+?):(\d+): (\S+): (.*) \(fix: (.+)\)$", errors[0])
     assert m, errors[0]

@@ -89,7 +89,7 @@ def test_current_format_uses_the_stored_verdicts(run_cli, tmp_path):
         "history", "--plots", tmp_path / "plots", FIX
     )  # a folder of result directories
     assert code == 0, out + err
-    line = next(l for l in out.splitlines() if l.strip().startswith("#3"))
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("#3"))
     assert "local-20261123T050113Z" in line and "re-judged" not in line
     stored = {
         (b["benchmark"], b["band"]): b

@@ -144,7 +144,7 @@ MULTI = "\n".join(
 
 
 @needs_mpi
-def test_a_two_node_job_spans_both_hosts_and_the_module_reads_its_geometry(cluster, hello):
+def test_a_two_node_job_spans_both_hosts_and_the_module_reads_its_geometry(cluster, hello):  # noqa: F811 (the fixture)
     script = job_script(hello, pre="echo @@BATCHHOST $(hostname)")
     job_id, state, out = cluster.sbatch(script, "-N2", "--ntasks-per-node=1", timeout=120)
     context = "job %s %s:\n%s\n%s" % (job_id, state, out, cluster.diagnostics())

@@ -25,8 +25,12 @@ def ref_curve(s):
 
 def test_a_clear_per_size_winner_becomes_bands_and_the_rest_stays_with_the_mpi():
     # algorithm 3 is 2x faster up to 1 KB, algorithm 4 2x faster from 16 KB; elsewhere both are slower
-    fast_small = lambda s: ref_curve(s) * (0.5 if s <= 1024 else 1.3)
-    fast_large = lambda s: ref_curve(s) * (0.5 if s >= 16384 else 1.4)
+    def fast_small(s):
+        return ref_curve(s) * (0.5 if s <= 1024 else 1.3)
+
+    def fast_large(s):
+        return ref_curve(s) * (0.5 if s >= 16384 else 1.4)
+
     got = persize.choose_bands(
         runs(ref_curve, seed=1),
         {(3, 0): runs(fast_small, seed=2), (4, 0): runs(fast_large, seed=3)},
@@ -39,7 +43,9 @@ def test_a_clear_per_size_winner_becomes_bands_and_the_rest_stays_with_the_mpi()
 
 def test_a_winner_within_noise_is_not_kept():
     # 2 % better at every size: a real but tiny difference, below the 5 % tolerance
-    slightly = lambda s: ref_curve(s) * 0.98
+    def slightly(s):
+        return ref_curve(s) * 0.98
+
     got = persize.choose_bands(
         runs(ref_curve, seed=4), {(2, 0): runs(slightly, seed=5)}, "latency_us"
     )
@@ -68,7 +74,9 @@ def test_noise_alone_rarely_gives_a_band():
 
 
 def test_bandwidth_is_higher_is_better():
-    better = lambda s: 2000.0
+    def better(s):
+        return 2000.0
+
     got = persize.choose_bands(
         runs(lambda s: 1000.0, seed=6), {(1, 0): runs(better, seed=7)}, "bandwidth_MBps"
     )
@@ -157,12 +165,16 @@ def test_a_band_wide_winner_whose_per_size_wins_alternate_is_kept_by_the_second_
     # one test, significant (this seed; the noise is the machine's run-level spread)
     import math
 
-    first = lambda s: (
-        ref_curve(s) * ((0.70 if int(math.log2(s)) % 2 == 0 else 0.74) if 1 <= s <= 1024 else 1.3)
-    )
-    second = lambda s: (
-        ref_curve(s) * ((0.74 if int(math.log2(s)) % 2 == 0 else 0.70) if 1 <= s <= 1024 else 1.3)
-    )
+    def first(s):
+        return ref_curve(s) * (
+            (0.70 if int(math.log2(s)) % 2 == 0 else 0.74) if 1 <= s <= 1024 else 1.3
+        )
+
+    def second(s):
+        return ref_curve(s) * (
+            (0.74 if int(math.log2(s)) % 2 == 0 else 0.70) if 1 <= s <= 1024 else 1.3
+        )
+
     got = persize.choose_bands(
         runs(ref_curve, seed=5, spread=0.25),
         {(1, 0): runs(first, seed=105, spread=0.25), (2, 0): runs(second, seed=205, spread=0.25)},
@@ -202,7 +214,9 @@ def test_noise_alone_rarely_gives_a_band_with_a_confirmation():
 def test_a_confirmation_keeps_more_real_bands_than_the_x_candidates_test():
     # one of 8 candidates is 1.25x faster up to 1 KB (the bcast basic_linear case of the local
     # campaigns); the Bonferroni test pays x8 for the pick, the confirmation pays nothing
-    real = lambda s: ref_curve(s) * (0.8 if s <= 1024 else 1.0)
+    def real(s):
+        return ref_curve(s) * (0.8 if s <= 1024 else 1.0)
+
     kept = {"bonferroni": 0, "confirmed": 0}
     for seed in range(40):
 
@@ -213,14 +227,19 @@ def test_a_confirmation_keeps_more_real_bands_than_the_x_candidates_test():
 
         ref, cands = draw(10000 + 100 * seed, 15)
         conf = draw(50000 + 100 * seed, 15)
-        small = lambda got: any(k == (1, 0) and lo < 1024 for lo, hi, k in got["bands"])
+
+        def small(got):
+            return any(k == (1, 0) and lo < 1024 for lo, hi, k in got["bands"])
+
         kept["bonferroni"] += small(persize.choose_bands(ref, cands, "latency_us"))
         kept["confirmed"] += small(persize.choose_bands(ref, cands, "latency_us", confirm=conf))
     assert kept["confirmed"] > kept["bonferroni"], kept
 
 
 def test_a_band_the_confirmation_did_not_measure_is_not_kept():
-    fast = lambda s: ref_curve(s) * 0.5
+    def fast(s):
+        return ref_curve(s) * 0.5
+
     ref, cand = runs(ref_curve, seed=1), runs(fast, seed=2)
     assert persize.choose_bands(ref, {(3, 0): cand}, "latency_us")["bands"]
     got = persize.choose_bands(

@@ -106,7 +106,7 @@ def test_format_checks_accept_the_real_benchmarks():
         IMB_RULE,
         IMB_HEADER,
     ]
-    assert [imb_row(l)[:2] for l in lines[6:]] == [
+    assert [imb_row(line)[:2] for line in lines[6:]] == [
         (0, 1000),
         (1, 1000),
         (65536, 640),
@@ -114,7 +114,7 @@ def test_format_checks_accept_the_real_benchmarks():
     ]
     lat, bw = REAL_OSU_LAT.splitlines(), REAL_OSU_BW.splitlines()
     assert lat[4] == OSU_LAT_HEADER and bw[0] == OSU_BW_HEADER
-    assert [osu_row(l) for l in lat[5:] + bw[1:]] == [
+    assert [osu_row(line) for line in lat[5:] + bw[1:]] == [
         (1, 0.09),
         (4194304, 108.24),
         (1, 34.76),
@@ -137,7 +137,7 @@ def mpirun(np, argv, mca=(), timeout=60):
         *map(str, argv),
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
-    r.lines = [l for l in r.stdout.splitlines() if not BENIGN.search(l)]
+    r.lines = [line for line in r.stdout.splitlines() if not BENIGN.search(line)]
     return r
 
 
@@ -412,7 +412,7 @@ def test_collectives_refuse_bad_names_and_options(exe, args, message):
 def osu_table(lines, bench, window="MPI_Win_allocate", sync="MPI_Win_flush", datatype="MPI_CHAR"):
     """The rows, after checking the probe label and OSU 7.4's header lines to the byte."""
     bw = bench.endswith("_bw")
-    lines = [l for l in lines if l.strip()]  # MPI's warnings come with a " " line
+    lines = [line for line in lines if line.strip()]  # MPI's warnings come with a " " line
     assert lines[0] == "# tunedmpi-probe 2: OSU-compatible output, not OSU Micro-Benchmarks"
     assert lines[1].startswith("# tunedmpi-probe settings: %s " % bench)
     head = [
@@ -424,7 +424,7 @@ def osu_table(lines, bench, window="MPI_Win_allocate", sync="MPI_Win_flush", dat
         head.append("# Datatype: %s." % datatype)
     head.append(OSU_BW_HEADER if bw else OSU_LAT_HEADER)
     assert lines[2 : 2 + len(head)] == head
-    rows = [osu_row(l) for l in lines[2 + len(head) :]]
+    rows = [osu_row(line) for line in lines[2 + len(head) :]]
     assert all(rows), lines
     assert all(math.isfinite(v) and v > 0 for _, v in rows)
     return rows

@@ -166,7 +166,7 @@ def test_sweep_measures_every_configuration_interleaved(swept):
         and "# OSU MPI_Put Latency Test" in log
     )
     # every repetition measures each configuration once, in the campaign's shuffled order for it
-    order = [l for l in proc.stderr.splitlines() if l.startswith("[")]
+    order = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     plan = ["baseline", "pml=ucx"]
     expected = [
         "rep %d/2 %s" % (rep, plan[i])
@@ -205,7 +205,7 @@ def test_rerun_finishes_only_what_is_missing(swept):
     proc = cli("sweep", "--site", "local", "--space", tmp / "space.yaml", "--store", tmp / "store")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert victim.is_file() and kept.stat().st_mtime_ns == before
-    measured = [l for l in proc.stderr.splitlines() if "run(s) measured" in l]
+    measured = [line for line in proc.stderr.splitlines() if "run(s) measured" in line]
     assert (
         len(measured) == 1
         and "rep 2/2 pml=ucx" in measured[0]

@@ -168,7 +168,10 @@ def test_the_intervals_come_from_redrawn_whole_runs_and_narrow_with_more_runs():
     assert bare.gain_ci is None and bare.gain == one.gain and "–" not in regret.report([bare])
     # the same runs measured four times over: the interval is about half as wide (1/sqrt(4))
     (four,) = regret._with_intervals(rows_of(_synthetic(10, repeat=4)), 300)
-    width = lambda r: math.log(r.gain_ci[1] / r.gain_ci[0])
+
+    def width(r):
+        return math.log(r.gain_ci[1] / r.gain_ci[0])
+
     assert 0.3 < width(four) / width(one) < 0.75
     # the oracle here is fixed, so regret's interval is the gain's, inverted
     assert abs((1 + one.regret_ci[1] / 100) * one.gain_ci[0] - 1 / 0.6) < 0.05 * (1 / 0.6)
@@ -213,7 +216,10 @@ def test_a_host_state_compares_the_module_and_the_oracle_in_that_state_alone(tmp
         regret._geometry_data([cdir], 1, 2),
         regret._geometry_data([cdir], 1, 2, "fast"),
     )
-    reps = lambda geo: len(geo[next(k for k in geo if k[1] == "baseline")]["bench"]["allreduce"][1])
+
+    def reps(geo):
+        return len(geo[next(k for k in geo if k[1] == "baseline")]["bench"]["allreduce"][1])
+
     assert reps(geo_fast) == reps(geo_all) - 1
     rows = regret.regret(tmp_path / "result", [cdir], draws=0, state="fast")
     assert {r.benchmark for r in rows} >= {"alltoall", "allreduce"}
@@ -268,7 +274,9 @@ def _noisy_stage(speeds, runs, seed, sizes=tuple(2**k for k in range(12))):
 
 
 def test_the_cross_fitted_oracle_is_not_fooled_by_noise_where_the_same_runs_oracle_is():
-    gain = lambda per: 1 / stats.geomean(list(per.values()))
+    def gain(per):
+        return 1 / stats.geomean(list(per.values()))
+
     same, fitted, agree = [], [], []
     for seed in range(24):  # six configurations exactly as fast as each other (1.3x the baseline)
         geo = _noisy_stage([1.3] * 6, 12, seed)

@@ -490,7 +490,10 @@ def inside(cluster, tmp_path_factory):
     """(b) and (c): a job script calls validate/run.sh --submit (must refuse) and then validate/run.sh
     itself, which must run in this allocation. No OMPI_ALLOW_RUN_AS_ROOT here: validate sets it."""
     d = tmp_path_factory.mktemp("inside")
-    q = lambda p: shlex.quote(str(p))
+
+    def q(p):
+        return shlex.quote(str(p))
+
     script = "\n".join(
         [
             "#!/bin/bash",

@@ -1024,7 +1024,7 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
     assert "PATH=%s/bin:" % prefix in proc.stdout, proc.stderr
 
 
-def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_path):
+def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_path):  # noqa: F811
     """pin_rules_dir changes exactly the RULES_DIR line, to a quoted absolute path; refuses a
     module whose RULES_DIR line it does not know (it would otherwise look beside the copy)."""
     _, site = bands_project
@@ -1044,7 +1044,10 @@ def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_
 
 @needs_lmod
 def test_spack_install_puts_rules_files_where_its_module_finds_them(
-    pkg, bands_project, tmp_path, monkeypatch
+    pkg,
+    bands_project,  # noqa: F811 (the fixture)
+    tmp_path,
+    monkeypatch,
 ):
     """A site whose table has algorithm bands: the install writes one checked rules file per
     banded geometry beside the installed rendered module, and Spack's module (a copy in its own

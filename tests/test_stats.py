@@ -521,8 +521,13 @@ def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second(
     res = stats.crossover(stats.yuen_welch, a, b, first)
     d1 = [y - x for x, y, f in zip(a, b, first) if f]
     d2 = [y - x for x, y, f in zip(a, b, first) if not f]
-    m = lambda v: sum(v) / len(v)
-    v = lambda v: sum((x - m(v)) ** 2 for x in v) / (len(v) - 1)
+
+    def m(v):
+        return sum(v) / len(v)
+
+    def v(v):
+        return sum((x - m(v)) ** 2 for x in v) / (len(v) - 1)
+
     assert res.diff == pytest.approx((m(d1) + m(d2)) / 2) and res.diff == pytest.approx(
         -0.2, abs=0.01
     )
@@ -572,9 +577,9 @@ def test_the_crossover_test_keeps_alpha_and_finds_what_pairs_share(second):
 def test_compare_bands_over_pairs_says_so_and_falls_back_without_enough_pairs():
     rng = random.Random(2)
     levels = [rng.gauss(0, 0.4) for _ in range(12)]
-    base = [{1: E(0.0 + l + rng.gauss(0, 0.02)), 2: E(0.01 + l)} for l in levels]
+    base = [{1: E(0.0 + lv + rng.gauss(0, 0.02)), 2: E(0.01 + lv)} for lv in levels]
     tuned = [
-        {1: E(-0.15 + l + rng.gauss(0, 0.02)), 2: E(-0.14 + l)} for l in levels[:11]
+        {1: E(-0.15 + lv + rng.gauss(0, 0.02)), 2: E(-0.14 + lv)} for lv in levels[:11]
     ]  # the last pair lacks its tuned run
     pairs = [(k, k, stats.pair_order(k + 1) == ("baseline", "tuned")) for k in range(11)]
     paired = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs)[0]

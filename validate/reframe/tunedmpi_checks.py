@@ -125,10 +125,10 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
     def _why_not(self):
         try:
             with open(os.path.join(self.stagedir, str(self.stderr))) as fh:
-                lines = [l.strip() for l in fh if l.strip()]
+                lines = [line.strip() for line in fh if line.strip()]
         except OSError:
             lines = []
-        said = [l for l in lines if l.startswith(("validate:", "error:"))] or lines[-3:]
+        said = [line for line in lines if line.startswith(("validate:", "error:"))] or lines[-3:]
         return "; ".join(said[-3:]) or "no output"
 
     @sanity_function

@@ -548,9 +548,10 @@ def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch
     with `states` (each side's runs' host states) within host states, as validate judges.
     Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
-    strata = lambda n: (
-        None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-    )
+
+    def strata(n):
+        return None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
+
     one = stats.compare_bands(
         pool.bench,
         pool.metric,

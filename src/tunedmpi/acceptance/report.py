@@ -234,7 +234,9 @@ def host_state(results):
         cells = []
         for state in STATES:
             pick = {
-                role: [p for p, l in zip(data[role], data["host_states"][role]) if l == state]
+                role: [
+                    p for p, label in zip(data[role], data["host_states"][role]) if label == state
+                ]
                 for role in ("baseline", "tuned")
             }
             rel = (

@@ -240,7 +240,10 @@ def host_labels(hosts):
     or None), relative to the campaign: above SLOW_FACTOR x the FAST_QUANTILE of all its figures is
     slow. A run is "fast" or "slow" when its figures agree, "changed" when the state changed during
     the run, None without figures (limit None when no run has any)."""
-    figures = lambda h: [v for v in ((h or {}).get("before_ns"), (h or {}).get("after_ns")) if v]
+
+    def figures(h):
+        return [v for v in ((h or {}).get("before_ns"), (h or {}).get("after_ns")) if v]
+
     values = sorted(v for h in hosts for v in figures(h))
     if not values:
         return [None] * len(hosts), None
@@ -255,18 +258,23 @@ def host_labels(hosts):
 def fisher_two_sided(a, b, c, d):
     """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
     row, col, n = a + b, a + c, a + b + c + d
-    lf = lambda k: math.lgamma(k + 1)
-    prob = lambda x: math.exp(
-        lf(row)
-        + lf(n - row)
-        + lf(col)
-        + lf(n - col)
-        - lf(n)
-        - lf(x)
-        - lf(row - x)
-        - lf(col - x)
-        - lf(n - row - col + x)
-    )
+
+    def lf(k):
+        return math.lgamma(k + 1)
+
+    def prob(x):
+        return math.exp(
+            lf(row)
+            + lf(n - row)
+            + lf(col)
+            + lf(n - col)
+            - lf(n)
+            - lf(x)
+            - lf(row - x)
+            - lf(col - x)
+            - lf(n - row - col + x)
+        )
+
     observed = prob(a)
     return min(
         1.0,
@@ -284,7 +292,7 @@ def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
     alpha): the state may then be the module's own doing, and holding it equal would hide that cost."""
     if not any(labels_a) and not any(labels_b):
         return None, "no host state recorded"
-    fa, fb = sum(l == "fast" for l in labels_a), sum(l == "fast" for l in labels_b)
+    fa, fb = sum(label == "fast" for label in labels_a), sum(label == "fast" for label in labels_b)
     p = fisher_two_sided(fa, len(labels_a) - fa, fb, len(labels_b) - fb)
     if p <= alpha:
         return None, (
@@ -309,7 +317,10 @@ class RunPoints(dict):
 def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
-    state = lambda reps: [getattr(r, "state", None) for r in reps]
+
+    def state(reps):
+        return [getattr(r, "state", None) for r in reps]
+
     return host_strata(state(reps_a), state(reps_b), alpha)[0]
 
 
@@ -322,7 +333,7 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
     for side, values, labels in ((0, a, labels_a), (1, b, labels_b)):
         for v, label in zip(values, labels):
             groups.setdefault(label, ([], []))[side].append(v)
-    used = {l: g for l, g in groups.items() if len(g[0]) >= 2 and len(g[1]) >= 2}
+    used = {label: g for label, g in groups.items() if len(g[0]) >= 2 and len(g[1]) >= 2}
     if not used:
         return test(a, b, floor_a, floor_b), {}
     total = float(sum(len(ga) + len(gb) for ga, gb in used.values()))
@@ -335,8 +346,8 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
         se2 += part
         df_den += part * part / res.df if res.df > 0 else 0.0
     counts = {
-        ("none" if l is None else l): [len(ga), len(gb)]
-        for l, (ga, gb) in sorted(used.items(), key=lambda kv: str(kv[0]))
+        ("none" if label is None else label): [len(ga), len(gb)]
+        for label, (ga, gb) in sorted(used.items(), key=lambda kv: str(kv[0]))
     }
     if se2 <= 0:
         return TestResult(diff, 0.0, total - 2, 1.0 if diff == 0 else 0.0), counts

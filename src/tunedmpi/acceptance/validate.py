@@ -90,11 +90,19 @@ class RunRecord:
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
     """Every attempt of one run (retried while it fails), each a RunRecord with its own log."""
-    log_for = lambda attempt: logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
-    title_for = lambda attempt: (
-        "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d"
-        % (run.name, role, module, rep, attempt)
-    )
+
+    def log_for(attempt):
+        return logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
+
+    def title_for(attempt):
+        return "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d" % (
+            run.name,
+            role,
+            module,
+            rep,
+            attempt,
+        )
+
     return [
         RunRecord(
             run.name,
@@ -433,8 +441,8 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
             "fast_quantile": stats.FAST_QUANTILE,
             "runs": {
                 role: {
-                    str(l): sum(1 for k, lab in state.items() if k[1] == role and lab == l)
-                    for l in sorted(set(labels), key=str)
+                    str(label): sum(1 for k, lab in state.items() if k[1] == role and lab == label)
+                    for label in sorted(set(labels), key=str)
                 }
                 for role in ("baseline", "tuned")
             },

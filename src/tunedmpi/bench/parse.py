@@ -375,6 +375,6 @@ def parse_output(text, *, exit_code=None, timed_out=False, requested=None) -> Pa
     MPI_ERR_*, a requested benchmark missing); "no-data" if no table has a row; else "ok".
     Problems that do not stop a run (warnings between rows, IMB out-of-mem sizes) are listed only.
     """
-    body = "\n".join(l for l in _lines(text) if not l.startswith(PROBE_MARK))
+    body = "\n".join(line for line in _lines(text) if not line.startswith(PROBE_MARK))
     fmt = "imb" if _IMB_TEXT.search(body) else "osu"
     return _parse(text, fmt, exit_code, timed_out, requested)

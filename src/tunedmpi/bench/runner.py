@@ -73,7 +73,10 @@ def progress(done, total, started, text):
     """One progress line on stderr: n/N, what ran, elapsed time and the time left."""
     elapsed = time.monotonic() - started
     eta = elapsed / done * (total - done) if done else 0
-    fmt = lambda s: "%d:%02d" % (s // 60, s % 60)
+
+    def fmt(s):
+        return "%d:%02d" % (s // 60, s % 60)
+
     sys.stderr.write(
         "[%*d/%d] %s | elapsed %s, left ~%s\n"
         % (len(str(total)), done, total, text, fmt(elapsed), fmt(eta))
@@ -187,7 +190,7 @@ class Runner:
                 % (mpi_module, " ".join(self.modulepaths), out[-2000:])
             )
         lines = out.split(mark, 1)[1].strip("\n").split("\n") + ["", "", "", ""]
-        mpicc, mpirun, imb_path, osu_dir = (l.strip() for l in lines[:4])
+        mpicc, mpirun, imb_path, osu_dir = (line.strip() for line in lines[:4])
         if not mpirun:
             raise CannotRun("%s puts no mpirun on PATH" % mpi_module)
         imb = os.environ.get("IMB_MPI1") or imb_path or None
@@ -306,7 +309,9 @@ class Runner:
         # Parse what the benchmark printed, not the module's messages and variables before it.
         head, _, bench_out = out.rpartition(OUTPUT_MARK + "\n")
         shown = dict(
-            l[4:].split("=", 1) for l in head.splitlines() if l.startswith("#   ") and "=" in l
+            line[4:].split("=", 1)
+            for line in head.splitlines()
+            if line.startswith("#   ") and "=" in line
         )
         parsed = parse.parse_output(
             bench_out,

@@ -140,7 +140,7 @@ def _geometry_data(campaign_dirs, nodes, ppn, state=None):
                     "no run of this campaign records the host state",
                     "leave out --state, or give campaigns swept since the runner records it (probe_host)",
                 )
-            recs = [r for r, l in zip(recs, labels) if l == state]
+            recs = [r for r, label in zip(recs, labels) if label == state]
         records += recs
     return choice.collect(choice.one_program(records)[0]).get((nodes, ppn), {})
 

@@ -126,11 +126,19 @@ def measure_config(ctx, stage, config, benches, rep):
         if store.exists(path):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        log_for = lambda attempt: path.with_suffix(".try%d.tmp" % attempt)
-        title_for = lambda attempt: (
-            "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d"
-            % (stage.name, store.config_id(config), run.name, rep, attempt)
-        )
+
+        def log_for(attempt):
+            return path.with_suffix(".try%d.tmp" % attempt)
+
+        def title_for(attempt):
+            return "tunedmpi sweep run: stage %s, config %s, %s, repetition %d, attempt %d" % (
+                stage.name,
+                store.config_id(config),
+                run.name,
+                rep,
+                attempt,
+            )
+
         logs = []  # one record per run: its attempts' logs, one after the other
         for attempt, m in runner.attempts(
             binaries, run, baseline_module(site), exports, log_for, title_for
