@@ -100,7 +100,8 @@ QUOTES = [
     (
         "repetitions",
         "validate/README.md",
-        r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\), (\d+) \(`--full`\) \| pairs at the first look \(at least (\d+)\)",
+        r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\), (\d+) \(`--full`\) \| "
+        r"pairs at the first look \(at least (\d+)\)",
         lambda: (
             str(validate.DEFAULT_REPETITIONS["quick"]),
             str(validate.DEFAULT_REPETITIONS["full"]),

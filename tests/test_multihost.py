@@ -135,7 +135,8 @@ MULTI = "\n".join(
         '|| echo "@@TRANSPORT pml=$1 btl=$2 failed"',
         "done",
         "for tls in sm,self tcp,self; do",
-        "  UCX_TLS=$tls $M --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS %(hello)s >/dev/null 2>&1 "
+        "  UCX_TLS=$tls $M --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any "
+        "-x UCX_TLS %(hello)s >/dev/null 2>&1 "
         '&& echo "@@TRANSPORT pml=ucx UCX_TLS=$tls ok" || echo "@@TRANSPORT pml=ucx UCX_TLS=$tls failed"',
         "done",
         "",

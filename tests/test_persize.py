@@ -1,4 +1,5 @@
-"""Per-size bands (tunedmpi.regenerate.persize) and the job-wide rule (tunedmpi.regenerate.choice), on measured-like data.
+"""Per-size bands (tunedmpi.regenerate.persize) and the job-wide rule (tunedmpi.regenerate.choice),
+on measured-like data.
 
 The runs are built from a per-size time curve times a run-level factor (this machine's noise is
 mostly whole runs moving together) and a small per-size jitter, with a fixed seed."""

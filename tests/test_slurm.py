@@ -584,8 +584,8 @@ def test_submit_refused_by_sbatch_is_exit_2(cluster, tmp_path):
     )
     assert s.returncode == 2, s.context()
     assert (
-        "validate: cannot run: sbatch did not submit the job (exit 1): sbatch: error: invalid partition specified: nosuchpartition"
-        in s.stderr
+        "validate: cannot run: sbatch did not submit the job (exit 1): "
+        "sbatch: error: invalid partition specified: nosuchpartition" in s.stderr
     ), s.context()
     assert s.stdout == "" and s.watcher.seen == {}, s.context()
     assert list((tmp_path / "results").iterdir()) == []  # no job script left behind

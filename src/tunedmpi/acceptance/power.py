@@ -769,7 +769,8 @@ def run(
         "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n"
     )
     w(
-        "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes | power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
+        "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes "
+        "| power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
         "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
         % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-")
     )
@@ -813,7 +814,8 @@ def run(
 
     w("## Order and time effects\n\n")
     w(
-        "| campaign | drift per run, round or minute | repetition 1 vs the rest | lag-1 correlation | within-pair correlation "
+        "| campaign | drift per run, round or minute | repetition 1 vs the rest "
+        "| lag-1 correlation | within-pair correlation "
         "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n"
     )
     for src in sources:
@@ -911,7 +913,8 @@ def run(
     if candidates:
         w("\n## Candidate tests on the same draws (mean over pools, max in brackets)\n\n")
         w(
-            "| pools | candidate | false win-or-lose | power at %.2fx | false, one run %gx slower | power, one tuned run "
+            "| pools | candidate | false win-or-lose | power at %.2fx "
+            "| false, one run %gx slower | power, one tuned run "
             "%gx slower |\n|---|---|---|---:|---:|---:|\n" % (gain, OUTLIER, OUTLIER)
         )
         one = ("chosen test, one look of %d, Holm" % repetitions, procedure, stats.yuen_welch, None)

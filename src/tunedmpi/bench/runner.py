@@ -180,8 +180,8 @@ class Runner:
         mark = "__PROBE_PATHS__"
         body = (
             "echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
-            'for d in $(echo "$PATH" | tr \':\' \' \'); do [ -x "$d/osu_put_latency" ] && echo "$d" && break; done; echo'
-            % mark
+            "for d in $(echo \"$PATH\" | tr ':' ' '); do "
+            '[ -x "$d/osu_put_latency" ] && echo "$d" && break; done; echo' % mark
         )
         code, out, _, _ = shell(self.script(mpi_module, extra, body), self.env, 120)
         if code != 0 or mark not in out:

@@ -442,8 +442,8 @@ def derive_choice(findings):
 
     none scores 0; ucc and hcoll +1/-1/0 from their finding against none; the highest wins; a
     tie with none keeps none; a ucc/hcoll tie above none goes to the one ucc_vs_hcoll favours, or
-    to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent. basis: findings 0 and 1 (always consulted),
-    plus 2 where the tie-break consulted it."""
+    to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent.
+    basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it."""
     ucc, hcoll, versus = findings[0], findings[1], findings[2]
     edges = {0}
     for f in (ucc, hcoll, versus):
