@@ -1,6 +1,7 @@
 """The package shows the data flow (docs/design.md, "Stages"): each stage is a subpackage, and no stage
 imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc) sit below them all;
-cli.py sits on top."""
+cli.py sits on top. One-off importers (importers/) sit beside the engine, just under cli.py: they
+may use the stages, no stage may use them."""
 
 import ast
 from pathlib import Path
@@ -9,7 +10,16 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tunedmpi"
 # In data-flow order: a module may import its own stage or an earlier one.
-STAGES = ["<shared>", "tables", "modules", "bench", "acceptance", "regenerate", "<cli>"]
+STAGES = [
+    "<shared>",
+    "tables",
+    "modules",
+    "bench",
+    "acceptance",
+    "regenerate",
+    "importers",
+    "<cli>",
+]
 SHARED = {"atomic", "errors", "paths", "yamlsrc", "__init__"}
 
 
@@ -66,3 +76,14 @@ def test_no_stage_imports_a_later_one(path):
         STAGES[own],
         later,
     )
+
+
+def test_only_cli_imports_the_one_off_importers():
+    users = sorted(
+        str(p.relative_to(SRC))
+        for p in MODULES
+        if stage_of("tunedmpi." + ".".join(p.relative_to(SRC).with_suffix("").parts))
+        not in ("importers", "<cli>")
+        and any(stage_of(m) == "importers" for m in imports_of(p))
+    )
+    assert not users, "the engine imports a one-off importer: %s" % users

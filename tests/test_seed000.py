@@ -1,6 +1,6 @@
 """Seed 000 (OCI tutorial, Open MPI 5.0.6 on BM.Optimized3.36) and its importer.
 
-(a) the committed table is exactly what tunedmpi.tables.seedimport makes of the seed (when $TUNEDMPI_SEEDS
+(a) the committed table is exactly what tunedmpi.importers.seed000 makes of the seed (when $TUNEDMPI_SEEDS
     names the folder that holds it);
 (b) spot values read by eye in shared/seeds/000_6452ddfe42026a33.txt, independent of the importer;
 (c) counts and the 2+-node rules; (d) the findings phrase parser; (e) the component choice rule.
@@ -10,9 +10,9 @@ import pytest
 
 import conftest
 from conftest import ROOT
-from tunedmpi.tables import seedimport
+from tunedmpi.importers import seed000
+from tunedmpi.importers.seed000 import SeedError, derive_choice, parse_finding
 from tunedmpi.tables.schema import load_table
-from tunedmpi.tables.seedimport import SeedError, derive_choice, parse_finding
 
 TABLE = ROOT / "tuning-tables" / "oci-bm-optimized3.36" / "openmpi-5.0.6.yaml"
 SEED_NAME = "000_6452ddfe42026a33.txt"
@@ -38,9 +38,9 @@ def seed_text():
 
 @needs_seed
 def test_regenerating_from_the_seed_gives_the_committed_yaml():
-    _, text = seedimport.render_seed_file(str(SEED))
+    _, text = seed000.render_seed_file(str(SEED))
     assert text == TABLE.read_text(encoding="utf-8"), (
-        "regenerate with: PYTHONPATH=src python -m tunedmpi.tables.seedimport %s %s" % (SEED, TABLE)
+        "regenerate with: PYTHONPATH=src python -m tunedmpi.importers.seed000 %s %s" % (SEED, TABLE)
     )
 
 
@@ -48,7 +48,7 @@ def test_regenerating_from_the_seed_gives_the_committed_yaml():
 def test_main_writes_the_file_atomically(tmp_path, capsys):
     out = tmp_path / "t.yaml"
     out.write_text("old\n")
-    assert seedimport.main([str(SEED), str(out)]) == 0
+    assert seed000.main([str(SEED), str(out)]) == 0
     assert out.read_text(encoding="utf-8") == TABLE.read_text(encoding="utf-8")
     assert [p.name for p in tmp_path.iterdir()] == ["t.yaml"]  # no temporary file left
     assert "48 cases, 144 component settings" in capsys.readouterr().out
@@ -57,7 +57,7 @@ def test_main_writes_the_file_atomically(tmp_path, capsys):
 def test_main_reports_a_bad_seed(tmp_path, capsys):
     seed = tmp_path / "seed.txt"
     seed.write_text("---\ntitle: x\n---\n# 0. 概要\nnothing\n", encoding="utf-8")
-    assert seedimport.main([str(seed), str(tmp_path / "t.yaml")]) == 2
+    assert seed000.main([str(seed), str(tmp_path / "t.yaml")]) == 2
     assert "error:" in capsys.readouterr().err
     assert not (tmp_path / "t.yaml").exists()
 
@@ -318,7 +318,7 @@ def test_counts(table):
 
 def test_every_case_has_four_findings_in_order_and_a_full_choice(table):
     for case in table.cases:
-        assert [f.about for f in case.findings] == list(seedimport.FINDING_ORDER), case.section
+        assert [f.about for f in case.findings] == list(seed000.FINDING_ORDER), case.section
         assert set(case.settings) == set(COMPONENTS)
         assert case.choice[0].band.lo == 0 and case.choice[-1].band.hi is None
         for a, b in zip(case.choice, case.choice[1:]):
@@ -346,7 +346,7 @@ def test_multi_node_settings_state_the_inter_node_knobs(table):
 def bands(phrase):
     out = []
     for b in parse_finding(phrase, "t")["bands"]:
-        lo, hi = seedimport.band_bytes(b)
+        lo, hi = seed000.band_bytes(b)
         out.append((lo, hi, b["effect"]))
     return out
 
@@ -437,7 +437,7 @@ def test_unreadable_phrases_fail_loudly(phrase, words):
 def choice_of(*phrases):
     rows, _ = derive_choice([parse_finding(p, "t") for p in phrases])
     return [
-        (seedimport.band_bytes(r)[0], seedimport.band_bytes(r)[1], r["component"], r["basis"])
+        (seed000.band_bytes(r)[0], seed000.band_bytes(r)[1], r["component"], r["basis"])
         for r in rows
     ]
 
@@ -511,7 +511,7 @@ def test_committed_choice_follows_the_rule(table):
 
 @needs_seed
 def test_the_seed_agrees_with_itself_on_the_2_plus_node_ucx_values(seed_text):
-    table = seedimport.import_seed(seed_text)
+    table = seed000.import_seed(seed_text)
     for case in table["cases"]:
         for note in case.get("notes", []):  # only notes about findings and choice
             assert note.startswith(
@@ -528,7 +528,7 @@ def test_a_step_sentence_that_disagrees_with_the_summary_table_becomes_a_note(se
     tail = tail.replace(
         "の **HCOLL** の結果から32kbとしています", "の **HCOLL** の結果から64kbとしています", 1
     )
-    table = seedimport.import_seed(head + sep + tail)
+    table = seed000.import_seed(head + sep + tail)
     case = next(c for c in table["cases"] if c["section"] == "2-1-1")
     assert case["settings"]["none"]["ucx_tls"] == "self,sm,rc"  # the N-M-0 table wins
     text = "\n".join(case["notes"])
@@ -541,4 +541,4 @@ def test_a_step_sentence_that_disagrees_with_the_summary_table_becomes_a_note(se
 def test_a_missing_table_row_stops_the_import(seed_text):
     broken = seed_text.replace("|**NPS**|2|1|1|", "|**NPX**|2|1|1|", 1)
     with pytest.raises(SeedError, match="section 1-1-1: the NPS row"):
-        seedimport.import_seed(broken)
+        seed000.import_seed(broken)

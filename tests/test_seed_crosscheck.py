@@ -1,6 +1,6 @@
 """A second, independent reading of seed 000: its markdown tables read with nothing but regular
 expressions, compared value by value with `tunedmpi tables --format csv`. The importer
-(tunedmpi.tables.seedimport) is not used here, so a mistake in it cannot hide."""
+(tunedmpi.importers.seed000) is not used here, so a mistake in it cannot hide."""
 
 import csv
 import io

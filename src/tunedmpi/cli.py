@@ -166,9 +166,9 @@ def cmd_import_params(args):
 
 
 def cmd_import_seed(args):
-    from tunedmpi.tables import seedimport
+    from tunedmpi.importers import seed000
 
-    return seedimport.main([args.seed, args.out])
+    return seed000.main([args.seed, args.out])
 
 
 def cmd_validate(args):

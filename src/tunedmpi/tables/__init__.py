@@ -1,1 +1,2 @@
-"""Stage 1: tuning tables: their schema, units, abstract knobs, coll_tuned rules files and the seed import."""
+"""Stage 1: tuning tables: their schema, units, abstract knobs, coll_tuned rules files (the seed import is
+in tunedmpi.importers)."""
