@@ -25,7 +25,7 @@ VIEW = Path(
 needs_stack = pytest.mark.skipif(
     not (VIEW / "bin" / "ompi_info").exists(),
     reason="needs the Spack-built local-source stack (Open MPI + UCC): spack -e site-configs/local-source "
-    "install, docs/spack.md 'Building the stack from source' (or TUNEDMPI_UCC_MPI=<prefix>)",
+    "install, docs/spack.md 'The local-source environment' (or TUNEDMPI_UCC_MPI=<prefix>)",
 )
 RUN_ENV = dict(
     OMPI_ALLOW_RUN_AS_ROOT="1",
