@@ -71,6 +71,18 @@ def gitdir_of(path):
     return os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else path
 
 
+def commit_of(gitdir, ref):
+    """The commit a tag, branch or hash names in that repository."""
+    return (
+        run(
+            ["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+            stdout=subprocess.PIPE,
+        )
+        .decode()
+        .strip()
+    )
+
+
 def submodule_urls(gitdir, commit):
     """path -> url from .gitmodules at that commit ({} when there is none)."""
     try:
@@ -101,14 +113,7 @@ def extract(repos, slug, ref, dest, omit=(), where=""):
     """The tree of slug at ref into dest, submodules included (recursively); paths in omit (files,
     or submodules, relative to the top tree; glob patterns allowed) are left out."""
     gitdir = gitdir_of(repos.find(slug))
-    commit = (
-        run(
-            ["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{ref}^{{commit}}"],
-            stdout=subprocess.PIPE,
-        )
-        .decode()
-        .strip()
-    )
+    commit = commit_of(gitdir, ref)
     dest.mkdir(parents=True, exist_ok=True)
     here = [
         p[len(where) + 1 :] if where else p for p in omit if not where or p.startswith(where + "/")
@@ -230,14 +235,7 @@ def make_one(repos, name, entry, mirror, scratch):
     gitdir = gitdir_of(repos.find(entry["repo"]))
     if entry.get("prefix"):
         # As GitHub makes tag archives (git archive | gzip -n): byte for byte where Spack's checksum is.
-        commit = (
-            run(
-                ["git", "--git-dir", gitdir, "rev-parse", "--verify", f"{entry['ref']}^{{commit}}"],
-                stdout=subprocess.PIPE,
-            )
-            .decode()
-            .strip()
-        )
+        commit = commit_of(gitdir, entry["ref"])
         commits = {".": f"{entry['repo']}@{commit}"}
         data = run(
             [
