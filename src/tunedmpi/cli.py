@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
 
 
 def cmd_check(args):
@@ -362,7 +364,7 @@ def whole(minimum):
 
 
 def number(low, high=None, low_ok=False):
-    """argparse type: a number above low (or equal, with low_ok) and below high."""
+    """argparse type: a finite number above low (or equal, with low_ok) and below high."""
 
     def parse(text):
         try:
@@ -371,6 +373,7 @@ def number(low, high=None, low_ok=False):
             value = None
         if (
             value is None
+            or not math.isfinite(value)  # inf and nan: e.g. --timeout inf overflows a timer
             or not (value >= low if low_ok else value > low)
             or (high is not None and not value < high)
         ):
@@ -469,7 +472,9 @@ def build_parser():
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
     p.add_argument(
-        "--timeout", type=number(0), help="seconds per run (default 120 quick, 900 short and full)"
+        "--timeout",
+        type=number(0, MAX_TIMEOUT_S),
+        help="seconds per run (default 120 quick, 900 short and full)",
     )
     p.add_argument(
         "--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)"
@@ -539,7 +544,7 @@ def build_parser():
     )
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
-    p.add_argument("--timeout", type=number(0), help="seconds per run")
+    p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
     p.add_argument("--retries", type=whole(0), default=1)
     p.add_argument("--modulepath", action="append")
     p.set_defaults(func=cmd_sweep)
