@@ -2,7 +2,14 @@
 line `file[:line]: key: problem (fix: ...)` (or argparse's one line for an option) and exit 2,
 never a traceback, and nothing may be written."""
 
+import ast
+import re
+
 import pytest
+
+from conftest import FIXTURES, ROOT
+from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.modules import sites
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "1e400", "0", "-1", "1e9"])
@@ -15,3 +22,188 @@ def test_timeout_must_be_positive_and_finite(run_cli, capsys, verb, value):
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert "--timeout" in err and "below 604800" in err
+
+
+# ---- site configs: trailing newlines, non-ASCII digits, equal module names ----------------------
+
+SITE = (ROOT / "site-configs" / "local" / "site.yaml").read_text(encoding="utf-8")
+
+# (name, text in site-configs/local/site.yaml, replacement, key the one error names)
+SITE_CORPUS = [
+    ("prefix-newline", "  prefix: .venv", '  prefix: ".venv\\n"', "mpi.prefix"),
+    ("prefix-newline-shell", "  prefix: .venv", '  prefix: "/opt/x\\necho hi"', "mpi.prefix"),
+    ("version-newline", "  version: 5.0.8", '  version: "5.0.8\\n"', "mpi.version"),
+    ("version-arabic-digits", "  version: 5.0.8", '  version: "٥.٠.٨"', "mpi.version"),
+    ("version-fullwidth-digits", "  version: 5.0.8", '  version: "５.0.8"', "mpi.version"),
+    (
+        "tuned-newline",
+        "modules: {tuned: openmpi-tuned,",
+        'modules: {tuned: "openmpi-tuned\\n",',
+        "modules.tuned",
+    ),
+    (
+        "baseline-newline",
+        "baseline: openmpi}",
+        'baseline: "openmpi\\n"}',
+        "modules.baseline",
+    ),
+    (
+        "base-module-newline",
+        "  prefix: .venv",
+        '  base_module: "openmpi/5.0.8\\n"',
+        "mpi.base_module",
+    ),
+    ("modules-equal", "baseline: openmpi}", "baseline: openmpi-tuned}", "modules.baseline"),
+    ("ucx-arabic-digits", 'ucx_version: "1.18"', 'ucx_version: "١.١٨"', "ucx_version"),
+    ("table-newline", "table: local/openmpi-5.0.8", 'table: "local/openmpi-5.0.8\\n"', "table"),
+    ("site-newline", "site: local", 'site: "local\\n"', "site"),
+]
+
+
+def _site_errors(tmp_path, text):
+    folder = tmp_path / "local"
+    folder.mkdir(exist_ok=True)
+    path = folder / "site.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises((InputError, InputErrors)) as exc:
+        sites.load_site(str(path))
+    errors = exc.value.errors if isinstance(exc.value, InputErrors) else [exc.value]
+    return path, errors
+
+
+def test_site_fixture_loads():
+    assert sites.load_site(str(ROOT / "site-configs" / "local" / "site.yaml")).name == "local"
+
+
+@pytest.mark.parametrize("name,old,new,key", SITE_CORPUS, ids=[c[0] for c in SITE_CORPUS])
+def test_hostile_site_value_is_refused(tmp_path, name, old, new, key):
+    assert SITE.count(old) == 1, "the corpus entry no longer matches site-configs/local/site.yaml"
+    path, errors = _site_errors(tmp_path, SITE.replace(old, new, 1))
+    assert [e.key for e in errors] == [key], [e.format() for e in errors]
+    assert errors[0].path == str(path) and errors[0].line and errors[0].fix
+
+
+# ---- every regex check in src/: `$` matches before a final newline, \d matches ٥ -----------------
+
+
+def test_no_regex_in_src_ends_in_dollar_or_uses_unicode_digits():
+    """re.match(r"^[a-z]+$", "x\\n") matches: checks anchor with \\Z (or fullmatch); \\d matches
+    every script's digits, which int() then accepts: checks say [0-9]."""
+    funcs = {"compile", "match", "search", "fullmatch", "findall", "finditer", "sub", "split"}
+    bad = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "re"
+                and node.func.attr in funcs
+                and node.args
+            ):
+                continue
+            pat = node.args[0].left if isinstance(node.args[0], ast.BinOp) else node.args[0]
+            if not (isinstance(pat, ast.Constant) and isinstance(pat.value, str)):
+                continue
+            flags = " ".join(
+                ast.unparse(a) for a in node.args[1:] + [k.value for k in node.keywords]
+            )
+            where = "%s:%d" % (path.relative_to(ROOT), node.lineno)
+            if pat.value.endswith("$") and "re.M" not in flags:
+                bad.append("%s: %r ends in $ (use \\Z)" % (where, pat.value))
+            if "\\d" in pat.value and "re.A" not in flags:
+                bad.append("%s: %r uses \\d (use [0-9])" % (where, pat.value))
+    assert not bad, "\n".join(bad)
+
+
+# ---- tables: dates, sizes ----------------------------------------------------------------------
+
+VALID = (FIXTURES / "tables" / "valid.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "old,new,key,message",
+    [
+        ("  date: null", "  date: '2026-13-45'", "provenance.date", "not a calendar date"),
+        ("  date: null", "  date: '2026-02-30'", "provenance.date", "not a calendar date"),
+        ("  date: null", "  date: '٢٠٢٦-01-01'", "provenance.date", "not a calendar date"),
+        ("  date: null", "  date: 2026-13-45", "provenance.date", "not a valid value"),
+        (
+            "ucx_rndv_thresh: 32KB",
+            "ucx_rndv_thresh: 99999999999999999999999kb",
+            None,
+            "largest size",
+        ),
+        ("ucx_rndv_thresh: 32KB", "ucx_rndv_thresh: 9223372036854775808", None, "largest size"),
+        ("ucx_rndv_thresh: 32KB", "ucx_rndv_thresh: ٨kb", None, "not a size"),
+    ],
+)
+def test_hostile_table_value_is_refused(tmp_path, run_cli, old, new, key, message):
+    assert VALID.count(old) == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VALID.replace(old, new, 1), encoding="utf-8")
+    code, out, err = run_cli("check", bad)
+    assert code == 2 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    m = re.match(r"error: (.+?):(\d+): (\S+): (.*) \(fix: (.+)\)$", errors[0])
+    assert m and m.group(1) == str(bad), errors[0]
+    assert key is None or m.group(3) == key
+    assert message in m.group(4)
+
+
+def test_valid_dates_pass(tmp_path, run_cli):
+    for date in ("'2026-11-26'", '"2022-04"', "'2024'", "null"):
+        ok = tmp_path / "ok.yaml"
+        ok.write_text(VALID.replace("  date: null", "  date: %s" % date, 1), encoding="utf-8")
+        assert run_cli("check", ok)[0] == 0, date
+
+
+# ---- YAML anchors and aliases: refused in every file the project reads ----------------------
+
+ALIASES = {
+    "self-reference": "a: &a [*a]\n",
+    "billion-laughs": "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(
+        "%s: &%s [%s]\n" % (c, c, ", ".join(["*" + p] * 9)) for p, c in zip("abcdefgh", "bcdefghi")
+    ),
+    "merge-key": "base: &b {x: 1}\nother:\n  <<: *b\n",
+    "anchor-only": "schema: &s 1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_yaml_aliases_are_refused_with_the_line(tmp_path, run_cli, name):
+    bad = tmp_path / ("%s.yaml" % name)
+    bad.write_text(ALIASES[name], encoding="utf-8")
+    code, out, err = run_cli("check", bad)
+    assert code == 2 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: %s:1: " % bad), err
+    assert "anchors and aliases" in errors[0]
+
+
+def test_yaml_alias_in_a_site_config_is_refused(tmp_path):
+    text = SITE.replace("  version: 5.0.8", "  version: &v 5.0.8", 1)
+    path, errors = _site_errors(tmp_path, text)
+    assert len(errors) == 1 and "anchors and aliases" in errors[0].problem
+    assert errors[0].line == SITE.splitlines().index("  version: 5.0.8") + 1
+
+
+def test_no_shipped_yaml_uses_anchors():
+    """Refusing anchors costs nothing: no file of ours uses one (they would fail to load)."""
+    import subprocess
+
+    import yaml
+
+    files = subprocess.run(
+        ["git", "ls-files", "*.yaml", "*.yml"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    for name in files:
+        text = (ROOT / name).read_text(encoding="utf-8")
+        if "{%" in text or "{{" in text:  # a template (Jinja, ReFrame), not YAML we read
+            continue
+        events = yaml.parse(text, Loader=yaml.SafeLoader)
+        assert not any(
+            isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events
+        ), name

@@ -2,6 +2,8 @@
 
 PyYAML silently keeps the last of two equal keys and forgets where a value came from; tables
 are reviewed by people, so we need both: duplicates are errors, and every error names its line.
+Anchors and aliases (``&a``, ``*a``, ``<<: *a``) are refused: no file of ours needs them, and they
+let ten lines expand to gigabytes (billion laughs) or refer to themselves (``a: &a [*a]``).
 """
 
 import yaml
@@ -44,6 +46,35 @@ def dotted(keypath):
 _scalars = SafeConstructor()
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses an anchor or an alias the moment the composer meets one."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasFound(event.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _AliasFound(Exception):
+    def __init__(self, mark):
+        super().__init__("alias")
+        self.mark = mark
+
+
+def _scalar(node, keypath, path):
+    try:
+        return _scalars.construct_object(node)
+    except (ValueError, OverflowError) as exc:  # e.g. an unquoted date 2026-13-45
+        raise InputError(
+            path,
+            node.start_mark.line + 1,
+            dotted(keypath),
+            "%r is not a valid value: %s" % (node.value, exc),
+            "quote it if it is text, or correct it (dates are YYYY-MM-DD)",
+        )
+
+
 def _convert(node, keypath, lines, path):
     lines[keypath] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
@@ -57,7 +88,7 @@ def _convert(node, keypath, lines, path):
                     "a key must be a plain value",
                     "write the key as text or a number",
                 )
-            key = _scalars.construct_object(knode)
+            key = _scalar(knode, keypath, path)
             if key in out:
                 first = lines[keypath + (key,)]
                 raise InputError(
@@ -72,7 +103,7 @@ def _convert(node, keypath, lines, path):
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, keypath + (i,), lines, path) for i, item in enumerate(node.value)]
-    return _scalars.construct_object(node)
+    return _scalar(node, keypath, path)
 
 
 def load(path, text=None):
@@ -92,7 +123,15 @@ def load(path, text=None):
         except UnicodeDecodeError:
             raise InputError(path, None, None, "file is not UTF-8 text", "save it as UTF-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_NoAliasLoader)
+    except _AliasFound as exc:
+        raise InputError(
+            path,
+            exc.mark.line + 1,
+            None,
+            "YAML anchors and aliases (&name, *name, <<:) are not accepted",
+            "write the values out in full where they are used",
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

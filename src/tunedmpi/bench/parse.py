@@ -66,14 +66,16 @@ class Parsed:
     status: str  # one of STATUSES
 
 
-_INT = re.compile(r"^\d{1,18}$")  # bounded: int() refuses very long digit strings
-_NUM = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")  # no nan/inf/1_000, unlike float()
+_INT = re.compile(r"^[0-9]{1,18}\Z")  # bounded: int() refuses very long digit strings
+_NUM = re.compile(
+    r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z"
+)  # no nan/inf/1_000, unlike float()
 
 _IMB_BENCH = re.compile(r"^#\s*Benchmarking\s+(\S+)")
-_IMB_NPROCS = re.compile(r"^#\s*#processes\s*=\s*(\d{1,9})")
+_IMB_NPROCS = re.compile(r"^#\s*#processes\s*=\s*([0-9]{1,9})")
 _IMB_MODE = re.compile(r"^#\s*MODE:\s*(\S+)")
 _IMB_HEADER = re.compile(r"^#(bytes|repetitions)\s")
-_IMB_LISTED = re.compile(r"^#\s+(\w+)$")
+_IMB_LISTED = re.compile(r"^#\s+(\w+)\Z")
 _IMB_END = "All processes entering MPI_Finalize"
 _IMB_TEXT = re.compile(
     r"^#\s*Benchmarking\s|Intel\(R\) MPI Benchmarks|\bIMB-(MPI1|NBC|RMA|EXT|IO|MT|P2P)\b", re.M
@@ -82,7 +84,7 @@ _OSU_TITLE = re.compile(r"^#\s*OSU\s+MPI([\s_])(.*?)\s+Test\b", re.I)
 _OSU_HEADER = re.compile(r"^#\s*Size\s{2,}\S")
 _OPTION = re.compile(
     r"^#\s*(window creation|synchronization|datatype|mpi_datatype for reductions|"
-    r"mpi_datatype|mpi_op)\s*:\s*(\S+?)\.?\s*$",
+    r"mpi_datatype|mpi_op)\s*:\s*(\S+?)\.?\s*\Z",
     re.I,
 )
 _OPTION_KEYS = {
@@ -113,7 +115,7 @@ _OSU_WORDS = (
 _HOST_PREFIX = re.compile(
     r"^\[[^\]]*\]\s*"
 )  # "[vm:22941] " differs per rank: drop it to count repeats
-_BOX_RULE = re.compile(r"^-{20,}$")  # mpirun/prterun frame their messages with these
+_BOX_RULE = re.compile(r"^-{20,}\Z")  # mpirun/prterun frame their messages with these
 _NOTEWORTHY = re.compile(
     r"error|warn|fail|invalid|abort|signal|segmentation|usage:|requires|"
     r"out-of-mem|not supported|unknown|cannot|unable|killed|exited|"
@@ -127,7 +129,7 @@ _FATAL = re.compile(
     re.I,
 )
 _CRASH = re.compile(
-    r"segmentation fault|caught signal|\bsignal:? \d+|signal: [a-z]|exited on signal|"
+    r"segmentation fault|caught signal|\bsignal:? [0-9]+|signal: [a-z]|exited on signal|"
     r"process received signal|bus error|core dumped|illegal instruction|"
     r"floating point exception",
     re.I,
@@ -243,7 +245,7 @@ def _scan(lines, fmt):
             in_backtrace = False  # rows first, so an unterminated block cannot swallow them
             continue
         if in_backtrace:  # UCX's "==== backtrace ... ====" block: stack frames, not messages
-            in_backtrace = not re.match(r"^=+$", line)
+            in_backtrace = not re.match(r"^=+\Z", line)
             continue
         if _BOX_RULE.match(line):
             if box is not None:

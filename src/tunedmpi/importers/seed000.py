@@ -74,7 +74,7 @@ def split_headings(text):
     """Map every numbered heading ('0', '1', '1-1', '1-1-1', ...) to (title, body lines)."""
     sections, key = {}, None
     for line in text.splitlines():
-        m = re.match(r"^(#{1,3}) +(\d+(?:-\d+){0,2})\. +(.*)$", line)
+        m = re.match(r"^(#{1,3}) +([0-9]+(?:-[0-9]+){0,2})\. +(.*)\Z", line)
         if m:
             key = m.group(2)
             if key in sections:
@@ -259,7 +259,7 @@ def parse_where(where, previous, section, phrase):
     if almost:
         where = where[: -len("のほぼ全域")]
     bands, words = [], []
-    for part in re.split(r"と(?!\d+(?:B|KB|MB|GB)の間)", where):  # "2KBと8KBの間" is one range
+    for part in re.split(r"と(?![0-9]+(?:B|KB|MB|GB)の間)", where):  # "2KBと8KBの間" is one range
         band, word = parse_range(part, previous, section, phrase)
         bands += band
         words.append(word)

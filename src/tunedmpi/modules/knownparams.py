@@ -39,7 +39,7 @@ LIBRARY_OF = (
 # Variables of no library: where the MPI is, and the module's own bookkeeping. Any other name is
 # an error, so a misspelt prefix (OPMI_MCA_...) cannot slip past as "not a library's".
 NOT_A_LIBRARY = re.compile(
-    r"^(PATH|LD_LIBRARY_PATH|MANPATH|PKG_CONFIG_PATH|MPI_HOME|TUNEDMPI_[A-Z_]+)$"
+    r"^(PATH|LD_LIBRARY_PATH|MANPATH|PKG_CONFIG_PATH|MPI_HOME|TUNEDMPI_[A-Z_]+)\Z"
 )
 LABEL = {
     "openmpi": "Open MPI",
@@ -384,7 +384,7 @@ class Checker:
 
 
 def _natural(text):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+    return [int(t) if t.isdigit() else t for t in re.split(r"([0-9]+)", text)]
 
 
 def _enum(d):
@@ -408,7 +408,7 @@ _TCL_LITERAL = re.compile(
 
 
 def _lua_text(s):
-    return re.sub(r"\\(\d{3})", lambda m: chr(int(m.group(1))), s)
+    return re.sub(r"\\([0-9]{3})", lambda m: chr(int(m.group(1))), s)
 
 
 def _tcl_text(s):

@@ -33,7 +33,7 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
 
 LIBRARIES = ("openmpi", "ucx", "ucc")
-NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+$")
+NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+\Z")
 
 
 @dataclass
@@ -64,7 +64,7 @@ def read(path):
             if not line.strip():
                 continue
             if line.startswith("#"):
-                m = re.match(r"^#\s*([a-z]+):\s?(.*)$", line)
+                m = re.match(r"^#\s*([a-z]+):\s?(.*)\Z", line)
                 if m:
                     header.setdefault(m.group(1), []).append(m.group(2))
                 continue
@@ -151,7 +151,7 @@ def _number_first(item):
 
 # The Open MPI enumerations the lists keep: coll_tuned's forced algorithms, and Open MPI 4's
 # single-copy mechanism (what envmap sets for smsc there).
-KEPT_ENUMS = re.compile(r"^(coll_tuned_[a-z_]+_algorithm|btl_vader_single_copy_mechanism)$")
+KEPT_ENUMS = re.compile(r"^(coll_tuned_[a-z_]+_algorithm|btl_vader_single_copy_mechanism)\Z")
 
 
 def ompi_info(text):
@@ -201,7 +201,9 @@ def ompi_info(text):
 
 _PRTE_PARAM = re.compile(r'^\s*MCA ([a-z0-9_]+): "([A-Za-z0-9_]+)" \(current value')
 _PRTE_COMP = re.compile(r"^\s*MCA ([a-z0-9_]+): ([a-z0-9_]+) \(MCA v")
-_PRTE_VERSION = re.compile(r"^\s*PRTE: ([0-9][0-9A-Za-z.]*?)(?:\d{4}-\d\d-\d\d)?\s*$")
+_PRTE_VERSION = re.compile(
+    r"^\s*PRTE: ([0-9][0-9A-Za-z.]*?)(?:[0-9]{4}-[0-9][0-9]-[0-9][0-9])?\s*\Z"
+)
 
 
 def prte_info(text):
@@ -232,7 +234,7 @@ def prte_info(text):
     for n in names:
         policies = re.search(r"\[([^]]*)\]", " ".join(helps[n])) if n.endswith("_policy") else None
         words = [w.strip() for w in policies.group(1).split("|")] if policies else []
-        words = [w for w in words if re.match(r"^[a-z0-9]+$", w)]
+        words = [w for w in words if re.match(r"^[a-z0-9]+\Z", w)]
         out["PRTE_MCA_" + n] = (
             ("list", frozenset(comps[n]))
             if n in comps
@@ -246,8 +248,8 @@ def prte_info(text):
 # --- UCX: ucx_info -c -a -f; UCC: ucc_info -c -a -f ---
 
 _ASSIGN = re.compile(r"^(UC[XC]_[A-Z0-9_]+)=")
-_DEPRECATED = re.compile(r"^(UC[XC]_[A-Z0-9_]+) \(deprecated\)\s*$")
-_TL_TITLE = re.compile(r"^# ([a-z0-9_]+) transport configuration$")
+_DEPRECATED = re.compile(r"^(UC[XC]_[A-Z0-9_]+) \(deprecated\)\s*\Z")
+_TL_TITLE = re.compile(r"^# ([a-z0-9_]+) transport configuration\Z")
 _TLS_ALIAS = re.compile(r"^#\s+- ([a-z0-9_/]+)\s+:")
 
 

@@ -177,7 +177,7 @@ def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
     import re
 
-    ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+    ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
     names = variables() + [name for name, _ in SOURCES]
     bad = [n for n in names if not ident.match(n)]
     if bad:

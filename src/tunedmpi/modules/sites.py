@@ -14,10 +14,10 @@ from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
-MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?$")
-PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+$")
+MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
+PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
-SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?$")
+SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?\Z")
 TOP_KEYS = {
     "schema",
     "site",
@@ -116,7 +116,7 @@ def _check(ck, doc, path):
     if "table" not in doc:
         ck.err(("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
     elif ref is not None:
-        if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+$", ref):
+        if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+\Z", ref):
             ck.err(
                 ("table",),
                 "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
@@ -140,7 +140,7 @@ def _check(ck, doc, path):
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
     version = str(mpi.get("version") or "")
-    if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
+    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
     base, prefix = mpi.get("base_module"), mpi.get("prefix")
     if (base is None) == (prefix is None):
@@ -218,6 +218,12 @@ def _check(ck, doc, path):
                 "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
             )
         names[key] = value
+    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
+        ck.err(
+            ("modules", "baseline"),
+            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
+            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
+        )
     formats = doc.get("module_formats", ["lua"])
     if (
         not isinstance(formats, list)
@@ -308,7 +314,7 @@ def _hpcx(ck, doc):
     block = ck.mapping(doc.get("hpcx"), ("hpcx",), "hpcx") or {}
     ck.unknown_keys(block, HPCX_KEYS, ("hpcx",), "hpcx")
     version = str(block.get("version") or "")
-    if not re.match(r"^\d+\.\d+(\.\d+)?$", version):
+    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(
             ("hpcx", "version"),
             "hpcx.version must look like 2.20",
@@ -347,9 +353,18 @@ def _hpcx(ck, doc):
                 "e.g. %s: %s" % (key, example),
             )
         names[key] = value
-    if names.get("tuned") and names.get("tuned") in (doc.get("modules") or {}).values():
+    taken = (
+        list((doc.get("modules") or {}).values()) if isinstance(doc.get("modules"), dict) else []
+    )
+    if names.get("tuned") and (names["tuned"] in taken or names["tuned"] == names["baseline"]):
         ck.err(
             ("hpcx", "modules", "tuned"),
+            "the HPC-X modules need names of their own",
+            "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
+        )
+    elif names.get("baseline") and names["baseline"] in taken:
+        ck.err(
+            ("hpcx", "modules", "baseline"),
             "the HPC-X modules need names of their own",
             "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
         )

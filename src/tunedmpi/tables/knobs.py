@@ -24,7 +24,7 @@ def version_tuple(text):
     """'1.18.1' -> (1, 18, 1); None stays None. Raises KnobError for anything else."""
     if text is None:
         return None
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?$", str(text).strip())
+    m = re.match(r"^([0-9]+)\.([0-9]+)(?:\.([0-9]+))?\Z", str(text).strip())
     if not m:
         raise KnobError(
             "'%s' is not a version" % (text,), "write it as MAJOR.MINOR[.PATCH], e.g. 1.18.1"

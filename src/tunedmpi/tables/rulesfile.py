@@ -489,7 +489,7 @@ def _algorithm_number(collective, value, names):
         return value
     if isinstance(value, str):
         text = value.strip().lower()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             return int(text)
         for num, name in names.items():
             if name == text:
@@ -743,8 +743,8 @@ def write(path, rules, mpi_version):
 # ---------------------------------------------------------------------------------------------
 # check
 
-_NUMBER = re.compile(r"^(0|[1-9][0-9]*)$")
-_VERSION_LINE = re.compile(r"^rule-file-version-([0-9]+)[ \t]*(#.*)?$")
+_NUMBER = re.compile(r"^(0|[1-9][0-9]*)\Z")
+_VERSION_LINE = re.compile(r"^rule-file-version-([0-9]+)[ \t]*(#.*)?\Z")
 
 
 def check(source, mpi_version, name=None):
@@ -1020,7 +1020,7 @@ def check(source, mpi_version, name=None):
 # ompi_info
 
 _PARAM = re.compile(r'parameter "coll_tuned_([a-z_]+)_algorithm" ')
-_VALID = re.compile(r"Valid values:\s*(.*)$")
+_VALID = re.compile(r"Valid values:\s*(.*)\Z")
 
 
 def ompi_info_algorithms(text):

@@ -4,6 +4,7 @@ The schema is documented in tuning-tables/README.md. ``load_table`` raises Input
 every problem (file, line, key, fix); a table that loads is safe to render into modulefiles.
 """
 
+import datetime
 import os
 import re
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ FINDING_ABOUT = (
     "other",
 )
 EFFECTS = ("better", "worse", "neutral")
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
 # Knobs that carry inter-node behaviour: a 2+-node collective case must state them.
 INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
 
@@ -356,7 +357,26 @@ def _check_provenance(ck, doc):
     ck.unknown_keys(prov, set(PROVENANCE_REQUIRED) | set(PROVENANCE_OPTIONAL), kp, "provenance")
     for key in PROVENANCE_REQUIRED:
         ck.text(prov, key, kp, nullable=(key == "date"))
+    date = prov.get("date")
+    if isinstance(date, str) and date.strip() and not _is_date(date):
+        ck.err(
+            kp + ("date",),
+            "date %r is not a calendar date" % date,
+            "write YYYY-MM-DD, YYYY-MM or YYYY (e.g. '2026-11-26'), or null when not stated",
+        )
     return prov
+
+
+def _is_date(text):
+    """YYYY, YYYY-MM or YYYY-MM-DD (ASCII digits) naming a real day, month or year."""
+    if not re.fullmatch(r"[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?", text):
+        return False
+    parts = [int(p) for p in text.split("-")] + [1, 1]
+    try:
+        datetime.date(*parts[:3])
+    except ValueError:
+        return False
+    return True
 
 
 def _check_baseline(ck, doc, ucx_version):
@@ -618,7 +638,9 @@ def _check_choice(ck, raw, kp, settings, nfindings):
 
 
 # rulesfile.render's keys ("allreduce band 2 algorithm") back to the table's band keys.
-_RULES_KEY = re.compile(r"^[a-z_]+ band (\d+)(?: (lo|algorithm|segsize|faninout|max_requests))?$")
+_RULES_KEY = re.compile(
+    r"^[a-z_]+ band ([0-9]+)(?: (lo|algorithm|segsize|faninout|max_requests))?\Z"
+)
 
 
 def _algorithm_number(value, names):
@@ -629,7 +651,7 @@ def _algorithm_number(value, names):
         return value if value in names else None
     if isinstance(value, str):
         text = value.strip().lower()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             return int(text) if int(text) in names else None
         for number, name in names.items():
             if name == text:

@@ -1,7 +1,8 @@
 """Message and threshold sizes: parse the ways people write them, write them back as UCX does.
 
 ``32KB`` = ``32kb`` = ``32k`` = ``32768`` = 32768 bytes, written back as ``32kb``. Units are binary
-(UCX's memunits: k = 1024). ``auto`` and ``inf`` are UCX's special values and stay words.
+(UCX's memunits: k = 1024), at most ``MAX_SIZE`` (2^63 - 1). ``auto`` and ``inf`` are UCX's special values
+and stay words.
 """
 
 import re
@@ -19,7 +20,10 @@ _UNITS = {
     "gb": 1 << 30,
     "gib": 1 << 30,
 }
-_SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]{1,40})\s*([a-z]*)\s*\Z")
+# The largest size a table may give: what a signed 64-bit size holds (UCX and Open MPI read sizes
+# into 64-bit integers; anything above wraps or is refused there at run time).
+MAX_SIZE = (1 << 63) - 1
 SPECIAL = ("auto", "inf")
 
 
@@ -34,6 +38,8 @@ def parse_size(value, allow_special=False):
     if isinstance(value, int):
         if value < 0:
             raise SizeError("a size cannot be negative")
+        if value > MAX_SIZE:
+            raise SizeError("%d is above the largest size, %d bytes (2^63 - 1)" % (value, MAX_SIZE))
         return value
     if not isinstance(value, str):
         raise SizeError("%r is not a size" % (value,))
@@ -45,7 +51,10 @@ def parse_size(value, allow_special=False):
     m = _SIZE.match(text)
     if not m or m.group(2) not in _UNITS:
         raise SizeError("'%s' is not a size (write e.g. 512, 4kb, 32KB, 1mb)" % value)
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    size = int(m.group(1)) * _UNITS[m.group(2)]
+    if size > MAX_SIZE:
+        raise SizeError("'%s' is above the largest size, 2^63 - 1 bytes (8 EiB)" % value)
+    return size
 
 
 def format_size(value):

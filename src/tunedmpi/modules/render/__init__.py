@@ -21,9 +21,9 @@ from tunedmpi.modules import envmap, selector, sites
 from tunedmpi.tables import rulesfile
 
 TEMPLATES = Path(__file__).parent / "templates"
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # '#': UCC's tuning strings separate their tokens with it (envmap.ucc_env); inert in both quotings.
-ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*$")
+ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*\Z")
 _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
@@ -97,8 +97,8 @@ def rules_name(nodes, ppn):
 
 
 # What render writes under <site>/<tuned>/: the only names it ever removes (stale_rules).
-RULES_DIR_NAME = re.compile(r"^__(.+)\.rules$")
-RULES_FILE_NAME = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*\.rules$")
+RULES_DIR_NAME = re.compile(r"^__(.+)\.rules\Z")
+RULES_FILE_NAME = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*\.rules\Z")
 # The tuned module's line that finds its rules folder from where the module is (tuned.lua.j2).
 RULES_DIR_LUA = 'local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))'
 
@@ -305,7 +305,7 @@ def rules_files(site):
         try:
             text = rulesfile.render(rules, site.mpi_version)
         except InputError as exc:
-            m = re.match(r"^([a-z_]+) band (\d+)", exc.key or "")
+            m = re.match(r"^([a-z_]+) band ([0-9]+)", exc.key or "")
             case = colls.get(m.group(1)) if m else None
             line = (
                 case.bands[int(m.group(2)) - 1] if case else next(iter(colls.values())).bands[0]
