@@ -3,6 +3,7 @@ line `file[:line]: key: problem (fix: ...)` (or argparse's one line for an optio
 never a traceback, and nothing may be written."""
 
 import ast
+import json
 import re
 
 import pytest
@@ -207,3 +208,140 @@ def test_no_shipped_yaml_uses_anchors():
         assert not any(
             isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events
         ), name
+
+
+# ---- impossible timings (item 6): refused at the door, readers name the file ----------------
+
+IMB_LOG = sorted((FIXTURES / "imb").glob("imb-mpi1_mem0.001_msglog0-20_allreduce*.txt"))[0]
+AA = FIXTURES / "power" / "aa-campaign" / "results.json"
+
+
+def _imb_with(value):
+    """The real IMB Allreduce log with the t_avg of its 4-byte row replaced by `value`."""
+    lines = IMB_LOG.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        f = line.split()
+        if len(f) == 5 and f[0] == "4" and f[1].isdigit():
+            f[4] = value
+            lines[i] = "  ".join(f)
+            return "\n".join(lines) + "\n", i + 1
+    raise AssertionError("no 4-byte row in %s" % IMB_LOG)
+
+
+def test_a_printed_zero_is_the_middle_of_its_rounding_interval():
+    from tunedmpi.bench import parse
+
+    text, _ = _imb_with("0.00")
+    parsed = parse.parse_output(text)
+    assert parsed.status == "ok"
+    assert dict(parsed.series[0].points)[4] == 0.0025  # "0.00" is [0, 0.005)
+    assert parse.zero_value("0") == 0.25 and parse.zero_value("0.0e-1") == 0.0025
+
+
+@pytest.mark.parametrize("value", ["-1.50", "1e308", "1e400", "-0.01"])
+def test_ingest_refuses_impossible_times_with_file_and_line(tmp_path, run_cli, value):
+    text, line = _imb_with(value)
+    log = tmp_path / "imb.txt"
+    log.write_text(text, encoding="utf-8")
+    store = tmp_path / "store"
+    code, out, err = run_cli(
+        "ingest", "--site", "local", "--nodes", "1", "--ppn", "2", "--store", store, log
+    )
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("error: %s:%d: allreduce t_avg[usec]: %s " % (log, line, value)), err
+    assert len(err.strip().splitlines()) == 1
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
+
+
+def _campaign(tmp_path, record_text):
+    cdir = tmp_path / "store" / "local-1x2-x"
+    (cdir / "ingested" / "baseline").mkdir(parents=True)
+    (cdir / "campaign.json").write_text(json.dumps({"site": "local", "nodes": 1, "ppn": 2}))
+    rec = cdir / "ingested" / "baseline" / "collectives-rep1.json"
+    rec.write_text(record_text)
+    return cdir, rec
+
+
+RECORD = {
+    "stage": "ingested",
+    "config": {},
+    "config_id": "baseline",
+    "run": "collectives",
+    "rep": 1,
+    "status": "ok",
+    "series": {
+        "allreduce": {"metric": "latency_us", "suite": "imb", "points": {"4": 1.5, "8": 1.7}}
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "nan", "negative", "text", "infinity", "size"],
+)
+def test_damaged_store_record_is_one_line_naming_the_file(tmp_path, run_cli, damage):
+    good = json.dumps(RECORD, indent=1)
+    text = {
+        "truncated": good[: len(good) // 2],
+        "nan": good.replace("1.5", "NaN"),
+        "negative": good.replace("1.5", "-1.5"),
+        "text": good.replace("1.5", '"fast"'),
+        "infinity": good.replace("1.5", "Infinity"),
+        "size": good.replace('"4"', '"four"'),
+    }[damage]
+    cdir, rec = _campaign(tmp_path, text)
+    for args in (
+        ("tune", "--site", "local", "--store", tmp_path / "store", "--out", tmp_path / "t.yaml"),
+        ("regret", "--table", ROOT / "tuning-tables/local/openmpi-5.0.8.yaml", "--campaign", cdir),
+    ):
+        code, out, err = run_cli(*args)
+        assert code == 2 and "Traceback" not in err, err
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith("error: %s" % rec), err
+        assert "fix: delete the file" in errors[0]
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_a_stored_zero_reads_as_a_positive_time(tmp_path):
+    from tunedmpi.bench import store
+
+    _, rec = _campaign(tmp_path, json.dumps(RECORD).replace("1.5", "0.0"))
+    _, records = store.load_campaign(rec.parents[2])
+    assert records[0]["series"]["allreduce"]["points"] == {4: 0.0025, 8: 1.7}
+
+
+def _damaged_results(tmp_path, damage):
+    doc = json.loads(AA.read_text(encoding="utf-8"))
+    run = next(r for r in doc["runs"] if r["status"] == "ok")
+    points = next(iter(run["series"].values()))["points"]
+    size = next(iter(points))
+    out = tmp_path / "run"
+    out.mkdir()
+    if damage == "truncated":
+        text = AA.read_text(encoding="utf-8")[:5000]
+    else:
+        points[size] = {"zero": 0, "negative": -3.0, "nan": float("nan"), "text": "fast"}[damage]
+        text = json.dumps(doc)
+    (out / "results.json").write_text(text, encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("damage", ["truncated", "negative", "nan", "text"])
+def test_damaged_results_json_is_one_line_naming_it(tmp_path, run_cli, damage):
+    out = _damaged_results(tmp_path, damage)
+    for args in (
+        ("power", out, "--draws", "10"),
+        ("validate", "--reanalyse", out, "--out", tmp_path / "again"),
+    ):
+        code, stdout, err = run_cli(*args)
+        assert code == 2 and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert str(out / "results.json") in err
+    assert not (tmp_path / "again").exists() or not any((tmp_path / "again").iterdir())
+
+
+def test_a_zero_in_results_json_does_not_stop_power(tmp_path, run_cli):
+    out = _damaged_results(tmp_path, "zero")
+    code, stdout, err = run_cli("power", out, "--draws", "10")
+    assert "Traceback" not in err and "math domain error" not in err
+    assert code == 0, err

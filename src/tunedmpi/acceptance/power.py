@@ -22,7 +22,6 @@ correlation), drift, and the effect of running second in a pair.
 """
 
 import itertools
-import json
 import math
 import os
 import random
@@ -67,8 +66,14 @@ class Source:
 # ---- loading ---------------------------------------------------------------------------------
 
 
+RESULTS_FIX = (
+    "give the --out directory of a finished validate/run.sh (a damaged results.json: run "
+    "validate again)"
+)
+
+
 def _validate_source(path):
-    res = json.loads((path / "results.json").read_text())
+    res = store.read_json(path / "results.json", RESULTS_FIX)
     final = OrderedDict()
     for i, r in enumerate(
         res.get("runs", [])
@@ -97,7 +102,12 @@ def _validate_source(path):
                     r["role"],
                     r["rep"],
                     float(i),
-                    {int(k): v for k, v in s["points"].items()},
+                    store.checked_points(
+                        s["points"],
+                        path / "results.json",
+                        "runs[%d].series.%s.points" % (i, bench),
+                        RESULTS_FIX,
+                    ),
                     state[id(r)],
                 )
             )

@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from tunedmpi import paths
 from tunedmpi.acceptance import report, stats
-from tunedmpi.bench import suites
+from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import geometry, sites
 
@@ -280,13 +280,16 @@ def reanalyse(source, out):
             RunRecord(
                 **dict(
                     r,
-                    series={
-                        b: dict(s, points={int(k): v for k, v in s["points"].items()})
-                        for b, s in r["series"].items()
-                    },
+                    series=store.checked_series(
+                        r["series"],
+                        src / "results.json",
+                        "runs[%d].series" % i,
+                        "give a results directory that validate/run.sh wrote (a damaged "
+                        "results.json: run validate again)",
+                    ),
                 )
             )
-            for r in res["runs"]
+            for i, r in enumerate(res["runs"])
         ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRun(

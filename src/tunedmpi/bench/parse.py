@@ -64,6 +64,22 @@ class Parsed:
     series: list
     problems: list  # human-readable, deduplicated ("... (x34)")
     status: str  # one of STATUSES
+    # rows refused for an impossible number: (line, benchmark, column, text as printed)
+    bad_values: list = field(default_factory=list)
+
+
+# A printed number must be finite, >= 0 and below MAX_VALUE (1e12 us is 11 days; 1e12 MB/s is far
+# beyond any link): a row with another is refused, and the run fails.
+MAX_VALUE = 1e12
+
+
+def zero_value(token):
+    """The value a printed zero stands for. IMB and OSU round to their printed decimals, so "0.00"
+    is a time in [0, 0.005): we take the middle of that interval, a quarter of the printing step
+    (0.0025). Never 0: the statistics compare log times, and a real time is never exactly 0."""
+    mant, _, exp = token.lower().lstrip("+-").partition("e")
+    decimals = len(mant.partition(".")[2]) - (int(exp) if exp else 0)
+    return 10.0**-decimals / 4
 
 
 _INT = re.compile(r"^[0-9]{1,18}\Z")  # bounded: int() refuses very long digit strings
@@ -167,33 +183,45 @@ class _Table:
         self.benchmark, self.nprocs, self.options, self.cols = benchmark, nprocs, options, cols
         self.size_i = 0 if cols[0] in ("#bytes", "Size") else None  # IMB Barrier: no size column
         self.rows = []
+        self.bad = []  # (line, column, token) of rows refused for an impossible number
+        vi = next((cols.index(c) for c in _VALUE_COLUMNS if c in cols), None)
+        if vi is None:
+            vi = next((i for i, c in enumerate(cols) if c not in _NOT_VALUES), None)
+        self.value_i = vi
 
-    def add(self, tokens):
-        """Take a data row; False if the tokens are not one."""
+    def add(self, tokens, lineno=None):
+        """Take a data row; False if the tokens are not one. A row with an impossible number
+        (negative, infinite, MAX_VALUE or more) is taken but kept in ``bad``, not in ``rows``."""
         if len(tokens) != len(self.cols):
             return False
-        row = []
+        row, bad = [], None
         for i, tok in enumerate(tokens):
             if i == self.size_i:
                 if not _INT.match(tok):
                     return False
                 row.append(int(tok))
             elif _NUM.match(tok):
-                row.append(float(tok))
+                value = float(tok)
+                if not (0 <= value < MAX_VALUE):  # float("1e400") is inf
+                    bad = bad or (lineno, self.cols[i], tok)
+                elif value == 0 and i == self.value_i:
+                    value = zero_value(tok)
+                row.append(value)
             elif tok in ("Pass", "Fail"):  # OSU -c
                 row.append(tok)
             else:
                 return False
-        self.rows.append(row)
+        if bad:
+            self.bad.append(bad)
+        else:
+            self.rows.append(row)
         return True
 
     def size(self, row):
         return 0 if self.size_i is None else row[self.size_i]
 
     def series(self, suite):
-        vi = next((self.cols.index(c) for c in _VALUE_COLUMNS if c in self.cols), None)
-        if vi is None:
-            vi = next((i for i, c in enumerate(self.cols) if c not in _NOT_VALUES), None)
+        vi = self.value_i
         rows = [r for r in self.rows if vi is not None and isinstance(r[vi], float)]
         if not rows:
             return None
@@ -237,11 +265,11 @@ def _scan(lines, fmt):
     bench, nprocs, opts, table = None, None, {}, None
     probe = finished = listing = want_command = in_backtrace = False
     box = None
-    for raw in lines:
+    for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
             continue
-        if table is not None and table.add(line.split()):
+        if table is not None and table.add(line.split(), lineno):
             in_backtrace = False  # rows first, so an unterminated block cannot swallow them
             continue
         if in_backtrace:  # UCX's "==== backtrace ... ====" block: stack frames, not messages
@@ -303,8 +331,15 @@ def _scan(lines, fmt):
 def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
     tables, listed, finished, probe, problems = _scan(_lines(text), fmt)
     suite = "probe" if probe else fmt
-    series = []
+    series, bad_values = [], []
     for t in tables:
+        for line, col, tok in t.bad:
+            bad_values.append((line, t.benchmark, col, tok))
+            problems.add(
+                "%s: line %d: %s %s is not a possible value (finite, >= 0, below %g)"
+                % (t.benchmark, line, col, tok, MAX_VALUE),
+                fatal=True,
+            )
         s = t.series(suite)
         if s is None:
             problems.add("%s: table header but no results" % t.benchmark)
@@ -354,7 +389,7 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
             "%s: table cut short after %d rows (last size %d bytes)"
             % (last.benchmark, len(last.rows), last.size(last.rows[-1]))
         )
-    return Parsed(series, problems.as_list(), status)
+    return Parsed(series, problems.as_list(), status, bad_values)
 
 
 def parse_imb(text, requested=None) -> Parsed:

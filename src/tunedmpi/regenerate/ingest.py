@@ -46,6 +46,15 @@ def read_log(log):
             "give the path of an IMB or OSU output file",
         )
     parsed = parse.parse_output(text)
+    for line, bench, col, tok in parsed.bad_values[:1]:  # refused at the door: never stored
+        raise InputError(
+            str(log),
+            line,
+            "%s %s" % (bench, col),
+            "%s is not a possible value (it must be finite, >= 0 and below %g)"
+            % (tok, parse.MAX_VALUE),
+            "correct or delete that row of the log, or leave the log out",
+        )
     names = [
         s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED
     ]

@@ -107,7 +107,12 @@ def _module_runs(results_dir, state=None):
             )
         base, tuned = (
             [
-                {int(k): v for k, v in r.items()}
+                store.checked_points(
+                    r,
+                    str(path),
+                    "per_size.%s.%s[%d]" % (bench, role, i),
+                    "give the --out directory of a finished validate/run.sh",
+                )
                 for i, r in enumerate(d.get(role) or [])
                 if state is None or d["host_states"][role][i] == state
             ]
