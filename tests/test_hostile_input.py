@@ -4,6 +4,7 @@ never a traceback, and nothing may be written."""
 
 import ast
 import json
+import random
 import re
 
 import pytest
@@ -345,3 +346,79 @@ def test_a_zero_in_results_json_does_not_stop_power(tmp_path, run_cli):
     code, stdout, err = run_cli("power", out, "--draws", "10")
     assert "Traceback" not in err and "math domain error" not in err
     assert code == 0, err
+
+
+# ---- seeded fuzz over the classes above: no traceback, only InputError(s) -------------------
+
+HOSTILE = [
+    '"x\\n"',
+    '"5.0.8\\n"',
+    '"٥.٠.٨"',
+    "&a 1",
+    "*a",
+    "1e400",
+    "-1",
+    "0",
+    ".nan",
+    ".inf",
+    "99999999999999999999999kb",
+    "2026-13-45",
+    '"a\\nb"',
+    "[*a]",
+    "openmpi-tuned",
+]
+
+
+def _mutate(text, rng):
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 2)):
+        cand = [
+            i for i, line in enumerate(lines) if ": " in line and not line.lstrip().startswith("#")
+        ]
+        i = rng.choice(cand)
+        key, _, _ = lines[i].partition(": ")
+        lines[i] = key + ": " + rng.choice(HOSTILE)
+    return "\n".join(lines) + "\n"
+
+
+def test_fuzz_hostile_values_never_escape_as_tracebacks(tmp_path):
+    """80 site configs, 80 tables, 80 IMB logs, 40 results.json: 280 cases."""
+    from tunedmpi.acceptance import power
+    from tunedmpi.bench import parse
+    from tunedmpi.tables import schema
+
+    rng = random.Random(29)
+    before = set(p for p in tmp_path.rglob("*"))
+    for n in range(80):
+        folder = tmp_path / "local"
+        folder.mkdir(exist_ok=True)
+        (folder / "site.yaml").write_text(_mutate(SITE, rng), encoding="utf-8")
+        try:
+            sites.load_site(str(folder / "site.yaml"))
+        except (InputError, InputErrors) as exc:
+            assert "fix:" in str(exc)
+        try:
+            schema.load_table("fuzz-%d.yaml" % n, _mutate(VALID, rng))
+        except (InputError, InputErrors) as exc:
+            assert "fix:" in str(exc)
+        text, _ = _imb_with(rng.choice(["-1", "1e400", "1e308", "0", "0.00", "nan", "1e11", "-0"]))
+        parsed = parse.parse_output(text)
+        for s in parsed.series:
+            assert all(0 < v < parse.MAX_VALUE for v in s.values)
+    for n in range(40):
+        out = tmp_path / ("r%d" % n)
+        doc = json.loads(AA.read_text(encoding="utf-8"))
+        run = rng.choice(doc["runs"])
+        for s in run["series"].values():
+            k = rng.choice(list(s["points"]))
+            s["points"][k] = rng.choice([0, -1, float("nan"), float("inf"), "x", None, [], 1e300])
+        out.mkdir()
+        (out / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+        try:
+            power._validate_source(out)
+        except InputError as exc:
+            assert str(out / "results.json") in str(exc)
+    written = set(p for p in tmp_path.rglob("*")) - before
+    assert all(
+        p.name in ("local", "site.yaml", "results.json") or p.name.startswith("r") for p in written
+    )
