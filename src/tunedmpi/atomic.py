@@ -1,24 +1,154 @@
-"""Write generated files atomically: readers see the old file or the new one, never half of it."""
+"""Write generated files atomically: readers see the old file or the new one, never half of it.
 
+A temporary file is ``.<name>.<8 random characters>.tmp`` beside its target (TEMP_NAME), removed
+when the write fails; only a killed process leaves one, and render finds and removes those
+(stray_temps). A failed write raises errors.OutputError: one line naming the file and the fix.
+"""
+
+import contextlib
+import datetime
+import fcntl
 import os
+import re
+import socket
+import sys
 import tempfile
+import time
+
+from tunedmpi.errors import InputError, OutputError
+
+TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
 
-def write_atomic(path, text):
-    """Write ``text`` via a temporary file in the same directory, fsync, then os.replace."""
-    path = str(path)
+def _stage(path, write):
+    """A temporary file beside ``path`` filled by write(binary file), fsynced: its name."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path), suffix=".tmp")
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _unlink(tmp)
         raise
+    return tmp
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _text(text):
+    return lambda fh: fh.write(text.encode("utf-8"))
+
+
+def write_atomic(path, text):
+    """Write ``text`` via a temporary file in the same directory, fsync, then os.replace."""
+    write_atomic_with(path, _text(text))
+
+
+def write_atomic_with(path, write):
+    """As write_atomic, the content written by write(binary file object), e.g. a plot's savefig."""
+    path = str(path)
+    tmp = None
+    try:
+        tmp = _stage(path, write)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp:
+            _unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise OutputError(path, exc) from exc
+        raise
+
+
+def write_all_or_none(files):
+    """Write {path: text} so that either every file is replaced or none is: each is first written
+    whole to its temporary file (where a full disk or a permission shows), and only when all are
+    there are they renamed into place, in the given order. A failure removes every temporary file
+    and raises OutputError; the old files stay. (A process killed during the renames, which need
+    no space, leaves some files new and some old, each whole.)"""
+    staged = []
+    try:
+        for path, text in files.items():
+            try:
+                staged.append((_stage(str(path), _text(text)), str(path)))
+            except OSError as exc:
+                raise OutputError(path, exc) from exc
+        for i, (tmp, path) in enumerate(staged):
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise OutputError(path, exc) from exc
+            staged[i] = (None, path)
+    except BaseException:
+        for tmp, _ in staged:
+            if tmp:
+                _unlink(tmp)
+        raise
+
+
+def stray_temps(root):
+    """Temporary files of atomic writes under ``root`` (a killed process left them), sorted."""
+    found = []
+    for folder, _, names in os.walk(str(root)):
+        found += [os.path.join(folder, n) for n in names if TEMP_NAME.match(n)]
+    return sorted(found)
+
+
+@contextlib.contextmanager
+def locked(path, what, wait=0.0):
+    """Hold an exclusive fcntl.flock on the file ``path`` (created if missing, never removed: removing
+    a lock file races with the next holder) while the block runs, as Spack and EasyBuild lock their
+    stores. The file says who holds it. When another process holds it, retry for ``wait`` seconds,
+    then raise InputError naming the holder. The kernel drops the lock when the holder ends, even
+    by SIGKILL, so a stale lock file never blocks anyone."""
+    path = str(path)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(path, exc) from exc
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    with open(path, encoding="utf-8", errors="replace") as fh:
+                        holder = fh.read().strip() or "another process"
+                    raise InputError(
+                        path,
+                        None,
+                        "lock",
+                        "%s is in use by %s" % (what, holder),
+                        "wait for that process to end (or stop it), then rerun"
+                        + (" (waited %gs)" % wait if wait else ""),
+                    )
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(
+            fd,
+            (
+                "pid %d on %s since %s (%s)\n"
+                % (
+                    os.getpid(),
+                    socket.gethostname(),
+                    datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    " ".join(["tunedmpi"] + sys.argv[1:3]),
+                )
+            ).encode(),
+            0,
+        )
+        yield path
+    finally:
+        os.close(fd)

@@ -1,6 +1,7 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 
 import argparse
+import errno
 import json
 import math
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.acceptance.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
-from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.errors import InputError, InputErrors, OutputError
 from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
@@ -68,13 +69,20 @@ def cmd_tables(args):
     return EXIT_OK
 
 
+RENDER_WAIT_S = 60  # a render takes seconds: a second one waits for the first, then renders
+
+
 def cmd_render(args):
-    from tunedmpi.atomic import write_atomic
+    import os
+
+    from tunedmpi.atomic import locked, stray_temps, write_all_or_none
     from tunedmpi.modules import render, sites
 
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
     files = render.render_all(loaded)  # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
+    # temporary files of a render that was killed (atomic.TEMP_NAME)
+    strays = [t for site in loaded for t in stray_temps(os.path.join(out, site.name))]
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
     if args.check:
@@ -87,18 +95,34 @@ def cmd_render(args):
                 % (out, rel),
                 file=sys.stderr,
             )
-        if stale or gone:
+        for path in strays:
+            print(
+                "stray: %s is a temporary file of a render that was killed (run: tunedmpi "
+                "render, which removes it)" % path,
+                file=sys.stderr,
+            )
+        if stale or gone or strays:
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
-    # In render_site's order: a site's new rules files before the module that names them ...
-    for rel, text in files.items():
-        write_atomic("%s/%s" % (out, rel), text)
-        print("wrote %s/%s" % (out, rel))
-    # ... and stale ones only once the module that no longer names them is in place.
-    render.remove_stale_rules(out, gone)
-    for rel in gone:
-        print("removed %s/%s" % (out, rel))
+    # One render at a time per folder: a second waits (renders take seconds), then sees the first's
+    # files. Every file is written whole before any replaces its old one (atomic.write_all_or_none):
+    # a full disk or an unwritable folder leaves the old modules, all of them.
+    with locked(os.path.join(out, ".tunedmpi-render.lock"), "modulefiles %s" % out, RENDER_WAIT_S):
+        strays = [t for site in loaded for t in stray_temps(os.path.join(out, site.name))]
+        gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
+        # in render_site's order: a site's new rules files before the module that names them ...
+        write_all_or_none({"%s/%s" % (out, rel): text for rel, text in files.items()})
+        for rel in files:
+            print("wrote %s/%s" % (out, rel))
+        # ... and stale ones only once the module that no longer names them is in place.
+        render.remove_stale_rules(out, gone)
+        for rel in gone:
+            print("removed %s/%s" % (out, rel))
+        for path in strays:
+            if os.path.exists(path):
+                os.unlink(path)
+                print("removed %s (a killed render's temporary file)" % path)
     return EXIT_OK
 
 
@@ -178,14 +202,18 @@ def cmd_validate(args):
     from tunedmpi.bench.runner import CannotRun
 
     try:
-        if args.submit:
-            return validate.submit(args)
-        if args.reanalyse:
-            results, outdir = validate.reanalyse(args.reanalyse, args.out)
-        else:
-            results, outdir = validate.campaign(validate.options_from_args(args))
+        with validate.signals_interrupt():
+            if args.submit:
+                return validate.submit(args)
+            if args.reanalyse:
+                results, outdir = validate.reanalyse(args.reanalyse, args.out)
+            else:
+                results, outdir = validate.campaign(validate.options_from_args(args))
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
+        return validate.EXIT_CANNOT
+    except (validate.Interrupted, KeyboardInterrupt) as exc:  # exit 2: no verdict, not a FAIL
+        print("validate: %s" % (str(exc) or "interrupted by SIGINT: no verdict"), file=sys.stderr)
         return validate.EXIT_CANNOT
     from tunedmpi.acceptance.report import verdict_table
 
@@ -802,6 +830,13 @@ def main(argv=None):
         return EXIT_INPUT
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # a full disk or an unwritable --out: could not run, not a verdict
+        if not isinstance(exc, OutputError):
+            if exc.errno not in OutputError.FIXES and exc.errno not in (errno.EACCES, errno.EPERM):
+                raise
+            exc = OutputError(exc.filename or "(a file)", exc)
+        print("error: " + exc.format(), file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
 

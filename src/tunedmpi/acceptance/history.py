@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tunedmpi.acceptance import report, stats
+from tunedmpi.acceptance import report, stats, validate
 from tunedmpi.errors import InputError
 
 EXIT_OK, EXIT_DRIFT = 0, 1
@@ -192,7 +192,7 @@ def load_campaign(directory):
 
 
 def _result_dirs(path, depth):
-    if (path / "results.json").is_file():
+    if (path / "results.json").is_file() or validate.incomplete(path):
         return [path]
     if depth == 0 or not path.is_dir():
         return []
@@ -232,6 +232,10 @@ def load(paths, site=None):
                 found.append(d)
     campaigns = []
     for d in found:
+        why = validate.incomplete(d)
+        if why:  # killed or interrupted: said, not silently skipped
+            sys.stderr.write("history: %s is incomplete (STATUS: %s): left out\n" % (d, why))
+            continue
         c = load_campaign(d)
         if c is None:
             sys.stderr.write("history: %s could not run (no data): left out\n" % d)

@@ -5,13 +5,12 @@ rewritten from results.json alone.
 """
 
 import json
-import os
-import tempfile
+import sys
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from tunedmpi.acceptance import stats
-from tunedmpi.atomic import write_atomic
+from tunedmpi.atomic import write_atomic, write_atomic_with
 
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
 UNIT = {
@@ -21,11 +20,27 @@ UNIT = {
 
 
 def write_all(outdir, results):
+    """results.json, report.md and junit.xml first (an OutputError there is the caller's: exit 2),
+    then the plots, which are optional: a plot that cannot be written is a warning, and only when
+    plots were written are results.json and report.md written again to name them."""
     outdir = Path(outdir)
-    results["plots"] = write_plots(outdir, results)
+    results["plots"] = {}
     write_atomic(outdir / "results.json", json.dumps(results, indent=1, sort_keys=True) + "\n")
     write_atomic(outdir / "report.md", markdown(results))
     write_atomic(outdir / "junit.xml", junit(results))
+    try:
+        results["plots"] = write_plots(outdir, results)
+        if results["plots"]:
+            write_atomic(
+                outdir / "results.json", json.dumps(results, indent=1, sort_keys=True) + "\n"
+            )
+            write_atomic(outdir / "report.md", markdown(results))
+    except OSError as exc:
+        results["plots"] = {}
+        sys.stderr.write(
+            "warning: plots left out: %s: %s (results.json and report.md are complete)\n"
+            % (exc.filename or outdir / "plots", exc.strerror or exc)
+        )
 
 
 def _fmt(v, digits=2):
@@ -319,14 +334,12 @@ def pyplot():
 
 
 def save_png(fig, path):
-    """Save a figure atomically (a reader never sees half a PNG) and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=90)
-    pyplot().close(fig)
-    os.replace(tmp, str(path))
+    """Save a figure atomically (a reader never sees half a PNG; no temporary file is left when it
+    fails) and close it."""
+    try:
+        write_atomic_with(path, lambda fh: fig.savefig(fh, dpi=90, format="png"))
+    finally:
+        pyplot().close(fig)
 
 
 def write_plots(outdir, results):

@@ -13,6 +13,8 @@ import json
 import os
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from typing import List, Optional
 
 from tunedmpi import paths
 from tunedmpi.acceptance import report, stats
+from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import geometry, sites
@@ -123,19 +126,99 @@ def run_once(runner, binaries, run, role, module, rep, logdir):
     ]
 
 
-def new_results_dir(out, site):
-    """A fresh directory per campaign: <out>/<site>-<UTC time>[-n], never an existing one."""
+def new_results_dir(out, site, where="--site"):
+    """A fresh directory per campaign: <out>/<site>-<UTC time>[-n], never an existing one. ``site``
+    must be a plain name (``where`` says where it came from): it never leads outside ``out``."""
+    paths.safe_name(site, where, "site")
     base = Path(out)
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for n in range(1000):
-        path = base / ("%s-%s%s" % (site, stamp, "" if n == 0 else "-%d" % n))
+        path = paths.inside(
+            base, base / ("%s-%s%s" % (site, stamp, "" if n == 0 else "-%d" % n)), where, "site"
+        )
         try:
             path.mkdir()
             return path
         except FileExistsError:
             continue
     raise CannotRun("no free results directory under %s" % base)
+
+
+STATUS = "STATUS"  # one line: running (who, since when), interrupted (by what), failed, complete
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM (or SIGHUP) during validate: the results directory is marked, exit 2."""
+
+
+def _stamp():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def mark(outdir, text):
+    """Write the results directory's STATUS line; best effort (a full disk may refuse it too)."""
+    try:
+        write_atomic(outdir / STATUS, text + "\n")
+    except OSError:
+        pass
+
+
+def read_status(directory):
+    """The STATUS line of a results directory, or None (results from before validate wrote one)."""
+    try:
+        return (Path(directory) / STATUS).read_text(errors="replace").strip() or None
+    except OSError:
+        return None
+
+
+def incomplete(directory):
+    """Why a results directory without results.json has none: its STATUS (running: killed or still
+    running; interrupted; failed), else None when it is no validate directory at all."""
+    d = Path(directory)
+    if (d / "results.json").is_file():
+        return None
+    status = read_status(d)
+    if status is None and (d / "logs").is_dir():
+        status = "no STATUS and no results.json, only logs: stopped before it ended"
+    if status and status.startswith("running"):
+        status += " (killed, or still running)"
+    return status
+
+
+class signals_interrupt:
+    """While in the block, SIGTERM and SIGHUP raise Interrupted (SIGINT raises KeyboardInterrupt):
+    validate then marks its directory and exits 2 instead of dying without a word."""
+
+    def __enter__(self):
+        def handler(signum, frame):
+            raise Interrupted(signal.Signals(signum).name)
+
+        self.old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self.old.items():
+            signal.signal(sig, old)
+
+
+def guarded(outdir, work):
+    """Run work() with outdir marked: STATUS is 'running' meanwhile, then 'complete', or on SIGINT,
+    SIGTERM, SIGHUP 'interrupted' (raised as Interrupted), or on a write error 'failed'."""
+    mark(outdir, "running: pid %d on %s since %s" % (os.getpid(), socket.gethostname(), _stamp()))
+    try:
+        result = work()
+    except (KeyboardInterrupt, Interrupted) as exc:
+        why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        mark(outdir, "interrupted: by %s at %s; no verdict" % (why, _stamp()))
+        raise Interrupted(
+            "interrupted by %s: no verdict; %s says so (rerun validate)" % (why, outdir / STATUS)
+        )
+    except OSError as exc:
+        mark(outdir, "failed: %s at %s; no verdict" % (exc, _stamp()))
+        raise
+    mark(outdir, "complete: %s at %s" % (result[0]["verdict"], _stamp()))
+    return result
 
 
 def prepare(opts):
@@ -160,6 +243,10 @@ def campaign(opts):
     2n repetitions, once, and judged at the second look of the group-sequential design (stats.py)."""
     runner, binaries = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
+    return guarded(outdir, lambda: _campaign(opts, runner, binaries, outdir))
+
+
+def _campaign(opts, runner, binaries, outdir):
     logdir = outdir / "logs"
     logdir.mkdir()
     runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
@@ -274,6 +361,12 @@ def reanalyse(source, out):
     which is never changed. The looks are the source's: its first repetitions, then its extended
     runs. Returns (results, directory)."""
     src = Path(source)
+    why = incomplete(src)
+    if why:
+        raise CannotRun(
+            "%s: validate did not finish there (STATUS: %s); it has no results to judge: rerun "
+            "validate/run.sh" % (src, why)
+        )
     try:
         res = json.loads((src / "results.json").read_text())
         records = [
@@ -329,12 +422,16 @@ def reanalyse(source, out):
     extended = [run for run in runs if run.name in looks["extended"]]
     if extended:
         results = analyse(opts, runs, records, design, previous=results, extended=extended)
-    outdir = new_results_dir(out, res["site"])
-    if (src / "logs").is_dir():
-        shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
+    outdir = new_results_dir(out, res["site"], str(src / "results.json"))
     results = dict(res, **results, design=looks, reanalysed_from=str(src.resolve()))
-    report.write_all(outdir, results)
-    return results, outdir
+
+    def write():
+        if (src / "logs").is_dir():
+            shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
+        report.write_all(outdir, results)
+        return results, outdir
+
+    return guarded(outdir, write)
 
 
 def analyse(opts, runs, records, design=None, previous=None, extended=()):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from tunedmpi import paths
+from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import parse, probes, suites
 from tunedmpi.modules import geometry
 
@@ -66,6 +67,13 @@ def shell(script, env, timeout):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         timed_out = True
+    except BaseException:  # interrupted (SIGINT, SIGTERM): mpirun and its ranks do not outlive us
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        raise
     return proc.returncode, out, timed_out, time.monotonic() - start
 
 
@@ -343,7 +351,7 @@ class Runner:
             "# host state (cache-line round trip, ns): before %s, after %s" % (before, after),
             "# variables after module load:",
         ]
-        Path(log).write_text("\n".join(header) + "\n" + out)
+        write_atomic(log, "\n".join(header) + "\n" + out)  # a full disk: OutputError naming it
         host = (
             None if before is None and after is None else {"before_ns": before, "after_ns": after}
         )

@@ -10,9 +10,12 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from tunedmpi import paths
+from tunedmpi.atomic import locked
 from tunedmpi.bench import parse, store, suites
 from tunedmpi.errors import InputError
 from tunedmpi.modules import sites
+from tunedmpi.regenerate import sweep
 from tunedmpi.tables import knobs
 
 
@@ -73,64 +76,69 @@ def ingest(
     site_name, nodes, ppn, logs, store_root, campaign=None, stage="ingested", config_pairs=()
 ):
     site = sites.load_named(site_name)
+    if campaign is not None:
+        paths.safe_name(campaign, "--campaign", "campaign")
+    paths.safe_name(stage, "--stage", "stage")
     config = parse_config(config_pairs, site)
     read = [
         (log,) + read_log(log) for log in logs
     ]  # every log is read and checked before anything is written
     cdir = Path(store_root) / (campaign or "%s-%dx%d-ingested" % (site.name, nodes, ppn))
+    paths.inside(store_root, cdir / stage, "--campaign", "campaign")
     cdir.mkdir(parents=True, exist_ok=True)
-    if not (cdir / "campaign.json").is_file():
-        store.save_campaign(
-            cdir,
-            dict(
-                site=site.name,
+    with locked(cdir / sweep.LOCK, "campaign %s" % cdir):  # not while a sweep writes there
+        if not (cdir / "campaign.json").is_file():
+            store.save_campaign(
+                cdir,
+                dict(
+                    site=site.name,
+                    nodes=nodes,
+                    ppn=ppn,
+                    mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
+                    ucx=".".join(map(str, site.ucx_version)),
+                    set="ingested logs",
+                    repetitions=None,
+                    baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
+                    started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    source="ingest",
+                ),
+            )
+        written = []
+        for log, text, parsed, names, run in read:
+            rep = 1
+            while store.exists(store.record_path(cdir, stage, config, run, rep)):
+                rep += 1
+            series = {
+                s.benchmark: {
+                    "metric": s.metric,
+                    "suite": s.suite,
+                    "points": {int(k): float(v) for k, v in s.points},
+                }
+                for s in parsed.series
+                if s.benchmark in names
+            }
+            path = store.record_path(cdir, stage, config, run, rep)
+            record = dict(
+                campaign=cdir.name,
+                stage=stage,
+                config=dict(config),
+                config_id=store.config_id(config),
+                run=run,
+                benchmarks=names,
+                rep=rep,
                 nodes=nodes,
                 ppn=ppn,
-                mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
-                ucx=".".join(map(str, site.ucx_version)),
-                set="ingested logs",
-                repetitions=None,
-                baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
-                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                source="ingest",
-            ),
-        )
-    written = []
-    for log, text, parsed, names, run in read:
-        rep = 1
-        while store.exists(store.record_path(cdir, stage, config, run, rep)):
-            rep += 1
-        series = {
-            s.benchmark: {
-                "metric": s.metric,
-                "suite": s.suite,
-                "points": {int(k): float(v) for k, v in s.points},
-            }
-            for s in parsed.series
-            if s.benchmark in names
-        }
-        path = store.record_path(cdir, stage, config, run, rep)
-        record = dict(
-            campaign=cdir.name,
-            stage=stage,
-            config=dict(config),
-            config_id=store.config_id(config),
-            run=run,
-            benchmarks=names,
-            rep=rep,
-            nodes=nodes,
-            ppn=ppn,
-            attempts=1,
-            source="ingest:%s" % Path(log).resolve(),
-            status=parsed.status,
-            exit_code=None,
-            wall_s=None,
-            problems=parsed.problems,
-            series=series,
-            env={},
-            exports={},
-            command=None,
-        )
-        store.save(path, record, text)
-        written.append((log, path, parsed.status))
-    return cdir, written
+                attempts=1,
+                source="ingest:%s" % Path(log).resolve(),
+                status=parsed.status,
+                exit_code=None,
+                wall_s=None,
+                problems=parsed.problems,
+                series=series,
+                env={},
+                exports={},
+                command=None,
+            )
+            store.save(path, record, text)
+            written.append((log, path, parsed.status))
+        return cdir, written

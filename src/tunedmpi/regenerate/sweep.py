@@ -24,19 +24,28 @@ from collections import OrderedDict
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.atomic import write_atomic
+from tunedmpi.atomic import locked, write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice
 from tunedmpi.regenerate import space as spacemod
 
+LOCK = ".sweep.lock"  # in the campaign directory: held (fcntl.flock) by the sweep measuring it
+
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None, confirm=False):
     """Same site, space, geometry and role -> same campaign, so rerunning the command resumes it."""
-    return Path(store_root) / (
-        name or "%s-%dx%d-%s%s" % (site.name, nodes, ppn, sp.digest, "-confirm" if confirm else "")
+    if name is not None:
+        paths.safe_name(name, "--campaign", "campaign")
+    name = name or "%s-%dx%d-%s%s" % (
+        site.name,
+        nodes,
+        ppn,
+        sp.digest,
+        "-confirm" if confirm else "",
     )
+    return paths.inside(store_root, Path(store_root) / name, "--campaign", "campaign")
 
 
 def check_confirmation(sp):
@@ -219,123 +228,136 @@ def run_sweep(
         runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
     )
     cdir.mkdir(parents=True, exist_ok=True)
-    meta = dict(
-        site=site.name,
-        nodes=nodes,
-        ppn=ppn,
-        space=os.path.abspath(sp.path),
-        space_digest=sp.digest,
-        mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
-        ucx=".".join(map(str, site.ucx_version)),
-        baseline_module=baseline_module(site),
-        set=sp.set_name,
-        repetitions=sp.repetitions,
-        program=spacemod.PROGRAM,
-        timeout_s=runner.timeout,
-        retries=retries,
-        modulepaths=list(modulepaths),
-    )
-    if confirm:
-        meta["role"] = "confirm"
-    meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
-    order = ORDER if not array else "one Slurm array task per configuration, the tasks concurrent"
-    meta["order"] = old.get("order") or (
-        "plan order until %s, then %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order)
-        if old
-        else order
-    )
-    store.save_campaign(cdir, meta)
-    ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
-    job, history = dict(sp.job or {}), []
-    meta["job_start"] = dict(job)
-    for stage in sp.stages:
-        plan = stage_plan(sp, stage, job)
-        sys.stderr.write(
-            "sweep: stage %s: %d configurations x %d repetitions (%s)\n"
-            % (stage.name, len(plan), sp.repetitions, cdir)
+    # One sweep per campaign (a second one would measure the same runs on the same cores and
+    # overwrite the first's records): it refuses at once, naming the holder (docs/regenerate.md).
+    with locked(cdir / LOCK, "campaign %s" % cdir):
+        meta = dict(
+            site=site.name,
+            nodes=nodes,
+            ppn=ppn,
+            space=os.path.abspath(sp.path),
+            space_digest=sp.digest,
+            mpi="%s %s" % (site.mpi_flavour, site.mpi_version),
+            ucx=".".join(map(str, site.ucx_version)),
+            baseline_module=baseline_module(site),
+            set=sp.set_name,
+            repetitions=sp.repetitions,
+            program=spacemod.PROGRAM,
+            timeout_s=runner.timeout,
+            retries=retries,
+            modulepaths=list(modulepaths),
         )
-        if array:
-            submit_array(ctx, stage, plan, sbatch_args)
-        else:
-            total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
-            for rep in range(
-                1, sp.repetitions + 1
-            ):  # interleaved: every configuration per repetition
-                for config, benches in (
-                    plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
-                ):
-                    n = measure_config(ctx, stage, config, benches, rep)
-                    done += 1
-                    progress(
-                        done,
-                        total,
-                        stage_started,
-                        "stage %s rep %d/%d %s: %s"
-                        % (
-                            stage.name,
-                            rep,
-                            sp.repetitions,
-                            store.config_id(config),
-                            "%d run(s) measured" % n if n else "already in the store",
-                        ),
+        if confirm:
+            meta["role"] = "confirm"
+        meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
+        order = (
+            ORDER if not array else "one Slurm array task per configuration, the tasks concurrent"
+        )
+        meta["order"] = old.get("order") or (
+            "plan order until %s, then %s"
+            % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order)
+            if old
+            else order
+        )
+        store.save_campaign(cdir, meta)
+        ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
+        job, history = dict(sp.job or {}), []
+        meta["job_start"] = dict(job)
+        for stage in sp.stages:
+            plan = stage_plan(sp, stage, job)
+            sys.stderr.write(
+                "sweep: stage %s: %d configurations x %d repetitions (%s)\n"
+                % (stage.name, len(plan), sp.repetitions, cdir)
+            )
+            if array:
+                submit_array(ctx, stage, plan, sbatch_args)
+            else:
+                total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
+                for rep in range(
+                    1, sp.repetitions + 1
+                ):  # interleaved: every configuration per repetition
+                    for config, benches in (
+                        plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
+                    ):
+                        n = measure_config(ctx, stage, config, benches, rep)
+                        done += 1
+                        progress(
+                            done,
+                            total,
+                            stage_started,
+                            "stage %s rep %d/%d %s: %s"
+                            % (
+                                stage.name,
+                                rep,
+                                sp.repetitions,
+                                store.config_id(config),
+                                "%d run(s) measured" % n if n else "already in the store",
+                            ),
+                        )
+            _, records = store.load_campaign(cdir)
+            missing = [
+                (store.config_id(c), rep)
+                for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
+            ]
+            if missing:
+                job = ctx.get("arrays", {}).get(stage.name)
+                where = (
+                    (
+                        " after array job %s (tasks cancelled, failed or killed; their output: %s)"
+                        % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
                     )
-        _, records = store.load_campaign(cdir)
-        missing = [
-            (store.config_id(c), rep)
-            for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
-        ]
-        if missing:
-            job = ctx.get("arrays", {}).get(stage.name)
-            where = (
-                (
-                    " after array job %s (tasks cancelled, failed or killed; their output: %s)"
-                    % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
+                    if job
+                    else ""
                 )
-                if job
-                else ""
-            )
-            raise CannotRun(
-                "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
-                "rerun the same command to finish them (finished runs are kept)"
-                % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where)
-            )
-        geo_data = choice.collect(records).get((nodes, ppn), {})
-        job, decided = choice.job_step(geo_data, stage.name, list(stage.knobs), job)
-        ch = decided["chosen"]
-        history.append(
-            {
-                "stage": stage.name,
-                "knobs": list(stage.knobs),
-                "configurations": len(plan),
-                "job": store.config_id(job),
-                "chosen": ch["config_id"] if ch else None,
-            }
-        )
-        if any(choice.per_collective(k) for k in stage.knobs):
-            sys.stderr.write(
-                "sweep: stage %s measured per size (tune makes its bands)\n" % stage.name
-            )
-        else:
-            why = (
-                "%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
-                if decided.get("unproven")
-                else "no candidate passed and beat it"
-            )
-            sys.stderr.write(
-                "sweep: after stage %s, the job configuration: %s\n"
-                % (
-                    stage.name,
-                    "%s (%.1f%% less time than the baseline)"
-                    % (ch["config_id"], (1 - ch["score"]) * 100)
-                    if ch
-                    else "unchanged, %s (%s)" % (store.config_id(job), why),
+                raise CannotRun(
+                    "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
+                    "rerun the same command to finish them (finished runs are kept)"
+                    % (
+                        len(missing),
+                        len({cid for cid, _ in missing}),
+                        stage.name,
+                        *missing[0],
+                        where,
+                    )
                 )
+            geo_data = choice.collect(records).get((nodes, ppn), {})
+            job, decided = choice.job_step(geo_data, stage.name, list(stage.knobs), job)
+            ch = decided["chosen"]
+            history.append(
+                {
+                    "stage": stage.name,
+                    "knobs": list(stage.knobs),
+                    "configurations": len(plan),
+                    "job": store.config_id(job),
+                    "chosen": ch["config_id"] if ch else None,
+                }
             )
-    meta["stages"] = history
-    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    store.save_campaign(cdir, meta)
-    return cdir, job
+            if any(choice.per_collective(k) for k in stage.knobs):
+                sys.stderr.write(
+                    "sweep: stage %s measured per size (tune makes its bands)\n" % stage.name
+                )
+            else:
+                why = (
+                    "%s beat its score but did not pass against it"
+                    % decided["unproven"]["config_id"]
+                    if decided.get("unproven")
+                    else "no candidate passed and beat it"
+                )
+                sys.stderr.write(
+                    "sweep: after stage %s, the job configuration: %s\n"
+                    % (
+                        stage.name,
+                        "%s (%.1f%% less time than the baseline)"
+                        % (ch["config_id"], (1 - ch["score"]) * 100)
+                        if ch
+                        else "unchanged, %s (%s)" % (store.config_id(job), why),
+                    )
+                )
+        meta["stages"] = history
+        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        store.save_campaign(cdir, meta)
+        return cdir, job
 
 
 def submit_array(ctx, stage, plan, sbatch_args):

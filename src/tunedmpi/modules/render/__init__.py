@@ -144,10 +144,14 @@ def stale_rules(out, site, files):
 
 def remove_stale_rules(out, stale):
     """Delete the stale rules files (relative to ``out``) and each folder they leave empty.
-    Call it after the module that no longer names them is written."""
+    Call it after the module that no longer names them is written. A file already gone (another
+    render removed it) is not an error."""
     for rel in stale:
         path = Path(out) / rel
-        path.unlink()
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
         try:
             path.parent.rmdir()  # only when empty: anything else in it stays
         except OSError:
