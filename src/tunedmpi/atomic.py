@@ -17,7 +17,7 @@ import time
 
 from tunedmpi.errors import InputError, OutputError
 
-TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp\Z")
 
 
 def _stage(path, write):
