@@ -29,6 +29,7 @@ import subprocess
 
 import yaml
 
+from tunedmpi import yamlsrc
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
 from tunedmpi.modules import render, sites
@@ -182,17 +183,17 @@ def install(
             "no site '%s' in %s" % (site, checkout),
             "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"),
         )
-    with open(src, encoding="utf-8") as fh:
-        doc = derive(
-            yaml.safe_load(fh) or {},
-            checkout,
-            installer,
-            mpi_prefix,
-            base_module,
-            ucx_version,
-            modules,
-            formats,
-        )
+    # read as every project file is (yamlsrc: anchors refused, errors name file and line)
+    doc = derive(
+        yamlsrc.load(src).data or {},
+        checkout,
+        installer,
+        mpi_prefix,
+        base_module,
+        ucx_version,
+        modules,
+        formats,
+    )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
