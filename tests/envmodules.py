@@ -79,6 +79,6 @@ def shell(modulepaths, script, **env):
     )
 
 
-def load_many(modulepaths, module, envs, extra=""):
+def load_many(modulepaths, module, envs, extra="", timeout=600):
     """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)]."""
-    return lmod.load_many(modulepaths, module, envs, extra, init=init())
+    return lmod.load_many(modulepaths, module, envs, extra, init=init(), timeout=timeout)

@@ -2,6 +2,7 @@
 
 import os
 import shlex
+import signal
 import subprocess
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
@@ -94,9 +95,11 @@ def shell(modulepaths, script, **env):
     )
 
 
-def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT):
+def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT, timeout=600):
     """For each env (dict), `module load` in a fresh subshell; returns [(watched env, stderr text)].
-    ``init``: the line that defines `module` (tests/envmodules.py passes Environment Modules')."""
+    ``init``: the line that defines `module` (tests/envmodules.py passes Environment Modules').
+    After ``timeout`` seconds the whole process group is killed and the test fails: a load that
+    blocks (on a FIFO, say) must fail the test, not hang it."""
     if not isinstance(modulepaths, (list, tuple)):
         modulepaths = [modulepaths]
     script = [init] + ["module use %s" % shlex.quote(str(p)) for p in modulepaths]
@@ -106,13 +109,21 @@ def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT)
             "( %s module load %s 2>/tmp/.lmod_err_$$ >/dev/null; %s echo '@@CASE %d'; "
             "env; echo '@@ERR'; cat /tmp/.lmod_err_$$; echo '@@END' )" % (exports, module, extra, i)
         )
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         ["bash", "--norc", "--noprofile", "-c", "\n".join(script)],
         env=clean_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("module load took over %s s: %s" % (timeout, module)) from None
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     results = []
     for block in proc.stdout.split("@@CASE ")[1:]:
         head, _, rest = block.partition("\n")
