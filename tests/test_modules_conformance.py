@@ -1,13 +1,16 @@
 """Conformance: for hundreds of (geometry, environment) cases over every shipped site, real Lmod's
 `module load` yields exactly the environment `tunedmpi explain` (the Python twin) predicts."""
 
+import os
 import random
+import time
 
 import pytest
 
+import envmodules
 import lmod
 from conftest import ROOT
-from tunedmpi.modules import explain, sites
+from tunedmpi.modules import explain, selector, sites
 
 pytestmark = pytest.mark.skipif(
     not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"
@@ -95,3 +98,69 @@ def test_lmod_load_equals_explain(site_name, tuned, tmp_path):
 
 def test_at_least_200_cases_are_compared():
     assert len(sites.site_names()) * (CASES_PER_SITE + 1) >= 280
+
+
+def twins(site, tmp_path):
+    """(name, load_many-like function, module file explain should assume) for each module system
+    here: Lmod on the committed tree; Environment Modules on a Tcl render, where it is unpacked."""
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    out = [
+        (
+            "lmod",
+            lambda envs: lmod.load_many(
+                lmod.site_modulepaths(site, tmp_path, ROOT), module, envs, timeout=60
+            ),
+            None,
+        )
+    ]
+    if envmodules.available():
+        from test_modules_tcl import tcl_tree
+
+        tsite, paths, module_file = tcl_tree(site, tmp_path / "tcl")
+        out.append(
+            ("tcl", lambda envs: envmodules.load_many(paths, module, envs, timeout=60), module_file)
+        )
+    return out
+
+
+def test_a_nodefile_that_is_no_regular_file_falls_back_at_once(tmp_path):
+    """PBS_NODEFILE as a FIFO (opening it blocks), through a link, a directory, /dev/zero (never
+    ends) or a regular file over selector.NODEFILE_MAX_BYTES: every twin takes the site default,
+    and each load returns at once (a blocked one fails after 60 s, not never)."""
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    fifo, folder, big = tmp_path / "fifo", tmp_path / "folder", tmp_path / "big"
+    os.mkfifo(fifo)
+    os.symlink(fifo, tmp_path / "link")
+    folder.mkdir()
+    with open(big, "wb") as fh:  # hosts at the start, then sparse
+        fh.write(b"cn1\ncn2\n")
+        fh.truncate(selector.NODEFILE_MAX_BYTES + 1)
+    odd = [fifo, tmp_path / "link", folder, "/dev/zero", big]
+    envs = [{"PBS_NODEFILE": str(path)} for path in odd]
+    for name, load_many, module_file in twins(site, tmp_path):
+        start = time.monotonic()
+        results = load_many(envs)
+        assert time.monotonic() - start < 30, name
+        for env, (got, err) in zip(envs, results):
+            want = explain.select(site, env, module_file)
+            assert want["geometry"].source == "default", env
+            assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, env, err)
+            assert "error" not in err.lower(), (name, env, err)
+
+
+def test_an_unknown_profile_is_named_cut_in_every_twin(tmp_path):
+    """A 10,000-character TUNEDMPI_PROFILE is named by its first selector.PROFILE_SHOWN characters;
+    one that is no word is "?"; Lmod, Environment Modules and explain say the same."""
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    long = "x" * 10000
+    envs = [{"TUNEDMPI_PROFILE": long}, {"TUNEDMPI_PROFILE": "no;such"}]
+    shown = ["x" * selector.PROFILE_SHOWN + "...", "?"]
+    for name, load_many, module_file in twins(site, tmp_path):
+        for env, want_shown, (got, err) in zip(envs, shown, load_many(envs)):
+            said = "TUNEDMPI_PROFILE=%s has no table rows here; using %s" % (
+                want_shown,
+                site.default_profile,
+            )
+            assert said in explain.select(site, env, module_file)["messages"]
+            assert said in " ".join(err.split()), (name, err)
+            assert long[: selector.PROFILE_SHOWN + 1] not in err, name

@@ -69,6 +69,44 @@ def test_unload_leaves_nothing_behind_and_restores_user_values(site_name, tuned_
         assert got["loaded"] != got["before"]
 
 
+# Set before the load (an outer shell's module, the user): each comes back on unload.
+BEFORE_LOAD = (
+    "export MPI_HOME=/user/mpi TUNEDMPI_SELECTION=user-selection TUNEDMPI_ROW=allreduce:1x1 "
+    "TUNEDMPI_SAVED='user saved' UCX_TLS=user:tls OMPI_MCA_coll_ucc_enable=0"
+)
+# Between load and unload the geometry changes, and so does the load's record of its row.
+CHANGED = (
+    "export TUNEDMPI_NODES=16 TUNEDMPI_PPN=36 TUNEDMPI_PROFILE=alltoall SLURM_NNODES=3 "
+    "TUNEDMPI_ROW=alltoall:16x36"
+)
+
+
+@pytest.mark.parametrize("site_name,tuned_name", mpis())
+def test_unload_restores_what_was_set_before_the_load(site_name, tuned_name, tmp_path):
+    site = load_mpi(site_name, tuned_name)
+    tuned, base = modules(site)
+    script = "\n".join(
+        [
+            BEFORE_LOAD + " TUNEDMPI_NODES=2 TUNEDMPI_PPN=8",
+            env_block("before"),
+            "module load %s" % tuned,
+            env_block("loaded"),
+            CHANGED,
+            "module unload %s" % tuned,
+            "unset SLURM_NNODES TUNEDMPI_PROFILE; export TUNEDMPI_NODES=2 TUNEDMPI_PPN=8",
+            env_block("after"),
+            "module load %s; module unload %s" % (base, base),
+            env_block("after_base"),
+        ]
+    )
+    proc = lmod.shell(lmod.site_modulepaths(site, tmp_path, ROOT), script)
+    assert proc.returncode == 0, proc.stderr
+    got = blocks(proc.stdout)
+    assert got["loaded"]["TUNEDMPI_SELECTION"].startswith("site=%s nodes=2" % site.name)
+    assert got["after"] == got["before"]
+    assert got["after_base"] == got["before"]
+
+
 @pytest.mark.parametrize("site_name,tuned_name", mpis())
 def test_tuned_and_baseline_swap_cleanly(site_name, tuned_name, tmp_path):
     site = load_mpi(site_name, tuned_name)

@@ -211,6 +211,36 @@ def test_unload_and_switch_leave_nothing_behind(site_name, tuned, tmp_path):
     assert "No Modulefiles Currently Loaded" in proc.stderr or proc.stderr.strip().endswith("")
 
 
+@pytest.mark.parametrize("site_name,tuned", mpis())
+def test_unload_restores_what_was_set_before_the_load(site_name, tuned, tmp_path):
+    """As the Lmod test of the same name: values set before the load come back, and unload undoes
+    what load set even when the geometry and TUNEDMPI_ROW changed in between."""
+    from test_modules_hygiene import BEFORE_LOAD, CHANGED
+
+    site, paths, _ = tcl_tree(load_mpi(site_name, tuned), tmp_path)
+    tuned, base = names(site)
+    script = "\n".join(
+        [
+            BEFORE_LOAD + " TUNEDMPI_NODES=2 TUNEDMPI_PPN=8",
+            env_dump("before"),
+            "module load %s" % tuned,
+            env_dump("loaded"),
+            CHANGED,
+            "module unload %s" % tuned,
+            "unset SLURM_NNODES TUNEDMPI_PROFILE; export TUNEDMPI_NODES=2 TUNEDMPI_PPN=8",
+            env_dump("after"),
+            "module load %s; module unload %s" % (base, base),
+            env_dump("after_base"),
+        ]
+    )
+    proc = envmodules.shell(paths, script)
+    assert proc.returncode == 0, proc.stderr
+    got = dumps(proc.stdout)
+    assert got["loaded"]["TUNEDMPI_SELECTION"].startswith("site=%s nodes=2" % site.name)
+    assert got["after"] == got["before"]
+    assert got["after_base"] == got["before"]
+
+
 @pytest.mark.parametrize("site_name", SITES)
 def test_quiet_by_default_and_help_tells_the_choice(site_name, tmp_path):
     site, paths, _ = tcl_tree(sites.load_named(site_name), tmp_path)

@@ -31,7 +31,7 @@ local ROWS = {
     { 1, 2, 0, "none", {  } },
   },
 }
--- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
+-- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = {  }
 
 whatis("Name: openmpi-tuned/5.0.6")
@@ -39,10 +39,16 @@ whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml (tunedmpi sweep campaign(s) local-source-1x2-3c7f9d7cea, local-source-1x2-454b880b38)")
 help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-3c7f9d7cea, local-source-1x2-454b880b38\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (transport), 20 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), "site-configs/local-source/.spack-env/view")
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
@@ -96,16 +102,27 @@ local function hosts_and_max(pairs_)
   return hosts, most
 end
 
+-- Is path a regular file (after symbolic links)? Asked before opening: opening a FIFO blocks.
+-- Lmod's sandbox has lfs (its isFile() also takes a link, to anything); without it, no file.
+local function regular_file(path)
+  if type(lfs) == "table" and lfs.attributes then return lfs.attributes(path, "mode") == "file" end
+  return false
+end
+
+-- PBS_NODEFILE: one line per slot (lines end at \n; blanks trimmed). Only a regular file of at
+-- most 8388608 bytes; anything else is no host list.
 local function read_nodefile(path)
-  if type(path) ~= "string" or path == "" then return nil, nil end
-  local fh = io.open(path, "r")
+  if type(path) ~= "string" or path == "" or not regular_file(path) then return nil, nil end
+  local fh = io.open(path, "rb")
   if not fh then return nil, nil end
-  local list = {}
-  for line in fh:lines() do
-    local name = line:match("^%s*(.-)%s*$")
-    if name ~= "" then list[#list + 1] = { name, 1 } end
-  end
+  local data = fh:read(8388609) or ""
   fh:close()
+  if #data > 8388608 then return nil, nil end
+  local list = {}
+  for line in (data .. "\n"):gmatch("([^\n]*)\n") do
+    local first = line:find("%S")  -- trimmed in linear time: "^%s*(.-)%s*$" is quadratic
+    if first then list[#list + 1] = { line:match("^.*%S", first), 1 } end
+  end
   return hosts_and_max(list)
 end
 
@@ -196,7 +213,10 @@ local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  say("TUNEDMPI_PROFILE=" .. (profile:match("^[%w_]+$") or "?") .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
+  local shown = profile:match("^[%w_]+$") or "?"
+  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
+  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -217,6 +237,9 @@ else
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
+  -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
+  -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
+  local lost = mode() == "unload" and kind ~= "kept"
   local nps_note = ""
   local have = node_nps()
   if row[3] > 0 and have and have ~= row[3] then
@@ -228,12 +251,13 @@ else
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
-    if set[name] then pushenv(name, set[name]) end
+    if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
+    if set[name] then keep(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end
 end
-setenv("TUNEDMPI_SELECTION", selection)
+keep("TUNEDMPI_SELECTION", selection)

@@ -5,13 +5,19 @@ whatis("Name: openmpi/5.0.6")
 whatis("Description: Open MPI 5.0.6 with its own defaults, no tuning (site local-source)")
 help("openmpi/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010No tuning variables are set. Tuned: module load openmpi-tuned/5.0.6")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), "site-configs/local-source/.spack-env/view")
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
 prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
-setenv("TUNEDMPI_SELECTION", "site=local-source untuned baseline: no variables set")
+keep("TUNEDMPI_SELECTION", "site=local-source untuned baseline: no variables set")

@@ -40,7 +40,7 @@ local ROWS = {
     { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
 }
--- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
+-- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_mpi_yield_when_idle" }
 
 whatis("Name: openmpi-tuned/5.0.8")
@@ -48,10 +48,16 @@ whatis("Description: Open MPI 5.0.8 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4)")
 help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: imb: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-b9367e1be1); imb+osu: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-4e73d17310-imb); probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible) (campaign(s) local-2x1-8911a96cd4)\010  method:    staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 15 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), ".venv")
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
@@ -105,16 +111,27 @@ local function hosts_and_max(pairs_)
   return hosts, most
 end
 
+-- Is path a regular file (after symbolic links)? Asked before opening: opening a FIFO blocks.
+-- Lmod's sandbox has lfs (its isFile() also takes a link, to anything); without it, no file.
+local function regular_file(path)
+  if type(lfs) == "table" and lfs.attributes then return lfs.attributes(path, "mode") == "file" end
+  return false
+end
+
+-- PBS_NODEFILE: one line per slot (lines end at \n; blanks trimmed). Only a regular file of at
+-- most 8388608 bytes; anything else is no host list.
 local function read_nodefile(path)
-  if type(path) ~= "string" or path == "" then return nil, nil end
-  local fh = io.open(path, "r")
+  if type(path) ~= "string" or path == "" or not regular_file(path) then return nil, nil end
+  local fh = io.open(path, "rb")
   if not fh then return nil, nil end
-  local list = {}
-  for line in fh:lines() do
-    local name = line:match("^%s*(.-)%s*$")
-    if name ~= "" then list[#list + 1] = { name, 1 } end
-  end
+  local data = fh:read(8388609) or ""
   fh:close()
+  if #data > 8388608 then return nil, nil end
+  local list = {}
+  for line in (data .. "\n"):gmatch("([^\n]*)\n") do
+    local first = line:find("%S")  -- trimmed in linear time: "^%s*(.-)%s*$" is quadratic
+    if first then list[#list + 1] = { line:match("^.*%S", first), 1 } end
+  end
   return hosts_and_max(list)
 end
 
@@ -205,7 +222,10 @@ local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  say("TUNEDMPI_PROFILE=" .. (profile:match("^[%w_]+$") or "?") .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
+  local shown = profile:match("^[%w_]+$") or "?"
+  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
+  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -226,6 +246,9 @@ else
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
+  -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
+  -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
+  local lost = mode() == "unload" and kind ~= "kept"
   local nps_note = ""
   local have = node_nps()
   if row[3] > 0 and have and have ~= row[3] then
@@ -237,12 +260,13 @@ else
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
-    if set[name] then pushenv(name, set[name]) end
+    if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
+    if set[name] then keep(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end
 end
-setenv("TUNEDMPI_SELECTION", selection)
+keep("TUNEDMPI_SELECTION", selection)

@@ -30,7 +30,7 @@ local ROWS = {
     { 2, 1, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
   },
 }
--- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
+-- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "OMPI_MCA_pml", "OMPI_MCA_osc" }
 
 whatis("Name: openmpi_cuda-tuned/4.1.2")
@@ -38,6 +38,12 @@ whatis("Description: Open MPI 4.1.2 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/nagoya-flow-type2/openmpi-4.1.2.yaml (\227\128\140\228\184\141\232\128\129\227\128\141 Type II\227\130\181\227\131\150\227\130\183\227\130\185\227\131\134\227\131\160\229\144\145\227\129\145MPI\231\146\176\229\162\131\227\129\174\230\149\180\229\130\153\227\129\171\227\129\164\227\129\132\227\129\166 (2022\229\185\1804\230\156\136 \230\155\180\230\150\176\231\137\136), Nagoya University supercomputer \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II (GPU) subsystem notes)")
 help("openmpi_cuda-tuned/4.1.2 for site nagoya-flow-type2 (Nagoya University Flow Type II (GPU) subsystem: openmpi_cuda/4.1.2 with ucx_cuda/1.11.2, HPC-X 2.9.0, CUDA 11.6.2).\010\010Tuning table: tuning-tables/nagoya-flow-type2/openmpi-4.1.2.yaml\010  source:    \227\128\140\228\184\141\232\128\129\227\128\141 Type II\227\130\181\227\131\150\227\130\183\227\130\185\227\131\134\227\131\160\229\144\145\227\129\145MPI\231\146\176\229\162\131\227\129\174\230\149\180\229\130\153\227\129\171\227\129\164\227\129\132\227\129\166 (2022\229\185\1804\230\156\136 \230\155\180\230\150\176\231\137\136), Nagoya University supercomputer \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II (GPU) subsystem notes\010  platform:  \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II subsystem (GPU nodes), Nagoya University. Node hardware (CPUs, sockets, GPUs, interconnect) is not described in the text beyond 1\227\130\189\227\130\177\227\131\131\227\131\136\229\134\133 / 2\227\130\189\227\130\177\227\131\131\227\131\136\233\150\147 / \227\131\142\227\131\188\227\131\137\233\150\147, i.e. at least 2 sockets per node.\010  benchmark: OSU Micro-Benchmarks (written \227\128\140OSU Micro-Benchmarkds\227\128\141 in the text) one-sided latency tests: put, get, acc, get_acc, fop (Accumulate / Get_accumulate / Fetch and Op \039with Active/Passive Synchronization\039); program names presumably osu_put_latency, osu_get_latency, osu_acc_latency, osu_get_acc_latency, osu_fop_latency (the text names only get_acc_latency); version not stated\010  method:    not stated: a single comparison read from graphs (latency, lower is better: latency\227\129\170\227\129\174\227\129\167\228\189\142\227\129\132\227\129\187\227\129\169\232\137\175\227\129\132), one verdict per operation (\233\171\152\233\128\159\229\140\150 / \228\189\142\233\128\159\229\140\150 / \227\129\169\227\129\161\227\130\137\227\129\168\227\130\130\232\168\128\227\129\136\227\129\170\227\129\132) summarising the three geometries; run counts and averaging not stated\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site nagoya-flow-type2\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: put); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi_cuda-untuned/4.1.2")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 depends_on("openmpi_cuda/4.1.2")
@@ -90,16 +96,27 @@ local function hosts_and_max(pairs_)
   return hosts, most
 end
 
+-- Is path a regular file (after symbolic links)? Asked before opening: opening a FIFO blocks.
+-- Lmod's sandbox has lfs (its isFile() also takes a link, to anything); without it, no file.
+local function regular_file(path)
+  if type(lfs) == "table" and lfs.attributes then return lfs.attributes(path, "mode") == "file" end
+  return false
+end
+
+-- PBS_NODEFILE: one line per slot (lines end at \n; blanks trimmed). Only a regular file of at
+-- most 8388608 bytes; anything else is no host list.
 local function read_nodefile(path)
-  if type(path) ~= "string" or path == "" then return nil, nil end
-  local fh = io.open(path, "r")
+  if type(path) ~= "string" or path == "" or not regular_file(path) then return nil, nil end
+  local fh = io.open(path, "rb")
   if not fh then return nil, nil end
-  local list = {}
-  for line in fh:lines() do
-    local name = line:match("^%s*(.-)%s*$")
-    if name ~= "" then list[#list + 1] = { name, 1 } end
-  end
+  local data = fh:read(8388609) or ""
   fh:close()
+  if #data > 8388608 then return nil, nil end
+  local list = {}
+  for line in (data .. "\n"):gmatch("([^\n]*)\n") do
+    local first = line:find("%S")  -- trimmed in linear time: "^%s*(.-)%s*$" is quadratic
+    if first then list[#list + 1] = { line:match("^.*%S", first), 1 } end
+  end
   return hosts_and_max(list)
 end
 
@@ -190,7 +207,10 @@ local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  say("TUNEDMPI_PROFILE=" .. (profile:match("^[%w_]+$") or "?") .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
+  local shown = profile:match("^[%w_]+$") or "?"
+  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
+  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -211,6 +231,9 @@ else
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
+  -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
+  -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
+  local lost = mode() == "unload" and kind ~= "kept"
   local nps_note = ""
   local have = node_nps()
   if row[3] > 0 and have and have ~= row[3] then
@@ -222,12 +245,13 @@ else
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
-    if set[name] then pushenv(name, set[name]) end
+    if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
+    if set[name] then keep(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end
 end
-setenv("TUNEDMPI_SELECTION", selection)
+keep("TUNEDMPI_SELECTION", selection)

@@ -5,8 +5,14 @@ whatis("Name: openmpi_cuda-untuned/4.1.2")
 whatis("Description: Open MPI 4.1.2 with its own defaults, no tuning (site nagoya-flow-type2)")
 help("openmpi_cuda-untuned/4.1.2 for site nagoya-flow-type2 (Nagoya University Flow Type II (GPU) subsystem: openmpi_cuda/4.1.2 with ucx_cuda/1.11.2, HPC-X 2.9.0, CUDA 11.6.2).\010\010No tuning variables are set. Tuned: module load openmpi_cuda-tuned/4.1.2")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 depends_on("openmpi_cuda/4.1.2")
 
-setenv("TUNEDMPI_SELECTION", "site=nagoya-flow-type2 untuned baseline: no variables set")
+keep("TUNEDMPI_SELECTION", "site=nagoya-flow-type2 untuned baseline: no variables set")

@@ -5,8 +5,14 @@ whatis("Name: hpcx-untuned/2.20")
 whatis("Description: HPC-X 2.20 with its own defaults, no tuning (site oci-bm-optimized3.36)")
 help("hpcx-untuned/2.20 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010No tuning variables are set. Tuned: module load hpcx-tuned/2.20")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 depends_on("hpcx/2.20")
 
-setenv("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")
+keep("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")

@@ -64,7 +64,7 @@ local ROWS = {
     { 8, 36, 2, "none", { { "UCX_TLS", "self,sm,ud" }, { "UCX_RNDV_THRESH", "intra:16kb,inter:128kb" }, { "UCX_ZCOPY_THRESH", "128kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "numa" }, { "PRTE_MCA_rmaps_default_ranking_policy", "span" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:cyclic" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" } } },
   },
 }
--- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
+-- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "UCX_TLS", "UCX_ZCOPY_THRESH", "HCOLL_ML_DISABLE_ALLREDUCE" }
 
 whatis("Name: openmpi-tuned/5.0.6")
@@ -72,10 +72,16 @@ whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml (OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137)")
 help("openmpi-tuned/5.0.6 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml\010  source:    OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\010  platform:  BM.Optimized3.36 (SMT disabled), cluster network (all 2+-node runs on instances under one leaf switch), Oracle Linux 8.10-based HPC cluster networking image No.12\010  benchmark: Intel MPI Benchmarks 2021.7 (IMB-MPI1)\010  method:    5 runs per case; drop the largest and smallest; arithmetic mean of the other 3\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 36 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site oci-bm-optimized3.36\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
@@ -129,16 +135,27 @@ local function hosts_and_max(pairs_)
   return hosts, most
 end
 
+-- Is path a regular file (after symbolic links)? Asked before opening: opening a FIFO blocks.
+-- Lmod's sandbox has lfs (its isFile() also takes a link, to anything); without it, no file.
+local function regular_file(path)
+  if type(lfs) == "table" and lfs.attributes then return lfs.attributes(path, "mode") == "file" end
+  return false
+end
+
+-- PBS_NODEFILE: one line per slot (lines end at \n; blanks trimmed). Only a regular file of at
+-- most 8388608 bytes; anything else is no host list.
 local function read_nodefile(path)
-  if type(path) ~= "string" or path == "" then return nil, nil end
-  local fh = io.open(path, "r")
+  if type(path) ~= "string" or path == "" or not regular_file(path) then return nil, nil end
+  local fh = io.open(path, "rb")
   if not fh then return nil, nil end
-  local list = {}
-  for line in fh:lines() do
-    local name = line:match("^%s*(.-)%s*$")
-    if name ~= "" then list[#list + 1] = { name, 1 } end
-  end
+  local data = fh:read(8388609) or ""
   fh:close()
+  if #data > 8388608 then return nil, nil end
+  local list = {}
+  for line in (data .. "\n"):gmatch("([^\n]*)\n") do
+    local first = line:find("%S")  -- trimmed in linear time: "^%s*(.-)%s*$" is quadratic
+    if first then list[#list + 1] = { line:match("^.*%S", first), 1 } end
+  end
   return hosts_and_max(list)
 end
 
@@ -229,7 +246,10 @@ local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  say("TUNEDMPI_PROFILE=" .. (profile:match("^[%w_]+$") or "?") .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
+  local shown = profile:match("^[%w_]+$") or "?"
+  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
+  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -250,6 +270,9 @@ else
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
+  -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
+  -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
+  local lost = mode() == "unload" and kind ~= "kept"
   local nps_note = ""
   local have = node_nps()
   if row[3] > 0 and have and have ~= row[3] then
@@ -261,12 +284,13 @@ else
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
-    if set[name] then pushenv(name, set[name]) end
+    if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
+    if set[name] then keep(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end
 end
-setenv("TUNEDMPI_SELECTION", selection)
+keep("TUNEDMPI_SELECTION", selection)

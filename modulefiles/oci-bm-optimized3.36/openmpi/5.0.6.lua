@@ -5,13 +5,19 @@ whatis("Name: openmpi/5.0.6")
 whatis("Description: Open MPI 5.0.6 with its own defaults, no tuning (site oci-bm-optimized3.36)")
 help("openmpi/5.0.6 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010No tuning variables are set. Tuned: module load openmpi-tuned/5.0.6")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
 prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
-setenv("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")
+keep("TUNEDMPI_SELECTION", "site=oci-bm-optimized3.36 untuned baseline: no variables set")

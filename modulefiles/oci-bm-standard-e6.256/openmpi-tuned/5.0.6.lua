@@ -28,7 +28,7 @@ local ROWS = {
     { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" }, { "OMPI_MCA_coll_ucc_enable", "1" }, { "OMPI_MCA_coll_ucc_priority", "100" }, { "OMPI_MCA_coll_ucc_cts", "allreduce" }, { "UCC_CL_BASIC_TUNE", "allreduce:0-4194303:0" } } },
   },
 }
--- Every name any row sets: all are set on every branch, so unload leaves nothing behind.
+-- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
 
 whatis("Name: openmpi-tuned/5.0.6")
@@ -36,10 +36,16 @@ whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (
 whatis("Tuning table: tuning-tables/oci-bm-standard-e6.256/openmpi-5.0.6.yaml (OCI HPC \227\131\145\227\131\149\227\130\169\227\131\188\227\131\158\227\131\179\227\130\185\233\150\162\233\128\163Tips on Open MPI collective (MPI\233\155\134\229\144\136\233\128\154\228\191\161) performance on the bare-metal shape BM.Standard.E6.256. The seed text carries no title line and no URL; it is the BM.Standard.E6.256 counterpart of seed 000 (\227\128\140OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\227\128\141).)")
 help("openmpi-tuned/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.256 (2 x 128-core AMD EPYC), single-node jobs, Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-standard-e6.256/openmpi-5.0.6.yaml\010  source:    OCI HPC \227\131\145\227\131\149\227\130\169\227\131\188\227\131\158\227\131\179\227\130\185\233\150\162\233\128\163Tips on Open MPI collective (MPI\233\155\134\229\144\136\233\128\154\228\191\161) performance on the bare-metal shape BM.Standard.E6.256. The seed text carries no title line and no URL; it is the BM.Standard.E6.256 counterpart of seed 000 (\227\128\140OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\227\128\141).\010  platform:  BM.Standard.E6.256, bare metal with 5th-generation AMD EPYC processors (\231\172\1725\228\184\150\228\187\163 AMD EPYC \227\131\151\227\131\173\227\130\187\227\131\131\227\130\181), 1 node; NPS set in BIOS to NPS1 or NPS4 (both measured). The [\229\174\159\232\161\140\231\146\176\229\162\131] list of the seed text is empty (only its footnotes \226\128\1876 on the SMT setting and \226\128\1877 on the build guide survive), so core count, SMT setting and OS are not stated.\010  benchmark: Intel MPI Benchmarks (IMB-MPI1); version not stated in the seed text\010  method:    5 runs per test case; drop the largest and the smallest; arithmetic mean of the other 3 (\227\131\134\227\130\185\227\131\136\227\130\177\227\131\188\227\130\185\230\175\142\227\129\1715\229\155\158\229\174\159\230\150\189\227\129\151\227\128\129\227\129\157\227\129\174\230\156\128\229\164\167\229\128\164\227\129\168\230\156\128\229\176\143\229\128\164\227\130\146\233\153\164\227\129\1433\229\155\158\227\129\174\231\174\151\232\161\147\229\185\179\229\157\135). Procedure per case: UCX_RNDV_THRESH swept over auto, 4kb, 8kb, 16kb, 32kb, 64kb, 128kb for every NPS (and, from 64 ppn on, placement) and component; the best value fixed; at 32 ppn NPS x component then compared together; from 64 ppn on NPS x placement compared without a component, then the components compared at NPS4 with block placement.\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 256 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site oci-bm-standard-e6.256\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
+-- Set name with pushenv, so unload gives back what was there before; a value with a newline
+-- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
+local function keep(name, value)
+  if mode() ~= "unload" and (os.getenv(name) or ""):find("\n") then setenv(name, value)
+  else pushenv(name, value) end
+end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
 family("mpi")
 local prefix = "/opt/openmpi-5.0.6"
-setenv("MPI_HOME", prefix)
+keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
@@ -93,16 +99,27 @@ local function hosts_and_max(pairs_)
   return hosts, most
 end
 
+-- Is path a regular file (after symbolic links)? Asked before opening: opening a FIFO blocks.
+-- Lmod's sandbox has lfs (its isFile() also takes a link, to anything); without it, no file.
+local function regular_file(path)
+  if type(lfs) == "table" and lfs.attributes then return lfs.attributes(path, "mode") == "file" end
+  return false
+end
+
+-- PBS_NODEFILE: one line per slot (lines end at \n; blanks trimmed). Only a regular file of at
+-- most 8388608 bytes; anything else is no host list.
 local function read_nodefile(path)
-  if type(path) ~= "string" or path == "" then return nil, nil end
-  local fh = io.open(path, "r")
+  if type(path) ~= "string" or path == "" or not regular_file(path) then return nil, nil end
+  local fh = io.open(path, "rb")
   if not fh then return nil, nil end
-  local list = {}
-  for line in fh:lines() do
-    local name = line:match("^%s*(.-)%s*$")
-    if name ~= "" then list[#list + 1] = { name, 1 } end
-  end
+  local data = fh:read(8388609) or ""
   fh:close()
+  if #data > 8388608 then return nil, nil end
+  local list = {}
+  for line in (data .. "\n"):gmatch("([^\n]*)\n") do
+    local first = line:find("%S")  -- trimmed in linear time: "^%s*(.-)%s*$" is quadratic
+    if first then list[#list + 1] = { line:match("^.*%S", first), 1 } end
+  end
   return hosts_and_max(list)
 end
 
@@ -193,7 +210,10 @@ local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  say("TUNEDMPI_PROFILE=" .. (profile:match("^[%w_]+$") or "?") .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
+  local shown = profile:match("^[%w_]+$") or "?"
+  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
+  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -214,6 +234,9 @@ else
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
+  -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
+  -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
+  local lost = mode() == "unload" and kind ~= "kept"
   local nps_note = ""
   local have = node_nps()
   if row[3] > 0 and have and have ~= row[3] then
@@ -225,12 +248,13 @@ else
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
   for _, name in ipairs(NAMES) do
-    if set[name] then pushenv(name, set[name]) end
+    if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
+    if set[name] then keep(name, set[name]) end
   end
-  setenv("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end
 end
-setenv("TUNEDMPI_SELECTION", selection)
+keep("TUNEDMPI_SELECTION", selection)

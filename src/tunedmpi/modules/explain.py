@@ -6,10 +6,11 @@ hundreds of environments.
 """
 
 import os
+import re
 from collections import OrderedDict
 
 from tunedmpi import paths
-from tunedmpi.modules import geometry
+from tunedmpi.modules import geometry, selector
 from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 
 
@@ -66,6 +67,15 @@ def mpi(site, tuned=None):
     )
 
 
+def shown_profile(profile):
+    """An unknown TUNEDMPI_PROFILE as the load's message names it (the Lua and Tcl `shown`): a
+    word of letters, digits and "_" cut to selector.PROFILE_SHOWN characters, else "?"."""
+    if not re.fullmatch(r"[A-Za-z0-9_]+", profile):
+        return "?"
+    cut = selector.PROFILE_SHOWN
+    return profile[:cut] + "..." if len(profile) > cut else profile
+
+
 def select(site, env, module_file=None):
     """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
 
@@ -78,7 +88,10 @@ def select(site, env, module_file=None):
     if profile == "":
         profile = site.default_profile
     elif profile not in data:
-        messages.append("TUNEDMPI_PROFILE has no table rows here; using " + site.default_profile)
+        messages.append(
+            "TUNEDMPI_PROFILE=%s has no table rows here; using %s"
+            % (shown_profile(profile), site.default_profile)
+        )
         profile = site.default_profile
     head = "site=%s nodes=%d ppn=%d source=%s" % (site.name, geo.nodes, geo.ppn, geo.source)
     out = OrderedDict()

@@ -7,7 +7,9 @@ primitives here have one counterpart each in render/templates/tuned.lua.j2 and t
 conformance tests require all three to agree on every case.
 """
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 
 from tunedmpi.modules import selector
@@ -53,14 +55,24 @@ def hosts_and_max(hosts):
 
 
 def read_nodefile(path):
-    """PBS_NODEFILE: one line per slot. Returns (nodes, ppn) or (None, None)."""
+    """PBS_NODEFILE: one line per slot. Returns (nodes, ppn) or (None, None).
+
+    Only a regular file of at most selector.NODEFILE_MAX_BYTES is read (a FIFO would block, a
+    device never end); as in the Lua and Tcl twins, anything else is no host list."""
     if not path:
         return None, None
-    try:  # lines end at "\n" only, as Lua's and Tcl's readers split them
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
-            names = [line.strip(selector.BLANKS) for line in fh]
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, None
+        with open(path, "rb") as fh:
+            data = fh.read(selector.NODEFILE_MAX_BYTES + 1)
     except (OSError, TypeError, ValueError):
         return None, None
+    if len(data) > selector.NODEFILE_MAX_BYTES:
+        return None, None
+    # Lines end at "\n" only, as Lua's and Tcl's readers split them.
+    lines = data.decode("utf-8", errors="surrogateescape").split("\n")
+    names = [line.strip(selector.BLANKS) for line in lines]
     return hosts_and_max((name, 1) for name in names if name)
 
 

@@ -20,6 +20,14 @@ MAX_COUNT = 1000000
 # locale, exactly; Python's str.split()/strip() would also take \x1c-\x1f and Unicode spaces.
 BLANKS = " \t\n\v\f\r"
 
+# PBS_NODEFILE is read only when it is a regular file (a FIFO blocks the open, a device never
+# ends) of at most NODEFILE_MAX_BYTES bytes (200,000 slots of 40-character host names); anything
+# else is no host list, and the next source is tried.
+NODEFILE_MAX_BYTES = 8 * 1024 * 1024
+# An unknown TUNEDMPI_PROFILE is named in the load's message by its first PROFILE_SHOWN
+# characters ("..." when cut), and only when it is all letters, digits and "_"; else "?".
+PROFILE_SHOWN = 40
+
 # Explicit geometry: each half overrides only its own half of whatever was found.
 EXPLICIT = ("TUNEDMPI_NODES", "TUNEDMPI_PPN")
 
