@@ -10,34 +10,34 @@ local SOCKETS = 1
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
 local ROWS = {
   ["acc"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["allgather"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["allreduce"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["alltoall"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["bcast"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["get"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
   ["put"] = {
-    { 1, 2, 0, "none", {  } },
+    { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
 }
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
-local NAMES = {  }
+local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices" }
 
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site local-source)")
-whatis("Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml (tunedmpi sweep campaign(s) local-source-1x2-3c7f9d7cea, local-source-1x2-454b880b38)")
-help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-3c7f9d7cea, local-source-1x2-454b880b38\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; staged search (transport), 20 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
+whatis("Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml (tunedmpi sweep campaign(s) local-source-1x2-cma)")
+help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-cma\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Yuen-Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
