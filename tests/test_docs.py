@@ -4,9 +4,10 @@ compared with the code's value, and every relative link in the docs and notes re
 Two kinds of quotes are checked:
 - a code constant written as `NAME` = value or `module.NAME` = value, anywhere in a reference doc
   (e.g. "`stats.PAIRED_MIN` = 10");
-- the prose quotes listed in QUOTES below (bands, defaults of validate's options, levels): each
-  pattern must still occur in its doc, and every occurrence must carry the code's value. A doc
-  rewritten without one of them fails here with the name of the quote: move it to the new wording.
+- the prose quotes listed in QUOTES below (bands as stats.band_labels() writes them, defaults of
+  validate's options, levels): each pattern must still occur in its doc, and every occurrence
+  must carry the code's value. A doc rewritten without one of them fails here with the name of
+  the quote: move it to the new wording.
 """
 
 import re
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tunedmpi import cli
-from tunedmpi.acceptance import history, stats, validate
+from tunedmpi import cli, stats
+from tunedmpi.acceptance import history, validate
 from tunedmpi.bench import suites
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,27 +38,6 @@ def validate_defaults():
     return cli.build_parser().parse_args(["validate"])
 
 
-def size(n):
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return n // scale, unit
-    return n, "B"
-
-
-def band_labels():
-    """stats.BANDS as the docs write them: "≤ 1 KB, 1–64 KB, 64 KB–1 MB, > 1 MB"."""
-    out = []
-    for i, (_, lo, hi) in enumerate(stats.BANDS):
-        if i == 0:
-            out.append("≤ %d %s" % size(hi))
-        elif hi is None:
-            out.append("> %d %s" % size(lo - 1))
-        else:
-            (a, ua), (b, ub) = size(lo - 1), size(hi)
-            out.append("%d–%d %s" % (a, b, ub) if ua == ub else "%d %s–%d %s" % (a, ua, b, ub))
-    return ", ".join(out)
-
-
 def pct(x):
     return "%g" % round(x * 100, 6)
 
@@ -70,13 +50,13 @@ QUOTES = [
         "bands",
         "validate/README.md",
         r"band: (≤ 1 KB, 1–64 KB,\s+64 KB–1 MB, > 1 MB)",
-        lambda: (band_labels(),),
+        lambda: (stats.band_labels(),),
     ),
     (
         "bands",
         "docs/design.md",
         r"\(`BANDS`\): (≤ 1 KB, 1–64 KB, 64 KB–1 MB, > 1 MB)",
-        lambda: (band_labels(),),
+        lambda: (stats.band_labels(),),
     ),
     (
         "tolerance",

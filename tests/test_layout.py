@@ -1,7 +1,7 @@
 """The package shows the data flow (docs/design.md, "Stages"): each stage is a subpackage, and no stage
-imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc) sit below them all;
-cli.py sits on top. One-off importers (importers/) sit beside the engine, just under cli.py: they
-may use the stages, no stage may use them."""
+imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc) and the statistics
+layer (stats) sit below them all; cli.py sits on top. One-off importers (importers/) sit beside
+the engine, just under cli.py: they may use the stages, no stage may use them."""
 
 import ast
 from pathlib import Path
@@ -20,7 +20,7 @@ STAGES = [
     "importers",
     "<cli>",
 ]
-SHARED = {"atomic", "errors", "paths", "yamlsrc", "__init__"}
+SHARED = {"atomic", "errors", "paths", "yamlsrc", "stats", "__init__"}
 
 
 def stage_of(dotted):
@@ -87,3 +87,28 @@ def test_only_cli_imports_the_one_off_importers():
         and any(stage_of(m) == "importers" for m in imports_of(p))
     )
     assert not users, "the engine imports a one-off importer: %s" % users
+
+
+def test_statistics_is_one_layer_below_both_stages_that_use_it():
+    """stats.py (issue 32): acceptance/ (validate, history, power) and regenerate/ (tune, persize,
+    regret) both judge with it, so it sits below both and imports no stage; and no other module
+    defines one of its primitives again (Holm, Yuen's side variance, Satterthwaite, ...)."""
+    stats_py = SRC / "stats.py"
+    assert not list(SRC.glob("*/stats.py")), "one statistics layer, not one per stage"
+    assert imports_of(stats_py) == set(), "stats imports no tunedmpi module"
+    for stage in ("acceptance", "regenerate"):
+        users = [p for p in MODULES if p.parent.name == stage and "tunedmpi.stats" in imports_of(p)]
+        assert users, "%s/ does not use the statistics layer" % stage
+    public = {
+        n.name
+        for n in ast.parse(stats_py.read_text()).body
+        if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+    }
+    again = sorted(
+        "%s: %s" % (p.relative_to(SRC), n.name)
+        for p in MODULES
+        if p != stats_py
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name.lstrip("_") in public
+    )
+    assert not again, "stats' primitives defined again: %s" % again

@@ -304,7 +304,7 @@ def test_runs_that_know_their_host_state_are_compared_within_it():
     """Tune's choices hold the host state equal as validate does: collect labels each run within
     its campaign, and a 1.3x band hidden under a slow state (2.2x for everyone, half the runs) is
     found within states and not across them."""
-    from tunedmpi.acceptance import stats
+    from tunedmpi import stats
 
     rnd = random.Random(9)
     slow = [i % 4 in (1, 2) for i in range(8)]

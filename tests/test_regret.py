@@ -6,7 +6,7 @@ import math
 import subprocess
 
 from conftest import FIXTURES, ROOT, unpack_archive
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
 from tunedmpi.bench import store
 from tunedmpi.regenerate import regret
 from tunedmpi.tables import schema

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
 
 E = math.exp
 
@@ -76,7 +76,33 @@ def test_trimming_starts_at_ten_runs_and_ignores_one_outlier_per_side():
     mean, var, kept = stats.trimmed(list(range(10)))  # one cut at each end
     assert (mean, kept) == (4.5, 8) and var == pytest.approx(66.5 / 9)  # winsorised: 1,1,2,...,8,8
     assert stats.trimmed(list(range(9)) + [1000.0]) == (mean, pytest.approx(var), 8)
-    assert stats.trimmed(list(range(10)), trim=False)[2] == 10
+
+
+@pytest.mark.parametrize("n_a,n_b", [(3, 4), (5, 5), (10, 12), (21, 30)])
+def test_yuen_welch_without_floors_is_scipys_trimmed_welch_test(n_a, n_b):
+    """SciPy's ttest_ind(equal_var=False, trim=0.1) is the same test; ours adds the printed-digit
+    floors, which SciPy has no place for, so only SciPy's t distribution is used."""
+    from scipy.stats import ttest_ind
+
+    rng = random.Random(n_a)
+    a, b = [rng.gauss(0, 1) for _ in range(n_a)], [rng.gauss(0.5, 2) for _ in range(n_b)]
+    ours, theirs = stats.yuen_welch(a, b), ttest_ind(b, a, equal_var=False, trim=0.1)
+    assert ours.diff / ours.se == pytest.approx(theirs.statistic, rel=1e-12)
+    assert ours.p == pytest.approx(theirs.pvalue, rel=1e-9)
+    assert ours.df == pytest.approx(theirs.df, rel=1e-12)
+
+
+def test_holm_levels():
+    # step-down: 0.01 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05
+    assert stats.holm([0.04, 0.01, 0.02], 0.05) == pytest.approx([0.05, 0.05 / 3, 0.025])
+    # stops at the first p above its level; every p after it gets that level
+    assert stats.holm([0.03, 0.01, 0.9], 0.05) == pytest.approx([0.025, 0.05 / 3, 0.025])
+    # a larger family (m), members already rejected (done) and a look's nominal level
+    assert stats.holm([0.01], 0.05, m=4) == pytest.approx([0.0125])
+    assert stats.holm([0.02, 0.04], 0.05, done=1, nominal=lambda s: s / 2) == pytest.approx(
+        [0.0125, 0.0125]
+    )
+    assert stats.holm([], 0.05) == []
 
 
 def test_unequal_variances_use_welchs_degrees_of_freedom():
@@ -165,57 +191,31 @@ def test_a_large_gain_with_one_overlapping_run_wins():
     base = [{s: E(x) for s in (2048, 8192)} for x in (2.0, 2.1, 2.25, 1.75, 1.9)]
     tuned = [{s: E(x) for s in (2048, 8192)} for x in (1.35, 1.45, 1.3, 1.4, 2.05)]
     (r,) = stats.compare_bands("allgather", "latency_us", base, tuned)
-    from tunedmpi.acceptance.power import mann_whitney_p
-
-    assert mann_whitney_p(
-        stats.band_scores(base, [2048], "latency_us"),
-        stats.band_scores(tuned, [2048], "latency_us"),
-    ) == pytest.approx(14 / 252)
     assert r.verdict == "win" and r.p_value < 0.05 and r.gain == pytest.approx(E(0.6), rel=0.01)
 
 
-class Fixed:
-    """A stand-in test returning a chosen p per band (keyed by the baseline's first band score)."""
+def two_bands(n=5, seed=1, noise=0.3, gain=1.5):
+    """Tuned 2x faster at 1 B with little noise, `gain` times faster at 2 KB with `noise` (log SD)."""
+    rng = random.Random(seed)
 
-    def __init__(self, ps, diff=-0.5):
-        self.ps, self.diff = ps, diff
+    def run(one, two):
+        return {1: one * E(rng.gauss(0, 0.05)), 2048: two * E(rng.gauss(0, noise))}
 
-    def __call__(self, a, b, fa=0.0, fb=0.0):
-        return stats.TestResult(self.diff, 0.1, 8.0, self.ps[round(a[0], 6)])
-
-
-def two_bands(n=5):
-    """Baseline 2x slower than tuned in both bands; band scores of run 0 identify the band."""
-    base = [{1: 2.0, 2048: 4.0} for _ in range(n)]
-    tuned = [{1: 1.0, 2048: 2.0} for _ in range(n)]
-    return base, tuned, round(math.log(2.0), 6), round(math.log(4.0), 6)
+    base = [run(2.0, 2.0 * gain) for _ in range(n)]
+    tuned = [run(1.0, 2.0) for _ in range(n)]
+    return base, tuned
 
 
-@pytest.mark.parametrize(
-    "p_small,p_large,wins",
-    [
-        (0.01, 0.04, {"<=1KB", "1KB-64KB"}),  # 0.04 <= 0.05 once 0.01 <= 0.025 is rejected
-        (0.03, 0.04, set()),  # 0.03 > 0.025: Holm stops at the first step
-        (0.02, 0.06, {"<=1KB"}),
-        (0.06, 0.02, {"1KB-64KB"}),
-    ],
-)
-def test_holm_over_the_bands_of_a_benchmark(p_small, p_large, wins):
-    base, tuned, k1, k2 = two_bands()
-    res = stats.compare_bands(
-        "b", "latency_us", base, tuned, test=Fixed({k1: p_small, k2: p_large})
-    )
-    assert {r.band for r in res if r.verdict == "win"} == wins
-    first = min(res, key=lambda r: r.p_value)
-    assert first.level == pytest.approx(0.025)
+def test_compare_bands_takes_its_levels_from_holm():
+    base, tuned = two_bands()
+    res = stats.compare_bands("b", "latency_us", base, tuned)
+    assert [r.level for r in res] == stats.holm([r.p_value for r in res], 0.05)
+    assert min(res, key=lambda r: r.p_value).level == pytest.approx(0.025)
 
 
 def test_test_and_seed_figures_disagreeing_in_direction_tie():
-    base, tuned, k1, k2 = two_bands()
-    res = stats.compare_bands(
-        "b", "latency_us", base, tuned, test=Fixed({k1: 1e-6, k2: 1e-6}, diff=+0.5)
-    )
-    assert all(r.verdict == "tie" and "disagree" in r.reason for r in res)
+    r = stats.BandResult("b", "<=1KB", [1], 0.9, 1e-6, "", "", estimate=1.5, level=0.05, ci=[1, 2])
+    assert stats._decide(r, 0.05).verdict == "tie" and "disagree" in r.reason
 
 
 # ---- two looks ------------------------------------------------------------------------------------
@@ -245,11 +245,9 @@ def test_pocock_boundary_keeps_alpha_over_two_looks():
 
 
 def test_look_two_keeps_look_one_decisions_and_continues_holm():
-    base, tuned, k1, k2 = two_bands(10)
+    base, tuned = two_bands(10)  # band 2 undecided at 5 runs a side, a win at 10
     d = stats.Design(5, 10)
-    one = stats.compare_bands(
-        "b", "latency_us", base[:5], tuned[:5], design=d, test=Fixed({k1: 0.001, k2: 0.03})
-    )
+    one = stats.compare_bands("b", "latency_us", base[:5], tuned[:5], design=d)
     by = {r.band: r for r in one}
     assert by["<=1KB"].verdict == "win" and by["<=1KB"].look == 1
     assert by["<=1KB"].level == pytest.approx(d.level(0.025, 1))
@@ -259,13 +257,9 @@ def test_look_two_keeps_look_one_decisions_and_continues_holm():
     assert by["1KB-64KB"].undecided
     assert stats.extension(one + [stats.reliability("b", 0, 5, 0, 5)], d) == {"b": ["1KB-64KB"]}
     # look 2: band 1 is final; band 2 now has the whole alpha: Pocock's level for 0.05
-    two = stats.compare_bands(
-        "b", "latency_us", base, tuned, design=d, previous=one, test=Fixed({k1: 0.9, k2: 0.02})
-    )
+    two = stats.compare_bands("b", "latency_us", base, tuned, design=d, previous=one)
     by2 = {r.band: r for r in two}
-    assert (
-        by2["<=1KB"].verdict == "win" and by2["<=1KB"].look == 1 and by2["<=1KB"].p_value == 0.001
-    )
+    assert by2["<=1KB"] is by["<=1KB"]
     assert by2["1KB-64KB"].verdict == "win" and by2["1KB-64KB"].look == 2
     assert (
         by2["1KB-64KB"].level == pytest.approx(0.0294, abs=5e-5) and by2["1KB-64KB"].n_tuned == 10
@@ -304,23 +298,13 @@ def test_one_run_five_times_slower_never_makes_a_false_call():
 
 def test_trimming_at_ten_runs_recovers_a_gain_hidden_by_one_slow_run():
     """1.3x faster, but one tuned run 5x slower: with 5 runs a side the outlier makes it undecided;
-    with 10 (the extension) one run per side is trimmed and the gain is found; plain Welch is not."""
+    with 10 (the extension) one run per side is trimmed and the gain is found."""
     base, tuned = reps(1.0, 0.05, n=10, seed=31), reps(1 / 1.3, 0.05, n=10, seed=32)
     tuned[3] = {s: v * 5 for s, v in tuned[3].items()}
     at5 = stats.compare_bands("x", "latency_us", base[:5], tuned[:5], design=stats.Design())
     assert all(r.verdict == "tie" and r.undecided for r in at5)
     at10 = stats.compare_bands("x", "latency_us", base, tuned, design=stats.Design(), previous=at5)
     assert all(r.verdict == "win" for r in at10)
-    plain = stats.compare_bands(
-        "x",
-        "latency_us",
-        base,
-        tuned,
-        design=stats.Design(),
-        previous=at5,
-        test=lambda a, b, fa, fb: stats.yuen_welch(a, b, fa, fb, trim=False),
-    )
-    assert all(r.verdict == "tie" for r in plain)
 
 
 # ---- the rest of the rule -------------------------------------------------------------------------
@@ -429,17 +413,15 @@ def test_one_state_is_the_plain_test_and_small_states_are_left_out():
     rng = random.Random(3)
     a, b = [rng.gauss(0, 0.1) for _ in range(8)], [rng.gauss(-0.2, 0.1) for _ in range(7)]
     plain = stats.yuen_welch(a, b)
-    res, used = stats.stratified(stats.yuen_welch, a, b, ["fast"] * 8, ["fast"] * 7)
+    res, used = stats.stratified(a, b, ["fast"] * 8, ["fast"] * 7)
     assert used == {"fast": [8, 7]} and (res.diff, res.se, res.df, res.p) == pytest.approx(
         (plain.diff, plain.se, plain.df, plain.p)
     )
     # a slow run of the baseline alone is left out; the fast runs are the test
-    res, used = stats.stratified(
-        stats.yuen_welch, a + [0.9], b, ["fast"] * 8 + ["slow"], ["fast"] * 7
-    )
+    res, used = stats.stratified(a + [0.9], b, ["fast"] * 8 + ["slow"], ["fast"] * 7)
     assert used == {"fast": [8, 7]} and res.p == pytest.approx(plain.p)
     # no state with 2 runs of each: the plain test on everything, and nothing held equal
-    res, used = stats.stratified(stats.yuen_welch, a[:2], b[:2], ["fast", "slow"], ["slow", "fast"])
+    res, used = stats.stratified(a[:2], b[:2], ["fast", "slow"], ["slow", "fast"])
     assert used == {} and res.p == pytest.approx(stats.yuen_welch(a[:2], b[:2]).p)
 
 
@@ -476,9 +458,9 @@ def test_holding_the_state_equal_keeps_alpha_and_finds_what_the_state_hides():
     draws = 1500
     for _ in range(draws):
         a, b, la, lb = state_campaign(rng, 15, 1.0)
-        false += stats.stratified(stats.yuen_welch, a, b, la, lb)[0].p <= 0.05
+        false += stats.stratified(a, b, la, lb)[0].p <= 0.05
         a, b, la, lb = state_campaign(rng, 15, 1.2)
-        found += stats.stratified(stats.yuen_welch, a, b, la, lb)[0].p <= 0.05
+        found += stats.stratified(a, b, la, lb)[0].p <= 0.05
         found_plain += stats.yuen_welch(a, b).p <= 0.05
     assert false / draws <= 0.05 + 0.015
     assert found / draws >= 0.9 and found_plain / draws <= 0.4
@@ -506,6 +488,30 @@ def test_compare_bands_within_host_states_says_so():
     )
 
 
+def test_the_test_name_is_the_test_that_gave_p():
+    """Pairs given, but no tuned-first pair: the crossover test cannot be made, and the band is
+    named after the test it fell back to (within host states, else over all runs), not after the
+    crossover test (issue 32)."""
+    base = [{1: E(0.0 + d), 2: E(0.01 + d)} for d in (0.0, 0.02, -0.01, 0.8, 0.82, 0.79)]
+    tuned = [{1: E(-0.3 + d), 2: E(-0.29 + d)} for d in (0.01, -0.02, 0.81, 0.8, 0.78)]
+    strata = (["fast"] * 3 + ["slow"] * 3, ["fast"] * 2 + ["slow"] * 3)
+    pairs = [(k, k, True) for k in range(5)]
+    held = stats.compare_bands("x", "latency_us", base, tuned, strata=strata, pairs=pairs)[0]
+    assert held.pairs is None and held.host_strata == {"fast": [3, 2], "slow": [3, 3]}
+    assert held.test == stats.HOST_TEST_NAME and "paired" not in held.reason
+    plain = stats.compare_bands("x", "latency_us", base, tuned, pairs=pairs)[0]
+    assert plain.test == stats.TEST_NAME and plain.pairs is None
+    lonely = stats.compare_bands(
+        "x",
+        "latency_us",
+        base[:2],
+        tuned[:2],
+        strata=(["fast", "slow"], ["slow", "fast"]),
+        pairs=[],
+    )[0]
+    assert lonely.test == stats.TEST_NAME and lonely.host_strata == {}
+
+
 # ---- pairs: the crossover test -----------------------------------------------------------------
 
 
@@ -518,7 +524,7 @@ def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second(
     first = [True, True, True, True, False, False, False]  # 4 baseline-first, 3 tuned-first
     a = [1.0 + n for n in noise]
     b = [x - 0.2 + (0.3 if f else -0.3) + 0.5 * n for x, f, n in zip(a, first, noise)]
-    res = stats.crossover(stats.yuen_welch, a, b, first)
+    res = stats.crossover(a, b, first)
     d1 = [y - x for x, y, f in zip(a, b, first) if f]
     d2 = [y - x for x, y, f in zip(a, b, first) if not f]
 
@@ -536,9 +542,7 @@ def test_crossover_is_the_half_sum_of_the_two_orders_and_cancels_running_second(
     df = (v(d1) / 4 + v(d2) / 3) ** 2 / ((v(d1) / 4) ** 2 / 3 + (v(d2) / 3) ** 2 / 2)
     assert res.se == pytest.approx(se) and res.df == pytest.approx(df)
     assert res.p == pytest.approx(stats.t_two_sided(res.diff / se, df))
-    assert (
-        stats.crossover(stats.yuen_welch, a[:5], b[:5], first[:5]) is None
-    )  # one tuned-first pair
+    assert stats.crossover(a[:5], b[:5], first[:5]) is None  # one tuned-first pair
 
 
 def pair_campaign(rng, n, gain, shared=0.3, own=0.1, second=0.0):
@@ -566,9 +570,9 @@ def test_the_crossover_test_keeps_alpha_and_finds_what_pairs_share(second):
     draws, false, found, found_unpaired = 2000, 0, 0, 0
     for _ in range(draws):
         a, b, first = pair_campaign(rng, 15, 1.0, second=second)
-        false += stats.crossover(stats.yuen_welch, a, b, first).p <= 0.05
+        false += stats.crossover(a, b, first).p <= 0.05
         a, b, first = pair_campaign(rng, 15, 1.15, second=second)
-        found += stats.crossover(stats.yuen_welch, a, b, first).p <= 0.05
+        found += stats.crossover(a, b, first).p <= 0.05
         found_unpaired += stats.yuen_welch(a, b).p <= 0.05
     assert false / draws <= 0.05 + 0.012
     assert found / draws >= 0.8 and found_unpaired / draws <= 0.4

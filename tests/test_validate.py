@@ -276,7 +276,8 @@ def test_impossible_requests_exit_2_at_once_with_one_line(tmp_path, args, messag
 def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
     """analyse(): look 1 on 5 runs; an undecided benchmark gets runs 6-10 and look 2 on all 10, with
     the design's level; a benchmark not extended keeps its look-1 bands. No MPI needed."""
-    from tunedmpi.acceptance import stats, validate
+    from tunedmpi import stats
+    from tunedmpi.acceptance import validate
     from tunedmpi.bench import suites
 
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=5)
@@ -352,7 +353,7 @@ def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp
     """--reanalyse runs nothing: the campaign's own runs, judged by this version, give its verdict and
     bands again; an older result (the real IMB/OSU campaign of tests/fixtures/campaigns, no host
     state) gets today's method in a new directory, and its source is not touched."""
-    from tunedmpi.acceptance import stats
+    from tunedmpi import stats
 
     _, outdir, r = campaign
     proc = subprocess.run(
@@ -407,7 +408,8 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
     needed: the pairs share a level of the host that the unpaired test cannot see past."""
     import random
 
-    from tunedmpi.acceptance import stats, validate
+    from tunedmpi import stats
+    from tunedmpi.acceptance import validate
     from tunedmpi.bench import suites
 
     rng = random.Random(4)
@@ -484,7 +486,8 @@ def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
     stops winning, and the paired p is smaller by about half (geometric mean over the 48 collective
     bands; docs/design.md, 'Statistics')."""
     from conftest import unpack_archive
-    from tunedmpi.acceptance import stats, validate
+    from tunedmpi import stats
+    from tunedmpi.acceptance import validate
 
     ratios, wins_le1kb = [], 0
     for name in PAIRED_CAMPAIGNS:

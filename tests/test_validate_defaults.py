@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from tunedmpi import cli
-from tunedmpi.acceptance import stats, validate
+from tunedmpi import cli, stats
+from tunedmpi.acceptance import validate
 
 
 def options(monkeypatch, *argv):

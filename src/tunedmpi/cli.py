@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.acceptance.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.errors import InputError, InputErrors, OutputError
+from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
@@ -315,7 +315,6 @@ def cmd_power(args):
         seed=args.seed,
         alpha=args.alpha,
         tolerance=args.tolerance,
-        candidates=args.candidates,
     )
 
 
@@ -651,11 +650,6 @@ def build_parser():
         type=number(0, low_ok=True),
         default=0.05,
         help="smallest gain that counts (default 0.05)",
-    )
-    p.add_argument(
-        "--candidates",
-        action="store_true",
-        help="also compare candidate tests and heavy tails (slower)",
     )
     p.set_defaults(func=cmd_power)
 

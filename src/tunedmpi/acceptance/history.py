@@ -6,16 +6,17 @@ baseline module, geometry, set and benchmark suite: only those are comparable), 
 by start time, prints every band's gain and verdict over time, writes one trend plot per benchmark
 and flags **drift** (rule in DRIFT_RULE, docs in validate/README.md "History and drift").
 
-Result formats:
+Result formats (schema_version 1, or no such field; report.check_schema refuses any other):
 - current (bands carry `test`, written since the Yuen-Welch verdict): the stored verdicts are used;
 - older (Mann-Whitney bands, no `test` key): every band is re-judged from the stored per-run points
   with today's statistics, one look at the campaign's own alpha and tolerance (what `validate
   --no-extend` would say), and marked "re-judged";
 - anything else is refused with an InputError naming the file and the missing key.
 
-The drift test reuses stats.py: per-run band scores (stats.band_scores), printed-digit floors
-(stats.resolution_floor), Yuen's trimmed means and winsorised variances (stats.trimmed) and the t
-distribution (stats.t_two_sided), for the change of the log gain between two campaigns.
+The drift test is made of stats.py's parts: per-run band scores (stats.band_scores), printed-digit
+floors (stats.resolution_floor), Yuen's side variance (stats.yuen_side), Welch-Satterthwaite
+degrees of freedom, the t distribution and Holm (stats.holm), for the change of the log gain
+between two campaigns.
 """
 
 import json
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tunedmpi.acceptance import report, stats, validate
+from tunedmpi import stats
+from tunedmpi.acceptance import report, validate
 from tunedmpi.errors import InputError
 
 EXIT_OK, EXIT_DRIFT = 0, 1
@@ -132,6 +134,7 @@ def load_campaign(directory):
             % (res.get("tool") if isinstance(res, dict) else None),
             FORMAT_HELP,
         )
+    report.check_schema(res, path)
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
     geo = _need(res, "geometry", path, dict)
@@ -279,19 +282,16 @@ def change_test(ref, now):
     )
     if not sizes or min(len(ref.baseline), len(ref.tuned), len(now.baseline), len(now.tuned)) < 2:
         return None
-    diff, se2, dfden = 0.0, 0.0, 0.0
+    diff, parts = 0.0, []
     for sign, band in ((-1, ref), (1, now)):
-        for side, ((scores, floor), direction) in zip(
-            ("baseline", "tuned"), zip(_scores(band, sizes), (1, -1))
-        ):
-            mean, var, h = stats.trimmed(scores)
-            d = (len(scores) - 1) * max(var, floor) / (h * (h - 1))  # as in stats.yuen_welch
+        for (scores, floor), direction in zip(_scores(band, sizes), (1, -1)):
+            mean, d, h = stats.yuen_side(scores, floor)
             diff += sign * direction * mean
-            se2 += d
-            dfden += d * d / (h - 1)
+            parts.append((d, h - 1))
+    se2 = sum(d for d, _ in parts)
     if se2 <= 0:
         return math.exp(diff), (1.0 if diff == 0 else 0.0)
-    df = se2 * se2 / dfden
+    df = stats.satterthwaite(parts)
     return math.exp(diff), stats.t_two_sided(diff / math.sqrt(se2), df)
 
 
@@ -349,18 +349,21 @@ def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA):
                         )
                     )
         for bench, cands in falls.items():
+            # the family is every size band of the benchmark now, tested for a fall or not
             m = sum(
                 1
                 for key in keys
                 if key[0] == bench and key[1] != "reliability" and key in now.bands
             )
-            for i, (p, band, ref, why) in enumerate(sorted(cands)):
-                level = alpha / (m - i)
-                if p > level:
-                    break
-                out.append(
-                    Drift(bench, band, k, ref, "%s <= %.2g (Holm) vs #%d" % (why, level, ref + 1))
-                )
+            cands.sort()
+            levels = stats.holm([c[0] for c in cands], alpha, m=m)
+            for (p, band, ref, why), level in zip(cands, levels):
+                if p <= level:
+                    out.append(
+                        Drift(
+                            bench, band, k, ref, "%s <= %.2g (Holm) vs #%d" % (why, level, ref + 1)
+                        )
+                    )
     return out
 
 

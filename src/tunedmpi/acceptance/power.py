@@ -21,22 +21,19 @@ noise (SD of per-run log band scores), how much sizes share a run's slowness (in
 correlation), drift, and the effect of running second in a pair.
 """
 
-import itertools
 import math
 import os
 import random
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Optional
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
+from tunedmpi.acceptance import report
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
-
-OUTLIER = 5.0  # heavy-tail check: one run this many times slower
 
 
 @dataclass
@@ -74,6 +71,7 @@ RESULTS_FIX = (
 
 def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
+    report.check_schema(res, path / "results.json")
     final = OrderedDict()
     for i, r in enumerate(
         res.get("runs", [])
@@ -276,7 +274,7 @@ def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
         return 2
     for n in range(2, limit + 1):
         ncp = math.log(gain) / (sd * math.sqrt(2.0 / n))
-        if 1 - stats._phi(stats.t_quantile(alpha / bands, 2 * n - 2) - ncp) >= target:
+        if 1 - stats.normal_cdf(stats.t_quantile(alpha / bands, 2 * n - 2) - ncp) >= target:
             return n
     return None
 
@@ -291,7 +289,7 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
     n1 = design.first if design else repetitions
     c1 = stats.t_quantile(design.level(alpha / bands, 1) if design else alpha / bands, 2 * n1 - 2)
     d1 = math.log(gain) / (sd * math.sqrt(2.0 / n1))
-    first = 1 - stats._phi(c1 - d1)
+    first = 1 - stats.normal_cdf(c1 - d1)
     if not design or design.final <= design.first:
         return first
     n2 = design.final
@@ -309,7 +307,7 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
         f = (
             math.exp(-((z - d1) ** 2) / 2)
             / math.sqrt(2 * math.pi)
-            * (1 - stats._phi((c2 - d2 - rho * (z - d1)) / s))
+            * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s))
         )
         total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
     return first + total * h / 3
@@ -553,7 +551,7 @@ def _scaled(unit, sizes, factor, metric):
     return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
 
 
-def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch, states=None):
+def procedure(pool, base, tuned, design, tolerance, alpha, states=None):
     """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it;
     with `states` (each side's runs' host states) within host states, as validate judges.
     Returns ({band: verdict}, extended, look-1 estimates)."""
@@ -570,7 +568,6 @@ def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch
         tolerance,
         alpha,
         design=design,
-        test=test,
         strata=strata(first),
     )
     res, extended = one, False
@@ -584,73 +581,10 @@ def procedure(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch
             alpha,
             design=design,
             previous=one,
-            test=test,
             strata=strata(len(base)),
         )
         extended = True
     return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
-
-
-def all_as_one(pool, base, tuned, design, tolerance, alpha, test=stats.yuen_welch, states=None):
-    """The procedure without the host states: every run of a side as one group (for comparison)."""
-    return procedure(pool, base, tuned, design, tolerance, alpha, test)
-
-
-def old_rule(pool, base, tuned, design, tolerance, alpha, test=None, holm=False, states=None):
-    """The rule before this study, for comparison: exact Mann-Whitney over the per-run band times
-    (geometric means), p < alpha per band (Holm's levels with holm=True), one look of `first` runs."""
-    first = design.first if design else len(base)
-    base, tuned = base[:first], tuned[:first]
-    rel = stats.relative_times(base, tuned, pool.metric)
-    ps, gains = OrderedDict(), {}
-    for name, sizes in pool.bands.items():
-        gains[name] = stats.geomean([1 / rel[s] for s in sizes if s in rel])
-        ps[name] = mann_whitney_p(
-            stats.band_scores(base, sizes, pool.metric),
-            stats.band_scores(tuned, sizes, pool.metric),
-        )
-    level = dict.fromkeys(ps, alpha)
-    if holm:
-        for j, name in enumerate(sorted(ps, key=ps.get)):
-            level[name] = alpha / (len(ps) - j)
-            if ps[name] > level[name]:
-                for rest in sorted(ps, key=ps.get)[j:]:
-                    level[rest] = 0.0
-                break
-    out = {}
-    for name, p in ps.items():
-        sig = p < level[name] if not holm else p <= level[name]
-        out[name] = (
-            "win"
-            if gains[name] >= 1 + tolerance and sig
-            else "lose"
-            if gains[name] <= 1 / (1 + tolerance) and sig
-            else "tie"
-        )
-    return out, False, []
-
-
-def mann_whitney_p(a, b):
-    """Two-sided exact Mann-Whitney p (all splits of the pooled mid-ranks): the old rule's test."""
-    pooled = list(a) + list(b)
-    order = sorted(range(len(pooled)), key=lambda i: pooled[i])
-    ranks = [0.0] * len(pooled)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and pooled[order[j + 1]] == pooled[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1
-        i = j + 1
-    n1 = len(a)
-    mean = n1 * (len(pooled) + 1) / 2.0
-    dev = abs(sum(ranks[:n1]) - mean)
-    total = extreme = 0
-    for idx in itertools.combinations(range(len(pooled)), n1):
-        total += 1
-        extreme += abs(sum(ranks[i] for i in idx) - mean) >= dev - 1e-9
-    return extreme / total
 
 
 def study(
@@ -662,12 +596,9 @@ def study(
     repetitions,
     tolerance,
     alpha,
-    rule=procedure,
-    test=stats.yuen_welch,
-    outlier=False,
 ):
     """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
-    within host states where the pool has them (validate's way; `rule` may ignore them)."""
+    within host states where the pool has them (validate's way)."""
     need = 1 if pool.paired else 2  # units per repetition of both sides
     per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
     two_looks = design is not None and per_side == design.final and design.final > design.first
@@ -696,22 +627,15 @@ def study(
                 if pool.states
                 else None
             )
-        aa_tuned = tuned
-        if outlier:  # heavy tails: one run of a side five times slower
-            aa_tuned = [_scaled(tuned[0], set(tuned[0]), 1 / OUTLIER, pool.metric)] + tuned[1:]
-        verdicts, ext, est = rule(
-            pool, base, aa_tuned, use_design, tolerance, alpha, test=test, states=states
+        verdicts, ext, est = procedure(
+            pool, base, tuned, use_design, tolerance, alpha, states=states
         )
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
         for name, sizes in pool.bands.items():
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
-            if outlier:
-                faster[0] = _scaled(faster[0], set(faster[0]), 1 / OUTLIER, pool.metric)
-            v, _, _ = rule(
-                pool, base, faster, use_design, tolerance, alpha, test=test, states=states
-            )
+            v, _, _ = procedure(pool, base, faster, use_design, tolerance, alpha, states=states)
             wins[name] += v.get(name) == "win"
     apparent.sort()
     return dict(
@@ -740,7 +664,6 @@ def run(
     seed=1,
     alpha=stats.DEFAULT_ALPHA,
     tolerance=stats.DEFAULT_TOLERANCE,
-    candidates=False,
     out=None,
 ):
     import sys
@@ -920,113 +843,4 @@ def run(
             "| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n"
             % (fam, bench, len(rows), worst[0], worst[3], statistics.median(pw), pw[0])
         )
-    if candidates:
-        w("\n## Candidate tests on the same draws (mean over pools, max in brackets)\n\n")
-        w(
-            "| pools | candidate | false win-or-lose | power at %.2fx "
-            "| false, one run %gx slower | power, one tuned run "
-            "%gx slower |\n|---|---|---|---:|---:|---:|\n" % (gain, OUTLIER, OUTLIER)
-        )
-        one = ("chosen test, one look of %d, Holm" % repetitions, procedure, stats.yuen_welch, None)
-        old = (
-            "old: exact Mann-Whitney, one look of %d, no Holm" % repetitions,
-            old_rule,
-            None,
-            None,
-        )
-        mwh = (
-            "exact Mann-Whitney, one look of %d, Holm" % repetitions,
-            partial(old_rule, holm=True),
-            None,
-            None,
-        )
-        classes = [("all %d pools" % len(found), found, [one, old, mwh])]
-        big = [p for p in found if design and len(p.units) >= (1 if p.paired else 2) * design.final]
-        if big:
-            classes.append(
-                (
-                    "%d pools of >= %d runs" % (len(big), 2 * design.final),
-                    big,
-                    [
-                        (
-                            "chosen: Yuen-Welch, Holm, %d+%d" % (repetitions, final - repetitions),
-                            procedure,
-                            stats.yuen_welch,
-                            design,
-                        ),
-                        (
-                            "Welch without trimming, Holm, %d+%d"
-                            % (repetitions, final - repetitions),
-                            procedure,
-                            partial(stats.yuen_welch, trim=False),
-                            design,
-                        ),
-                        one,
-                        old,
-                    ],
-                )
-            )
-        held = [p for p in found if p.states]
-        if held:  # the host state: held equal (validate's way) against every run as one group
-            classes.append(
-                (
-                    "%d pools with host states" % len(held),
-                    held,
-                    [
-                        ("chosen, within host states", procedure, stats.yuen_welch, design),
-                        ("chosen, all runs as one group", all_as_one, stats.yuen_welch, design),
-                    ],
-                )
-            )
-        for label, members, cands in classes:
-            for name, rule, test, dsg in cands:
-                rows = []
-                for pool in members:
-                    clean = study(
-                        pool,
-                        random.Random(seed),
-                        draws,
-                        gain,
-                        dsg,
-                        repetitions,
-                        tolerance,
-                        alpha,
-                        rule,
-                        test,
-                    )
-                    heavy = study(
-                        pool,
-                        random.Random(seed),
-                        draws,
-                        gain,
-                        dsg,
-                        repetitions,
-                        tolerance,
-                        alpha,
-                        rule,
-                        test,
-                        outlier=True,
-                    )
-                    rows.append(
-                        (
-                            clean["false"],
-                            statistics.mean(clean["power"].values()),
-                            heavy["false"],
-                            statistics.mean(heavy["power"].values()),
-                        )
-                    )
-                cols = list(zip(*rows))
-                w(
-                    "| %s | %s | %.3f (%.2f) | %.2f | %.3f (%.2f) | %.2f |\n"
-                    % (
-                        label,
-                        name,
-                        statistics.mean(cols[0]),
-                        max(cols[0]),
-                        statistics.mean(cols[1]),
-                        statistics.mean(cols[2]),
-                        max(cols[2]),
-                        statistics.mean(cols[3]),
-                    )
-                )
     return 0

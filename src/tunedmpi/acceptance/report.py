@@ -9,8 +9,29 @@ import sys
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
 from tunedmpi.atomic import write_atomic, write_atomic_with
+from tunedmpi.errors import InputError
+
+# The format of results.json (its top-level "schema_version"). Readers (history, validate
+# --reanalyse, power, regret) refuse any other version rather than guess at it; a file without the
+# field is version 1, the format from before the field. Raise it when a reader would misread.
+RESULTS_SCHEMA = 1
+
+
+def check_schema(doc, path):
+    """Refuse a results.json whose format version this tunedmpi does not read (InputError: exit 2,
+    one line naming the file)."""
+    version = doc.get("schema_version", 1) if isinstance(doc, dict) else 1
+    if type(version) is not int or version != RESULTS_SCHEMA:  # not 1.0, not true
+        raise InputError(
+            path,
+            None,
+            "schema_version",
+            "results format version %r; this tunedmpi reads version %d" % (version, RESULTS_SCHEMA),
+            "read it with the tunedmpi version that wrote it",
+        )
+
 
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
 UNIT = {
@@ -135,7 +156,7 @@ def markdown(results):
         "## Method",
         "",
         "Per message size the figure is the seed studies' own: of the repetitions, drop the largest and",
-        "the smallest and average the rest. Per band (sizes 1 B-1 KB, 1-64 KB, 64 KB-1 MB, > 1 MB; size 0",
+        "the smallest and average the rest. Per band (sizes %s; size 0" % stats.band_labels(),
         "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
         "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
         stats.describe_method(

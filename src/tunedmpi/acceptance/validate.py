@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from tunedmpi import paths
-from tunedmpi.acceptance import report, stats
+from tunedmpi import paths, stats
+from tunedmpi.acceptance import report
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -320,6 +320,7 @@ def _campaign(opts, runner, binaries, outdir):
         results = analyse(opts, runs, records, design, previous=results, extended=extended)
     results.update(
         tool="tunedmpi validate",
+        schema_version=report.RESULTS_SCHEMA,
         started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         elapsed_s=round(time.monotonic() - started, 1),
@@ -369,6 +370,7 @@ def reanalyse(source, out):
         )
     try:
         res = json.loads((src / "results.json").read_text())
+        report.check_schema(res, src / "results.json")
         records = [
             RunRecord(
                 **dict(
@@ -423,7 +425,13 @@ def reanalyse(source, out):
     if extended:
         results = analyse(opts, runs, records, design, previous=results, extended=extended)
     outdir = new_results_dir(out, res["site"], str(src / "results.json"))
-    results = dict(res, **results, design=looks, reanalysed_from=str(src.resolve()))
+    results = dict(
+        res,
+        **results,
+        design=looks,
+        reanalysed_from=str(src.resolve()),
+        schema_version=report.RESULTS_SCHEMA,
+    )
 
     def write():
         if (src / "logs").is_dir():

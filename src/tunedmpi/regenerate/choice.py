@@ -19,7 +19,7 @@ score in the same stage. Otherwise the job configuration stays.
 
 from collections import OrderedDict
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
 
 # Table operation <- the benchmarks that measure it (the first one carries the regret figures).
 OPERATIONS = OrderedDict(

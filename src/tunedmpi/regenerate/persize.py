@@ -16,7 +16,7 @@ selection was made on other data, so p is not multiplied by the number of candid
 the bands still applies). A band whose candidate the confirmation did not measure is not kept.
 
 Then, where no per-size band was kept, a second look at the granularity validate judges (its
-bands: <= 1 KB, 1-64 KB, 64 KB-1 MB, ...): the sizes still on the reference, grouped by validate
+bands, stats.BANDS): the sizes still on the reference, grouped by validate
 band, go to the candidate with the best geometric mean over the group, tested the same way (its own
 Holm family). Per-size winners of a flat curve alternate from size to size, so no single segment
 carries enough runs to be significant, though one algorithm may be clearly better over the whole
@@ -27,7 +27,7 @@ first size it won, the last band has no upper end.
 
 import math
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
 
 
 def _figures(reps, sizes):
@@ -60,7 +60,7 @@ def _test(reference, reps, sizes, metric, n_candidates):
     res = (
         stats.yuen_welch(a, b, *floors)
         if strata is None
-        else stats.stratified(stats.yuen_welch, a, b, *strata, *floors)[0]
+        else stats.stratified(a, b, *strata, *floors)[0]
     )
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
@@ -87,18 +87,10 @@ def _tester(reference, candidates, metric, confirm):
     return test
 
 
-def _holm(tests, alpha):
-    """Holm's step-down over [[..., gain, p, level]] (the last three items): sets each level."""
-    ordered = sorted(tests, key=lambda t: t[-2])
-    m, rejected = len(ordered), 0
-    for i, t in enumerate(ordered):
-        level = alpha / (m - rejected)
+def _set_holm_levels(tests, alpha):
+    """stats.holm over [[..., gain, p, level]] (the last three items): sets each level."""
+    for t, level in zip(tests, stats.holm([t[-2] for t in tests], alpha)):
         t[-1] = level
-        if t[-2] > level:
-            for rest in ordered[i + 1 :]:
-                rest[-1] = level
-            break
-        rejected += 1
 
 
 def _band_groups(sizes, keys):
@@ -163,7 +155,7 @@ def choose_bands(
         # the winner was picked among k candidates before it was tested (see _tester)
         seg.append([*test(key, tested), None])
         pending.append(seg[2])
-    _holm(pending, alpha)
+    _set_holm_levels(pending, alpha)
     tests = []
     for seg in segments:
         key, seg_sizes, t = seg
@@ -190,7 +182,7 @@ def choose_bands(
         )
         if best is not None and over_group(best) < 1:
             second.append([group, best, *test(best, tested), None])
-    _holm(second, alpha)
+    _set_holm_levels(second, alpha)
     for group, key, gain, p, level in second:
         kept = p <= level and gain >= 1 + tolerance
         tests.append((max(group[0], 1), group[-1], key, gain, p, level, kept))

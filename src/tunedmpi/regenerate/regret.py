@@ -41,7 +41,8 @@ import random
 from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
-from tunedmpi.acceptance import stats
+from tunedmpi import stats
+from tunedmpi.acceptance.report import check_schema
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.regenerate import choice
@@ -95,6 +96,7 @@ def _module_runs(results_dir, state=None):
             "cannot read a validate result: %s" % exc,
             "give the --out directory of a finished validate/run.sh",
         )
+    check_schema(doc, path)
     out = {}
     for bench, d in doc.get("per_size", {}).items():
         if state and "host_states" not in d:

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from tunedmpi import paths
-from tunedmpi.acceptance import stats
+from tunedmpi import paths, stats
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
@@ -420,7 +419,15 @@ def _op_case(site, nodes, ppn, d, job, cids):
     return case
 
 
-def build_table(site, metas, decisions, runs_count, left_out=()):
+def build_table(
+    site,
+    metas,
+    decisions,
+    runs_count,
+    left_out=(),
+    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=stats.DEFAULT_ALPHA,
+):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
     for m in metas:
@@ -455,9 +462,9 @@ def build_table(site, metas, decisions, runs_count, left_out=()):
                 "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
                 "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
                 "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
-                "band loses, one wins: gain >= 5%% and a Yuen-Welch t test on per-run band scores, Holm over "
-                "bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= 5%%)%s"
+                "band loses, one wins: gain >= %s%% and a Yuen-Welch t test on per-run band scores, Holm over "
+                "bands, p < %g); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
+                "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= %s%%)%s"
                 % (
                     "; ".join(
                         "ingested logs (tunedmpi ingest), one repetition per log"
@@ -472,6 +479,9 @@ def build_table(site, metas, decisions, runs_count, left_out=()):
                         )
                         for m in metas
                     ),
+                    "%g" % (tolerance * 100),  # validate's rule as tune judged with it
+                    alpha,
+                    "%g" % (tolerance * 100),
                     "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
                     "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
                     "runs)"
@@ -695,7 +705,7 @@ def tune(
             start,
             confirm_data.get((nodes, ppn)),
         )
-    doc = build_table(site, metas, decisions, len(kept), left_out)
+    doc = build_table(site, metas, decisions, len(kept), left_out, tolerance, alpha)
     target = (
         Path(out)
         if out

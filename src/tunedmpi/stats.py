@@ -1,5 +1,10 @@
 """Repetition statistics and the tuned-vs-baseline verdict (docs/design.md, "Statistics").
 
+The one statistics layer: validate, history and power (acceptance/) and tune, persize and regret
+(regenerate/) take every rule from here, so each is written once: the bands and their labels, the
+seed figure, the band score, Yuen's side variance, Welch-Satterthwaite degrees of freedom, Holm's
+step-down, the verdict. Distributions and Fisher's exact test are SciPy's.
+
 Per message size the reported figure is the seed studies' own: of the repetitions, drop the
 largest and the smallest and average the rest. Whether a difference is real is decided per
 message-size band, with the **run** (one benchmark process) as the unit of replication: every run
@@ -22,6 +27,9 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from scipy import special
+from scipy import stats as sps
+
 KB, MB = 1024, 1024 * 1024
 # (name, lowest size, highest size) inclusive; size 0 moves no data and is left out of verdicts.
 BANDS = (
@@ -43,6 +51,27 @@ def band_of(size):
     return None
 
 
+def _size_label(n):
+    for unit, scale in (("MB", MB), ("KB", KB)):
+        if n >= scale and n % scale == 0:
+            return n // scale, unit
+    return n, "B"
+
+
+def band_labels():
+    """BANDS as people read them: "≤ 1 KB, 1–64 KB, 64 KB–1 MB, > 1 MB" (reports and docs)."""
+    out = []
+    for i, (_, lo, hi) in enumerate(BANDS):
+        if i == 0:
+            out.append("≤ %d %s" % _size_label(hi))
+        elif hi is None:
+            out.append("> %d %s" % _size_label(lo - 1))
+        else:
+            (a, ua), (b, ub) = _size_label(lo - 1), _size_label(hi)
+            out.append("%d–%d %s" % (a, b, ub) if ua == ub else "%d %s–%d %s" % (a, ua, b, ub))
+    return ", ".join(out)
+
+
 def seed_figure(values):
     """The studies' figure: drop the max and the min, mean of the rest (plain mean below 3 values)."""
     vals = sorted(values)
@@ -58,91 +87,48 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-# ---- distributions (pure Python) -------------------------------------------------------------
-
-
-def _betacf(a, b, x):
-    """Continued fraction of the incomplete beta function (Lentz), as in Numerical Recipes."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betai(a, b, x):
-    """Regularised incomplete beta function I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1 - x) / b
+# ---- distributions (SciPy) -------------------------------------------------------------------
+# scipy.special's kernels are the ones scipy.stats.t and .norm use, without their per-call
+# overhead (power and tune call these tens of thousands of times).
 
 
 def t_two_sided(t, df):
     """P(|T| >= |t|) for Student's t with df (> 0, not necessarily whole) degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return _betai(df / 2.0, 0.5, df / (df + t * t))
-
-
-def _t_density(t, df):
-    return math.exp(
-        math.lgamma((df + 1) / 2.0)
-        - math.lgamma(df / 2.0)
-        - 0.5 * math.log(df * math.pi)
-        - (df + 1) / 2.0 * math.log1p(t * t / df)
-    )
+    return float(2.0 * special.stdtr(df, -abs(t)))
 
 
 def t_quantile(p_two_sided, df):
-    """The t > 0 with P(|T| >= t) = p_two_sided: Newton's method from the normal quantile with
-    Cornish-Fisher's correction, falling back to bisection inside the bracket it keeps."""
-    z_lo, z_hi = 0.0, 40.0
-    for _ in range(50):
-        z = (z_lo + z_hi) / 2
-        if math.erfc(z / math.sqrt(2)) > p_two_sided:
-            z_lo = z
-        else:
-            z_hi = z
-    t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
-    lo, hi = 0.0, float("inf")
-    for _ in range(200):
-        f = t_two_sided(t, df) - p_two_sided
-        if f > 0:
-            lo = t
-        else:
-            hi = t
-        nxt = t + f / (2 * _t_density(t, df))
-        if not lo < nxt < hi:
-            nxt = (lo + hi) / 2 if hi != float("inf") else 2 * t + 1
-        if abs(nxt - t) <= 1e-9 * max(1.0, t):
-            return nxt
-        t = nxt
-    return t
+    """The t > 0 with P(|T| >= t) = p_two_sided."""
+    return float(-special.stdtrit(df, p_two_sided / 2.0))
 
 
-def _phi(z):
-    return 0.5 * math.erfc(-z / math.sqrt(2))
+def normal_cdf(z):
+    return float(special.ndtr(z))
+
+
+def fisher_two_sided(a, b, c, d):
+    """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
+    return float(sps.fisher_exact([[a, b], [c, d]]).pvalue)
+
+
+def holm(p_values, alpha, m=None, done=0, nominal=None):
+    """Holm's step-down: the level each of `p_values` had to reach, in their order; a p is rejected
+    when it is at most its level. m: the family's size (default: these, plus `done`); done: members
+    already rejected (at an earlier look: their shares of alpha pass on); nominal(share): the level
+    a share of alpha is tested at (a look's Pocock level; default the share). At the first p above
+    its level Holm stops, and every p left gets that level."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m = len(p_values) + done if m is None else m
+    levels, rejected = [None] * len(p_values), done
+    for k, i in enumerate(order):
+        share = alpha / (m - rejected)
+        levels[i] = share if nominal is None else nominal(share)
+        if p_values[i] > levels[i]:
+            for j in order[k + 1 :]:
+                levels[j] = levels[i]
+            break
+        rejected += 1
+    return levels
 
 
 # ---- the test --------------------------------------------------------------------------------
@@ -156,11 +142,11 @@ class TestResult:
     p: float  # two-sided
 
 
-def trimmed(values, trim=True):
+def trimmed(values):
     """(trimmed mean, winsorised variance, values kept) with floor(n/10) runs cut at each end."""
     v = sorted(values)
     n = len(v)
-    g = n // 10 if trim else 0
+    g = n // 10
     h = n - 2 * g
     mean = sum(v[g : n - g]) / h
     w = [v[g]] * g + v[g : n - g] + [v[n - g - 1]] * g
@@ -169,20 +155,32 @@ def trimmed(values, trim=True):
     return mean, var, h
 
 
-def yuen_welch(a, b, floor_a=0.0, floor_b=0.0, trim=True):
+def yuen_side(values, floor=0.0):
+    """(trimmed mean, its squared standard error, values kept) of one side of Yuen's test; the
+    variance is at least `floor`, what printed digits alone can hide (resolution_floor)."""
+    mean, var, h = trimmed(values)
+    return mean, (len(values) - 1) * max(var, floor) / (h * (h - 1)), h
+
+
+def satterthwaite(parts):
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates,
+    parts = [(variance, its df)]; None when every variance is 0."""
+    den = sum(v * v / df for v, df in parts if v)
+    return sum(v for v, _ in parts) ** 2 / den if den > 0 else None
+
+
+def yuen_welch(a, b, floor_a=0.0, floor_b=0.0):
     """Yuen's two-sample test of b against a (Welch's t test when both have fewer than 10 values).
 
     floor_a/floor_b: the smallest per-run variance a side can be credited with (printed digits).
-    trim=False gives plain Welch at any size (only for the power study's comparison)."""
-    ma, va, ha = trimmed(a, trim)
-    mb, vb, hb = trimmed(b, trim)
-    da = (len(a) - 1) * max(va, floor_a) / (ha * (ha - 1))
-    db = (len(b) - 1) * max(vb, floor_b) / (hb * (hb - 1))
+    SciPy's ttest_ind(trim=0.1) has no floors, so only its t distribution is used here."""
+    ma, da, ha = yuen_side(a, floor_a)
+    mb, db, hb = yuen_side(b, floor_b)
     diff = mb - ma
     se2 = da + db
     if se2 <= 0:
         return TestResult(diff, 0.0, float(ha + hb - 2), 1.0 if diff == 0 else 0.0)
-    df = se2**2 / ((da * da / (ha - 1) if da else 0.0) + (db * db / (hb - 1) if db else 0.0))
+    df = satterthwaite([(da, ha - 1), (db, hb - 1)])
     t = diff / math.sqrt(se2)
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(t, df))
 
@@ -255,37 +253,6 @@ def host_labels(hosts):
     return labels, limit
 
 
-def fisher_two_sided(a, b, c, d):
-    """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
-    row, col, n = a + b, a + c, a + b + c + d
-
-    def lf(k):
-        return math.lgamma(k + 1)
-
-    def prob(x):
-        return math.exp(
-            lf(row)
-            + lf(n - row)
-            + lf(col)
-            + lf(n - col)
-            - lf(n)
-            - lf(x)
-            - lf(row - x)
-            - lf(col - x)
-            - lf(n - row - col + x)
-        )
-
-    observed = prob(a)
-    return min(
-        1.0,
-        sum(
-            prob(x)
-            for x in range(max(0, row + col - n), min(row, col) + 1)
-            if prob(x) <= observed * (1 + 1e-7)
-        ),
-    )
-
-
 def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
     """(labels_a, labels_b) to hold the host state equal by, or (None, why not). Not when no run has
     a state, and not when the share of fast runs differs between the modules (Fisher's exact test at
@@ -324,8 +291,8 @@ def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
     return host_strata(state(reps_a), state(reps_b), alpha)[0]
 
 
-def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
-    """`test` within each label that has >= 2 runs of each side, the differences averaged with
+def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
+    """yuen_welch within each label that has >= 2 runs of each side, the differences averaged with
     weights by runs (post-stratification; Satterthwaite's degrees of freedom). Returns (TestResult,
     {label: [runs a, runs b]} used); runs of labels with fewer are left out. No usable label: the
     test over all runs, and {}."""
@@ -335,23 +302,22 @@ def stratified(test, a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
             groups.setdefault(label, ([], []))[side].append(v)
     used = {label: g for label, g in groups.items() if len(g[0]) >= 2 and len(g[1]) >= 2}
     if not used:
-        return test(a, b, floor_a, floor_b), {}
+        return yuen_welch(a, b, floor_a, floor_b), {}
     total = float(sum(len(ga) + len(gb) for ga, gb in used.values()))
-    diff = se2 = df_den = 0.0
+    diff, parts = 0.0, []
     for ga, gb in used.values():
-        res = test(ga, gb, floor_a, floor_b)
+        res = yuen_welch(ga, gb, floor_a, floor_b)
         w = (len(ga) + len(gb)) / total
         diff += w * res.diff
-        part = (w * res.se) ** 2
-        se2 += part
-        df_den += part * part / res.df if res.df > 0 else 0.0
+        parts.append(((w * res.se) ** 2, res.df))
+    se2 = sum(v for v, _ in parts)
     counts = {
         ("none" if label is None else label): [len(ga), len(gb)]
         for label, (ga, gb) in sorted(used.items(), key=lambda kv: str(kv[0]))
     }
     if se2 <= 0:
         return TestResult(diff, 0.0, total - 2, 1.0 if diff == 0 else 0.0), counts
-    df = se2 * se2 / df_den if df_den > 0 else total - 2
+    df = satterthwaite(parts) or total - 2
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df)), counts
 
 
@@ -370,10 +336,10 @@ PAIRED_TEST_NAME = (
 )
 
 
-def crossover(test, a, b, baseline_first, floor_a=0.0, floor_b=0.0):
+def crossover(a, b, baseline_first, floor_a=0.0, floor_b=0.0):
     """The 2 x 2 crossover analysis of pairs (a[i], b[i]), measured in the order baseline_first[i]
     says. Within a pair d = b - a; over the pairs that ran the baseline first its mean is the module
-    effect plus the effect of running second, over the others the effect minus it. So `test` between
+    effect plus the effect of running second, over the others the effect minus it. So yuen_welch between
     the first group's d and the second group's -d estimates twice the module effect, and running
     second cancels instead of adding noise. Returns a TestResult on the scale of yuen_welch(a, b)
     (diff: tuned minus baseline), or None when a group has fewer than 2 pairs."""
@@ -382,7 +348,7 @@ def crossover(test, a, b, baseline_first, floor_a=0.0, floor_b=0.0):
     if len(first) < 2 or len(second) < 2:
         return None
     floor = floor_a + floor_b  # a difference of two runs varies at least as much as both
-    res = test(second, first, floor, floor)
+    res = yuen_welch(second, first, floor, floor)
     return TestResult(res.diff / 2, res.se / 2, res.df, res.p)
 
 
@@ -404,7 +370,7 @@ def _pocock_nominal(alpha, fraction):
             f = (
                 math.exp(-z * z / 2)
                 / math.sqrt(2 * math.pi)
-                * (_phi((c - rho * z) / s) - _phi((-c - rho * z) / s))
+                * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
             )
             total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
         return total * h / 3
@@ -536,7 +502,6 @@ def compare_bands(
     alpha=DEFAULT_ALPHA,
     design=None,
     previous=None,
-    test=yuen_welch,
     strata=None,
     pairs=None,
 ):
@@ -550,13 +515,16 @@ def compare_bands(
     Returns one BandResult per band that has sizes in common. Without `design`: one look at alpha
     (what tune uses). With `design`: look 1, or look 2 when `previous` holds this benchmark's look-1
     results (bands decided significant at look 1 keep that result; Holm continues from there).
-    `test` is replaceable only for the power study's comparisons of candidate tests.
+    Each band's `test` names the test its p came from: the crossover test only where a band had
+    its pairs (2 of each order), else the test within host states only where states were held
+    equal, else the test over all runs.
     """
     sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     look = None if design is None else (2 if previous is not None else 1)
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
     out, pending, done = [], [], []  # pending: (band, test result) still to decide
+    # the name a band gets before it is tested (no-data bands); each tested band's comes from its test
     test_name = (
         PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
     )
@@ -623,38 +591,39 @@ def compare_bands(
             None
             if pairs is None
             else crossover(
-                test,
                 [a[i] for i, _, _ in pairs],
                 [b[j] for _, j, _ in pairs],
                 [f for _, _, f in pairs],
                 *floors,
             )
         )
+        # the name says which test gave p: a fallback (too few pairs of an order, no state with 2
+        # runs of each module) is named as the test it fell back to
         if res is not None:
+            r.test = PAIRED_TEST_NAME
             r.pairs = {
                 "baseline first": sum(1 for p in pairs if p[2]),
                 "tuned first": sum(1 for p in pairs if not p[2]),
             }
         elif strata is None:
-            res = test(a, b, *floors)
+            res = yuen_welch(a, b, *floors)
             r.test = TEST_NAME
         else:
-            res, r.host_strata = stratified(test, a, b, strata[0], strata[1], *floors)
-            r.test = r.test if r.host_strata else TEST_NAME
+            res, r.host_strata = stratified(a, b, strata[0], strata[1], *floors)
+            r.test = HOST_TEST_NAME if r.host_strata else TEST_NAME
         r.p_value, r.estimate = res.p, math.exp(-res.diff)
         out.append(r)
         pending.append((r, res))
-    # Holm's step-down over the benchmark's bands at the look's nominal levels
-    m, rejected = len(pending) + len(done), len(done)
-    pending.sort(key=lambda item: item[0].p_value)
-    for i, (r, _) in enumerate(pending):
-        share = alpha / (m - rejected)
-        r.level = share if design is None else design.level(share, look)
-        if r.p_value > r.level:  # Holm stops: every band left is tested at this step's level
-            for rest, _ in pending[i + 1 :]:
-                rest.level = r.level
-            break
-        rejected += 1
+    # Holm's step-down over the benchmark's bands at the look's nominal levels; bands rejected at
+    # look 1 count as done
+    levels = holm(
+        [r.p_value for r, _ in pending],
+        alpha,
+        done=len(done),
+        nominal=None if design is None else lambda share: design.level(share, look),
+    )
+    for (r, _), level in zip(pending, levels):
+        r.level = level
     for r, res in pending:
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
