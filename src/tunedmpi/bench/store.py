@@ -127,11 +127,14 @@ def load_campaign(campaign_dir):
     records = []
     for root, _, files in os.walk(campaign_dir):
         for name in sorted(files):
-            if name.endswith(".json") and name != "campaign.json" and not name.startswith("."):
-                path = Path(root) / name
-                rec = read_json(path)
-                if "series" not in rec:  # e.g. a stage's plan.json
-                    continue
+            # plan.json: the sweep's plan of a stage (a list in older campaigns), not a record
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            if name in ("campaign.json", "plan.json"):
+                continue
+            path = Path(root) / name
+            rec = read_json(path)
+            if "series" in rec:
                 checked_series(rec["series"], path, "series")  # sizes become ints
                 records.append(rec)
     return meta, records
