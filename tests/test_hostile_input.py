@@ -59,6 +59,8 @@ SITE_CORPUS = [
     ("ucx-arabic-digits", 'ucx_version: "1.18"', 'ucx_version: "١.١٨"', "ucx_version"),
     ("table-newline", "table: local/openmpi-5.0.8", 'table: "local/openmpi-5.0.8\\n"', "table"),
     ("site-newline", "site: local", 'site: "local\\n"', "site"),
+    ("flavour-unknown", "  flavour: openmpi", "  flavour: mpich", "mpi.flavour"),
+    ("flavour-newline", "  flavour: openmpi", '  flavour: "openmpi\\n"', "mpi.flavour"),
 ]
 
 
@@ -421,4 +423,92 @@ def test_fuzz_hostile_values_never_escape_as_tracebacks(tmp_path):
     written = set(p for p in tmp_path.rglob("*")) - before
     assert all(
         p.name in ("local", "site.yaml", "results.json") or p.name.startswith("r") for p in written
+    )
+
+
+# ---- fuzz through to the shell: a site config that passes its check renders modules that load ----
+
+SHELL_HOSTILE = HOSTILE + [
+    '"a\\"]] os.exit(1) --[["',
+    '"$(touch PWNED)"',
+    '"[exec touch PWNED]"',
+    '"`touch PWNED`"',
+    '"{"',
+    '"}\\\\"',
+    '"%s%n"',
+    '"/opt/with space"',
+    '"/opt/x;touch PWNED"',
+    '"' + "x" * 5000 + '"',
+]
+
+
+def _mutate_for_shell(text, rng):
+    """The free text (description) always, and in a third of the cases one other value too."""
+    lines = text.splitlines()
+    cand = [i for i, line in enumerate(lines) if ": " in line and not line.lstrip().startswith("#")]
+    targets = [next(i for i in cand if lines[i].startswith("description:"))]
+    if rng.random() < 1 / 3:
+        targets.append(rng.choice(cand))
+    for i in targets:
+        key, _, _ = lines[i].partition(": ")
+        lines[i] = key + ": " + rng.choice(SHELL_HOSTILE)
+    return "\n".join(lines) + "\n"
+
+
+def test_fuzz_site_configs_that_pass_render_modules_that_load(tmp_path):
+    """60 mutated site configs: each is refused with a fix, or its tuned and baseline modules load
+    and unload in Lmod and Environment Modules without an error, a command run, or a trace left."""
+    import envmodules
+    import lmod
+    from tunedmpi.modules import render
+
+    if not (lmod.available() and envmodules.available()):
+        pytest.skip("needs Lmod and Environment Modules (tools/system-packages.sh test)")
+    rng = random.Random(2929)
+    loaded = 0
+    for n in range(60):
+        folder = tmp_path / ("case%d" % n)
+        (folder / "local").mkdir(parents=True)
+        (folder / "local" / "site.yaml").write_text(_mutate_for_shell(SITE, rng), encoding="utf-8")
+        try:
+            site = sites.load_site(str(folder / "local" / "site.yaml"))
+        except (InputError, InputErrors) as exc:
+            assert "fix:" in str(exc)
+            continue
+        for rel, text in render.render_site(site).items():
+            out = folder / "modulefiles" / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
+        base = "%s/%s" % (site.baseline_module, site.mpi_version)
+        script = (
+            "cd %s; module load %s || echo LOADFAIL; module unload %s || echo LOADFAIL; "
+            "module load %s || echo LOADFAIL; module unload %s || echo LOADFAIL; "
+            "env | grep -c '^TUNEDMPI_' || true"
+        ) % (folder, tuned, tuned, base, base)
+        for system in (lmod, envmodules):
+            paths = [folder / "modulefiles" / site.name]
+            init = {} if system is lmod else {"init": envmodules.init()}
+            proc = lmod.shell(paths, script) if system is lmod else _tcl_shell(paths, script, init)
+            assert "LOADFAIL" not in proc.stdout, (n, system.__name__, proc.stderr[-800:])
+            assert proc.stdout.strip().splitlines()[-1] == "0", (n, proc.stdout[-400:])
+            assert "rror" not in proc.stderr, (n, system.__name__, proc.stderr[-800:])
+        assert not list(folder.rglob("PWNED"))
+        loaded += 1
+    assert loaded >= 20  # (24 with this seed) the corpus reaches the shell, not only the checks
+
+
+def _tcl_shell(paths, script, init):
+    import shlex
+    import subprocess
+
+    import lmod
+
+    head = ["set -u", init["init"]] + ["module use %s" % shlex.quote(str(p)) for p in paths]
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", "\n".join(head + [script])],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )

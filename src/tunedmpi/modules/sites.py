@@ -139,6 +139,12 @@ def _check(ck, doc, path):
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
+    if flavour and flavour != "openmpi":  # HPC-X comes as a site's `hpcx:` block, not a flavour
+        ck.err(
+            ("mpi", "flavour"),
+            "flavour %r is not one the project tunes" % (flavour,),
+            "write flavour: openmpi (HPC-X: an hpcx: block beside it, site-configs/README.md)",
+        )
     version = str(mpi.get("version") or "")
     if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
