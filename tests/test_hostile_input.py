@@ -123,6 +123,7 @@ def test_no_regex_in_src_ends_in_dollar_or_uses_unicode_digits():
 # ---- tables: dates, sizes ----------------------------------------------------------------------
 
 VALID = (FIXTURES / "tables" / "valid.yaml").read_text(encoding="utf-8")
+SPACE = (ROOT / "site-configs" / "local" / "space.yaml").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -384,12 +385,14 @@ def _mutate(text, rng):
 
 
 def test_fuzz_hostile_values_never_escape_as_tracebacks(tmp_path):
-    """80 site configs, 80 tables, 80 IMB logs, 40 results.json: 280 cases."""
+    """80 site configs, 80 tables, 80 knob spaces, 80 IMB logs, 40 results.json: 360 cases."""
     from tunedmpi.acceptance import power
     from tunedmpi.bench import parse
+    from tunedmpi.regenerate import space
     from tunedmpi.tables import schema
 
     rng = random.Random(29)
+    local = sites.load_named("local")
     before = set(p for p in tmp_path.rglob("*"))
     for n in range(80):
         folder = tmp_path / "local"
@@ -401,6 +404,11 @@ def test_fuzz_hostile_values_never_escape_as_tracebacks(tmp_path):
             assert "fix:" in str(exc)
         try:
             schema.load_table("fuzz-%d.yaml" % n, _mutate(VALID, rng))
+        except (InputError, InputErrors) as exc:
+            assert "fix:" in str(exc)
+        (folder / "space.yaml").write_text(_mutate(SPACE, rng), encoding="utf-8")
+        try:
+            space.load_space(str(folder / "space.yaml"), local)
         except (InputError, InputErrors) as exc:
             assert "fix:" in str(exc)
         text, _ = _imb_with(rng.choice(["-1", "1e400", "1e308", "0", "0.00", "nan", "1e11", "-0"]))
@@ -422,7 +430,8 @@ def test_fuzz_hostile_values_never_escape_as_tracebacks(tmp_path):
             assert str(out / "results.json") in str(exc)
     written = set(p for p in tmp_path.rglob("*")) - before
     assert all(
-        p.name in ("local", "site.yaml", "results.json") or p.name.startswith("r") for p in written
+        p.name in ("local", "site.yaml", "space.yaml", "results.json") or p.name.startswith("r")
+        for p in written
     )
 
 
