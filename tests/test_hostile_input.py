@@ -321,8 +321,22 @@ def _damaged_results(tmp_path, damage):
     size = next(iter(points))
     out = tmp_path / "run"
     out.mkdir()
+    # damaged shape: what power and --reanalyse read (report.check_runs)
+    shape = {
+        "runs-not-list": lambda: doc.update(runs=5),
+        "run-not-mapping": lambda: doc["runs"].__setitem__(0, "run"),
+        "run-without-role": lambda: run.pop("role"),
+        "role-unknown": lambda: run.update(role="both"),
+        "series-not-mapping": lambda: run["series"].update(x=3),
+        "series-without-points": lambda: next(iter(run["series"].values())).pop("points"),
+        "no-modules": lambda: doc.pop("modules"),
+        "no-per-size": lambda: doc.pop("per_size", None),
+    }
     if damage == "truncated":
         text = AA.read_text(encoding="utf-8")[:5000]
+    elif damage in shape:
+        shape[damage]()
+        text = json.dumps(doc)
     else:
         points[size] = {"zero": 0, "negative": -3.0, "nan": float("nan"), "text": "fast"}[damage]
         text = json.dumps(doc)
@@ -330,13 +344,19 @@ def _damaged_results(tmp_path, damage):
     return out
 
 
-@pytest.mark.parametrize("damage", ["truncated", "negative", "nan", "text"])
+SHAPES = ["runs-not-list", "run-not-mapping", "run-without-role", "role-unknown"]
+SHAPES += ["series-not-mapping", "series-without-points", "no-modules", "no-per-size"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "negative", "nan", "text"] + SHAPES)
 def test_damaged_results_json_is_one_line_naming_it(tmp_path, run_cli, damage):
     out = _damaged_results(tmp_path, damage)
     for args in (
         ("power", out, "--draws", "10"),
         ("validate", "--reanalyse", out, "--out", tmp_path / "again"),
     ):
+        if damage == "no-per-size" and args[0] == "power":
+            continue  # power reads the runs only
         code, stdout, err = run_cli(*args)
         assert code == 2 and "Traceback" not in err, err
         assert len(err.strip().splitlines()) == 1, err

@@ -71,7 +71,7 @@ RESULTS_FIX = (
 
 def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
-    report.check_schema(res, path / "results.json")
+    report.check_runs(res, path / "results.json")
     final = OrderedDict()
     for i, r in enumerate(
         res.get("runs", [])

@@ -33,6 +33,53 @@ def check_schema(doc, path):
         )
 
 
+RESULTS_FIX = "give a results directory that validate/run.sh wrote (a damaged results.json: run validate again)"
+ROLES = ("baseline", "tuned")
+RUN_FIELDS = (("run", str), ("role", str), ("rep", int), ("status", str), ("series", dict))
+SERIES_FIELDS = (("metric", str), ("suite", str), ("points", dict))
+
+
+def check_runs(doc, path, mappings=()):
+    """The format version, then the shape of what power and --reanalyse read from a results.json
+    (its runs, their series, the modules, and the top-level `mappings` the caller reads): a damaged
+    file is one InputError naming the key, never a KeyError deep inside (the values themselves are
+    checked by store.checked_points)."""
+    check_schema(doc, path)
+
+    def need(ok, key, problem):
+        if not ok:
+            raise InputError(path, None, key, problem, RESULTS_FIX)
+
+    need(isinstance(doc, dict), None, "not a JSON object")
+    runs, modules = doc.get("runs"), doc.get("modules")
+    need(isinstance(runs, list), "runs", "runs must be a list")
+    for key in mappings:
+        need(isinstance(doc.get(key), dict), key, "%s must be a mapping" % key)
+    need(
+        isinstance(modules, dict) and all(isinstance(modules.get(r), str) for r in ROLES),
+        "modules",
+        "modules must name the baseline and tuned module",
+    )
+    for i, r in enumerate(runs):
+        need(isinstance(r, dict), "runs[%d]" % i, "a run must be a mapping")
+        for key, kind in RUN_FIELDS:
+            need(
+                isinstance(r.get(key), kind),
+                "runs[%d].%s" % (i, key),
+                "missing or not a %s" % kind.__name__,
+            )
+        need(r["role"] in ROLES, "runs[%d].role" % i, "role must be baseline or tuned")
+        for bench, series in r["series"].items():
+            where = "runs[%d].series.%s" % (i, bench)
+            need(isinstance(series, dict), where, "not a result series")
+            for key, kind in SERIES_FIELDS:
+                need(
+                    isinstance(series.get(key), kind),
+                    where + "." + key,
+                    "missing or not a %s" % kind.__name__,
+                )
+
+
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
 UNIT = {
     "latency_us": "latency (us), lower is better",
