@@ -112,3 +112,27 @@ def test_statistics_is_one_layer_below_both_stages_that_use_it():
         if isinstance(n, ast.FunctionDef) and n.name.lstrip("_") in public
     )
     assert not again, "stats' primitives defined again: %s" % again
+
+
+def test_render_and_install_module_need_only_pyyaml_and_jinja2(tmp_path):
+    """Spack's and EasyBuild's installs run tunedmpi with the system's Python and only PyYAML and
+    Jinja2 (docs/spack.md): the modules stage must not import SciPy, NumPy or matplotlib, even
+    through the command line's shared options."""
+    import subprocess
+    import sys
+
+    blocked = "import sys\nfor m in ('scipy', 'numpy', 'matplotlib'):\n    sys.modules[m] = None\n"
+    for args in (
+        ["render", "--check"],
+        ["install-module", "--help"],
+        ["explain", "--site", "local"],
+    ):
+        code = blocked + "from tunedmpi.cli import main\nsys.exit(main(%r))\n" % (args,)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=SRC.parents[1],
+            timeout=300,
+        )
+        assert proc.returncode == 0, (args, proc.stderr[-1500:])

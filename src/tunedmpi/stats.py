@@ -27,8 +27,14 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from scipy import special
-from scipy import stats as sps
+
+def _scipy():
+    """(scipy.special, scipy.stats), imported at the first test: render and install-module, which
+    Spack and EasyBuild run with only PyYAML and Jinja2, import this module for its constants."""
+    from scipy import special, stats
+
+    return special, stats
+
 
 KB, MB = 1024, 1024 * 1024
 # (name, lowest size, highest size) inclusive; size 0 moves no data and is left out of verdicts.
@@ -94,21 +100,21 @@ def geomean(values):
 
 def t_two_sided(t, df):
     """P(|T| >= |t|) for Student's t with df (> 0, not necessarily whole) degrees of freedom."""
-    return float(2.0 * special.stdtr(df, -abs(t)))
+    return float(2.0 * _scipy()[0].stdtr(df, -abs(t)))
 
 
 def t_quantile(p_two_sided, df):
     """The t > 0 with P(|T| >= t) = p_two_sided."""
-    return float(-special.stdtrit(df, p_two_sided / 2.0))
+    return float(-_scipy()[0].stdtrit(df, p_two_sided / 2.0))
 
 
 def normal_cdf(z):
-    return float(special.ndtr(z))
+    return float(_scipy()[0].ndtr(z))
 
 
 def fisher_two_sided(a, b, c, d):
     """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
-    return float(sps.fisher_exact([[a, b], [c, d]]).pvalue)
+    return float(_scipy()[1].fisher_exact([[a, b], [c, d]]).pvalue)
 
 
 def holm(p_values, alpha, m=None, done=0, nominal=None):
