@@ -342,6 +342,20 @@ PAIRED_TEST_NAME = (
 )
 
 
+def paired(design):
+    """Whether a campaign of this design is judged by the crossover test over its pairs: from
+    PAIRED_MIN pairs at the first look (validate judges so, power simulates so)."""
+    return design is not None and design.first >= PAIRED_MIN
+
+
+def pairs_of(baseline_keys, tuned_keys, baseline_first):
+    """compare_bands' `pairs`: [(i, j, baseline ran first)] where baseline_keys[i] == tuned_keys[j]
+    (the repetition both runs belong to); baseline_first(key) says the pair's order. Runs without
+    their pair are left out."""
+    where = {k: j for j, k in enumerate(tuned_keys)}
+    return [(i, where[k], baseline_first(k)) for i, k in enumerate(baseline_keys) if k in where]
+
+
 def crossover(a, b, baseline_first, floor_a=0.0, floor_b=0.0):
     """The 2 x 2 crossover analysis of pairs (a[i], b[i]), measured in the order baseline_first[i]
     says. Within a pair d = b - a; over the pairs that ran the baseline first its mean is the module

@@ -39,6 +39,17 @@ RUN_FIELDS = (("run", str), ("role", str), ("rep", int), ("status", str), ("seri
 SERIES_FIELDS = (("metric", str), ("suite", str), ("points", dict))
 
 
+def looks_of(res):
+    """A campaign's looks as its results.json records them ({"first", "final", "extended",
+    "order"}): results from before the two looks had one look at all their repetitions."""
+    return res.get("design") or {
+        "first": res["repetitions"],
+        "final": res["repetitions"],
+        "extended": [],
+        "order": "as recorded",
+    }
+
+
 def check_runs(doc, path, mappings=()):
     """The format version, then the shape of what power and --reanalyse read from a results.json
     (its runs, their series, the modules, and the top-level `mappings` the caller reads): a damaged

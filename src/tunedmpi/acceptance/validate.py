@@ -412,13 +412,7 @@ def reanalyse(source, out):
         tolerance=res["tolerance"],
         alpha=res["alpha"],
     )
-    # results from before the two looks: one look at all their repetitions
-    looks = res.get("design") or {
-        "first": res["repetitions"],
-        "final": res["repetitions"],
-        "extended": [],
-        "order": "as recorded",
-    }
+    looks = report.looks_of(res)
     design = stats.Design(looks["first"], looks["final"])
     results = analyse(opts, runs, [r for r in records if r.rep <= design.first], design)
     extended = [run for run in runs if run.name in looks["extended"]]
@@ -454,7 +448,7 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
         first.setdefault((r.run, r.rep), r.role)
     # The crossover test over the pairs when the design has enough of them at its first look
     # (stats.PAIRED_MIN: a rule of the design, not of the data); else the unpaired test.
-    paired = design is not None and design.first >= stats.PAIRED_MIN
+    paired = stats.paired(design)
     # The host state of each run, relative to the whole campaign (stats.host_labels).
     labels, slow_above = stats.host_labels([r.host for r in final.values()])
     state = dict(zip(final, labels))
@@ -481,12 +475,11 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
             strata, why_not = stats.host_strata(states["baseline"], states["tuned"], opts.alpha)
             pairs = None
             if paired:
-                where = {r.rep: j for j, r in enumerate(used["tuned"])}
-                pairs = [
-                    (i, where[r.rep], first[(run.name, r.rep)] == "baseline")
-                    for i, r in enumerate(used["baseline"])
-                    if r.rep in where
-                ]
+                pairs = stats.pairs_of(
+                    [r.rep for r in used["baseline"]],
+                    [r.rep for r in used["tuned"]],
+                    lambda rep, name=run.name: first[(name, rep)] == "baseline",
+                )
             failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
             metric = next((s["metric"] for role in ok for s in ok[role]), None)
             suite = next((s["suite"] for role in ok for s in ok[role]), None)
