@@ -192,3 +192,102 @@ def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
     plain = power.study(one_group, random.Random(3), 60, 1.3, None, 8, 0.05, 0.05)
     assert held["false"] <= 0.1
     assert min(held["power"].values()) >= 0.8 and max(plain["power"].values()) <= 0.2
+
+
+def paired_campaign(path, reps=16, first=10, second_slower=1.5, seed=5):
+    """A synthetic validate campaign judged by the crossover test (first look >= PAIRED_MIN pairs):
+    one module on both sides of each pair (A/B in name only), ABBA order (stats.pair_order); each
+    pair shares a large slowness (30 %), its second run is `second_slower` times slower, and the
+    two runs of a pair differ by 1 % otherwise. Only pairs kept together and in their order are
+    quiet; any other resampling sees the 30 % and the order effect as noise."""
+    import json
+
+    rng = random.Random(seed)
+    runs = []
+    for rep in range(1, reps + 1):
+        shared = math.exp(rng.gauss(0, 0.3))
+        for k, role in enumerate(stats.pair_order(rep)):
+            f = shared * (second_slower if k else 1.0) * math.exp(rng.gauss(0, 0.01))
+            pts = {str(s): round(1.5 * (1 + s / 256.0) * f, 4) for s in (0, 4, 64, 512)}
+            runs.append(
+                dict(
+                    run="collectives",
+                    role=role,
+                    rep=rep,
+                    status="ok",
+                    module="openmpi-tuned/5.0.8" if role == "tuned" else "openmpi/5.0.8",
+                    series={"allreduce": dict(metric="latency_us", suite="imb", points=pts)},
+                )
+            )
+    res = dict(
+        tool="tunedmpi validate",
+        site="local",
+        set="full",
+        suite="imb",
+        repetitions=first,
+        design=dict(first=first, final=first, extended=[], order="counterbalanced (ABBA)"),
+        geometry=dict(nodes=1, ppn=2, np=2),
+        modules={"baseline": "openmpi/5.0.8", "tuned": "openmpi-tuned/5.0.8"},
+        runs=runs,
+    )
+    path.mkdir()
+    (path / "results.json").write_text(json.dumps(res))
+    return path
+
+
+def test_a_paired_campaign_is_resampled_as_pairs_and_judged_by_validates_crossover_test(
+    tmp_path, monkeypatch
+):
+    (src,) = power.load([paired_campaign(tmp_path / "paired")])
+    assert src.design == stats.Design(10, 10) and stats.paired(src.design)
+    found = power.pools([src])
+    # one module's runs hold no pairs: with a paired design only pairs are resampled
+    assert [(p.family, len(p.units), p.crossover) for p in found] == [("residual pairs", 16, True)]
+    pool = found[0]
+    pair_of = {id(x): i for i, u in enumerate(pool.units) for x in u}
+    calls = []
+    shipped = stats.compare_bands
+
+    def spy(bench, metric, base, tuned, *args, pairs=None, **kw):
+        calls.append((base, tuned, pairs))
+        return shipped(bench, metric, base, tuned, *args, pairs=pairs, **kw)
+
+    monkeypatch.setattr(stats, "compare_bands", spy)
+    r = power.study(pool, random.Random(2), 30, 1.3, pool.design, 10, 0.05, 0.05)
+    monkeypatch.setattr(stats, "compare_bands", shipped)
+    assert calls and all(pairs is not None for _, _, pairs in calls)
+    assert len(calls) == 60  # per draw: the A/A draw, then its one band made 1.3x faster
+    for base, tuned, pairs in calls[0::2]:  # A/A: the runs are the pool's own objects
+        assert [p[:2] for p in pairs] == [(i, i) for i in range(10)]
+        assert [p[2] for p in pairs] == [stats.pair_order(k)[0] == "baseline" for k in range(1, 11)]
+        for i, j, baseline_first in pairs:
+            n = pair_of[id(base[i])]
+            assert pair_of[id(tuned[j])] == n  # the pair's two runs stay together ...
+            ran_first = pool.units[n][0] if pool.baseline_first[n] else pool.units[n][1]
+            assert (base[i] if baseline_first else tuned[j]) is ran_first  # ... and in their order
+    assert r["false"] <= 0.1 and r["power"]["<=1KB"] >= 0.9
+
+    # pairs broken, or their order lost: the 30 % and the 1.5x second run are noise, the gain is missed
+    rng = random.Random(1)
+    perm = rng.sample(range(16), 16)
+    broken = dataclasses.replace(
+        pool, units=[(a, pool.units[perm[i]][1]) for i, (a, _) in enumerate(pool.units)]
+    )
+    unordered = dataclasses.replace(  # half the pairs' order recorded wrongly
+        pool, baseline_first=[f if i % 4 < 2 else not f for i, f in enumerate(pool.baseline_first)]
+    )
+    for other in (broken, unordered):
+        o = power.study(other, random.Random(2), 30, 1.3, pool.design, 10, 0.05, 0.05)
+        assert o["power"]["<=1KB"] <= 0.5, o
+
+
+def test_cli_names_the_procedure_it_simulated(tmp_path):
+    d = paired_campaign(tmp_path / "paired")
+    own = cli("--draws", 10, d)
+    assert own.returncode == 0, own.stderr
+    assert "- paired: crossover test, 10 pairs (one look)" in own.stdout
+    assert "| residual pairs | allreduce | 16 pairs | crossover test | 10 pairs |" in own.stdout
+    five = cli("--draws", 10, "--repetitions", 5, d)  # validate judges 5 pairs unpaired
+    assert five.returncode == 0, five.stderr
+    assert "crossover" not in five.stdout and "unpaired test" in five.stdout
+    assert cli("--max-repetitions", 10, d).returncode == 2

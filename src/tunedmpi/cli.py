@@ -630,8 +630,8 @@ def build_parser():
     p.add_argument(
         "--repetitions",
         type=whole(2),
-        default=5,
-        help="runs per module at the first look (default 5)",
+        help="runs per module at the first look, for every campaign (default: each validate "
+        "campaign's own design, paired from stats.PAIRED_MIN pairs as validate judges it; else 5)",
     )
     p.add_argument(
         "--max-repetitions",

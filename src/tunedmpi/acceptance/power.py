@@ -49,6 +49,7 @@ class Run:
     order: float  # execution order: validate, position in the run list; store, minutes since the first record
     points: dict
     state: Optional[str] = None  # host state (stats.host_labels) where the run recorded it
+    baseline_first: Optional[bool] = None  # validate: the baseline ran first in this run's pair
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Source:
     runs: list
     timed: bool  # order is in minutes (store records' times), not positions
     aa: bool = False  # a validate campaign with the same module on both sides
+    design: Optional[stats.Design] = None  # validate: the looks it was run with (report.looks_of)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -72,11 +74,12 @@ RESULTS_FIX = (
 def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
     report.check_runs(res, path / "results.json")
-    final = OrderedDict()
+    final, first = OrderedDict(), {}
     for i, r in enumerate(
         res.get("runs", [])
     ):  # later attempts replace earlier ones; list order = run order
         final[(r["run"], r["role"], r["rep"])] = (i, r)
+        first.setdefault((r["run"], r["rep"]), r["role"])  # who ran first, as validate reads it
     geo = res.get("geometry", {})
     labels, _ = stats.host_labels(
         [r.get("host") for _, r in final.values()]
@@ -107,15 +110,18 @@ def _validate_source(path):
                         RESULTS_FIX,
                     ),
                     state[id(r)],
+                    first[(r["run"], r["rep"])] == "baseline",
                 )
             )
     mods = res.get("modules", {})
+    looks = report.looks_of(res) if "design" in res or "repetitions" in res else None
     return Source(
         path.name,
         "validate",
         runs,
         False,
         aa=bool(mods) and mods.get("baseline") == mods.get("tuned"),
+        design=looks and stats.Design(looks["first"], looks["final"]),
     )
 
 
@@ -432,27 +438,59 @@ def second_effect(second, aa):
 # ---- pools -----------------------------------------------------------------------------------
 
 
+DEFAULT_DESIGN = stats.Design(5, 10)  # where neither the campaign nor --repetitions gives one
+
+
 @dataclass
 class Pool:
     label: str
-    family: str  # same-config | residual
+    family: str  # same-config | A/A pairs | residual | residual pairs
     bench: str
     metric: str
     suite: str
-    units: list  # {size: value}; paired pools: (first side's run, second side's run) per repetition
+    units: list  # {size: value}; paired pools: (baseline's run, tuned's run) per repetition
     bands: OrderedDict
     paired: bool = False
     states: Optional[list] = None  # the host state of each unit, where every run recorded one
+    design: Optional[stats.Design] = None  # the verdict's design simulated (None: one look)
+    baseline_first: Optional[list] = None  # paired pools: the baseline ran first in the pair
+
+    @property
+    def crossover(self):
+        """Judged as validate judges this design: by the crossover test over resampled pairs."""
+        return self.paired and stats.paired(self.design)
 
 
-def pools(sources, minimum):
+def _pairs(runs):
+    """[(baseline's run, tuned's run)] of one benchmark's runs, by repetition, in repetition order."""
+    by = OrderedDict()
+    for r in runs:
+        by.setdefault(r.rep, {})[r.role] = r
+    return [(v["baseline"], v["tuned"]) for _, v in sorted(by.items()) if len(v) == 2]
+
+
+def pools(sources, minimum=None, design=None):
+    """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
+    campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
+    (stats.paired) resample pairs, so a campaign judged by the crossover test gives pools of
+    pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
+    no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
+
+    def design_of(src):
+        return design or src.design or DEFAULT_DESIGN
+
+    def least(d):
+        return 2 * d.first if minimum is None else minimum
+
     out = []
     same = OrderedDict()
     for src in sources:
+        if stats.paired(design_of(src)):
+            continue
         for r in src.runs:
-            same.setdefault(r.config, []).append(r)
-    for config, runs in same.items():
-        if len(runs) < minimum:
+            same.setdefault((r.config, design_of(src)), []).append(r)
+    for (config, d), runs in same.items():
+        if len(runs) < least(d):
             continue
         bands = bands_of(runs)
         if not bands:
@@ -481,17 +519,16 @@ def pools(sources, minimum):
                 [r.points for r in runs],
                 bands,
                 states=_states(runs),
+                design=d,
             )
         )
     for src in sources:
         if not src.aa:
             continue
-        by = OrderedDict()
-        for r in src.runs:
-            by.setdefault(r.bench, {}).setdefault(r.rep, {})[r.role] = r
-        for bench, reps in by.items():
-            pairs = [(v["baseline"], v["tuned"]) for k, v in sorted(reps.items()) if len(v) == 2]
-            if len(pairs) < minimum // 2:
+        d = design_of(src)
+        for bench, runs in _by_bench(src.runs).items():
+            pairs = _pairs(runs)
+            if len(pairs) < (d.first if stats.paired(d) else least(d) // 2):
                 continue
             bands = bands_of([r for pr in pairs for r in pr])
             if bands:
@@ -507,23 +544,55 @@ def pools(sources, minimum):
                         bands,
                         paired=True,
                         states=both and [(a.state, b.state) for a, b in pairs],
+                        design=d,
+                        baseline_first=[a.baseline_first for a, _ in pairs],
                     )
                 )
     for src in sources:
+        d = design_of(src)
+        crossover = src.kind == "validate" and stats.paired(d)
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             sizes = [s for b in bands.values() for s in b]
-            units, kept = [], []
+            resid = OrderedDict()  # run -> its residual, {size: log value minus its group's mean}
             for grp in _groups(runs, 3):
                 n = len(grp)
                 k = math.sqrt(n / (n - 1.0))
                 mean = {s: sum(math.log(r.points[s]) for r in grp) / n for s in sizes}
-                units += [{s: (math.log(r.points[s]) - mean[s]) * k for s in sizes} for r in grp]
-                kept += grp
-            if len(units) < minimum or not sizes:
+                for r in grp:
+                    resid[id(r)] = (r, {s: (math.log(r.points[s]) - mean[s]) * k for s in sizes})
+            if not sizes:
                 continue
+            kept = [r for r, _ in resid.values()]
             level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
-            units = [{s: math.exp(u[s] + level[s]) for s in sizes} for u in units]
+
+            def unit(r):
+                u = resid[id(r)][1]
+                return {s: math.exp(u[s] + level[s]) for s in sizes}
+
+            if crossover:  # each repetition's two residuals kept together, with their order
+                pairs = _pairs(kept)
+                if len(pairs) < d.first:
+                    continue
+                both = _states([r for pr in pairs for r in pr])
+                out.append(
+                    Pool(
+                        "%s (residual pairs)" % src.name,
+                        "residual pairs",
+                        bench,
+                        runs[0].metric,
+                        runs[0].suite,
+                        [(unit(a), unit(b)) for a, b in pairs],
+                        bands,
+                        paired=True,
+                        states=both and [(a.state, b.state) for a, b in pairs],
+                        design=d,
+                        baseline_first=[a.baseline_first for a, _ in pairs],
+                    )
+                )
+                continue
+            if len(kept) < least(d):
+                continue
             out.append(
                 Pool(
                     "%s (residuals)" % src.name,
@@ -531,9 +600,10 @@ def pools(sources, minimum):
                     bench,
                     runs[0].metric,
                     runs[0].suite,
-                    units,
+                    [unit(r) for r in kept],
                     bands,
                     states=_states(kept),
+                    design=d,
                 )
             )
     return out
@@ -551,14 +621,18 @@ def _scaled(unit, sizes, factor, metric):
     return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
 
 
-def procedure(pool, base, tuned, design, tolerance, alpha, states=None):
+def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=None):
     """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it;
-    with `states` (each side's runs' host states) within host states, as validate judges.
+    with `states` (each side's runs' host states) within host states, and with `pairs`
+    (compare_bands' pairs of base and tuned) by the crossover test, as validate judges.
     Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
 
     def strata(n):
         return None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
+
+    def paired(n):  # the pairs among the first n runs of each side
+        return None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n]
 
     one = stats.compare_bands(
         pool.bench,
@@ -569,6 +643,7 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None):
         alpha,
         design=design,
         strata=strata(first),
+        pairs=paired(first),
     )
     res, extended = one, False
     if design and len(base) >= design.final and stats.extension(one, design):
@@ -582,9 +657,32 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None):
             design=design,
             previous=one,
             strata=strata(len(base)),
+            pairs=paired(len(base)),
         )
         extended = True
     return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
+
+
+def _draw_pairs(pool, rng, n):
+    """n of the pool's pairs, drawn as whole pairs in random order (which come at look 1 is random
+    too), each keeping its two runs and which of them ran first; the module is then given to them
+    as validate gives it (stats.pair_order, ABBA), so the i-th pair's first run is the baseline's
+    when validate's i-th repetition runs the baseline first. Returns (baseline runs, tuned runs,
+    their host states or None, compare_bands' pairs)."""
+    base, tuned, sb, st, first = [], [], [], [], []
+    for k, i in enumerate(rng.sample(range(len(pool.units)), n)):
+        a, b = pool.units[i]
+        sa, sb_ = pool.states[i] if pool.states else (None, None)
+        runs = ((a, sa), (b, sb_)) if pool.baseline_first[i] else ((b, sb_), (a, sa))
+        baseline_first = stats.pair_order(k + 1)[0] == "baseline"
+        (x, xs), (y, ys) = runs if baseline_first else runs[::-1]
+        base.append(x)
+        tuned.append(y)
+        sb.append(xs)
+        st.append(ys)
+        first.append(baseline_first)
+    pairs = stats.pairs_of(range(n), range(n), lambda k: first[k])
+    return base, tuned, ((sb, st) if pool.states else None), pairs
 
 
 def study(
@@ -598,16 +696,20 @@ def study(
     alpha,
 ):
     """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
-    within host states where the pool has them (validate's way)."""
+    within host states where the pool has them, by the crossover test where the design pairs
+    (pool.crossover), as validate judges."""
     need = 1 if pool.paired else 2  # units per repetition of both sides
     per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
+    pairs = None
     two_looks = design is not None and per_side == design.final and design.final > design.first
     use_design = design if design is not None else None
     false = extended = 0
     wins = OrderedDict((b, 0) for b in pool.bands)
     apparent = []
     for _ in range(draws):
-        if (
+        if pool.crossover:
+            base, tuned, states, pairs = _draw_pairs(pool, rng, per_side)
+        elif (
             pool.paired
         ):  # whole repetitions of an A/A campaign, in time order: alternation and order kept
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
@@ -628,14 +730,16 @@ def study(
                 else None
             )
         verdicts, ext, est = procedure(
-            pool, base, tuned, use_design, tolerance, alpha, states=states
+            pool, base, tuned, use_design, tolerance, alpha, states=states, pairs=pairs
         )
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
         for name, sizes in pool.bands.items():
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
-            v, _, _ = procedure(pool, base, faster, use_design, tolerance, alpha, states=states)
+            v, _, _ = procedure(
+                pool, base, faster, use_design, tolerance, alpha, states=states, pairs=pairs
+            )
             wins[name] += v.get(name) == "win"
     apparent.sort()
     return dict(
@@ -655,10 +759,33 @@ def _pct(x, digits=1):
     return "-" if x is None else "%+.*f%%" % (digits, (math.exp(x) - 1) * 100)
 
 
+def describe_design(design, alpha):
+    """The procedure a design is judged by, as the report names it."""
+    looks = (
+        " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
+        % (design.final, design.level(alpha, 1))
+        if design.final > design.first
+        else " (one look)"
+    )
+    if stats.paired(design):
+        return "crossover test, %d pairs%s" % (design.first, looks)
+    return "unpaired test (within host states where recorded), %d runs per module%s" % (
+        design.first,
+        looks,
+    )
+
+
+def _looks(design, pairs=False):
+    unit = " pairs" if pairs else ""
+    if design.final > design.first:
+        return "%d+%d%s" % (design.first, design.final - design.first, unit)
+    return "%d%s" % (design.first, unit)
+
+
 def run(
     paths,
     gain=1.3,
-    repetitions=5,
+    repetitions=None,
     final=None,
     draws=200,
     seed=1,
@@ -671,8 +798,26 @@ def run(
     out = out or sys.stdout
     w = out.write
     sources = load(paths)
-    final = 2 * repetitions if final is None else final
-    design = stats.Design(repetitions, final) if final > repetitions else None
+    if repetitions is None and final is not None:
+        raise InputError(
+            "--max-repetitions",
+            None,
+            None,
+            "without --repetitions",
+            "give --repetitions too (without both: each campaign's own design)",
+        )
+    # the design simulated: --repetitions for every campaign, else each validate campaign's own
+    design = (
+        None
+        if repetitions is None
+        else stats.Design(
+            repetitions, max(repetitions, 2 * repetitions if final is None else final)
+        )
+    )
+
+    def design_of(src):
+        return design or src.design or DEFAULT_DESIGN
+
     if not any(s.runs for s in sources):
         raise InputError(
             " ".join(map(str, paths)),
@@ -681,33 +826,29 @@ def run(
             "no successful run in these directories",
             "give validate or results-store directories with measured runs",
         )
-    lv = design.levels(alpha) if design else (alpha, alpha)
     w(
-        "# tunedmpi power: gain %.2fx, %d runs per module%s, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
-        % (
-            gain,
-            repetitions,
-            " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
-            % (final, lv[0])
-            if design
-            else " (one look)",
-            alpha,
-            tolerance * 100,
-            draws,
-            seed,
-        )
+        "# tunedmpi power: gain %.2fx, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
+        % (gain, alpha, tolerance * 100, draws, seed)
     )
+    w(
+        "Simulated as validate judges %s:\n\n"
+        % ("every campaign (--repetitions)" if design else "each campaign (its results.json)")
+    )
+    for src in sources:
+        w("- %s: %s\n" % (src.name, describe_design(design_of(src), alpha)))
+    w("\n")
 
     w(
         "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n"
     )
     w(
         "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes "
-        "| power at %.2fx: %d / %s runs (normal model, optimistic under heavy tails) "
-        "| runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
-        % (gain, repetitions, "%d+%d" % (repetitions, final - repetitions) if design else "-")
+        "| power at %.2fx, first look / both (normal model of the unpaired test, optimistic under "
+        "heavy tails) | runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
+        % gain
     )
     for src in sources:
+        d = design_of(src)
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             for band, n in noise(runs, bands).items():
@@ -717,12 +858,12 @@ def run(
                     gain,
                     alpha,
                     len(bands),
-                    stats.Design(repetitions, repetitions),
-                    repetitions,
+                    stats.Design(d.first, d.first),
+                    d.first,
                 )
                 two = (
-                    design_power(n["sd"], gain, alpha, len(bands), design, repetitions)
-                    if design
+                    design_power(n["sd"], gain, alpha, len(bands), d, d.first)
+                    if d.final > d.first
                     else None
                 )
                 w(
@@ -795,32 +936,44 @@ def run(
         "effect: the second run of a pair is slower.\n\n"
     )
 
-    minimum = 2 * repetitions
-    found = pools(sources, minimum)
+    found = pools(sources, design=design)
     rng = random.Random(seed)
     w("## A/A false calls and power (resampling)\n\n")
     if not found:
-        w("No pool has %d runs of one configuration: nothing to resample.\n" % minimum)
+        w(
+            "No pool has the runs of one configuration (or the pairs) a campaign of its design "
+            "needs: nothing to resample.\n"
+        )
         return 0
     w(
-        "| pool | kind | benchmark | runs | runs/side | false win-or-lose | 95%% MC | power at %.2fx per band | "
-        "extended (A/A) | identical configs differ by (p95) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n"
-        % gain
+        "| pool | kind | benchmark | runs | test simulated | runs/side | false win-or-lose | 95%% MC "
+        "| power at %.2fx per band | extended (A/A) | identical configs differ by (p95) "
+        "|\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|\n" % gain
     )
     summary = OrderedDict()
     for pool in found:
-        r = study(pool, rng, draws, gain, design, repetitions, tolerance, alpha)
+        r = study(pool, rng, draws, gain, pool.design, pool.design.first, tolerance, alpha)
         mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
+        looks = (
+            _looks(pool.design, pool.crossover)
+            if r["two_looks"]
+            else "%d%s" % (r["per_side"], " pairs" if pool.crossover else "")
+        )
+        if pool.crossover and r["per_side"] == len(pool.units):
+            looks += " (all, in random order)"
         w(
-            "| %s | %s | %s | %d | %s | %.3f | ±%.3f | %s | %s | %s |\n"
+            "| %s | %s | %s | %s | %s | %s | %.3f | ±%.3f | %s | %s | %s |\n"
             % (
                 pool.label,
-                pool.family + (", within host states" if pool.states else ""),
+                pool.family,
                 pool.bench,
-                len(pool.units),
-                "%d+%d" % (repetitions, final - repetitions)
-                if r["two_looks"]
-                else str(r["per_side"]),
+                "%d pairs" % len(pool.units) if pool.paired else len(pool.units),
+                "crossover test"
+                if pool.crossover
+                else "within host states"
+                if pool.states
+                else "unpaired",
+                looks,
                 r["false"],
                 mc,
                 " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
