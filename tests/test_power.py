@@ -242,7 +242,9 @@ def test_a_paired_campaign_is_resampled_as_pairs_and_judged_by_validates_crossov
     assert src.design == stats.Design(10, 10) and stats.paired(src.design)
     found = power.pools([src])
     # one module's runs hold no pairs: with a paired design only pairs are resampled
-    assert [(p.family, len(p.units), p.crossover) for p in found] == [("residual pairs", 16, True)]
+    assert [(p.family, len(p.units), p.by_crossover) for p in found] == [
+        ("residual pairs", 16, True)
+    ]
     pool = found[0]
     pair_of = {id(x): i for i, u in enumerate(pool.units) for x in u}
     calls = []

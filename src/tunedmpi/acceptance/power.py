@@ -456,7 +456,7 @@ class Pool:
     baseline_first: Optional[list] = None  # paired pools: the baseline ran first in the pair
 
     @property
-    def crossover(self):
+    def by_crossover(self):
         """Judged as validate judges this design: by the crossover test over resampled pairs."""
         return self.paired and stats.paired(self.design)
 
@@ -631,7 +631,7 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
     def strata(n):
         return None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
 
-    def paired(n):  # the pairs among the first n runs of each side
+    def pairs_in(n):  # the pairs among the first n runs of each side
         return None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n]
 
     one = stats.compare_bands(
@@ -643,7 +643,7 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
         alpha,
         design=design,
         strata=strata(first),
-        pairs=paired(first),
+        pairs=pairs_in(first),
     )
     res, extended = one, False
     if design and len(base) >= design.final and stats.extension(one, design):
@@ -657,7 +657,7 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
             design=design,
             previous=one,
             strata=strata(len(base)),
-            pairs=paired(len(base)),
+            pairs=pairs_in(len(base)),
         )
         extended = True
     return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
@@ -697,7 +697,7 @@ def study(
 ):
     """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
     within host states where the pool has them, by the crossover test where the design pairs
-    (pool.crossover), as validate judges."""
+    (pool.by_crossover), as validate judges."""
     need = 1 if pool.paired else 2  # units per repetition of both sides
     per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
     pairs = None
@@ -707,7 +707,7 @@ def study(
     wins = OrderedDict((b, 0) for b in pool.bands)
     apparent = []
     for _ in range(draws):
-        if pool.crossover:
+        if pool.by_crossover:
             base, tuned, states, pairs = _draw_pairs(pool, rng, per_side)
         elif (
             pool.paired
@@ -955,11 +955,11 @@ def run(
         r = study(pool, rng, draws, gain, pool.design, pool.design.first, tolerance, alpha)
         mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
         looks = (
-            _looks(pool.design, pool.crossover)
+            _looks(pool.design, pool.by_crossover)
             if r["two_looks"]
-            else "%d%s" % (r["per_side"], " pairs" if pool.crossover else "")
+            else "%d%s" % (r["per_side"], " pairs" if pool.by_crossover else "")
         )
-        if pool.crossover and r["per_side"] == len(pool.units):
+        if pool.by_crossover and r["per_side"] == len(pool.units):
             looks += " (all, in random order)"
         w(
             "| %s | %s | %s | %s | %s | %s | %.3f | ±%.3f | %s | %s | %s |\n"
@@ -969,7 +969,7 @@ def run(
                 pool.bench,
                 "%d pairs" % len(pool.units) if pool.paired else len(pool.units),
                 "crossover test"
-                if pool.crossover
+                if pool.by_crossover
                 else "within host states"
                 if pool.states
                 else "unpaired",
