@@ -274,12 +274,15 @@ def test_a_second_sweep_of_a_campaign_refuses_at_once_naming_the_first(tmp_path)
 
 
 def start_validate(out):
+    # SIGINT back to its default: a shell that runs this suite in the background (nohup, &) hands
+    # its children SIGINT ignored, and Python then rightly never raises KeyboardInterrupt
     return subprocess.Popen(
         [str(RUN), "--repetitions", "3", "--benchmarks", "fop_latency", "--out", str(out)],
         env=lmod.clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
