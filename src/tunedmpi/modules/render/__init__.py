@@ -28,6 +28,44 @@ _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
 MPI_NAMES = {"openmpi": "Open MPI", "hpcx": "HPC-X"}  # how modules name the MPI they tune
+# How modules name a site's peers (sites.PEER_FLAVOURS): other MPIs, for comparison.
+PEER_NAMES = {"intel-mpi": "Intel MPI", "mpich": "MPICH", "openmpi": "Open MPI"}
+
+# What a module of each MPI flavour puts in the environment, from its prefix: written once here and
+# emitted by _mpi.lua.j2 and _mpi.tcl.j2, so the twins set the same. ("set", NAME, sub): NAME is
+# <prefix>/<sub> (the prefix itself for ""), given back on unload (keep() / tm_set);
+# ("prepend", NAME, sub): <prefix>/<sub> goes in front of the path list NAME; ("append", NAME,
+# /dir): a fixed directory goes at its end.
+_PATHS = (
+    ("prepend", "PATH", "bin"),
+    ("prepend", "LD_LIBRARY_PATH", "lib"),
+    ("prepend", "MANPATH", "share/man"),
+    ("prepend", "PKG_CONFIG_PATH", "lib/pkgconfig"),
+)
+FLAVOUR_ENV = {
+    "openmpi": (("set", "MPI_HOME", ""),) + _PATHS,
+    "hpcx": (("set", "MPI_HOME", ""),) + _PATHS,
+    "mpich": (("set", "MPI_HOME", ""),) + _PATHS,
+    # Intel's own environment script (the impi-rt wheel's etc/conda/activate.d/mpivars.activate.sh,
+    # with its internal libfabric): I_MPI_ROOT, libfabric's tools on PATH, its providers in lib/
+    # (FI_PROVIDER_PATH, then the distribution's provider folder, as Intel's script does on
+    # Debian/Ubuntu), LIBRARY_PATH for linking, the Java bindings (the wheel has share/java/mpi.jar).
+    "intel-mpi": (
+        ("set", "MPI_HOME", ""),
+        ("set", "I_MPI_ROOT", ""),
+        ("prepend", "PATH", "bin"),
+        ("prepend", "PATH", "bin/libfabric"),
+        ("prepend", "LD_LIBRARY_PATH", "lib"),
+        ("prepend", "LIBRARY_PATH", "lib"),
+        ("prepend", "FI_PROVIDER_PATH", "lib"),
+        ("append", "FI_PROVIDER_PATH", "/usr/lib/x86_64-linux-gnu/libfabric"),
+        ("prepend", "CLASSPATH", "share/java/mpi.jar"),
+        ("prepend", "MANPATH", "share/man"),
+        ("prepend", "PKG_CONFIG_PATH", "lib/pkgconfig"),
+    ),
+}
+# The templates write FLAVOUR_ENV's names and paths as bare words: they must stay plain.
+_ENV_PATH = re.compile(r"^[A-Za-z0-9_./-]*\Z")
 
 # The variables that point Open MPI at a row's coll_tuned rules file (rulesfile.environment).
 # The module sets them at load, with the file's absolute path found from myFileName().
@@ -329,27 +367,33 @@ def rules_files(site):
     return out
 
 
-def _prefix_tcl(site):
-    if not site.prefix:
+def mpi_env(flavour):
+    """FLAVOUR_ENV[flavour], checked plain, and the names it sets (unload gives them back)."""
+    ops = FLAVOUR_ENV[flavour]
+    for _op, name, sub in ops:
+        assert ENV_NAME.match(name) and _ENV_PATH.match(sub) and ".." not in sub, (name, sub)
+    return ops, [name for op, name, _sub in ops if op == "set"]
+
+
+def _prefix_tcl(prefix):
+    if not prefix:
         return None
-    if site.prefix.startswith("/"):
-        return tcl_string(site.prefix)
+    if prefix.startswith("/"):
+        return tcl_string(prefix)
     # Relative to the checkout that holds modulefiles/<site>/<name>/<version>
     return (
         "[file join [file dirname [file dirname [file dirname [file dirname $ModulesCurrentModulefile]]]] %s]"
-        % tcl_string(site.prefix)
+        % tcl_string(prefix)
     )
 
 
-def _prefix_lua(site):
-    if not site.prefix:
+def _prefix_lua(prefix):
+    if not prefix:
         return None
-    if site.prefix.startswith("/"):
-        return lua_string(site.prefix)
+    if prefix.startswith("/"):
+        return lua_string(prefix)
     # Relative to the checkout that holds modulefiles/<site>/<name>/<version>.lua
-    return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(
-        site.prefix
-    )
+    return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(prefix)
 
 
 def _help(site, tuned, rules=False, fmt="lua"):
@@ -422,10 +466,65 @@ def _help(site, tuned, rules=False, fmt="lua"):
     return "\n".join(lines)
 
 
-def module_path(site, name, fmt):
-    """Where render puts module ``name`` (the tuned or baseline name) of ``site`` in format ``fmt``,
-    relative to modulefiles/: <site>/<name>/<version>.lua (Lmod) or <site>/<name>/<version> (Tcl)."""
-    return "%s/%s/%s%s" % (site.name, name, site.mpi_version, ".lua" if fmt == "lua" else "")
+def module_path(site, name, fmt, version=None):
+    """Where render puts module ``name`` (the tuned or baseline name, or a peer's with its
+    ``version``) of ``site`` in format ``fmt``, relative to modulefiles/: <site>/<name>/<version>.lua
+    (Lmod) or <site>/<name>/<version> (Tcl)."""
+    return "%s/%s/%s%s" % (
+        site.name,
+        name,
+        version or site.mpi_version,
+        ".lua" if fmt == "lua" else "",
+    )
+
+
+def _peer_help(site, peer, fmt):
+    tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
+    this = "%s/%s" % (peer.module, peer.version)
+    lines = [
+        "%s for site %s: %s." % (this, site.name, peer.description),
+        "",
+        "A peer MPI, for comparison: what a user could load instead of %s." % tuned,
+        "No tuning: the MPI's own defaults. Prefix: %s" % peer.prefix,
+    ]
+    if peer.pypi:
+        lines.append("Installed from PyPI (%s) by `make peers`." % " ".join(peer.pypi))
+    lines += [
+        "Compare: validate/run.sh --baseline %s" % this,
+        "Tuned: module %s"
+        % ("load %s" % tuned if fmt == "lua" else "switch %s %s" % (this, tuned)),
+    ]
+    return "\n".join(lines)
+
+
+def render_peers(site, env=None):
+    """{relative path: text} of the modules of the site's peers (site.yaml `peers:`), in each of
+    its formats: the baseline template with the peer's flavour environment and no tuning."""
+    env = env or _env()
+    out = OrderedDict()
+    for peer in site.peers:
+        ops, kept = mpi_env(peer.flavour)
+        label = "%s %s" % (PEER_NAMES[peer.flavour], peer.version)
+        for fmt in site.module_formats:
+            out[module_path(site, peer.module, fmt, peer.version)] = env.get_template(
+                "baseline.%s.j2" % fmt
+            ).render(
+                site=site,
+                module="%s/%s" % (peer.module, peer.version),
+                base_module=None,
+                prefix_lua=_prefix_lua(peer.prefix),
+                prefix_tcl=_prefix_tcl(peer.prefix),
+                mpi_env=ops,
+                kept=kept,
+                mpi_label=label,
+                purpose="A peer MPI for comparison (validate/run.sh --baseline %s/%s); not tuned."
+                % (peer.module, peer.version),
+                description="%s, a peer for comparison, no tuning (site %s)" % (label, site.name),
+                selection="site=%s peer %s/%s for comparison: no variables set"
+                % (site.name, peer.module, peer.version),
+                help_text=_peer_help(site, peer, fmt),
+            )
+    return out
 
 
 def render_site(site):
@@ -447,10 +546,14 @@ def render_site(site):
         data, names = OrderedDict(), []
         table_desc = "none yet: this site's table comes from measurements (nothing is tuned)"
         sources = "site-configs/%s/site.yaml" % site.name
+    ops, kept = mpi_env(site.mpi_flavour)
     common = dict(
         site=site,
-        prefix_lua=_prefix_lua(site),
-        prefix_tcl=_prefix_tcl(site),
+        base_module=site.base_module,
+        prefix_lua=_prefix_lua(site.prefix),
+        prefix_tcl=_prefix_tcl(site.prefix),
+        mpi_env=ops,
+        kept=kept,
         tuned="%s/%s" % (site.tuned_module, version),
         rule=selector,
         mpi_name=MPI_NAMES[site.mpi_flavour],
@@ -478,8 +581,14 @@ def render_site(site):
         ).render(
             module="%s/%s" % (site.baseline_module, version),
             help_text=_help(site, False, fmt=fmt),
+            purpose="The untuned baseline that validate/run.sh compares %s/%s against."
+            % (site.tuned_module, version),
+            description="%s with its own defaults, no tuning (site %s)"
+            % (common["mpi_label"], site.name),
+            selection="site=%s untuned baseline: no variables set" % site.name,
             **common,
         )
+    out.update(render_peers(site, env))
     return out
 
 
