@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: all check tables render test clean system-packages system-packages-test cluster-up cluster-shell cluster-down
+.PHONY: all check tables render peers test clean system-packages system-packages-test cluster-up cluster-shell cluster-down
 
 all: check render site-configs/local/spack.yaml
 
@@ -26,6 +26,12 @@ check: system-packages $(BIN)/tunedmpi      ## validate every tuning table
 
 render: system-packages $(BIN)/tunedmpi     ## write modulefiles/<site>/ for every site
 	$(BIN)/tunedmpi render
+
+# The local site's peer MPIs (site.yaml peers:) from PyPI, each a venv in .peers/<module>/<version>:
+# Intel MPI 2021.18.1 (~330 MB) and MPICH 5.0.2 (~60 MB), for validate/run.sh --baseline intel-mpi/2021.18.1.
+# A re-run with both present does nothing; a failed one leaves nothing (tools/peer_mpis.py).
+peers: $(BIN)/tunedmpi           ## install the local site's peers (Intel MPI, MPICH) into .peers/
+	$(BIN)/python tools/peer_mpis.py
 
 # The local Spack environment names the checkout's .venv, which only make knows.
 site-configs/local/spack.yaml: site-configs/local/spack.yaml.in
