@@ -74,6 +74,9 @@ def derive(
 ):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
+    # The build installs the tuned MPI's modules; the site's peers (other MPIs, relative prefixes
+    # in a checkout) are not its to install.
+    doc.pop("peers", None)
     mpi = doc.get("mpi") or {}
     out = {"flavour": mpi.get("flavour"), "version": str(mpi.get("version"))}
     how = []
