@@ -61,6 +61,63 @@ SITE_CORPUS = [
     ("site-newline", "site: local", 'site: "local\\n"', "site"),
     ("flavour-unknown", "  flavour: openmpi", "  flavour: mpich", "mpi.flavour"),
     ("flavour-newline", "  flavour: openmpi", '  flavour: "openmpi\\n"', "mpi.flavour"),
+    # peers: (other MPIs, rendered as modules; `make peers` hands pypi: to pip)
+    ("peer-module-newline", "- module: mpich", '- module: "mpich\\n"', "peers[1].module"),
+    ("peer-module-versioned", "- module: mpich", "- module: mpich/5.0.2", "peers[1].module"),
+    ("peer-module-taken", "- module: mpich", "- module: openmpi-tuned", "peers[1].module"),
+    ("peer-version-newline", '  version: "5.0.2"', '  version: "5.0.2\\n"', "peers[1].version"),
+    ("peer-version-arabic", '  version: "2021.18.1"', '  version: "٢٠٢١.18.1"', "peers[0].version"),
+    (
+        "peer-named-twice",
+        '- module: mpich\n  version: "5.0.2"',
+        '- module: intel-mpi\n  version: "2021.18.1"',
+        "peers[1].version",
+    ),
+    ("peer-flavour-unknown", "  flavour: mpich", "  flavour: mvapich2", "peers[1].flavour"),
+    (
+        "peer-flavour-newline",
+        "  flavour: intel-mpi",
+        '  flavour: "intel-mpi\\n"',
+        "peers[0].flavour",
+    ),
+    (
+        "peer-prefix-dotdot",
+        "  prefix: .peers/mpich/5.0.2",
+        "  prefix: ../../etc",
+        "peers[1].prefix",
+    ),
+    (
+        "peer-prefix-shell",
+        "  prefix: .peers/mpich/5.0.2",
+        '  prefix: "/opt/x\\necho hi"',
+        "peers[1].prefix",
+    ),
+    (
+        "peer-description-newline",
+        '  description: "MPICH 5.0.2 from PyPI',
+        '  description: "MPICH\\n]] os.exit(1) --',
+        "peers[1].description",
+    ),
+    ("peer-pypi-unpinned", "  pypi: [mpich==5.0.2]", "  pypi: [mpich]", "peers[1].pypi"),
+    (
+        "peer-pypi-option",
+        "  pypi: [mpich==5.0.2]",
+        '  pypi: ["--index-url=http://elsewhere/", mpich==5.0.2]',
+        "peers[1].pypi",
+    ),
+    (
+        "peer-pypi-shell",
+        "  pypi: [mpich==5.0.2]",
+        '  pypi: ["mpich==5.0.2; touch PWNED"]',
+        "peers[1].pypi",
+    ),
+    ("peer-pypi-newline", "  pypi: [mpich==5.0.2]", '  pypi: ["mpich==5.0.2\\n"]', "peers[1].pypi"),
+    (
+        "peer-unknown-key",
+        "  pypi: [mpich==5.0.2]",
+        "  pypi: [mpich==5.0.2]\n  modules: mpich",
+        "peers[1].modules",
+    ),
 ]
 
 
@@ -541,3 +598,60 @@ def _tcl_shell(paths, script, init):
         text=True,
         timeout=120,
     )
+
+
+def test_fuzz_peers_that_pass_render_modules_that_load(tmp_path):
+    """40 site configs with a peer's description mutated, and in a third of them one other value
+    of the peers: list: each is refused with a fix, or its peer modules load and unload in Lmod and
+    Environment Modules without an error, a command run, or a variable left (the peers' own,
+    TUNEDMPI_*)."""
+    import envmodules
+    import lmod
+    from tunedmpi.modules import render
+
+    if not (lmod.available() and envmodules.available()):
+        pytest.skip("needs Lmod and Environment Modules (tools/system-packages.sh test)")
+    rng = random.Random(3131)
+    lines = SITE.splitlines()
+    start = lines.index("peers:")
+    cand = [i for i in range(start + 1, len(lines)) if ": " in lines[i]]
+    cand = [i for i in cand if lines[i].startswith(("- ", "  "))]
+    loaded = 0
+    for n in range(40):
+        mutated = list(lines)
+        targets = [rng.choice([i for i in cand if lines[i].startswith("  description:")])]
+        if rng.random() < 1 / 3:
+            targets.append(rng.choice(cand))
+        for i in targets:
+            key, _, _ = mutated[i].partition(": ")
+            mutated[i] = key + ": " + rng.choice(SHELL_HOSTILE)
+        folder = tmp_path / ("case%d" % n)
+        (folder / "local").mkdir(parents=True)
+        (folder / "local" / "site.yaml").write_text("\n".join(mutated) + "\n", encoding="utf-8")
+        try:
+            site = sites.load_site(str(folder / "local" / "site.yaml"))
+        except (InputError, InputErrors) as exc:
+            assert "fix:" in str(exc)
+            continue
+        for rel, text in render.render_peers(site).items():
+            out = folder / "modulefiles" / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        script = "cd %s; " % folder + " ".join(
+            "module load %s/%s || echo LOADFAIL; module unload %s/%s || echo LOADFAIL;"
+            % (p.module, p.version, p.module, p.version)
+            for p in site.peers
+        )
+        script += (
+            " env | grep -c '^TUNEDMPI_\\|^I_MPI_ROOT=\\|^MPI_HOME=\\|^FI_PROVIDER_PATH=' || true"
+        )
+        for system in (lmod, envmodules):
+            paths = [folder / "modulefiles" / site.name]
+            init = {} if system is lmod else {"init": envmodules.init()}
+            proc = lmod.shell(paths, script) if system is lmod else _tcl_shell(paths, script, init)
+            assert "LOADFAIL" not in proc.stdout, (n, system.__name__, proc.stderr[-800:])
+            assert proc.stdout.strip().splitlines()[-1] == "0", (n, proc.stdout[-400:])
+            assert "rror" not in proc.stderr, (n, system.__name__, proc.stderr[-800:])
+        assert not list(folder.rglob("PWNED"))
+        loaded += 1
+    assert loaded >= 15, loaded  # the corpus reaches the shell, not only the checks

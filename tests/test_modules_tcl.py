@@ -296,7 +296,8 @@ def test_both_systems_see_one_module_per_name_in_a_tree_with_both_formats(tmp_pa
         modules = [
             line for line in listing.split() if not line.endswith(":") and not line.endswith("/")
         ]
-        assert sorted(modules) == sorted([base, tuned]), (
+        peers = ["%s/%s" % (p.module, p.version) for p in site.peers]
+        assert sorted(modules) == sorted([base, tuned] + peers), (
             tool.__name__,
             listing,
         )  # once each, no rules files

@@ -77,9 +77,11 @@ def test_render_check_covers_tcl_and_finds_tcl_no_longer_rendered(run_cli, tmp_p
     lua_only = dataclasses.replace(site, module_formats=("lua",))
     files = render.render_site(lua_only)
     stale = render.stale_rules(str(out), lua_only, files)
-    assert sorted(stale) == ["local/openmpi-tuned/5.0.8", "local/openmpi/5.0.8"]
+    peers = ["local/%s/%s" % (p.module, p.version) for p in site.peers]  # their Tcl twins too
+    assert sorted(stale) == sorted(["local/openmpi-tuned/5.0.8", "local/openmpi/5.0.8"] + peers)
     render.remove_stale_rules(str(out), stale)
     assert not tcl.exists() and (out / "local" / "openmpi-tuned" / "5.0.8.lua").is_file()
+    assert all(not (out / p).exists() and (out / (p + ".lua")).is_file() for p in peers)
 
 
 def test_selectors_are_generated_from_the_one_description():

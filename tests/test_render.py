@@ -55,6 +55,7 @@ def test_render_is_deterministic(run_cli, tmp_path):
     run_cli("render", "--out", tmp_path / "b")
     a = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*.lua")}
     b = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.lua")}
-    # every site's tuned and baseline modules, and the HPC-X pair where a site names HPC-X
-    expected = sum(4 if sites.load_named(n).hpcx else 2 for n in sites.site_names())
+    # every site's tuned and baseline modules, the HPC-X pair where a site names HPC-X, its peers
+    loaded = [sites.load_named(n) for n in sites.site_names()]
+    expected = sum((4 if s.hpcx else 2) + len(s.peers) for s in loaded)
     assert a == b and len(a) == expected
