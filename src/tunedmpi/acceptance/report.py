@@ -174,13 +174,69 @@ def placement_rows(placement):
     return rows
 
 
+def side_rows(results):
+    """Per module: its MPI, launcher and binaries, where results.json records them (validate from
+    issue 31 on); one row for both when they are one MPI. Then why a family runs the probes."""
+    sides = results.get("sides")
+    if not sides:
+        return []
+    rows = []
+    roles = ("both",) if results.get("same_mpi") else ROLES
+    for role in roles:
+        side = sides["tuned" if role == "both" else role]
+        mpi = side.get("mpi") or {}
+        label = "" if role == "both" else ", %s" % role
+        if mpi:
+            rows.append(
+                "| MPI%s | %s (`%s`: %s) |" % (label, mpi["name"], mpi["mpirun"], mpi["version"])
+            )
+        launch = side["launcher"]
+        rows.append(
+            "| launcher%s | `%s` (collectives), `%s` (one-sided) |"
+            % (label, launch["collectives"], launch["one_sided"])
+        )
+        b = side["binaries"]
+        found = (
+            [("IMB-MPI1", b.get("imb"))]
+            + [("osu_" + n, path) for n, path in sorted((b.get("osu") or {}).items())]
+            + [("probe_coll", b.get("probe_coll")), ("probe_osc", b.get("probe_osc"))]
+        )
+        rows.append(
+            "| binaries%s | %s: %s |"
+            % (label, side["suite"], ", ".join("%s `%s`" % (n, v) for n, v in found if v))
+        )
+    for note in results.get("suite_notes") or []:
+        rows.append("| same program on both sides | %s |" % note.replace("|", "/"))
+    return rows
+
+
+def titled(results, role):
+    """The module, with its MPI where the two modules are different MPIs."""
+    side = (results.get("sides") or {}).get(role) or {}
+    if results.get("same_mpi", True) or not side.get("mpi"):
+        return results["modules"][role]
+    return "%s (%s)" % (results["modules"][role], side["mpi"]["name"])
+
+
+def commands(results):
+    """The Commands section: one list, or one per module when they are different MPIs."""
+    sides = results.get("sides")
+    if not sides or results.get("same_mpi"):
+        return ["- `%s`: `%s`" % (k, v) for k, v in results["commands"].items()]
+    return [
+        "- %s, `%s`: `%s`" % (role, k, v)
+        for role in ROLES
+        for k, v in sides[role]["commands"].items()
+    ]
+
+
 def markdown(results):
     geo = results["geometry"]
     probe = "probe" in results["suite"]
     out = (
         [
             "# Validation: %s vs %s"
-            % (results["modules"]["tuned"], results["modules"]["baseline"]),
+            % tuple(titled(results, role) for role in ("tuned", "baseline")),
             "",
             "**Verdict: %s** (exit %d)" % (results["verdict"], results["exit_code"]),
             "",
@@ -196,6 +252,9 @@ def markdown(results):
             % (results["set"], results["repetitions"], results["retries"], results["timeout_s"]),
             "| benchmarks | %s%s |"
             % (results["suite"], " — **probes** (validate/probes), not IMB/OSU" if probe else ""),
+        ]
+        + side_rows(results)
+        + [
             "| OSU one-sided | window %s, synchronisation %s |"
             % (results["osu_options"]["window"], results["osu_options"]["sync"]),
             "| started / took | %s / %.0f s |" % (results["started"], results["elapsed_s"]),
@@ -270,7 +329,7 @@ def markdown(results):
             ratio = "-" if not a or b is None else "%.2f" % (b / a)
             out.append("| %d | %s | %s | %s |" % (size, _fmt(a), _fmt(b), ratio))
         out.append("")
-    out += ["## Commands", ""] + ["- `%s`: `%s`" % (k, v) for k, v in results["commands"].items()]
+    out += ["## Commands", ""] + commands(results)
     out += [
         "",
         "Each run: `module purge; module load <module>` in a fresh shell, then the command; its log "
@@ -391,7 +450,7 @@ def module_variables(results):
         role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")}
         for role, env in seen.items()
     }
-    if tuning.get("baseline") == tuning.get("tuned"):
+    if tuning.get("baseline") == tuning.get("tuned") and results.get("same_mpi", True):
         out += [
             "",
             "**The tuned module sets no tuning variable the baseline does not set at this geometry**:"

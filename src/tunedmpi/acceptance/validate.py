@@ -223,7 +223,9 @@ def guarded(outdir, work):
 
 def prepare(opts):
     """What can refuse the request, checked before the first run and before any results directory:
-    both modules exist in the module path, and the benchmarks (or the probes) are there."""
+    both modules exist in the module path, their MPIs are ones validate can launch, and each side's
+    benchmarks (or the probes) are there. Returns the runner, {role: Binaries} and the reasons a
+    family runs the probes on both sides (suites.same_kind)."""
     runner = Runner(opts.modulepaths, opts.nodes, opts.ppn, opts.timeout, opts.retries)
     for option, module in (("--module", opts.tuned), ("--baseline", opts.baseline)):
         if not runner.module_available(module):
@@ -231,7 +233,8 @@ def prepare(opts):
                 "%s %s: no such module in the module path (%s); `module avail` lists what there is, "
                 "--modulepath DIR adds a directory" % (option, module, ":".join(opts.modulepaths))
             )
-    return runner, runner.find_binaries(opts.baseline, opts.only, opts.force_probes)
+    sides, notes = runner.find_sides(opts.baseline, opts.tuned, opts.only, opts.force_probes)
+    return runner, sides, notes
 
 
 def campaign(opts):
@@ -241,19 +244,42 @@ def campaign(opts):
     effect of running second cancels instead of always favouring one module). Then, with the
     extension on, the runs of benchmarks that still have an undecided band are measured again up to
     2n repetitions, once, and judged at the second look of the group-sequential design (stats.py)."""
-    runner, binaries = prepare(opts)
+    runner, sides, notes = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
-    return guarded(outdir, lambda: _campaign(opts, runner, binaries, outdir))
+    return guarded(outdir, lambda: _campaign(opts, runner, sides, notes, outdir))
 
 
-def _campaign(opts, runner, binaries, outdir):
+def side_record(runner, module, binaries, runs):
+    """What results.json keeps of one side: its MPI, launcher, binaries and commands."""
+    kinds = {"collectives": None, "one_sided": 2}
+    return {
+        "module": module,
+        "mpi": binaries.mpi,
+        "launcher": {
+            kind: " ".join(
+                runner.mpirun_line(suites.Run(kind, "", (), (), ranks), binaries.flavour)
+            )
+            for kind, ranks in kinds.items()
+        },
+        "suite": binaries.suite,
+        "binaries": {k: v for k, v in asdict(binaries).items() if k not in ("suite", "mpi")},
+        "commands": {r.name: " ".join(runner.mpirun_line(r, binaries.flavour)) for r in runs},
+    }
+
+
+def _campaign(opts, runner, sides, notes, outdir):
     logdir = outdir / "logs"
     logdir.mkdir()
-    runs = suites.plan(binaries, opts.set_name, runner.np, opts.only)
     module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
+    # each side's runs with its own binaries; the plan (names, sizes, order) is the same for both
+    plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
+    runs = plans["tuned"]
+    run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
+    binaries = sides["tuned"]
     # which hosts the ranks land on under each module (the tuned one may set the placement)
     placement = {
-        role: runner.placement(module, binaries.modules) for role, module in module_of.items()
+        role: runner.placement(module, sides[role].modules, sides[role].flavour)
+        for role, module in module_of.items()
     }
     design = stats.Design(
         opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions
@@ -272,17 +298,31 @@ def _campaign(opts, runner, binaries, outdir):
             " (+ up to %d for undecided bands)" % (design.final - design.first)
             if opts.extend
             else "",
-            "benchmarks: " + binaries.suite,
+            "benchmarks: "
+            + (
+                binaries.suite
+                if sides["baseline"] is binaries
+                else ", ".join(
+                    "%s %s (%s)" % (role, sides[role].suite, sides[role].mpi["name"])
+                    for role in ("baseline", "tuned")
+                )
+            ),
             outdir,
         )
     )
+
+    for note in notes:
+        sys.stderr.write("validate: %s\n" % note)
 
     def measure_reps(todo, first, last):
         total, done = len(todo) * (last - first + 1) * 2, 0
         for rep in range(first, last + 1):
             for index, run in enumerate(todo):
                 for role in stats.pair_order(rep, index):
-                    tries = run_once(runner, binaries, run, role, module_of[role], rep, logdir)
+                    side_run = run_of[role][run.name]
+                    tries = run_once(
+                        runner, sides[role], side_run, role, module_of[role], rep, logdir
+                    )
                     records.extend(tries)
                     done += 1
                     progress(
@@ -346,8 +386,15 @@ def _campaign(opts, runner, binaries, outdir):
             "extended": [r.name for r in extended],
             "order": "counterbalanced (ABBA)",
         },
-        binaries={k: v for k, v in asdict(binaries).items() if k != "suite"},
-        commands={r.name: " ".join(runner.mpirun_line(r)) for r in runs},
+        # the tuned module's (both modules' when they are one MPI); each side's in `sides`
+        binaries={k: v for k, v in asdict(binaries).items() if k not in ("suite", "mpi")},
+        commands={r.name: " ".join(runner.mpirun_line(r, binaries.flavour)) for r in runs},
+        sides={
+            role: side_record(runner, module_of[role], sides[role], plans[role])
+            for role in ("baseline", "tuned")
+        },
+        same_mpi=sides["baseline"] is sides["tuned"],
+        suite_notes=notes,
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
         runs=[asdict(r) for r in records],
     )

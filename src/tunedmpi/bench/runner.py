@@ -10,6 +10,7 @@ the command, the variables, the exit code, the wall time and the output, and the
 
 import hashlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from tunedmpi import paths
 from tunedmpi.atomic import write_atomic
@@ -26,14 +27,92 @@ from tunedmpi.modules import geometry
 
 LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
 # Variables a module run must not inherit from the caller's shell (the modules set their own).
+# Intel MPI (I_MPI_), MPICH (MPIR_CVAR_, HYDRA_) and libfabric (FI_) for a baseline of another MPI.
 INHERITED_TUNING = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "TUNEDMPI_")
+INHERITED_TUNING += ("I_MPI_", "MPIR_CVAR_", "HYDRA_", "FI_")
 LMOD_STATE = ("LOADEDMODULES", "_LMFILES_", "_ModuleTable", "__LMOD")
 SHOWN = ("UCX_", "UCC_", "HCOLL_", "OMPI_MCA_", "PRTE_MCA_", "SLURM_DISTRIBUTION", "TUNEDMPI_")
+SHOWN += ("I_MPI_", "MPIR_CVAR_", "HYDRA_", "FI_")
 OUTPUT_MARK = "# ---- output ----"
 
 
 class CannotRun(Exception):
     """Runs cannot be made here (no Lmod, no MPI, impossible geometry, ...): the callers exit 2."""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one MPI's mpirun is told what validate and sweep need: the MPI is recognised by what
+    `mpirun --version` prints (`version`: a pattern whose group is the version), `bind` is added to
+    every run, `across_nodes` to the 2-rank one-sided runs when the job has several nodes."""
+
+    name: str
+    version: str
+    bind: Tuple[str, ...] = ()
+    across_nodes: Tuple[str, ...] = ()
+
+
+# flavour -> launcher, in the order they are recognised. Open MPI binds to core for np <= 2 (to
+# socket above) and spreads pairs with --map-by node. Intel MPI's hydra pins ranks by default;
+# MPICH's hydra does not bind at all unless told. Both hydras put one rank per node with -ppn 1.
+LAUNCHERS = {
+    "openmpi": Launcher("Open MPI", r"\(Open MPI\)\s*(\S+)", (), ("--map-by", "node")),
+    "intel": Launcher("Intel MPI", r"Intel\(R\) MPI Library.*?Version\s+(\S+)", (), ("-ppn", "1")),
+    "mpich": Launcher(
+        "MPICH", r"HYDRA build details:\s*Version:\s*(\S+)", ("-bind-to", "core"), ("-ppn", "1")
+    ),
+}
+
+
+def launcher_args(flavour, np, across_nodes=False):
+    """mpirun and its options (before the program) for `np` ranks of the MPI `flavour`."""
+    launcher = LAUNCHERS[flavour]
+    return (
+        ["mpirun", "-np", str(np)]
+        + list(launcher.bind)
+        + (list(launcher.across_nodes) if across_nodes else [])
+    )
+
+
+def recognise(output):
+    """(flavour, version, version line) from what `mpirun --version` printed, or None. The version
+    line is the first line; for hydra, whose first line is "HYDRA build details:", up to the line
+    with its Version."""
+    lines = [" ".join(line.split()) for line in output.splitlines() if line.strip()]
+    for k in range(1, min(len(lines), 10) + 1):
+        text = " ".join(lines[:k])
+        for flavour, launcher in LAUNCHERS.items():
+            found = re.search(launcher.version, text)
+            if found:
+                return flavour, found.group(1), text
+    return None
+
+
+@dataclass(frozen=True)
+class MPI:
+    """Which MPI a module puts on PATH: its mpirun (as on PATH and resolved), mpicc, the flavour
+    (a LAUNCHERS key) and what `mpirun --version` said."""
+
+    module: str
+    mpirun: str
+    mpirun_real: str
+    mpicc: str
+    flavour: str
+    version: str
+    version_line: str
+
+    @property
+    def name(self):
+        return "%s %s" % (LAUNCHERS[self.flavour].name, self.version)
+
+    def record(self):
+        return {
+            "name": self.name,
+            "flavour": self.flavour,
+            "version": self.version_line,
+            "mpirun": self.mpirun,
+            "mpicc": self.mpicc or None,
+        }
 
 
 def lmod_init():
@@ -182,9 +261,80 @@ class Runner:
         )
         return code == 0
 
-    def find_binaries(self, mpi_module, only=None, force_probes=False):
-        """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc."""
-        extra = [m for m in suites.BENCH_MODULES.values() if self.module_available(m)]
+    def identify(self, module, option="--module"):
+        """The MPI `module` puts on PATH (an MPI), recognised by `mpirun --version` (LAUNCHERS).
+        CannotRun, in one line naming the module, when it has no mpirun or an unknown one."""
+        mark = "__TUNEDMPI_MPI__"
+        body = (
+            'echo %s; p=$(command -v mpirun) || p=; echo "$p"; [ -n "$p" ] && readlink -f "$p" || '
+            "echo; command -v mpicc || echo; echo %s; "
+            '[ -n "$p" ] && mpirun --version 2>&1 | head -n 40 || true' % (mark, mark)
+        )
+        code, out, timed_out, _ = shell(self.script(module, [], body), self.env, 60)
+        parts = out.split(mark)
+        if code != 0 or len(parts) < 3:
+            raise CannotRun(
+                "%s %s: could not load it to see its MPI (module use %s): %s"
+                % (option, module, " ".join(self.modulepaths), " ".join(out.split())[-300:])
+            )
+        # one line each after the mark's (an empty one for what is missing)
+        mpirun, real, mpicc = (parts[1].split("\n") + ["", "", "", ""])[1:4]
+        if not mpirun.strip():
+            raise CannotRun("%s %s puts no mpirun on PATH" % (option, module))
+        found = recognise(parts[2])
+        if found is None:
+            said = " ".join(parts[2].split())[:200] or "nothing"
+            raise CannotRun(
+                "%s %s: its mpirun (%s) is no MPI validate knows (Open MPI, Intel MPI, MPICH): "
+                "`mpirun --version`%s printed: %s"
+                % (option, module, mpirun.strip(), " (timed out)" if timed_out else "", said)
+            )
+        flavour, version, line = found
+        return MPI(
+            module,
+            mpirun.strip(),
+            real.strip() or mpirun.strip(),
+            mpicc.strip(),
+            flavour,
+            version,
+            line,
+        )
+
+    def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None, site_own=True):
+        """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc.
+        mpi: the module's MPI (identify), which sets the launcher (default: Open MPI's); site_own:
+        False for a module of another MPI than the site's, to which IMB_MPI1, OSU_DIR and the
+        benchmark modules do not belong."""
+        b, mpicc = self.survey(mpi_module, force_probes, mpi, site_own)
+        self.complete(b, mpi_module, mpicc, only)
+        b.host_probe = self.build_host_probe(mpi_module, b.modules, mpicc)
+        return b
+
+    def find_sides(self, baseline, tuned, only=None, force_probes=False):
+        """{"baseline": Binaries, "tuned": Binaries} and the reasons a family was moved to the
+        probes (suites.same_kind). Two modules of one MPI (the same mpirun, resolved) share one set,
+        found under the baseline. Otherwise each side has its own, found in its module's
+        environment or built with its mpicc; the variables IMB_MPI1 and OSU_DIR and the benchmark
+        modules belong to the site's MPI (the tuned module's); probe_host is the tuned side's."""
+        mb, mt = self.identify(baseline, "--baseline"), self.identify(tuned, "--module")
+        if mb.mpirun_real == mt.mpirun_real:
+            b = self.find_binaries(baseline, only, force_probes, mpi=mb)
+            return {"baseline": b, "tuned": b}, []
+        t, t_cc = self.survey(tuned, force_probes, mt, site_own=True)
+        b, b_cc = self.survey(baseline, force_probes, mb, site_own=False)
+        notes = suites.same_kind(b, t, only)
+        self.complete(t, tuned, t_cc, only)
+        self.complete(b, baseline, b_cc, only)
+        t.host_probe = b.host_probe = self.build_host_probe(tuned, t.modules, t_cc)
+        return {"baseline": b, "tuned": t}, notes
+
+    def survey(self, mpi_module, force_probes=False, mpi=None, site_own=True):
+        """(Binaries with the IMB/OSU found for `mpi_module`, no probes yet; its mpicc)."""
+        extra = (
+            [m for m in suites.BENCH_MODULES.values() if self.module_available(m)]
+            if site_own
+            else []
+        )
         mark = "__PROBE_PATHS__"
         body = (
             "echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
@@ -197,33 +347,36 @@ class Runner:
                 "could not load %s to find the MPI (module use %s):\n%s"
                 % (mpi_module, " ".join(self.modulepaths), out[-2000:])
             )
-        lines = out.split(mark, 1)[1].strip("\n").split("\n") + ["", "", "", ""]
-        mpicc, mpirun, imb_path, osu_dir = (line.strip() for line in lines[:4])
+        # one line each after the mark's, an empty one for what is missing
+        lines = out.split(mark, 1)[1].split("\n") + ["", "", "", "", ""]
+        mpicc, mpirun, imb_path, osu_dir = (line.strip() for line in lines[1:5])
         if not mpirun:
             raise CannotRun("%s puts no mpirun on PATH" % mpi_module)
-        imb = os.environ.get("IMB_MPI1") or imb_path or None
+        own = os.environ if site_own else {}
+        imb = own.get("IMB_MPI1") or imb_path or None
         # OSU installed beside the MPI (a Spack view holding both: site local-source) puts its
         # programs in libexec/osu-micro-benchmarks/, which no module adds to PATH.
         beside = Path(mpirun).parent.parent / "libexec" / "osu-micro-benchmarks"
-        osu_root = (
-            os.environ.get("OSU_DIR") or osu_dir or (str(beside) if beside.is_dir() else None)
-        )
+        osu_root = own.get("OSU_DIR") or osu_dir or (str(beside) if beside.is_dir() else None)
         osu = suites.find_osu(osu_root) if osu_root else {}
         if force_probes:
             imb, osu = None, {}
         b = suites.Binaries(suite="", imb=imb, osu=osu, modules=extra)
+        if mpi is not None:
+            b.flavour, b.mpi = mpi.flavour, mpi.record()
+        return b, mpicc
+
+    def complete(self, b, mpi_module, mpicc, only=None):
+        """Build the probes where `b` lacks IMB-MPI1 or a one-sided OSU program; name its suite."""
         need = set(only or suites.COLLECTIVES + suites.ONE_SIDED)
-        if not imb or not need.issubset(set(osu) | set(suites.COLLECTIVES)):
+        if not b.imb or not need.issubset(set(b.osu) | set(suites.COLLECTIVES)):
             if not mpicc:
                 raise CannotRun(
                     "no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module
                 )
-            built = self.build_probes(mpi_module, extra, mpicc)
+            built = self.build_probes(mpi_module, b.modules, mpicc)
             b.probe_coll, b.probe_osc = str(built["probe_coll"]), str(built["probe_osc"])
-        b.host_probe = self.build_host_probe(mpi_module, extra, mpicc)
-        b.suite = "+".join(["imb" if imb else "probe", "osu" if osu else "probe"])
-        if b.suite == "probe+probe":
-            b.suite = "probe"
+        b.suite = suites.suite_name(b)
         return b
 
     def build_probes(self, mpi_module, extra, mpicc, names=probes.PROBES):
@@ -263,16 +416,13 @@ class Runner:
             sys.stderr.write("note: the host state is not recorded: %s\n" % exc)
             return None
 
-    def mpirun_line(self, run):
-        args = ["mpirun", "-np", str(run.ranks or self.np)]
-        if run.ranks and self.nodes > 1:
-            args += [
-                "--map-by",
-                "node",
-            ]  # one-sided pairs measure across nodes when there are nodes
-        return args + list(run.argv)
+    def mpirun_line(self, run, flavour="openmpi"):
+        """mpirun, the options of the MPI `flavour` (LAUNCHERS) and the program: the job's ranks, or
+        the run's fixed count (one-sided pairs, spread over two nodes when there are nodes)."""
+        across = bool(run.ranks) and self.nodes > 1
+        return launcher_args(flavour, run.ranks or self.np, across) + list(run.argv)
 
-    def placement(self, module, extra_modules=()):
+    def placement(self, module, extra_modules=(), flavour="openmpi"):
         """Where mpirun puts the ranks under `module`, as {"collectives": [host of rank 0, 1, ...],
         "one_sided": [...]} (`hostname` started the way the benchmarks are): proof of which nodes a
         campaign measured, e.g. that a 2-node run really spanned two hosts. A module under which
@@ -283,7 +433,10 @@ class Runner:
             run = suites.Run(
                 name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks
             )
-            body = "echo %s; %s" % (mark, " ".join(shlex.quote(a) for a in self.mpirun_line(run)))
+            body = "echo %s; %s" % (
+                mark,
+                " ".join(shlex.quote(a) for a in self.mpirun_line(run, flavour)),
+            )
             code, out, timed_out, _ = shell(self.script(module, extra_modules, body), self.env, 120)
             hosts = out.split(mark, 1)[-1].split()
             if code != 0 or timed_out or mark not in out:
@@ -298,7 +451,7 @@ class Runner:
         """One benchmark run: fresh shell, module purge + load, the exports, mpirun. Writes the log
         (title, command, variables, output) and returns a dict: status, exit_code, wall_s, problems,
         series {benchmark: {metric, suite, points}}, env (the tuning variables that were set), command."""
-        argv = self.mpirun_line(run)
+        argv = self.mpirun_line(run, binaries.flavour)
         sets = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in exports.items())
         envfile = "env_shown=$(env | grep -E '^(%s)' | sort)" % "|".join(SHOWN)
         body = "%s%s\necho \"$env_shown\" | sed 's/^/#   /'\necho '%s'\nexec %s" % (

@@ -2,7 +2,10 @@
 
 Binaries, in this order: IMB_MPI1 / OSU_DIR variables; IMB-MPI1 / osu_* on PATH once the MPI module
 (and, where the site has them, the Spack modules intel-mpi-benchmarks / osu-micro-benchmarks) are
-loaded; else the probes in validate/probes/ built with that MPI's mpicc, labelled "probe".
+loaded; else the probes in validate/probes/ built with that MPI's mpicc, labelled "probe". A module
+of another MPI than the site's (validate --baseline intel-mpi/...) gets its own, found without the
+variables and the benchmark modules (they are the site's MPI's), and same_kind() makes both sides
+of a family run the same kind of program.
 """
 
 import os
@@ -88,6 +91,41 @@ class Binaries:
     host_probe: Optional[str] = (
         None  # probe_host: the host state around each run (None: not recorded)
     )
+    flavour: str = "openmpi"  # whose mpirun runs them (runner.LAUNCHERS)
+    mpi: Optional[dict] = None  # the MPI they belong to (runner.MPI.record), None: not identified
+
+
+def suite_name(b):
+    """ "imb+osu", "imb+probe", "probe+osu" or "probe": what runs the collectives and one-sided."""
+    name = "+".join(["imb" if b.imb else "probe", "osu" if b.osu else "probe"])
+    return "probe" if name == "probe+probe" else name
+
+
+def same_kind(baseline, tuned, only=None):
+    """Both sides of a benchmark family run the same kind of program, so that a comparison of two
+    MPIs is not one of two programs: where one side has IMB-MPI1 (or OSU's one-sided programs) and
+    the other not, both use the probes for that family. Changes the Binaries (before their probes
+    are built) and returns one line per family changed, saying why."""
+    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
+    sides = {"baseline": baseline, "tuned": tuned}
+    notes = []
+    if wanted & set(COLLECTIVES) and bool(baseline.imb) != bool(tuned.imb):
+        has = next(role for role, b in sides.items() if b.imb)
+        notes.append(
+            "collectives: probes for both modules: only the %s module has IMB-MPI1 (%s)"
+            % (has, sides[has].imb)
+        )
+        baseline.imb = tuned.imb = None
+    one_sided = [n for n in ONE_SIDED if n in wanted]
+    found = {role: [n for n in one_sided if n in b.osu] for role, b in sides.items()}
+    if one_sided and found["baseline"] != found["tuned"]:
+        notes.append(
+            "one-sided: probes for both modules: OSU's one-sided programs found for the "
+            "baseline: %s; for the tuned module: %s"
+            % tuple(", ".join(found[role]) or "none" for role in ("baseline", "tuned"))
+        )
+        baseline.osu, tuned.osu = {}, {}
+    return notes
 
 
 def machine_cache_mb():
