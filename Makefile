@@ -40,7 +40,7 @@ site-configs/local/spack.yaml: site-configs/local/spack.yaml.in
 tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 	$(BIN)/tunedmpi tables
 
-test: system-packages-test $(BIN)/tunedmpi  ## the whole test suite, and committed modulefiles are current
+test: system-packages-test $(BIN)/tunedmpi peers  ## the whole test suite (with the peers: validate against Intel MPI/MPICH), and committed modulefiles are current
 	$(BIN)/tunedmpi render --check
 	$(BIN)/ruff format --check .     # formatting and lint: [tool.ruff] in pyproject.toml
 	$(BIN)/ruff check .
