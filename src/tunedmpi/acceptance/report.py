@@ -223,6 +223,7 @@ def markdown(results):
             design,
             any(b.get("host_strata") for b in results["bands"]),
             any(b.get("pairs") for b in results["bands"]),
+            results.get("family"),
         ),
         "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
         "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.",

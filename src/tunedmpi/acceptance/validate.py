@@ -454,7 +454,10 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
     state = dict(zip(final, labels))
     again = {run.name for run in extended}
     old = {} if previous is None else {(b["benchmark"], b["band"]): b for b in previous["bands"]}
-    bands, per_size = [], {}
+    # One family for the whole campaign: every benchmark's band tests are collected first and
+    # decided together (stats.judge_family: Holm over all of them, both directions), so the chance of
+    # any false win or loss anywhere in the campaign is alpha, not alpha per benchmark.
+    bands, per_size, tested = [], {}, []
     for run in runs:
         for bench in run.expect:
             reps = {
@@ -497,18 +500,18 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                         if previous is not None
                         else None
                     )
-                    bands += stats.compare_bands(
+                    mine = stats.test_bands(
                         bench,
                         metric,
                         pts["baseline"],
                         pts["tuned"],
-                        opts.tolerance,
-                        opts.alpha,
                         design=design,
                         previous=look1,
                         strata=strata,
                         pairs=pairs,
                     )
+                    tested += mine
+                    bands += [r for r, _ in mine]
                 bands.append(
                     stats.reliability(
                         bench,
@@ -526,6 +529,10 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                 "host_states": states,
                 "host_note": why_not,
             }
+    look1 = None
+    if previous is not None:
+        look1 = [stats.BandResult(**b) for b in previous["bands"] if b["band"] != "reliability"]
+    stats.judge_family(tested, opts.tolerance, opts.alpha, design, look1)
     verdict = stats.module_verdict(bands)
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
     # module does is a result (reliability), not a failure to validate.
@@ -535,6 +542,7 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
         "bands": [asdict(b) for b in bands],
         "per_size": per_size,
         "verdict": verdict if any_data else "COULD-NOT-RUN",
+        "family": stats.family_of(bands),
         "exit_code": exit_code,
         "host_state": {
             "slow_above_ns": slow_above,
