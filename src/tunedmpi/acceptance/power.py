@@ -863,14 +863,9 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
         own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
         key = (bench, upto, own)
         if key not in cache:
-            base, tuned, states, pairs = draw[bench]
+            base, tuned, _, pairs = draw[bench]
             for band, g in own:
                 tuned = [_scaled(u, set(bands[band]), g, metric) for u in tuned]
-            strata = (
-                None
-                if states is None
-                else stats.host_strata(states[0][:upto], states[1][:upto], alpha)[0]
-            )
             cache[key] = stats.test_bands(
                 bench,
                 metric,
@@ -878,7 +873,6 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
                 tuned[:upto],
                 design=design,
                 previous=None if upto == design.first else [],
-                strata=strata,
                 pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
             )
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
@@ -984,7 +978,7 @@ def describe_design(design, alpha):
     )
     if stats.paired(design):
         return "crossover test, %d pairs%s" % (design.first, looks)
-    return "unpaired test (within host states where recorded), %d runs per module%s" % (
+    return "unpaired test, %d runs per module%s" % (
         design.first,
         looks,
     )
