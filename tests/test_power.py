@@ -144,7 +144,8 @@ def test_cli_prints_noise_order_and_resampling_in_seconds_and_reproducibly():
     for heading in (
         "## Run-to-run noise",
         "## Order and time effects",
-        "## A/A false calls and power",
+        "## The campaign's verdict (what validate controls)",
+        "## Per benchmark judged alone",
         "### Per benchmark",
     ):
         assert heading in a.stdout
@@ -293,3 +294,24 @@ def test_cli_names_the_procedure_it_simulated(tmp_path):
     assert five.returncode == 0, five.stderr
     assert "crossover" not in five.stdout and "unpaired test" in five.stdout
     assert cli("--max-repetitions", 10, d).returncode == 2
+
+
+def test_the_campaign_is_judged_as_one_family_with_its_looks(tmp_path, monkeypatch):
+    """campaign_study draws whole repetitions and judges every benchmark's bands as one family
+    (stats.judge_family over all of them, as validate.analyse), A/A and with one band losing 10 %."""
+    (src,) = power.load([AA])
+    camp = power.campaign_of(src, stats.Design(4, 8))
+    assert list(camp.benches) == ["allreduce", "put_bw"] and len(camp.reps) == 8
+    families = []
+    shipped = stats.judge_family
+
+    def spy(tested, *args, **kw):
+        families.append({r.benchmark for r, res in tested if res is not None})
+        return shipped(tested, *args, **kw)
+
+    monkeypatch.setattr(stats, "judge_family", spy)
+    r = power.campaign_study(camp, random.Random(2), 20, 1.3, 0.05, 0.05)
+    assert {"allreduce", "put_bw"} in families  # look 1: one family over both benchmarks
+    assert r["tests"] == 4 and r["n"] == 8 and r["any"] <= 0.1
+    assert r["win_all"] == 1.0 and min(r["caught"].values()) >= 0.8
+    assert r["any"] == pytest.approx(r["fail"] + r["pass_"])

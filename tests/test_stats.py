@@ -206,6 +206,42 @@ def two_bands(n=5, seed=1, noise=0.3, gain=1.5):
     return base, tuned
 
 
+def test_decide_makes_one_family_of_a_whole_campaigns_bands():
+    """validate's rule: every benchmark's bands tested first, then one Holm step-down over all of
+    them; compare_bands (tune, history) makes each benchmark its own family."""
+    tested = []
+    for name, seed in (("a", 1), ("b", 2), ("c", 3)):
+        base, tuned = two_bands(seed=seed)
+        tested += stats.test_bands(name, "latency_us", base, tuned)
+    res = stats.judge_family(tested)
+    assert len(res) == 6 and [r.level for r in res] == stats.holm([r.p_value for r in res], 0.05)
+    assert min(r.level for r in res) == pytest.approx(0.05 / 6)
+    assert stats.family_of(res)["tests"] == 6
+    alone = stats.compare_bands("a", "latency_us", *two_bands(seed=1))
+    assert min(r.level for r in alone) == pytest.approx(0.025)
+
+
+def test_decide_at_look_2_keeps_the_campaigns_family():
+    """At look 2 the family is every band tested at look 1: those rejected then keep their verdict
+    and pass their share on, those not measured again stay members (not rejected)."""
+    design = stats.Design(5, 10)
+    first = []
+    for name, seed in (("a", 1), ("b", 2), ("c", 3)):
+        base, tuned = two_bands(seed=seed)
+        first += stats.test_bands(name, "latency_us", base[:5], tuned[:5], design=design)
+    look1 = stats.judge_family(first, design=design)
+    done = sum(stats.rejected(r) for r in look1)
+    base, tuned = two_bands(n=10, seed=1)
+    mine = [r for r in look1 if r.benchmark == "a"]
+    again = stats.test_bands("a", "latency_us", base, tuned, design=design, previous=mine)
+    stats.judge_family(again, design=design, previous=look1)
+    for r, res in again:
+        if res is None:
+            assert stats.rejected(r) and r.look == 1
+        else:
+            assert r.look == 2 and r.level <= design.level(0.05 / (6 - done), 2) + 1e-12
+
+
 def test_compare_bands_takes_its_levels_from_holm():
     base, tuned = two_bands()
     res = stats.compare_bands("b", "latency_us", base, tuned)

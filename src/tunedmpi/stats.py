@@ -12,8 +12,9 @@ gets one *band score*, the mean over the band's sizes of its log time (log 1/ban
 size and every repetition counts, while the sizes of one run, which share that run's slowness,
 are not mistaken for independent replicates. The two modules' band scores are compared with
 Welch's t test on 10 %-trimmed means (Yuen's test; below 10 runs per side nothing is trimmed and it
-is exactly Welch's test), two-sided. The bands of one benchmark are one family: Holm's step-down
-keeps the chance of any false win or loss per benchmark at alpha. Optionally the campaign has two
+is exactly Welch's test), two-sided. validate's family is the whole campaign: Holm's step-down
+over every benchmark x band test keeps the chance of any false win or loss anywhere in the campaign
+at alpha (`judge_family`; tune and history judge one benchmark's bands as a family). Optionally the campaign has two
 looks (`Design`): undecided benchmarks get one extension to twice the repetitions, and Pocock
 boundaries keep the overall error at alpha across both looks.
 
@@ -47,7 +48,7 @@ BANDS = (
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
-TEST_NAME = "Yuen-Welch t on per-run log band scores (10% trimmed), Holm over bands"
+TEST_NAME = "Yuen-Welch t on per-run log band scores (10% trimmed)"
 
 
 def band_of(size):
@@ -234,8 +235,7 @@ def resolution_floor(reps, sizes, all_reps):
 SLOW_FACTOR = 2.0  # a figure this many times the campaign's fast level is the slow state
 FAST_QUANTILE = 0.1  # the fast level: this quantile of all the campaign's figures
 HOST_TEST_NAME = (
-    "Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, "
-    "weighted by runs; Holm over bands"
+    "Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, weighted by runs"
 )
 
 
@@ -338,7 +338,7 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 PAIRED_MIN = 10
 PAIRED_TEST_NAME = (
     "crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
-    "pairs' differences); Holm over bands"
+    "pairs' differences)"
 )
 
 
@@ -525,25 +525,46 @@ def compare_bands(
     strata=None,
     pairs=None,
 ):
-    """baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
+    """One benchmark judged alone, its bands one family (tune, history): `test_bands`, then
+    `judge_family` over them. Without `design`: one look at alpha; with it, look 1, or look 2 when
+    `previous` holds this benchmark's look-1 results. validate judges a whole campaign as one
+    family instead (test_bands for every benchmark, then one `judge_family`)."""
+    tested = test_bands(
+        benchmark, metric, baseline_reps, tuned_reps, design, previous, strata, pairs
+    )
+    mine = None if previous is None else [r for r in previous if r.benchmark == benchmark]
+    return judge_family(tested, tolerance, alpha, design, mine)
+
+
+def test_bands(
+    benchmark,
+    metric,
+    baseline_reps,
+    tuned_reps,
+    design=None,
+    previous=None,
+    strata=None,
+    pairs=None,
+):
+    """Each band's test, not yet decided: [(BandResult, TestResult or None)], None for bands
+    without data and for bands rejected at look 1 (kept as they were).
+
+    baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
     strata: (labels of baseline_reps, labels of tuned_reps), the host state of each run
     (host_strata): the test is then made within each state (`stratified`).
     pairs: [(index in baseline_reps, index in tuned_reps, baseline ran first)] of the runs measured
     as pairs: the test is then the `crossover` test over them (strata are not used; runs without
     their pair are left out and counted in the reason).
-
-    Returns one BandResult per band that has sizes in common. Without `design`: one look at alpha
-    (what tune uses). With `design`: look 1, or look 2 when `previous` holds this benchmark's look-1
-    results (bands decided significant at look 1 keep that result; Holm continues from there).
-    Each band's `test` names the test its p came from: the crossover test only where a band had
-    its pairs (2 of each order), else the test within host states only where states were held
-    equal, else the test over all runs.
+    design: look 1, or look 2 when `previous` holds this benchmark's look-1 results (bands
+    decided significant at look 1 keep that result). Each band's `test` names the test its p came
+    from: the crossover test only where a band had its pairs (2 of each order), else the test
+    within host states only where states were held equal, else the test over all runs.
     """
     sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     look = None if design is None else (2 if previous is not None else 1)
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
-    out, pending, done = [], [], []  # pending: (band, test result) still to decide
+    out = []  # (band, its test result: None when there is nothing to decide)
     # the name a band gets before it is tested (no-data bands); each tested band's comes from its test
     test_name = (
         PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
@@ -554,15 +575,18 @@ def compare_bands(
             continue
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
             out.append(
-                BandResult(
-                    benchmark,
-                    name,
-                    in_band,
+                (
+                    BandResult(
+                        benchmark,
+                        name,
+                        in_band,
+                        None,
+                        None,
+                        "no-data",
+                        "fewer than 2 successful repetitions of a module",
+                        test=test_name,
+                    ),
                     None,
-                    None,
-                    "no-data",
-                    "fewer than 2 successful repetitions of a module",
-                    test=test_name,
                 )
             )
             continue
@@ -588,19 +612,11 @@ def compare_bands(
             test=test_name,
         )
         if gain is None:
-            out.append(r)
+            out.append((r, None))
             continue
         old = before.get(name)
-        if (
-            old is not None
-            and old.p_value is not None
-            and old.level is not None
-            and old.p_value <= old.level
-        ):
-            out.append(
-                old
-            )  # rejected at look 1: that decision is final and its share of alpha passes on
-            done.append(old)
+        if rejected(old):
+            out.append((old, None))  # rejected at look 1: that decision is final
             continue
         everyone = list(baseline_reps) + list(tuned_reps)
         floors = (
@@ -632,19 +648,38 @@ def compare_bands(
             res, r.host_strata = stratified(a, b, strata[0], strata[1], *floors)
             r.test = HOST_TEST_NAME if r.host_strata else TEST_NAME
         r.p_value, r.estimate = res.p, math.exp(-res.diff)
-        out.append(r)
-        pending.append((r, res))
-    # Holm's step-down over the benchmark's bands at the look's nominal levels; bands rejected at
-    # look 1 count as done
+        out.append((r, res))
+    return out
+
+
+def rejected(r):
+    """Whether a decided band's test rejected "no difference" (at look 1: final, its share of
+    alpha passes on to the look-2 tests)."""
+    return r is not None and r.p_value is not None and r.level is not None and r.p_value <= r.level
+
+
+def judge_family(
+    tested, tolerance=DEFAULT_TOLERANCE, alpha=DEFAULT_ALPHA, design=None, previous=None
+):
+    """The verdict of every band in `tested` (test_bands' pairs, of one benchmark or of a whole
+    campaign): one family, Holm's step-down over all its tests at the look's nominal levels (both
+    directions: a win and a loss are both rejections), so the chance of any false win or loss in
+    the family stays at alpha. previous: at look 2, the family's look-1 results: the family is
+    every band tested then, those rejected then keep their verdict and pass their share of alpha
+    on, and bands not tested again count as members that are not rejected. Returns the bands."""
+    pending = [(r, res) for r, res in tested if res is not None]
+    look = pending[0][0].look if pending else None
+    family = [r for r in (previous or []) if r.p_value is not None and r.level is not None]
+    done = sum(1 for r in family if rejected(r))
     levels = holm(
         [r.p_value for r, _ in pending],
         alpha,
-        done=len(done),
+        m=max(len(family), done + len(pending)),
+        done=done,
         nominal=None if design is None else lambda share: design.level(share, look),
     )
-    for (r, _), level in zip(pending, levels):
+    for (r, res), level in zip(pending, levels):
         r.level = level
-    for r, res in pending:
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
         _decide(r, tolerance)
@@ -666,7 +701,7 @@ def compare_bands(
                 if left
                 else "",
             )
-    return out
+    return [r for r, _ in tested]
 
 
 def extension(band_results, design):
@@ -686,9 +721,19 @@ def pair_order(rep, run_index=0):
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
 
 
-def describe_method(tolerance, alpha, design=None, host=False, paired=False):
+def family_of(bands):
+    """What validate's Holm family was (results.json's "family"): every band test of the campaign."""
+    return {
+        "scope": "campaign",
+        "members": "every benchmark x band tested (wins and losses alike)",
+        "tests": sum(1 for r in bands if r.band != "reliability" and r.p_value is not None),
+    }
+
+
+def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
     """The verdict's method in a few sentences (report.md's Method section); host: the comparison
-    held the host state equal (host_strata); paired: the crossover test over the pairs was used."""
+    held the host state equal (host_strata); paired: the crossover test over the pairs was used;
+    family: results.json's "family" (None: results from before it, a family per benchmark)."""
     looks = (
         "one look"
         if design is None
@@ -712,13 +757,20 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False):
         else "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
         "nothing is trimmed below 10 runs)%s" % within
     )
+    holm_text = (
+        "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "
+        "loss at %.2f" % alpha
+        if not family
+        else "Holm's step-down over all %d band tests of the campaign (every benchmark x band; a win "
+        "and a loss alike) keeps the chance of any false win or loss anywhere in the campaign at %.2f"
+        % (family["tests"], alpha)
+    )
     return (
         "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
-        "%s, two-sided; Holm's step-down over the bands of a benchmark keeps "
-        "its chance of any false win or loss at %.2f; %s. A band **wins** when the test rejects at its level, "
+        "%s, two-sided; %s; %s. A band **wins** when the test rejects at its level, "
         "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
         "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-        % (compared, alpha, looks, tolerance * 100)
+        % (compared, holm_text, looks, tolerance * 100)
     )
 
 

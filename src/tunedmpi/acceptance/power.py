@@ -21,6 +21,7 @@ noise (SD of per-run log band scores), how much sizes share a run's slowness (in
 correlation), drift, and the effect of running second in a pair.
 """
 
+import dataclasses
 import math
 import os
 import random
@@ -554,21 +555,13 @@ def pools(sources, minimum=None, design=None):
         for bench, runs in _by_bench(src.runs).items():
             bands = bands_of(runs)
             sizes = [s for b in bands.values() for s in b]
-            resid = OrderedDict()  # run -> its residual, {size: log value minus its group's mean}
-            for grp in _groups(runs, 3):
-                n = len(grp)
-                k = math.sqrt(n / (n - 1.0))
-                mean = {s: sum(math.log(r.points[s]) for r in grp) / n for s in sizes}
-                for r in grp:
-                    resid[id(r)] = (r, {s: (math.log(r.points[s]) - mean[s]) * k for s in sizes})
             if not sizes:
                 continue
+            resid = _residuals(runs, sizes)
             kept = [r for r, _ in resid.values()]
-            level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
 
-            def unit(r):
-                u = resid[id(r)][1]
-                return {s: math.exp(u[s] + level[s]) for s in sizes}
+            def unit(r, resid=resid):
+                return resid[id(r)][1]
 
             if crossover:  # each repetition's two residuals kept together, with their order
                 pairs = _pairs(kept)
@@ -607,6 +600,23 @@ def pools(sources, minimum=None, design=None):
                 )
             )
     return out
+
+
+def _residuals(runs, sizes):
+    """{id(run): (run, points)}: each run's log values minus the mean of its group (module, or
+    configuration x stage; groups of 3 runs or more), scaled by sqrt(n/(n-1)), put back on the
+    level of all the runs: the run's own noise without the modules' difference."""
+    resid = OrderedDict()
+    for grp in _groups(runs, 3):
+        n = len(grp)
+        k = math.sqrt(n / (n - 1.0))
+        mean = {s: sum(math.log(r.points[s]) for r in grp) / n for s in sizes}
+        for r in grp:
+            resid[id(r)] = (r, {s: (math.log(r.points[s]) - mean[s]) * k for s in sizes})
+    level = {s: sum(math.log(r.points[s]) for r in runs) / len(runs) for s in sizes}
+    return OrderedDict(
+        (key, (r, {s: math.exp(u[s] + level[s]) for s in sizes})) for key, (r, u) in resid.items()
+    )
 
 
 def _states(runs):
@@ -752,6 +762,205 @@ def study(
     )
 
 
+# ---- the campaign, as validate judges it ------------------------------------------------------
+# validate's family is the whole campaign (stats.judge_family over every benchmark x band), so its error
+# rates are a campaign's: whole repetitions (every benchmark's pair) are drawn together and the
+# campaign is judged at once, with its looks.
+
+LOSS = 0.90  # the power scenario: one band's true gain (10 % slower); every other band at --gain
+
+
+@dataclass
+class Campaign:
+    name: str
+    design: stats.Design
+    benches: OrderedDict  # benchmark -> (metric, {band: sizes})
+    reps: list  # per repetition, {benchmark: (first run's points, second's, their host states)}
+    aa: bool
+    states: bool  # every run has a host state
+    sd_pair: dict  # (benchmark, band) -> robust SD of a pair's difference of band scores
+
+
+def campaign_of(src, design):
+    """A validate campaign's repetitions as A/A data: an A/A campaign's own runs, else residuals
+    (each module's mean removed per benchmark and size); each repetition keeps its benchmarks'
+    two runs in the order they ran. Repetitions every benchmark has; None when fewer than the
+    design's first look."""
+    if src.kind != "validate":
+        return None
+    benches, per_rep = OrderedDict(), OrderedDict()
+    for bench, runs in _by_bench(src.runs).items():
+        bands = bands_of(runs)
+        sizes = [x for b in bands.values() for x in b]
+        if not sizes:
+            continue
+        units = (
+            {id(r): r.points for r in runs}
+            if src.aa
+            else {k: u for k, (_, u) in _residuals(runs, sizes).items()}
+        )
+        benches[bench] = (runs[0].metric, bands)
+        for a, b in _pairs([r for r in runs if id(r) in units]):
+            (x, y) = (a, b) if a.baseline_first else (b, a)
+            per_rep.setdefault(a.rep, {})[bench] = (units[id(x)], units[id(y)], x.state, y.state)
+    reps = [v for _, v in sorted(per_rep.items()) if len(v) == len(benches)]
+    if not benches or len(reps) < design.first:
+        return None
+    sd = {}
+    for bench, (metric, bands) in benches.items():
+        for band, sizes in bands.items():
+            d = [
+                stats.band_scores([u[1]], sizes, metric)[0]
+                - stats.band_scores([u[0]], sizes, metric)[0]
+                for u in (rep[bench] for rep in reps)
+            ]
+            mid = statistics.median(d) if len(d) > 2 else None
+            # robust (MAD) SD: the test trims, and a few slow-state pairs would swamp a plain SD
+            sd[(bench, band)] = (
+                None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
+            )
+    states = all(u[2] and u[3] for rep in reps for u in rep.values())
+    return Campaign(src.name, design, benches, reps, src.aa, states, sd)
+
+
+def _campaign_draw(camp, rng, n):
+    """n whole repetitions in random order; the k-th gets validate's k-th order (stats.pair_order):
+    {benchmark: (baseline runs, tuned runs, their host states or None, pairs or None)}."""
+    idx = rng.sample(range(len(camp.reps)), n)
+    first = [stats.pair_order(k + 1)[0] == "baseline" for k in range(n)]
+    out = OrderedDict()
+    for bench in camp.benches:
+        units = [camp.reps[i][bench] for i in idx]
+        base = [u[0] if f else u[1] for u, f in zip(units, first)]
+        tuned = [u[1] if f else u[0] for u, f in zip(units, first)]
+        states = None
+        if camp.states:
+            states = (
+                [u[2] if f else u[3] for u, f in zip(units, first)],
+                [u[3] if f else u[2] for u, f in zip(units, first)],
+            )
+        pairs = (
+            stats.pairs_of(range(n), range(n), lambda k: first[k])
+            if stats.paired(camp.design)
+            else None
+        )
+        out[bench] = (base, tuned, states, pairs)
+    return out
+
+
+def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
+    """validate's verdict on one drawn campaign: every benchmark's bands tested (stats.test_bands),
+    one Holm family over all of them (stats.judge_family), the undecided benchmarks extended once
+    (stats.extension) and judged again at look 2 with the family's look-1 results. gains:
+    {(benchmark, band): true gain of the tuned module}; cache: tests already made on this draw.
+    Returns ({(benchmark, band): BandResult}, extended)."""
+    design = camp.design
+    n = len(next(iter(draw.values()))[0])
+    looks = [design.first] + ([n] if n >= design.final > design.first else [])
+
+    def tests(bench, upto, previous):
+        metric, bands = camp.benches[bench]
+        own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
+        key = (bench, upto, own)
+        if key not in cache:
+            base, tuned, _, pairs = draw[bench]
+            for band, g in own:
+                tuned = [_scaled(u, set(bands[band]), g, metric) for u in tuned]
+            cache[key] = stats.test_bands(
+                bench,
+                metric,
+                base[:upto],
+                tuned[:upto],
+                design=design,
+                previous=None if upto == design.first else [],
+                pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
+            )
+        kept = {r.band: r for r in previous or [] if stats.rejected(r)}
+        return [
+            (kept[r.band], None) if r.band in kept else (dataclasses.replace(r), res)
+            for r, res in cache[key]
+        ]
+
+    tested = [t for bench in camp.benches for t in tests(bench, looks[0], None)]
+    one = stats.judge_family(tested, tolerance, alpha, design)
+    result = {(r.benchmark, r.band): r for r in one}
+    again = stats.extension(one, design) if len(looks) > 1 else {}
+    if again:
+        tested = [
+            t
+            for bench in again
+            for t in tests(bench, looks[1], [r for r in one if r.benchmark == bench])
+        ]
+        for r in stats.judge_family(tested, tolerance, alpha, design, one):
+            result[(r.benchmark, r.band)] = r
+    return result, bool(again)
+
+
+def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
+    """The campaign's error rates over `draws` drawn campaigns: A/A (false FAIL: a band loses;
+    false PASS: a band wins and none loses), every band at `gain` (P(PASS), each band's power),
+    and, for each band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the
+    power to catch a real loss among real wins; a FAIL for want of a win is not counted)."""
+    n = camp.design.final if len(camp.reps) >= camp.design.final else camp.design.first
+    keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
+    c = dict(
+        fail=0,
+        pass_=0,
+        any=0,
+        extended=0,
+        win_all=0,
+        n=n,
+        tests=len(keys),
+        bench_false=OrderedDict((b, 0) for b in camp.benches),
+        power=OrderedDict((k, 0) for k in keys),
+        caught=OrderedDict((k, 0) for k in keys),
+        lost=OrderedDict((k, 0) for k in keys),
+        level=OrderedDict((k, []) for k in keys),
+    )
+    for _ in range(draws):
+        draw = _campaign_draw(camp, rng, n)
+        cache = {}
+        res, ext = judge_campaign(camp, draw, {}, tolerance, alpha, cache)
+        verdicts = {k: r.verdict for k, r in res.items()}
+        lose = "lose" in verdicts.values()
+        c["fail"] += lose
+        c["pass_"] += not lose and "win" in verdicts.values()
+        c["any"] += any(v in ("win", "lose") for v in verdicts.values())
+        c["extended"] += ext
+        for b in camp.benches:
+            c["bench_false"][b] += any(
+                v in ("win", "lose") for (bn, _), v in verdicts.items() if bn == b
+            )
+        everyone = {k: gain for k in keys}
+        res, _ = judge_campaign(camp, draw, everyone, tolerance, alpha, cache)
+        c["win_all"] += stats.module_verdict(list(res.values())) == "PASS"
+        for k in keys:
+            c["power"][k] += res[k].verdict == "win"
+        for k in keys:
+            res, _ = judge_campaign(camp, draw, {**everyone, k: loss}, tolerance, alpha, cache)
+            c["caught"][k] += any(r.verdict == "lose" for r in res.values())
+            c["lost"][k] += res[k].verdict == "lose"
+            c["level"][k].append(res[k].level)
+    for key in ("fail", "pass_", "any", "extended", "win_all"):
+        c[key] /= float(draws)
+    for key in ("bench_false", "power", "caught", "lost"):
+        c[key] = OrderedDict((k, v / float(draws)) for k, v in c[key].items())
+    c["level"] = OrderedDict((k, statistics.median(v)) for k, v in c["level"].items())
+    return c
+
+
+def pairs_needed(sd, gain, level, target=0.8, limit=400):
+    """Pairs for `target` power to find a true `gain` at two-sided `level` with a paired test whose
+    estimate's SE is the SD of a pair's difference over sqrt(pairs) (normal model)."""
+    if not sd:
+        return None
+    z = stats.t_quantile(level, 1e6)
+    for n in range(4, limit + 1):
+        if 1 - stats.normal_cdf(z - abs(math.log(gain)) / (sd / math.sqrt(n))) >= target:
+            return n
+    return None
+
+
 # ---- the report ------------------------------------------------------------------------------
 
 
@@ -769,7 +978,7 @@ def describe_design(design, alpha):
     )
     if stats.paired(design):
         return "crossover test, %d pairs%s" % (design.first, looks)
-    return "unpaired test (within host states where recorded), %d runs per module%s" % (
+    return "unpaired test, %d runs per module%s" % (
         design.first,
         looks,
     )
@@ -936,9 +1145,96 @@ def run(
         "effect: the second run of a pair is slower.\n\n"
     )
 
-    found = pools(sources, design=design)
+    camps = [c for c in (campaign_of(src, design_of(src)) for src in sources) if c is not None]
     rng = random.Random(seed)
-    w("## A/A false calls and power (resampling)\n\n")
+    if camps:
+        w("## The campaign's verdict (what validate controls)\n\n")
+        w(
+            "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
+            "residuals, so both sides are the same module) drawn in random order and judged as "
+            "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
+            "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
+            "band judged win and none lose (should be <= alpha together). Power: every band %.2fx "
+            "(P(PASS)); and the scenario that matters for the module rule: **one band truly %.0f%% "
+            "slower, every other band %.2fx**: P(FAIL by a loss), min over the bands (a FAIL for want "
+            "of a win is not counted: a module that only ties FAILs anyway).\n\n"
+            % (gain, (1 - LOSS) * 100, gain)
+        )
+        w(
+            "| campaign | procedure | tests | pairs drawn (of) | A/A false FAIL | A/A false PASS "
+            "| A/A any false | 95%% MC | all %.2fx: PASS "
+            "| one band %.2fx, rest %.2fx: FAIL by a loss, min (band) / median "
+            "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n"
+            % (gain, LOSS, gain)
+        )
+        studies = []
+        for camp in camps:
+            r = campaign_study(camp, rng, draws, gain, tolerance, alpha)
+            studies.append((camp, r))
+            mc = 1.96 * math.sqrt(max(r["any"] * (1 - r["any"]), 0.25 / draws) / draws)
+            worst = min(r["caught"], key=r["caught"].get)
+            w(
+                "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f (%s %s) / %.2f | %.2f |\n"
+                % (
+                    camp.name,
+                    " (A/A)" if camp.aa else "",
+                    describe_design(camp.design, alpha),
+                    r["tests"],
+                    r["n"],
+                    len(camp.reps),
+                    r["fail"],
+                    r["pass_"],
+                    r["any"],
+                    mc,
+                    r["win_all"],
+                    r["caught"][worst],
+                    worst[0],
+                    worst[1],
+                    statistics.median(r["caught"].values()),
+                    r["extended"],
+                )
+            )
+        w(
+            "\nPer benchmark and band: the A/A rate of a false win or loss in this benchmark, the "
+            "power to win at %.2fx (every band %.2fx), the chance the module FAILs by a loss when this "
+            "band is %.2fx and every other %.2fx, how often this band itself is judged lose then and the median "
+            "level its p had to reach, and the pairs a paired test would need to catch the loss 80 %% of "
+            "the time at Pocock's %.4f (the last Holm step, every other band rejected; its SE: the SD "
+            "of a pair's difference over sqrt(pairs), normal model, optimistic under heavy tails).\n\n"
+            % (gain, gain, LOSS, gain, stats.Design(1, 2).level(alpha, 1))
+        )
+        w(
+            "| campaign | benchmark | band | A/A false (benchmark) | win at %.2fx | FAIL by a loss when %.2fx "
+            "| judged lose | level | robust SD of a pair's difference | pairs for 80 %% |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n" % (gain, LOSS)
+        )
+        for camp, r in studies:
+            for k in r["power"]:
+                sd = camp.sd_pair.get(k)
+                need = pairs_needed(sd, LOSS, stats.Design(1, 2).level(alpha, 1))
+                w(
+                    "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
+                    % (
+                        camp.name,
+                        k[0],
+                        k[1],
+                        r["bench_false"][k[0]],
+                        r["power"][k],
+                        r["caught"][k],
+                        r["lost"][k],
+                        r["level"][k],
+                        "-" if sd is None else "%.3f" % sd,
+                        "-" if sd is None else need or ">400",
+                    )
+                )
+        w("\n")
+
+    found = pools(sources, design=design)
+    w("## Per benchmark judged alone (resampling pools)\n\n")
+    w(
+        "Each benchmark's bands as a family of their own (compare_bands: the rule tune uses; "
+        "validate's family is the campaign, above), on pools of runs that may span campaigns.\n\n"
+    )
     if not found:
         w(
             "No pool has the runs of one configuration (or the pairs) a campaign of its design "

@@ -282,6 +282,7 @@ def markdown(results):
             design,
             any(b.get("host_strata") for b in results["bands"]),
             any(b.get("pairs") for b in results["bands"]),
+            results.get("family"),
         ),
         "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
         "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.",
@@ -360,8 +361,9 @@ def host_state(results):
         "(validate/probes/probe_host.c). A figure above %.0f ns (%.1f x the campaign's %d%% quantile) is the "
         "**slow** state, in which latency-bound sizes run 2-3x slower under either module on these machines. "
         "A run is fast or slow when its two figures agree, **changed** when the state changed during it. "
-        "The unpaired test compares the modules within each state; the paired one compares each run with "
-        "the other module's run next to it (Method)."
+        "The verdict does not hold the state equal (it found fewer real gains so: results-archive/notes/"
+        "2026-11-27-campaign-level-verdict.md); the paired test compares each run with the other "
+        "module's run next to it (Method)."
         % (host["slow_above_ns"], host["slow_factor"], host["fast_quantile"] * 100),
         "",
         "| module | %s | not known |" % " | ".join(STATES),
