@@ -87,7 +87,11 @@ def test_one_checked_rules_file_per_geometry_with_bands_beside_the_module(projec
         ["%s/openmpi-tuned/%s" % (SITE, VERSION), "%s/openmpi/%s" % (SITE, VERSION)]
         if "tcl" in site.module_formats
         else []
-    )
+    ) + [  # and its peers' modules (site.yaml peers:), each in every format
+        "%s/%s/%s%s" % (SITE, peer.module, peer.version, ext)
+        for peer in site.peers
+        for ext in [".lua"] + ([""] if "tcl" in site.module_formats else [])
+    ]
     assert render.render_site(site) == files  # deterministic
     for (nodes, ppn), colls in banded(site).items():
         rel = "%s/%dx%d.rules" % (RULES_DIR, nodes, ppn)
