@@ -144,12 +144,10 @@ QUOTES = [
         ),
     ),
     (
-        "Yuen from n runs",
+        "the band test's name",
         "docs/design.md",
-        r"from (\d+) runs a side Yuen's",
-        lambda: (
-            str(min(n for n in range(2, 50) if stats.trimmed([float(i) for i in range(n)])[2] < n)),
-        ),
+        r"results\.json names it `([^`]+)`",
+        lambda: (stats.TEST_NAME,),
     ),
     (
         "drift margin",

@@ -79,7 +79,7 @@ def test_without_the_drifted_campaign_no_drift_and_exit_0(run_cli, tmp_path):
     assert code == 0, out + err
     assert "!" not in out and "drift in the newest campaign (#2): none" in out
     # the older format is re-judged with today's statistics: #2 stored FAIL (a Mann-Whitney loss of
-    # alltoall <= 1 KB), which Yuen-Welch calls a tie
+    # alltoall <= 1 KB), which Welch's t calls a tie
     assert "PASS (stored FAIL)" in out and "re-judged" in out
     assert "0.86x tie" in _row(out, "alltoall", "<=1KB")
 

@@ -92,7 +92,7 @@ def test_only_cli_imports_the_one_off_importers():
 def test_statistics_is_one_layer_below_both_stages_that_use_it():
     """stats.py (issue 32): acceptance/ (validate, history, power) and regenerate/ (tune, persize,
     regret) both judge with it, so it sits below both and imports no stage; and no other module
-    defines one of its primitives again (Holm, Yuen's side variance, Satterthwaite, ...)."""
+    defines one of its primitives again (Holm, Welch's side variance, Satterthwaite, ...)."""
     stats_py = SRC / "stats.py"
     assert not list(SRC.glob("*/stats.py")), "one statistics layer, not one per stage"
     assert imports_of(stats_py) == set(), "stats imports no tunedmpi module"

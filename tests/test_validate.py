@@ -518,7 +518,8 @@ def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
         assert res["family"]["tests"] == 32
         assert all(b["level"] <= 0.0294 / 14 for b in res["bands"] if b["verdict"] == "win")
     assert len(ratios) == 48 and stats.geomean(ratios) < 0.6, stats.geomean(ratios)
-    # alltoall, allgather and allreduce at <= 1 KB: 7 of 12 win with the campaign's family (10 with
-    # a family per benchmark, 8 by the test within host states; results-archive/notes/
-    # 2026-11-27-campaign-level-verdict.md)
-    assert wins_le1kb == 7, wins_le1kb
+    # alltoall, allgather and allreduce at <= 1 KB: 6 of 12 win with the campaign's family and
+    # Welch's t (7 with Yuen's trimmed test: 20261124T002110Z's allgather, p 0.00063 -> 0.0016 at
+    # level 0.0011; 10 with a family per benchmark, 8 by the test within host states;
+    # results-archive/notes/2026-11-27-campaign-level-verdict.md)
+    assert wins_le1kb == 6, wins_le1kb

@@ -2,7 +2,7 @@
 
 The one statistics layer: validate, history and power (acceptance/) and tune, persize and regret
 (regenerate/) take every rule from here, so each is written once: the bands and their labels, the
-seed figure, the band score, Yuen's side variance, Welch-Satterthwaite degrees of freedom, Holm's
+seed figure, the band score, Welch's side variance, Welch-Satterthwaite degrees of freedom, Holm's
 step-down, the verdict. Distributions and Fisher's exact test are SciPy's.
 
 Per message size the reported figure is the seed studies' own: of the repetitions, drop the
@@ -11,12 +11,14 @@ message-size band, with the **run** (one benchmark process) as the unit of repli
 gets one *band score*, the mean over the band's sizes of its log time (log 1/bandwidth), so every
 size and every repetition counts, while the sizes of one run, which share that run's slowness,
 are not mistaken for independent replicates. The two modules' band scores are compared with
-Welch's t test on 10 %-trimmed means (Yuen's test; below 10 runs per side nothing is trimmed and it
-is exactly Welch's test), two-sided. validate's family is the whole campaign: Holm's step-down
-over every benchmark x band test keeps the chance of any false win or loss anywhere in the campaign
-at alpha (`judge_family`; tune and history judge one benchmark's bands as a family). Optionally the campaign has two
-looks (`Design`): undecided benchmarks get one extension to twice the repetitions, and Pocock
-boundaries keep the overall error at alpha across both looks.
+Welch's t test (means, sample variances, Satterthwaite's degrees of freedom), two-sided; nothing
+is trimmed (Yuen's trimmed version tied with it in the measured power and false-verdict rate:
+results-archive/notes/2026-11-27-campaign-level-verdict.md). validate's family is the whole
+campaign: Holm's step-down over every benchmark x band test keeps the chance of any false win or
+loss anywhere in the campaign at alpha (`judge_family`; tune and history judge one benchmark's
+bands as a family). Optionally the campaign has two looks (`Design`): undecided benchmarks get one
+extension to twice the repetitions, and Pocock boundaries keep the overall error at alpha across
+both looks.
 
 A band wins when the test rejects "no difference" at its level, the test's estimate says the tuned
 module is better and the reported gain (seed figures) is at least the tolerance; it loses in the
@@ -48,7 +50,7 @@ BANDS = (
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
-TEST_NAME = "Yuen-Welch t on per-run log band scores (10% trimmed)"
+TEST_NAME = "Welch t on per-run log band scores"
 
 
 def band_of(size):
@@ -143,30 +145,19 @@ def holm(p_values, alpha, m=None, done=0, nominal=None):
 
 @dataclass
 class TestResult:
-    diff: float  # trimmed mean of the tuned module's scores minus the baseline's (log cost; < 0: tuned better)
+    diff: float  # mean of the tuned module's scores minus the baseline's (log cost; < 0: tuned better)
     se: float
     df: float
     p: float  # two-sided
 
 
-def trimmed(values):
-    """(trimmed mean, winsorised variance, values kept) with floor(n/10) runs cut at each end."""
-    v = sorted(values)
-    n = len(v)
-    g = n // 10
-    h = n - 2 * g
-    mean = sum(v[g : n - g]) / h
-    w = [v[g]] * g + v[g : n - g] + [v[n - g - 1]] * g
-    wm = sum(w) / n
-    var = sum((x - wm) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
-    return mean, var, h
-
-
-def yuen_side(values, floor=0.0):
-    """(trimmed mean, its squared standard error, values kept) of one side of Yuen's test; the
-    variance is at least `floor`, what printed digits alone can hide (resolution_floor)."""
-    mean, var, h = trimmed(values)
-    return mean, (len(values) - 1) * max(var, floor) / (h * (h - 1)), h
+def welch_side(values, floor=0.0):
+    """(mean, its squared standard error) of one side of Welch's test (at least 2 values); the
+    sample variance is at least `floor`, what printed digits alone can hide (resolution_floor)."""
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((x - mean) ** 2 for x in values) / (n - 1)
+    return mean, max(var, floor) / n
 
 
 def satterthwaite(parts):
@@ -176,18 +167,19 @@ def satterthwaite(parts):
     return sum(v for v, _ in parts) ** 2 / den if den > 0 else None
 
 
-def yuen_welch(a, b, floor_a=0.0, floor_b=0.0):
-    """Yuen's two-sample test of b against a (Welch's t test when both have fewer than 10 values).
+def welch(a, b, floor_a=0.0, floor_b=0.0):
+    """Welch's two-sample t test of b against a (each at least 2 values), two-sided.
 
     floor_a/floor_b: the smallest per-run variance a side can be credited with (printed digits).
-    SciPy's ttest_ind(trim=0.1) has no floors, so only its t distribution is used here."""
-    ma, da, ha = yuen_side(a, floor_a)
-    mb, db, hb = yuen_side(b, floor_b)
+    Without floors it is SciPy's ttest_ind(b, a, equal_var=False); SciPy has no place for the
+    floors, so only its t distribution is used here."""
+    ma, da = welch_side(a, floor_a)
+    mb, db = welch_side(b, floor_b)
     diff = mb - ma
     se2 = da + db
     if se2 <= 0:
-        return TestResult(diff, 0.0, float(ha + hb - 2), 1.0 if diff == 0 else 0.0)
-    df = satterthwaite([(da, ha - 1), (db, hb - 1)])
+        return TestResult(diff, 0.0, float(len(a) + len(b) - 2), 1.0 if diff == 0 else 0.0)
+    df = satterthwaite([(da, len(a) - 1), (db, len(b) - 1)])
     t = diff / math.sqrt(se2)
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(t, df))
 
@@ -234,9 +226,7 @@ def resolution_floor(reps, sizes, all_reps):
 # pairs. Comparing the modules within each state removes it from the comparison.
 SLOW_FACTOR = 2.0  # a figure this many times the campaign's fast level is the slow state
 FAST_QUANTILE = 0.1  # the fast level: this quantile of all the campaign's figures
-HOST_TEST_NAME = (
-    "Yuen-Welch t on per-run log band scores (10% trimmed) within each host state, weighted by runs"
-)
+HOST_TEST_NAME = "Welch t on per-run log band scores within each host state, weighted by runs"
 
 
 def host_labels(hosts):
@@ -298,7 +288,7 @@ def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
 
 
 def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
-    """yuen_welch within each label that has >= 2 runs of each side, the differences averaged with
+    """welch within each label that has >= 2 runs of each side, the differences averaged with
     weights by runs (post-stratification; Satterthwaite's degrees of freedom). Returns (TestResult,
     {label: [runs a, runs b]} used); runs of labels with fewer are left out. No usable label: the
     test over all runs, and {}."""
@@ -308,11 +298,11 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
             groups.setdefault(label, ([], []))[side].append(v)
     used = {label: g for label, g in groups.items() if len(g[0]) >= 2 and len(g[1]) >= 2}
     if not used:
-        return yuen_welch(a, b, floor_a, floor_b), {}
+        return welch(a, b, floor_a, floor_b), {}
     total = float(sum(len(ga) + len(gb) for ga, gb in used.values()))
     diff, parts = 0.0, []
     for ga, gb in used.values():
-        res = yuen_welch(ga, gb, floor_a, floor_b)
+        res = welch(ga, gb, floor_a, floor_b)
         w = (len(ga) + len(gb)) / total
         diff += w * res.diff
         parts.append(((w * res.se) ** 2, res.df))
@@ -337,8 +327,7 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 # fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
 PAIRED_MIN = 10
 PAIRED_TEST_NAME = (
-    "crossover t on paired log band scores (10%-trimmed Yuen-Welch between the A-B and B-A "
-    "pairs' differences)"
+    "crossover t on paired log band scores (Welch between the A-B and B-A pairs' differences)"
 )
 
 
@@ -359,16 +348,16 @@ def pairs_of(baseline_keys, tuned_keys, baseline_first):
 def crossover(a, b, baseline_first, floor_a=0.0, floor_b=0.0):
     """The 2 x 2 crossover analysis of pairs (a[i], b[i]), measured in the order baseline_first[i]
     says. Within a pair d = b - a; over the pairs that ran the baseline first its mean is the module
-    effect plus the effect of running second, over the others the effect minus it. So yuen_welch between
+    effect plus the effect of running second, over the others the effect minus it. So welch between
     the first group's d and the second group's -d estimates twice the module effect, and running
-    second cancels instead of adding noise. Returns a TestResult on the scale of yuen_welch(a, b)
+    second cancels instead of adding noise. Returns a TestResult on the scale of welch(a, b)
     (diff: tuned minus baseline), or None when a group has fewer than 2 pairs."""
     first = [y - x for x, y, f in zip(a, b, baseline_first) if f]
     second = [x - y for x, y, f in zip(a, b, baseline_first) if not f]
     if len(first) < 2 or len(second) < 2:
         return None
     floor = floor_a + floor_b  # a difference of two runs varies at least as much as both
-    res = yuen_welch(second, first, floor, floor)
+    res = welch(second, first, floor, floor)
     return TestResult(res.diff / 2, res.se / 2, res.df, res.p)
 
 
@@ -444,7 +433,7 @@ class BandResult:
     )  # per run: geometric mean over the band's sizes
     tuned_band: List[float] = field(default_factory=list)
     estimate: Optional[float] = (
-        None  # the test's gain: ratio of the trimmed geometric means of run band times
+        None  # the test's gain: ratio of the geometric means of run band times
     )
     ci: Optional[List[float]] = None  # [low, high] of the estimate at the band's level
     level: Optional[float] = None  # the p-value the band had to reach (Holm step, look)
@@ -642,7 +631,7 @@ def test_bands(
                 "tuned first": sum(1 for p in pairs if not p[2]),
             }
         elif strata is None:
-            res = yuen_welch(a, b, *floors)
+            res = welch(a, b, *floors)
             r.test = TEST_NAME
         else:
             res, r.host_strata = stratified(a, b, strata[0], strata[1], *floors)
@@ -749,13 +738,12 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False, fam
     compared = (
         "The runs were measured in pairs, the modules one right after the other, half of the pairs "
         "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
-        "within each pair the tuned score minus the baseline score, and Welch's t test on 10%%-trimmed "
-        "means between the differences of the baseline-first pairs and the negated differences of the "
+        "within each pair the tuned score minus the baseline score, and Welch's t test "
+        "between the differences of the baseline-first pairs and the negated differences of the "
         "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
         "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN
         if paired
-        else "The two modules' band scores are compared with Welch's t test on 10%%-trimmed means (Yuen; "
-        "nothing is trimmed below 10 runs)%s" % within
+        else "The two modules' band scores are compared with Welch's t test%s" % within
     )
     holm_text = (
         "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "

@@ -7,14 +7,15 @@ by start time, prints every band's gain and verdict over time, writes one trend 
 and flags **drift** (rule in DRIFT_RULE, docs in validate/README.md "History and drift").
 
 Result formats (schema_version 1, or no such field; report.check_schema refuses any other):
-- current (bands carry `test`, written since the Yuen-Welch verdict): the stored verdicts are used;
+- current (bands carry `test`, written since the t-test verdict: Yuen-Welch, then Welch): the
+  stored verdicts are used;
 - older (Mann-Whitney bands, no `test` key): every band is re-judged from the stored per-run points
   with today's statistics, one look at the campaign's own alpha and tolerance (what `validate
   --no-extend` would say), and marked "re-judged";
 - anything else is refused with an InputError naming the file and the missing key.
 
 The drift test is made of stats.py's parts: per-run band scores (stats.band_scores), printed-digit
-floors (stats.resolution_floor), Yuen's side variance (stats.yuen_side), Welch-Satterthwaite
+floors (stats.resolution_floor), Welch's side variance (stats.welch_side), Welch-Satterthwaite
 degrees of freedom, the t distribution and Holm (stats.holm), for the change of the log gain
 between two campaigns.
 """
@@ -38,7 +39,7 @@ DRIFT_RULE = (
     "in time order. Each campaign is compared, band by band, with its reference: the latest earlier campaign of the "
     "same series in which the band won, else the campaign just before. DRIFT when (a) the reference won "
     "and the band now ties or loses, or (b) the gain fell by more than the margin (now < reference / "
-    "(1 + margin)) and the fall is significant: a two-sided Yuen-Welch t test on the change of the log "
+    "(1 + margin)) and the fall is significant: a two-sided Welch t test on the change of the log "
     "gain (difference of the two campaigns' tuned-minus-baseline differences of per-run band scores), "
     "its estimate a fall, p at most alpha with Holm's step-down over the benchmark's bands. Exit 1 when "
     "the newest campaign of any series drifted."
@@ -271,7 +272,7 @@ def _scores(band, sizes):
 
 
 def change_test(ref, now):
-    """Yuen-Welch t for the change of the log gain from `ref` to `now` (two Bands of one benchmark):
+    """Welch t for the change of the log gain from `ref` to `now` (two Bands of one benchmark):
     log gain = baseline score - tuned score (log cost, so > 0: tuned better); the contrast is
     (now's log gain) - (ref's), its variance the sum of the four sides' (Satterthwaite df).
     Returns (estimated gain ratio now/ref, two-sided p), or None without 2 runs a side."""
@@ -285,9 +286,9 @@ def change_test(ref, now):
     diff, parts = 0.0, []
     for sign, band in ((-1, ref), (1, now)):
         for (scores, floor), direction in zip(_scores(band, sizes), (1, -1)):
-            mean, d, h = stats.yuen_side(scores, floor)
+            mean, d = stats.welch_side(scores, floor)
             diff += sign * direction * mean
-            parts.append((d, h - 1))
+            parts.append((d, len(scores) - 1))
     se2 = sum(d for d, _ in parts)
     if se2 <= 0:
         return math.exp(diff), (1.0 if diff == 0 else 0.0)

@@ -815,7 +815,8 @@ def campaign_of(src, design):
                 for u in (rep[bench] for rep in reps)
             ]
             mid = statistics.median(d) if len(d) > 2 else None
-            # robust (MAD) SD: the test trims, and a few slow-state pairs would swamp a plain SD
+            # robust (MAD) SD: a few slow-state pairs would swamp a plain SD. Welch's t does see
+            # them, so the pairs it is said to need are a lower bound (the report: optimistic)
             sd[(bench, band)] = (
                 None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
             )

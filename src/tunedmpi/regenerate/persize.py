@@ -4,7 +4,7 @@ The stage measured the collective with the job configuration and Open MPI's own 
 (the reference: algorithm 0) and with each forced algorithm (and segment size) on top of it, all
 in the same interleaved rounds. Per message size the winner is the candidate with the lowest seed
 figure (drop max and min, mean of the rest); adjacent sizes with one winner form a band. A band
-keeps a forced algorithm only if it beats the reference there with significance: Yuen-Welch on
+keeps a forced algorithm only if it beats the reference there with significance: Welch's t on
 per-run log band scores (every size and repetition of the band), its p multiplied by the number
 of candidates (the winner was picked among them before the test), Holm over the collective's
 tested bands, gain >= the tolerance; otherwise the band goes back to algorithm 0 (the MPI's fixed
@@ -46,7 +46,7 @@ def _merge(runs):
 
 
 def _test(reference, reps, sizes, metric, n_candidates):
-    """(gain, p) of ``reps`` against the reference over ``sizes``: Yuen-Welch on per-run log band
+    """(gain, p) of ``reps`` against the reference over ``sizes``: Welch's t on per-run log band
     scores (within host states where the runs know theirs, as validate), p multiplied by the number
     of candidates the winner was picked among (Bonferroni)."""
     a = stats.band_scores(reference, sizes, metric)
@@ -58,7 +58,7 @@ def _test(reference, reps, sizes, metric, n_candidates):
     )
     strata = stats.strata_of(reference, reps)
     res = (
-        stats.yuen_welch(a, b, *floors)
+        stats.welch(a, b, *floors)
         if strata is None
         else stats.stratified(a, b, *strata, *floors)[0]
     )

@@ -462,9 +462,9 @@ def build_table(
                 "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
                 "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
                 "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
-                "band loses, one wins: gain >= %s%% and a Yuen-Welch t test on per-run band scores, Holm over "
+                "band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores, Holm over "
                 "bands, p < %g); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                "beats Open MPI's own choice (Yuen-Welch over the band, p x candidates, Holm, gain >= %s%%)%s"
+                "beats Open MPI's own choice (Welch's t over the band, p x candidates, Holm, gain >= %s%%)%s"
                 % (
                     "; ".join(
                         "ingested logs (tunedmpi ingest), one repetition per log"
