@@ -775,9 +775,8 @@ class Campaign:
     name: str
     design: stats.Design
     benches: OrderedDict  # benchmark -> (metric, {band: sizes})
-    reps: list  # per repetition, {benchmark: (first run's points, second's, their host states)}
+    reps: list  # per repetition, {benchmark: (first run's points, second's)}
     aa: bool
-    states: bool  # every run has a host state
     sd_pair: dict  # (benchmark, band) -> robust SD of a pair's difference of band scores
 
 
@@ -802,7 +801,7 @@ def campaign_of(src, design):
         benches[bench] = (runs[0].metric, bands)
         for a, b in _pairs([r for r in runs if id(r) in units]):
             (x, y) = (a, b) if a.baseline_first else (b, a)
-            per_rep.setdefault(a.rep, {})[bench] = (units[id(x)], units[id(y)], x.state, y.state)
+            per_rep.setdefault(a.rep, {})[bench] = (units[id(x)], units[id(y)])
     reps = [v for _, v in sorted(per_rep.items()) if len(v) == len(benches)]
     if not benches or len(reps) < design.first:
         return None
@@ -820,13 +819,13 @@ def campaign_of(src, design):
             sd[(bench, band)] = (
                 None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
             )
-    states = all(u[2] and u[3] for rep in reps for u in rep.values())
-    return Campaign(src.name, design, benches, reps, src.aa, states, sd)
+    return Campaign(src.name, design, benches, reps, src.aa, sd)
 
 
 def _campaign_draw(camp, rng, n):
     """n whole repetitions in random order; the k-th gets validate's k-th order (stats.pair_order):
-    {benchmark: (baseline runs, tuned runs, their host states or None, pairs or None)}."""
+    {benchmark: (baseline runs, tuned runs, pairs or None)} (validate's verdict has no host
+    strata, so the runs' states are not drawn)."""
     idx = rng.sample(range(len(camp.reps)), n)
     first = [stats.pair_order(k + 1)[0] == "baseline" for k in range(n)]
     out = OrderedDict()
@@ -834,18 +833,12 @@ def _campaign_draw(camp, rng, n):
         units = [camp.reps[i][bench] for i in idx]
         base = [u[0] if f else u[1] for u, f in zip(units, first)]
         tuned = [u[1] if f else u[0] for u, f in zip(units, first)]
-        states = None
-        if camp.states:
-            states = (
-                [u[2] if f else u[3] for u, f in zip(units, first)],
-                [u[3] if f else u[2] for u, f in zip(units, first)],
-            )
         pairs = (
             stats.pairs_of(range(n), range(n), lambda k: first[k])
             if stats.paired(camp.design)
             else None
         )
-        out[bench] = (base, tuned, states, pairs)
+        out[bench] = (base, tuned, pairs)
     return out
 
 
@@ -864,7 +857,7 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
         own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
         key = (bench, upto, own)
         if key not in cache:
-            base, tuned, _, pairs = draw[bench]
+            base, tuned, pairs = draw[bench]
             for band, g in own:
                 tuned = [_scaled(u, set(bands[band]), g, metric) for u in tuned]
             cache[key] = stats.test_bands(
