@@ -6,6 +6,8 @@ a FAIL on this host's noise is reported as a warning: check_run), and its perflo
 per benchmark x band whose gain is the one in the results.json that validate wrote for that run."""
 
 import json
+import math
+import re
 import subprocess
 import sys
 import warnings
@@ -15,7 +17,7 @@ import pytest
 
 import lmod
 import slurmcluster as slurm
-from conftest import ROOT
+from conftest import ROOT, unpack_archive
 
 REFRAME = Path(sys.executable).parent / "reframe"
 LIBRARY = ROOT / "validate" / "reframe"
@@ -204,3 +206,61 @@ def test_local_site_under_a_real_one_node_slurm(tmp_path):
     assert res["geometry"]["np"] == 2
     (err,) = (p.read_text() for p in kept(work, "rfm_job.err"))
     assert "validate: " in err
+
+
+REPORT = "--performance-report=now-1d:now/last:+presult/+plower"
+
+
+def performance_report(stdout):
+    """{perf variable: (ReFrame's pass/fail of it, its lower bound)} from the report that
+    --performance-report=...:+presult/+plower prints."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 8 and cells[1] == "TunedMPIValidation":
+            out[cells[3]] = (cells[5], float(cells[8]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "archive, campaign",
+    [
+        # against Intel MPI: 4 bands lose (0.72-0.86x), alltoall 64 KB-1 MB is undecided at 0.89x
+        ("validate-local-vs-intel-mpi-20261127T044735Z", "local-20261127T044735Z"),
+        # PASS, its put_bw <= 1 KB undecided at 0.94x: noise, not a regression
+        ("validate-local-20261123T205744Z", "validate-results/local-20261123T205744Z"),
+    ],
+)
+def test_references_fail_the_losing_bands_by_reframes_own_rule(tmp_path, archive, campaign):
+    """An archived campaign judged again through ReFrame (-S reanalyse: validate measures nothing):
+    each decided band's reference puts ReFrame's bound at validate's loss edge, so exactly the
+    bands that lose fail ReFrame's check, and the performance report says so per band."""
+    unpack_archive(archive, tmp_path / "archive")
+    env = lmod.clean_env(RFM_ENABLE_RESULTS_STORAGE="1", RFM_SQLITE_DB_FILE=str(tmp_path / "db"))
+    options = ["-S", "reanalyse=%s" % (tmp_path / "archive" / campaign), REPORT]
+    proc = reframe("local.py", tmp_path, env, options)
+    context = proc.stdout[-6000:] + proc.stderr[-2000:]
+    (results,) = kept(tmp_path, "results.json")
+    res = json.loads(results.read_text())
+    bands = {
+        "%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b
+        for b in res["bands"]
+        if b["band"] != "reliability"
+    }
+    lost = sorted(v for v, b in bands.items() if b["verdict"] == "lose")
+    noisy = [v for v, b in bands.items() if b["undecided"] and b["gain"] < 1 / 1.05]
+    assert noisy, "the campaign has no undecided band below the edge: pick another"
+    failed = sorted(re.findall(r"^\s+(\S+)=[0-9.]+ x, expected 1.0 \(l=0.952", proc.stdout, re.M))
+    assert failed == lost, context
+    assert proc.returncode == (1 if res["verdict"] != "PASS" else 0), context
+    report = performance_report(proc.stdout)
+    assert sorted(report) == sorted(bands), context
+    for var, (result, lower) in report.items():
+        assert result == ("fail" if var in lost else "pass"), (var, context)
+        undecided = bands[var]["undecided"]
+        assert lower == (-math.inf if undecided else pytest.approx(1 / 1.05)), (var, lower)
+    records = perflog_records(
+        tmp_path / "perflogs" / "local" / "default" / "TunedMPIValidation.log"
+    )
+    assert sorted(records) == sorted(bands)
+    assert {r["results"] for r in records.values()} == {str(results.parent)}
