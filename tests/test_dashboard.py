@@ -202,3 +202,11 @@ def test_hostile_strings_from_a_results_json_stay_text(run_cli, tmp_path):
     assert res["modules"]["tuned"] in " ".join(h.text() for h in dom.root.all("h3"))
     hrefs = [a.attrs["href"] for a in dom.root.all("a") if "results.json" in a.attrs["href"]]
     assert hrefs == ["../javascript%3Aalert%281%29/results.json"], hrefs
+
+
+def test_an_unwritable_out_exits_2_naming_the_file(run_cli, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run_cli(
+        "history", "--plots", tmp_path / "plots", "--html", tmp_path / "a-file" / "out", P1
+    )
+    assert code == 2 and "a-file/out/index.html: cannot write" in err, err
