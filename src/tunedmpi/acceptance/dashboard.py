@@ -19,7 +19,7 @@ from urllib.parse import quote
 from tunedmpi.atomic import write_atomic
 
 VERDICT_CLASS = {"win": "win", "tie": "tie", "lose": "lose", "PASS": "pass", "FAIL": "fail"}
-SPARK = (18, 24, 3.0)  # px per campaign, height, gain at the top edge (its inverse at the bottom)
+SPARK = (18, 28, 1.25)  # px per campaign, height, least gain at the top edge (inverse: bottom)
 
 TEMPLATE = """{% macro spark(points) %}<svg width="{{ points.width }}" height="{{ points.height }}"
  role="img"><line x1="0" x2="{{ points.width }}" y1="{{ points.one }}" y2="{{ points.one }}"
@@ -90,9 +90,12 @@ def _vclass(verdict):
 
 
 def _spark(bands, marked):
-    """Inline-SVG geometry of one row's gains over the campaigns, log scale, 1x dashed."""
+    """Inline-SVG geometry of one row's gains over the campaigns, log scale, 1x dashed, scaled to
+    the row (a trend of 1.5x to 1.2x must show)."""
     step, height, top = SPARK
     pad = 4
+    gains = [b.gain for b in bands if b is not None and isinstance(b.gain, (int, float))]
+    top = max([top] + [max(g, 1 / g) for g in gains if g > 0])
 
     def y(gain):
         frac = math.log(min(max(gain, 1 / top), top)) / math.log(top)  # -1 .. 1
@@ -104,7 +107,7 @@ def _spark(bands, marked):
         if b is not None and isinstance(b.gain, (int, float)) and b.gain > 0
     ]
     return {
-        "width": 2 * pad + step * max(len(bands) - 1, 0),
+        "width": 2 * pad + step * max(len(bands) - 1, 1),  # one campaign: still a 1x line
         "height": height,
         "one": y(1.0),
         "line": " ".join("%s,%s" % (x, yy) for x, yy, _ in marks),
