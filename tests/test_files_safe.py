@@ -2,9 +2,11 @@
 every file input is in test_files_fuzz.py."""
 
 import os
+import shutil
 
 import pytest
 
+from conftest import ROOT
 from test_fs_hostile import IMB_LOG, cli, one_line
 from tunedmpi import atomic
 
@@ -69,3 +71,70 @@ def test_a_lock_is_taken_again_and_its_holder_line_stays_one_line(tmp_path, monk
     for _ in range(2):  # the second time the file exists and holds the first holder's line
         with atomic.locked(lock, "c"):
             assert atomic.HOLDER.match(lock.read_bytes()), lock.read_bytes()
+
+
+# ---- item 3: install-module checks every input first, then writes everything or nothing ---------
+
+
+def snapshot(root):
+    """{relative path: bytes or 'dir'} of everything under root (links as their target)."""
+    seen = {}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                seen[rel] = "-> " + os.readlink(path)
+            else:
+                seen[rel] = open(path, "rb").read() if os.path.isfile(path) else "dir"
+    return seen
+
+
+def install(share, *extra):
+    return cli(
+        "install-module", "--installer", "spack", "--share", share, "--mpi-version", "5.0.8",
+        *extra, timeout=60,
+    )  # fmt: skip
+
+
+HOSTILE_INSTALLS = {
+    "site": ["--site", "EVIL"],
+    "mpi.prefix": ["--site", "local", "--mpi-prefix", "/opt/../../etc\nx"],
+    "modules": ["--site", "local", "--modules", "../tuned", "openmpi"],
+    "module_formats": ["--site", "local", "--formats", "lua,sh"],
+    "ucx_version": ["--site", "local", "--ucx-version", "one.two"],
+    "base_module": ["--site", "local", "--base-module", "x/../../y z"],
+}
+
+
+@pytest.mark.parametrize("key", sorted(HOSTILE_INSTALLS))
+def test_a_hostile_install_leaves_share_and_its_folder_untouched(tmp_path, key):
+    """An earlier install stays byte for byte: nothing is written before every input is checked."""
+    share = tmp_path / "p" / "q" / "r" / "share"
+    assert install(share, "--site", "local").returncode == 0
+    # a site.yaml outside the checkout's site-configs/, named relative to it
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    shutil.copy(ROOT / "site-configs" / "local" / "site.yaml", evil)
+    site = os.path.relpath(evil, ROOT / "site-configs")
+    before = snapshot(tmp_path)
+    proc = install(share, *[site if a == "EVIL" else a for a in HOSTILE_INSTALLS[key]])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert key in proc.stderr.splitlines()[0], proc.stderr
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explain", "--site", "../local"],
+        ["render", "--site", "../site-configs/local", "--out", "OUT"],
+        ["validate", "--site", "../local", "--out", "OUT"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_site_of_explain_render_validate_is_a_plain_name(tmp_path, args):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    line = one_line(cli(*args, timeout=60))
+    assert "--site: site: '../" in line and "plain name" in line, line
+    assert not (tmp_path / "out").exists()
