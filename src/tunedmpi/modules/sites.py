@@ -509,6 +509,7 @@ def site_names():
 
 
 def load_named(name):
+    paths.safe_name(name, "--site", "site")  # never a site.yaml outside site-configs/
     path = site_dir() / name / "site.yaml"
     if not path.is_file():
         raise InputError(
