@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
-from tunedmpi.atomic import write_atomic
+from tunedmpi.files import write_atomic
 
 VERDICT_CLASS = {"win": "win", "tie": "tie", "lose": "lose", "PASS": "pass", "FAIL": "fail"}
 SPARK = (18, 28, 1.25)  # px per campaign, height, least gain at the top edge (inverse: bottom)
