@@ -27,6 +27,8 @@ ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*\Z")
 _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
+# The family of tuned and baseline where the site's MPI module (mpi.base_module) holds family "mpi".
+TUNING_FAMILY = "mpi_tuning"
 MPI_NAMES = {"openmpi": "Open MPI", "hpcx": "HPC-X"}  # how modules name the MPI they tune
 # How modules name a site's peers (sites.PEER_FLAVOURS): other MPIs, for comparison.
 PEER_NAMES = {"intel-mpi": "Intel MPI", "mpich": "MPICH", "openmpi": "Open MPI"}
@@ -104,6 +106,7 @@ def _env():
         keep_trailing_newline=True,
     )
     env.filters["lua"] = lua_string
+    env.globals["tuning_family"] = TUNING_FAMILY
     env.filters["tcl"] = tcl_string
     return env
 
