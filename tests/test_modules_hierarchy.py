@@ -5,11 +5,13 @@ tuned and baseline still swap cleanly in both directions, with the other MPIs of
 import re
 
 import pytest
+import yaml
 
 import envmodules
 import lmod
 from conftest import ROOT
 from tunedmpi.modules import sites
+from tunedmpi.modules.render import render_site
 
 TOOLS = [
     pytest.param(lmod, marks=pytest.mark.skipif(not lmod.available(), reason="no Lmod")),
@@ -19,7 +21,9 @@ TOOLS = [
     ),
 ]
 # What each tool keeps in the environment for itself: not compared.
-BOOKKEEPING = re.compile(r"^(_ModuleTable|__LMOD|_LMFILES_|LOADEDMODULES|LMOD_|__MODULES_|MODULES)")
+BOOKKEEPING = re.compile(
+    r"^(_ModuleTable|__LMOD|_LMFILES_|LOADEDMODULES|LMOD_|__MODULES_|MODULES_)"
+)
 TUNING = ("UCX_", "UCC_", "OMPI_MCA_", "PRTE_MCA_", "HCOLL_", "SLURM_DISTRIBUTION")
 
 
@@ -35,7 +39,7 @@ def parse(stdout):
         name, _, rest = part.partition("\n")
         if name == "list":
             listed = [w for w in rest.split() if "/" in w and not w.endswith(":")]
-            out[last] = (out[last][0], listed)
+            out[last] = (out[last][0], sorted(listed))
             continue
         pairs = [item.partition("=") for item in rest.strip("\n").split("\036") if "=" in item]
         out[name] = ({k: v for k, _, v in pairs if not BOOKKEEPING.match(k)}, [])
@@ -72,11 +76,64 @@ def test_base_module_in_family_mpi_swaps_cleanly(tool, tmp_path):
     got = parse(proc.stdout)
     site_mpi = hpcx.base_module
     assert got["ompi"][1] == [ompi]
-    assert sorted(got["tuned"][1]) == sorted([site_mpi, tuned])
-    assert sorted(got["base"][1]) == sorted([site_mpi, base]), proc.stderr
+    assert got["tuned"][1] == sorted([site_mpi, tuned])
+    assert got["base"][1] == sorted([site_mpi, base]), proc.stderr
     left = {k for k in got["base"][0] if k.startswith(TUNING)}
     assert not left, "tuned variables survive the swap to the baseline: %s" % sorted(left)
     assert "untuned baseline" in got["base"][0]["TUNEDMPI_SELECTION"]
     assert got["again"] == got["tuned"]
     assert got["ompi_again"] == got["ompi"]
     assert got["end"][0] == got["start"][0] and got["end"][1] == []
+
+
+def hierarchy_site(tmp_path, kind):
+    """The `local` site in an MPI hierarchy whose MPI level is tmp_path/mpi-level, holding a tiny
+    MPI-dependent hdf5/1.14 (Lua and Tcl); kind "base": the MPI comes from a site module
+    OpenMPI/5.0.8 (in family mpi, adding the same level, as Spack's and EasyBuild's do)."""
+    doc = yaml.safe_load((ROOT / "site-configs" / "local" / "site.yaml").read_text())
+    doc.pop("peers")
+    level = tmp_path / "mpi-level"
+    doc["hierarchy"] = {"mpi_level": str(level)}
+    if kind == "base":
+        doc["mpi"] = {"flavour": "openmpi", "version": doc["mpi"]["version"]}
+        doc["mpi"]["base_module"] = "OpenMPI/%s" % doc["mpi"]["version"]
+    conf = tmp_path / "conf" / "local" / "site.yaml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(yaml.safe_dump(doc))
+    site = sites.load_site(str(conf))
+    for rel, text in render_site(site).items():
+        (tmp_path / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tree" / rel).write_text(text)
+    (level / "hdf5").mkdir(parents=True)
+    (level / "hdf5" / "1.14.lua").write_text('setenv("HDF5_TEST_ROOT", "/hdf5")\n')
+    (level / "hdf5" / "1.14").write_text("#%Module1.0\nsetenv HDF5_TEST_ROOT /hdf5\n")
+    return site, level
+
+
+@pytest.mark.parametrize("kind", ["prefix", "base"])
+@pytest.mark.parametrize("tool", TOOLS)
+def test_mpi_dependent_module_stays_through_swaps_in_a_hierarchy(tool, kind, tmp_path):
+    """hierarchy.mpi_level: tuned and baseline add the MPI level as the site's MPI module does, so
+    hdf5 built with that MPI stays loaded and set through tuned -> baseline -> tuned swaps."""
+    site, level = hierarchy_site(tmp_path, kind)
+    tuned, base = (
+        "%s/%s" % (m, site.mpi_version) for m in (site.tuned_module, site.baseline_module)
+    )
+    script = [dump("start"), "module load %s hdf5/1.14" % tuned, dump("tuned")]
+    script += [swap(tool, tuned, base), dump("base"), swap(tool, base, tuned), dump("back")]
+    script += ["module unload hdf5 %s" % tuned, dump("end")]
+    paths = tool.site_modulepaths(
+        site, tmp_path, ROOT, family=True, mpi_level=level, tree=tmp_path / "tree" / "local"
+    )
+    proc = tool.shell(paths, "\n".join(script), TUNEDMPI_NODES="1", TUNEDMPI_PPN="2")
+    assert proc.returncode == 0, proc.stderr
+    got = parse(proc.stdout)
+    site_mpi = [site.base_module] if site.base_module else []
+    assert got["tuned"][1] == sorted(site_mpi + [tuned, "hdf5/1.14"]), proc.stderr
+    assert got["base"][1] == sorted(site_mpi + [base, "hdf5/1.14"]), proc.stderr
+    assert got["base"][0].get("HDF5_TEST_ROOT") == "/hdf5"
+    assert str(level) in got["base"][0]["MODULEPATH"].split(":")
+    assert not {k for k in got["base"][0] if k.startswith(TUNING)}
+    assert got["back"] == got["tuned"]
+    assert got["end"][1] == [] and str(level) not in got["end"][0]["MODULEPATH"]
+    assert "inactive" not in proc.stderr.lower()

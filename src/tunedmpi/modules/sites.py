@@ -36,6 +36,7 @@ TOP_KEYS = {
     "spack",
     "peers",
     "notes",
+    "hierarchy",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -93,6 +94,9 @@ class Site:
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
     peers: List[Peer] = field(default_factory=list)  # other MPIs, for comparison (not tuned)
+    # In an MPI module hierarchy (site.yaml hierarchy.mpi_level): the MODULEPATH folder of the
+    # packages built with this MPI, which tuned and baseline add as the site's MPI module does.
+    mpi_level: Optional[str] = None
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -266,6 +270,7 @@ def _check(ck, doc, path):
             "leave it out for [lua]",
         )
         formats = ["lua"]
+    mpi_level = _hierarchy(ck, doc)
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
@@ -295,11 +300,44 @@ def _check(ck, doc, path):
         module_formats=tuple(formats),
         spack_depends_on=spack_deps,
         peers=peers,
+        mpi_level=mpi_level,
     )
     if hpcx:
-        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
-        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, peers=[], **hpcx)
+        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names
+        # (flat: the MPI level is the site's Open MPI's).
+        site.hpcx = dataclasses.replace(
+            site, mpi_flavour="hpcx", hpcx=None, peers=[], mpi_level=None, **hpcx
+        )
     return site
+
+
+def _hierarchy(ck, doc):
+    """The `hierarchy:` key: "flat" (or left out), or {mpi_level: <folder>} for a module tree with
+    an MPI level (Spack's hierarchy [mpi], EasyBuild's HierarchicalMNS): the folder the site's MPI
+    module prepends to MODULEPATH. That folder, or None."""
+    value = doc.get("hierarchy", "flat")
+    fix = (
+        "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
+        "to MODULEPATH>} (site-configs/README.md)"
+    )
+    if value == "flat":
+        return None
+    if not isinstance(value, dict) or set(value) != {"mpi_level"}:
+        ck.err(
+            ("hierarchy",),
+            "hierarchy must be flat or {mpi_level: <folder>}, not %r" % (value,),
+            fix,
+        )
+        return None
+    level = value["mpi_level"]
+    if not isinstance(level, str) or not PREFIX.match(level) or ".." in level.split("/"):
+        ck.err(
+            ("hierarchy", "mpi_level"),
+            "mpi_level %r is not a plain path" % (level,),
+            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
+        )
+        return None
+    return level
 
 
 def _spack(ck, doc, flavour):
