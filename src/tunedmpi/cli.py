@@ -168,6 +168,7 @@ def cmd_install_module(args):
         mpi_version=args.mpi_version,
         name=args.name,
         pinned_copy=args.pinned_copy,
+        mpi_level=args.mpi_level,
     )
     return EXIT_OK
 
@@ -772,6 +773,11 @@ def build_parser():
         "--pinned-copy",
         help="also write the tuned Lua module here, its rules folder named absolutely "
         "(the installer's own module, in a tree away from <share>/modulefiles)",
+    )
+    p.add_argument(
+        "--mpi-level",
+        help="the MODULEPATH folder the build's MPI module adds in a hierarchical module tree "
+        "(site.yaml hierarchy.mpi_level; default: the site's)",
     )
     p.set_defaults(func=cmd_install_module)
 

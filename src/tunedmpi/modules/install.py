@@ -71,6 +71,7 @@ def derive(
     ucx_version=None,
     modules=None,
     formats=None,
+    mpi_level=None,
 ):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
@@ -102,6 +103,9 @@ def derive(
     if formats:
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
+    if mpi_level:
+        doc["hierarchy"] = {"mpi_level": str(mpi_level)}
+        how.append("hierarchy.mpi_level is the MPI level of the build's module tree")
     doc["notes"] = list(doc.get("notes") or []) + [
         "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
     ]
@@ -158,6 +162,7 @@ def install(
     mpi_version=None,
     name=None,
     pinned_copy=None,
+    mpi_level=None,
     log=print,
 ):
     """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
@@ -196,6 +201,7 @@ def install(
         ucx_version,
         modules,
         formats,
+        mpi_level,
     )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
