@@ -72,11 +72,17 @@ class Prefix(str):
         return Prefix(os.path.join(self, name))
 
 
+#: Where the stand-in layout puts Spack's Lmod tree: <this>/<mpi>/<version>-<hash>/Core.
+LMOD_ROOT = "/opt/spack/lmod/linux-debian12-x86_64"
+
+
 @contextlib.contextmanager
-def stand_in_spack(record):
+def stand_in_spack(record, hierarchy=()):
     """sys.modules with spack.package (directives appended to ``record`` as (name, args, kwargs,
-    condition), condition = the `when=` or the enclosing `with when()`) and spack.util.spack_yaml
-    (PyYAML's safe_load; Spack's own reader is checked with Spack)."""
+    condition), condition = the `when=` or the enclosing `with when()`), spack.util.spack_yaml
+    (PyYAML's safe_load; Spack's own reader is checked with Spack), and for install(): spack.config
+    whose modules:default:lmod:hierarchy is ``hierarchy`` and spack.modules.lmod whose layout of an
+    MPI unlocks LMOD_ROOT/<name>/<version>-abcdefg/Core, as Spack's LmodFileLayout does."""
     context = []
 
     def directive(name):
@@ -109,13 +115,26 @@ def stand_in_spack(record):
     spack_yaml.load = yaml.safe_load
     util = types.ModuleType("spack.util")
     util.spack_yaml = spack_yaml
+    config = types.ModuleType("spack.config")
+    config.get = lambda key, default=None: (
+        list(hierarchy) if key == "modules:default:lmod:hierarchy" else default
+    )
+    lmod_layout = types.ModuleType("spack.modules.lmod")
+    lmod_layout.make_layout = lambda spec, module_set, explicit: types.SimpleNamespace(
+        unlocked_paths={None: [(LMOD_ROOT, spec.name, "%s-abcdefg" % spec.version, "Core")]}
+    )
+    modules = types.ModuleType("spack.modules")
+    modules.lmod = lmod_layout
     spack = types.ModuleType("spack")
-    spack.package, spack.util = package, util
+    spack.package, spack.util, spack.config, spack.modules = package, util, config, modules
     stand_ins = {
         "spack": spack,
         "spack.package": package,
         "spack.util": util,
         "spack.util.spack_yaml": spack_yaml,
+        "spack.config": config,
+        "spack.modules": modules,
+        "spack.modules.lmod": lmod_layout,
     }
     saved = {k: sys.modules.get(k) for k in stand_ins}
     sys.modules.update(stand_ins)
@@ -225,7 +244,8 @@ def test_package_class_and_checkout(pkg):
     imported = {a.name for n in ast.walk(pkg.tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(pkg.tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m.split(".")[0] in ("jinja2", "yaml", "tunedmpi")}, imported
-    assert imported <= {"os", "spack.package", "spack.util"}, imported
+    # spack.config and spack.modules.lmod: the MPI level of Spack's module hierarchy (mpi_level)
+    assert imported <= {"os", "spack.package", "spack.util", "spack.config", "spack.modules.lmod"}
     assert "pushenv" not in text and "ROWS" not in text
     code = [
         n.value
@@ -483,7 +503,12 @@ def test_spack_yaml_structure(name, pkg):
     mods = env["modules"]["default"]
     assert mods["enable:"] == ["lmod"]  # `enable::` replaces, lmod only
     lm = mods["lmod"]
-    assert lm["hierarchy:"] == []  # `hierarchy::` replaces Spack's [mpi]
+    # Flat (`hierarchy::` replaces Spack's [mpi]), or an MPI level with the tuned module beside
+    # openmpi (filtered out of the level it unlocks: package.py mpi_level)
+    flat = {"hierarchy:": []}
+    level = {"hierarchy:": ["mpi"], "filter_hierarchy_specs": {"openmpi-tuned": ["mpi"]}}
+    tree = {k: lm[k] for k in ("hierarchy:", "filter_hierarchy_specs") if k in lm}
+    assert tree == (level if name == "local-source" else flat)
     assert lm["core_compilers"] and lm["hash_length"] == 0 and lm["hide_implicits"] is True
     assert lm["projections"] == {"all": "{name}/{version}"}
     assert lm["openmpi"] == {"template": BASELINE_TEMPLATE}
@@ -829,10 +854,10 @@ class Executable:
         return proc.stderr if error is str.split else None
 
 
-def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None):
+def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None, hierarchy=()):
     """OpenmpiTuned.install() itself, run for site ``name`` into ``prefix`` with a spec whose Open
-    MPI is at ``mpi_prefix`` and was built with the site environment's UCX (or ``ucx``).
-    Returns the build's Python (its argvs)."""
+    MPI is at ``mpi_prefix`` and was built with the site environment's UCX (or ``ucx``), in a
+    module tree of that ``hierarchy``. Returns the build's Python (its argvs)."""
     with open(
         Path(pkg.ns["CHECKOUT"]) / "site-configs" / name / "site.yaml", encoding="utf-8"
     ) as fh:
@@ -851,7 +876,8 @@ def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None
     )()
     package = pkg.cls.__new__(pkg.cls)
     package.spec, package.prefix = spec, Prefix(str(prefix))
-    package.install(spec, package.prefix)
+    with stand_in_spack([], hierarchy):
+        package.install(spec, package.prefix)
     return python
 
 
@@ -867,6 +893,20 @@ def render_like_spack(name, prefix, version):
         .render(tunedmpi_module=copy.read_text())
     )
     return rendered, text
+
+
+def test_package_in_an_mpi_hierarchy_unlocks_the_mpi_level(pkg, tmp_path):
+    """With hierarchy [mpi] the tuned module unlocks the folder Open MPI's module unlocks (its
+    layout's unlocked_paths), so packages built with it stay active across swaps; flat: nothing."""
+    level = os.path.join(LMOD_ROOT, "openmpi", "5.0.8-abcdefg", "Core")
+    for hierarchy, want in (([], None), (["mpi"], level)):
+        prefix = tmp_path / ("prefix-%s" % len(hierarchy))
+        mpi = FAKE_PREFIX.format(version="5.0.8")
+        (argv,) = install_like_spack(pkg, "local", prefix, mpi, hierarchy=hierarchy).argvs
+        got = argv[argv.index("--mpi-level") + 1] if "--mpi-level" in argv else None
+        assert got == want
+        _, text = render_like_spack("local", prefix, "5.0.8")
+        assert (('prepend_path("MODULEPATH", "%s")' % level) in text) is bool(want)
 
 
 def spack_jinja_env(*dirs):
