@@ -518,6 +518,29 @@ def test_spack_yaml_structure(name, pkg):
         assert any((d / template).is_file() for d in dirs)
 
 
+def requirement(packages, name):
+    """A package's one requirement in a site's spack.yaml, besides its target pin."""
+    (req,) = [r for r in packages[name]["require"] if not r.startswith("target=")]
+    return req
+
+
+@pytest.mark.parametrize("name", SPACK_SITES)
+def test_spack_yaml_pins_one_target(name):
+    """The compute nodes' target is pinned (issue 38): packages:all requires one target=, and so
+    does every package's own require (which replaces all's in Spack), so a lock concretized on
+    any build host of the kind is the same. Without Spack: that the pin is there, once."""
+    _, env = spack_yaml(name)
+    pkgs = env["packages"]
+    (pin,) = pkgs["all"]["require"]
+    assert re.match(r"^target=[a-z0-9_]+\Z", pin), pin
+    text = json.dumps(env)
+    assert len(set(re.findall(r"target=[a-z0-9_]+", text))) == 1, "one target per site"
+    for pkg_name, conf in pkgs.items():
+        req = conf.get("require") if isinstance(conf, dict) else None
+        if req and pkg_name != "mpi":  # mpi: a virtual, resolved to openmpi's own require
+            assert pin in req, (pkg_name, req)
+
+
 #: Sites whose environment Spack builds an MPI in (local's is the wheel, an external).
 BUILT_SITES = [n for n in SPACK_SITES if n != "local"]
 #: The studies' stacks (OCI: Open MPI 5.0.6, UCX, UCC, HCOLL, Slurm; Nagoya: 4.1.2, CUDA, HCOLL).
@@ -532,14 +555,14 @@ def test_spack_yaml_builds_what_the_package_requires(name, pkg):
     path, env = spack_yaml(name)
     site = site_config(name)
     packages = env["packages"]
-    (req,) = packages["openmpi"]["require"]
+    req = requirement(packages, "openmpi")
     _, version, variants, flags = spec_tokens(req)
     assert version == site.mpi_version
     fabrics = set(variants["fabrics"].split(","))
     assert {"ucx"} | ({"ucc"} & set(site.components)) | (
         {"hcoll"} & set(site.components)
     ) <= fabrics
-    (ucx,) = packages["ucx"]["require"]
+    ucx = requirement(packages, "ucx")
     _, uversion, _, uflags = spec_tokens(ucx)
     assert "+thread_multiple" in uflags  # Open MPI >= 3 requires it of UCX
     assert uversion.split(".")[:2] == [str(x) for x in site.ucx_version[:2]], (
@@ -560,15 +583,15 @@ def test_spack_yaml_builds_the_studied_stack(name, pkg):
     path, env = spack_yaml(name)
     site = site_config(name)
     packages = env["packages"]
-    (req,) = packages["openmpi"]["require"]
+    req = requirement(packages, "openmpi")
     _, version, variants, flags = spec_tokens(req)
     fabrics = set(variants["fabrics"].split(","))
     if site.mpi_version == "5.0.6":
         assert "ucc" in fabrics and variants["schedulers"] == "slurm"
         # PMIx/PRRTE: the pair Open MPI 5.0.6 bundles, built by Spack (not the solver's 6.1/4.1)
         assert "~internal-pmix" in flags
-        assert packages["pmix"]["require"] == ["@" + BUNDLED["5.0.6"]["pmix"]]
-        assert packages["prrte"]["require"] == ["@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]]
+        assert requirement(packages, "pmix") == "@" + BUNDLED["5.0.6"]["pmix"]
+        assert requirement(packages, "prrte") == "@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]
         slurm = packages["slurm"]
         assert slurm["buildable"] is False and slurm["externals"][0]["spec"].startswith("slurm@")
     else:  # Nagoya: Open MPI 4.1.2 (ORTE, bundled PMIx 3.2.3), Fujitsu's batch system
@@ -745,7 +768,7 @@ def test_spack_yaml_names_the_sites_compiler(name):
         # spack-packages' CudaPackage: CUDA <= 11.8 conflicts with %gcc@12:, CUDA >= 11.4 with %gcc@:5.
         # The CUDA-aware packages say so, and the compiler that builds them is in between.
         for package in ("openmpi", "ucx"):
-            (req,) = env["packages"][package]["require"]
+            req = requirement(env["packages"], package)
             assert gcc_constraints(req) and not all(
                 version_satisfies("12.1.0", c) for c in gcc_constraints(req)
             )
