@@ -14,6 +14,7 @@ from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
+SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
@@ -162,6 +163,7 @@ def _check(ck, doc, path):
                     )
 
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
+
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
     if flavour and flavour != "openmpi":  # HPC-X comes as a site's `hpcx:` block, not a flavour
@@ -173,6 +175,15 @@ def _check(ck, doc, path):
     version = str(mpi.get("version") or "")
     if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
+    elif table and version != table.mpi_version:
+        # The rows were measured with the table's MPI (its parameters, its algorithm numbers).
+        ck.err(
+            ("mpi", "version"),
+            "mpi.version %s is not the table's Open MPI %s (%s)"
+            % (version, table.mpi_version, table.path),
+            "write version: %s, or measure a table with %s (docs/regenerate.md) and name it"
+            % (table.mpi_version, version),
+        )
     base, prefix = mpi.get("base_module"), mpi.get("prefix")
     if (base is None) == (prefix is None):
         ck.err(
@@ -543,11 +554,11 @@ def site_dir():
 
 def site_names():
     d = site_dir()
-    return sorted(p.name for p in d.iterdir() if (p / "site.yaml").is_file()) if d.is_dir() else []
+    return sorted(p.name for p in d.iterdir() if (p / SITE_FILE).is_file()) if d.is_dir() else []
 
 
 def load_named(name):
-    path = site_dir() / name / "site.yaml"
+    path = site_dir() / name / SITE_FILE
     if not path.is_file():
         raise InputError(
             str(path),
