@@ -120,9 +120,9 @@ class TunedMPIModule(EasyBlock):
         module adds to $MODULEPATH (MPI/<compiler>/<v>/OpenMPI/<v>), which the tuned module then
         adds too, so what was built with that MPI stays available; flat schemes: ''."""
         deps = self.cfg.dependencies(runtime_only=True)
-        if not deps or deps[0].get("external_module"):
+        if not deps:
             return ""
-        full = deps[0]["full_mod_name"]
+        full = deps[0]["full_mod_name"]  # an external module's too: its own name
         found = self.modules_tool.modpath_extensions_for([full]).get(full) or []
         return found[0] if found else ""
 
