@@ -10,7 +10,7 @@ import yaml
 import envmodules
 import lmod
 from conftest import ROOT
-from tunedmpi.modules import sites
+from tunedmpi.modules import install, sites
 from tunedmpi.modules.render import render_site
 
 TOOLS = [
@@ -137,3 +137,15 @@ def test_mpi_dependent_module_stays_through_swaps_in_a_hierarchy(tool, kind, tmp
     assert got["back"] == got["tuned"]
     assert got["end"][1] == [] and str(level) not in got["end"][0]["MODULEPATH"]
     assert "inactive" not in proc.stderr.lower()
+
+
+def test_install_takes_the_builds_mpi_level_or_makes_the_sites_absolute():
+    """install-module --mpi-level (what Spack's and EasyBuild's layouts give) becomes the installed
+    site's hierarchy.mpi_level; without it a relative one of the site's is made absolute, as
+    mpi.prefix is, since the installed module no longer lives in the checkout."""
+    doc = {"mpi": {"flavour": "openmpi", "version": "5.0.8", "prefix": ".venv"}}
+    got = install.derive(dict(doc, hierarchy="flat"), "/ck", "spack", mpi_level="/lmod/ompi/Core")
+    assert got["hierarchy"] == {"mpi_level": "/lmod/ompi/Core"}
+    got = install.derive(dict(doc, hierarchy={"mpi_level": "mods/ompi"}), "/ck", "easybuild")
+    assert got["hierarchy"] == {"mpi_level": "/ck/mods/ompi"}
+    assert "hierarchy" not in install.derive(doc, "/ck", "spack")

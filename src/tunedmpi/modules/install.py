@@ -103,9 +103,13 @@ def derive(
     if formats:
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
+    level = doc["hierarchy"] if isinstance(doc.get("hierarchy"), dict) else {}
     if mpi_level:
         doc["hierarchy"] = {"mpi_level": str(mpi_level)}
         how.append("hierarchy.mpi_level is the MPI level of the build's module tree")
+    elif isinstance(level.get("mpi_level"), str) and not level["mpi_level"].startswith("/"):
+        doc["hierarchy"] = {"mpi_level": os.path.join(str(checkout), level["mpi_level"])}
+        how.append("hierarchy.mpi_level is the site's, absolute")
     doc["notes"] = list(doc.get("notes") or []) + [
         "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
     ]
