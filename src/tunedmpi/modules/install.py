@@ -74,6 +74,7 @@ def derive(
     ucx_version=None,
     modules=None,
     formats=None,
+    mpi_level=None,
 ):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
@@ -105,6 +106,13 @@ def derive(
     if formats:
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
+    level = doc["hierarchy"] if isinstance(doc.get("hierarchy"), dict) else {}
+    if mpi_level:
+        doc["hierarchy"] = {"mpi_level": str(mpi_level)}
+        how.append("hierarchy.mpi_level is the MPI level of the build's module tree")
+    elif isinstance(level.get("mpi_level"), str) and not level["mpi_level"].startswith("/"):
+        doc["hierarchy"] = {"mpi_level": os.path.join(str(checkout), level["mpi_level"])}
+        how.append("hierarchy.mpi_level is the site's, absolute")
     doc["notes"] = list(doc.get("notes") or []) + [
         "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
     ]
@@ -189,6 +197,7 @@ def install(
     mpi_version=None,
     name=None,
     pinned_copy=None,
+    mpi_level=None,
     log=print,
 ):
     """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
@@ -228,6 +237,7 @@ def install(
         ucx_version,
         modules,
         formats,
+        mpi_level,
     )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
