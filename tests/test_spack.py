@@ -1351,6 +1351,31 @@ def test_spack_concretizes_site_environment(name, tmp_path_factory):
 
 
 @needs_spack
+@pytest.mark.parametrize(
+    "name", [n for n in SPACK_SITES if (spack_path(n).parent / "spack.lock").is_file()]
+)
+def test_committed_lock_is_what_this_host_concretizes(name, tmp_path_factory):
+    """A committed spack.lock is reproducible on any build host of the kind: the environment pins
+    the compute nodes' target, so concretizing here (whatever this CPU is) gives the same hashes
+    and that target in every node, not this host's."""
+    env_dir, _, proc = concretized(name, tmp_path_factory)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with open(spack_path(name).parent / "spack.lock", encoding="utf-8") as fh:
+        committed = json.load(fh)
+    with open(env_dir / "spack.lock", encoding="utf-8") as fh:
+        here = json.load(fh)
+    assert sorted(here["concrete_specs"]) == sorted(committed["concrete_specs"]), (
+        "site-configs/%s/spack.lock is stale: spack -e site-configs/%s concretize --force"
+        % (name, name)
+    )
+    targets = {
+        n["arch"]["target"] if isinstance(n["arch"]["target"], str) else n["arch"]["target"]["name"]
+        for n in here["concrete_specs"].values()
+    }
+    assert len(targets) == 1, targets
+
+
+@needs_spack
 @pytest.mark.parametrize("name", SPACK_SITES)
 def test_spack_concretize_leaves_spack_yaml_unchanged(name, tmp_path_factory):
     """Concretizing writes spack.lock and .spack-env/, never spack.yaml: where no scope has a
