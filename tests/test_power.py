@@ -196,7 +196,7 @@ def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
 
 
 def paired_campaign(path, reps=16, first=10, second_slower=1.5, seed=5):
-    """A synthetic validate campaign judged by the crossover test (first look >= PAIRED_MIN pairs):
+    """A synthetic validate campaign judged by the crossover test (first look >= POLICY.paired_min pairs):
     one module on both sides of each pair (A/B in name only), ABBA order (stats.pair_order); each
     pair shares a large slowness (30 %), its second run is `second_slower` times slower, and the
     two runs of a pair differ by 1 % otherwise. Only pairs kept together and in their order are

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tunedmpi import stats
+from tunedmpi.policy import POLICY
 
 E = math.exp
 
@@ -666,4 +667,4 @@ def test_compare_bands_over_pairs_says_so_and_falls_back_without_enough_pairs():
     assert few.pairs is None and few.test == stats.TEST_NAME and "paired" not in few.reason
     assert few.p_value == pytest.approx(plain.p_value)
     method = stats.describe_method(0.05, 0.05, stats.Design(15, 30), paired=True)
-    assert "crossover" in method and "From %d pairs" % stats.PAIRED_MIN in method
+    assert "crossover" in method and "From %d pairs" % POLICY.paired_min in method

@@ -405,7 +405,7 @@ def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp
 
 
 def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pairs():
-    """analyse(): from stats.PAIRED_MIN pairs at the first look the runs are paired by repetition, the
+    """analyse(): from POLICY.paired_min pairs at the first look the runs are paired by repetition, the
     order of each pair read from the order the records were measured in; a run whose partner failed
     is left out of the test (and counted in reliability). Below it the test stays unpaired. No MPI
     needed: the pairs share a level of the host that the unpaired test cannot see past."""

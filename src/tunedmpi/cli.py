@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.errors import InputError, InputErrors, OutputError
-from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
+from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
@@ -488,35 +488,41 @@ def build_parser():
     p.add_argument(
         "--repetitions",
         type=whole(1),
-        help="runs per module and benchmark at the first look (default 5; 15 with --full, so that the "
-        "first look is judged over its pairs; at least 3)",
+        help="runs per module and benchmark at the first look (default %d; %d with --full, so that "
+        "the first look is judged over its pairs; at least %d)"
+        % (POLICY.first_look["quick"], POLICY.first_look["full"], POLICY.min_pairs),
     )
     p.add_argument(
         "--no-extend",
         action="store_true",
-        help="no second look: do not measure up to twice the repetitions for undecided bands",
+        help="no second look: do not measure up to %d x the repetitions for undecided bands"
+        % POLICY.extension_factor,
     )
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
     p.add_argument(
         "--timeout",
         type=number(0, MAX_TIMEOUT_S),
-        help="seconds per run (default 120 quick, 900 short and full)",
+        help="seconds per run (default %(quick)g quick, %(short)g short, %(full)g full)"
+        % POLICY.timeout_s,
     )
     p.add_argument(
-        "--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)"
+        "--retries",
+        type=whole(0),
+        default=POLICY.retries,
+        help="extra attempts for a failed run (default %d)" % POLICY.retries,
     )
     p.add_argument(
         "--tolerance",
         type=number(0, low_ok=True),
-        default=DEFAULT_TOLERANCE,
-        help="smallest gain that counts (default %g)" % DEFAULT_TOLERANCE,
+        default=POLICY.tolerance,
+        help="smallest gain that counts (default %g)" % POLICY.tolerance,
     )
     p.add_argument(
         "--alpha",
         type=number(0, 1),
-        default=DEFAULT_ALPHA,
-        help="significance level (default %g)" % DEFAULT_ALPHA,
+        default=POLICY.alpha,
+        help="significance level (default %g)" % POLICY.alpha,
     )
     p.add_argument(
         "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
@@ -572,7 +578,7 @@ def build_parser():
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
-    p.add_argument("--retries", type=whole(0), default=1)
+    p.add_argument("--retries", type=whole(0), default=POLICY.retries)
     p.add_argument("--modulepath", action="append")
     p.set_defaults(func=cmd_sweep)
 
@@ -631,25 +637,30 @@ def build_parser():
         "--repetitions",
         type=whole(2),
         help="runs per module at the first look, for every campaign (default: each validate "
-        "campaign's own design, paired from stats.PAIRED_MIN pairs as validate judges it; else 5)",
+        "campaign's own design, paired from %d pairs as validate judges it; else %d)"
+        % (POLICY.paired_min, POLICY.first_look["quick"]),
     )
     p.add_argument(
         "--max-repetitions",
         type=whole(2),
-        help="runs per module after the one extension (default twice --repetitions; equal: no extension)",
+        help="runs per module after the one extension (default %d x --repetitions; equal: no "
+        "extension)" % POLICY.extension_factor,
     )
     p.add_argument(
         "--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)"
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument(
-        "--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)"
+        "--alpha",
+        type=number(0, 1),
+        default=POLICY.alpha,
+        help="significance level (default %g)" % POLICY.alpha,
     )
     p.add_argument(
         "--tolerance",
         type=number(0, low_ok=True),
-        default=0.05,
-        help="smallest gain that counts (default 0.05)",
+        default=POLICY.tolerance,
+        help="smallest gain that counts (default %g)" % POLICY.tolerance,
     )
     p.set_defaults(func=cmd_power)
 
@@ -681,8 +692,8 @@ def build_parser():
     p.add_argument(
         "--alpha",
         type=number(0, 1),
-        default=0.05,
-        help="significance level of the drift test (default 0.05)",
+        default=POLICY.alpha,
+        help="significance level of the drift test (default %g)" % POLICY.alpha,
     )
     p.add_argument(
         "--plots",

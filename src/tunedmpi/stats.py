@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from tunedmpi.policy import POLICY
+
 
 def _scipy():
     """(scipy.special, scipy.stats), imported at the first test: render and install-module, which
@@ -47,8 +49,6 @@ BANDS = (
     ("64KB-1MB", 64 * KB + 1, MB),
     (">1MB", MB + 1, None),
 )
-DEFAULT_TOLERANCE = 0.05
-DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
 TEST_NAME = "Welch t on per-run log band scores"
 
@@ -249,7 +249,7 @@ def host_labels(hosts):
     return labels, limit
 
 
-def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
+def host_strata(labels_a, labels_b, alpha=POLICY.alpha):
     """(labels_a, labels_b) to hold the host state equal by, or (None, why not). Not when no run has
     a state, and not when the share of fast runs differs between the modules (Fisher's exact test at
     alpha): the state may then be the module's own doing, and holding it equal would hide that cost."""
@@ -277,7 +277,7 @@ class RunPoints(dict):
         self.state = state
 
 
-def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
+def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
 
@@ -323,9 +323,8 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 # campaigns of 2026-11-23/24 the within-pair correlation of band scores was 0.19-0.78, and the
 # crossover test below gave smaller p than the test within host states in most bands
 # (results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the degrees of
-# freedom of the unpaired test, so it is used from PAIRED_MIN pairs at the first look: a choice
+# freedom of the unpaired test, so it is used from POLICY.paired_min pairs at the first look: a choice
 # fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
-PAIRED_MIN = 10
 PAIRED_TEST_NAME = (
     "crossover t on paired log band scores (Welch between the A-B and B-A pairs' differences)"
 )
@@ -333,8 +332,8 @@ PAIRED_TEST_NAME = (
 
 def paired(design):
     """Whether a campaign of this design is judged by the crossover test over its pairs: from
-    PAIRED_MIN pairs at the first look (validate judges so, power simulates so)."""
-    return design is not None and design.first >= PAIRED_MIN
+    POLICY.paired_min pairs at the first look (validate judges so, power simulates so)."""
+    return design is not None and design.first >= POLICY.paired_min
 
 
 def pairs_of(baseline_keys, tuned_keys, baseline_first):
@@ -401,8 +400,8 @@ class Design:
     the information fraction first/final, so the two looks together reject a true null with
     probability alpha (less when a benchmark is not extended)."""
 
-    first: int = 5
-    final: int = 10
+    first: int = POLICY.first_look["quick"]
+    final: int = POLICY.looks(POLICY.first_look["quick"])[1]
 
     def level(self, alpha, look):
         """Nominal two-sided level at look 1 or 2 for overall level alpha."""
@@ -410,7 +409,7 @@ class Design:
             return alpha
         return _pocock_nominal(round(alpha, 12), self.first / float(self.final))
 
-    def levels(self, alpha=DEFAULT_ALPHA):
+    def levels(self, alpha=POLICY.alpha):
         return self.level(alpha, 1), self.level(alpha, 2)
 
 
@@ -507,8 +506,8 @@ def compare_bands(
     metric,
     baseline_reps,
     tuned_reps,
-    tolerance=DEFAULT_TOLERANCE,
-    alpha=DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     design=None,
     previous=None,
     strata=None,
@@ -648,7 +647,7 @@ def rejected(r):
 
 
 def judge_family(
-    tested, tolerance=DEFAULT_TOLERANCE, alpha=DEFAULT_ALPHA, design=None, previous=None
+    tested, tolerance=POLICY.tolerance, alpha=POLICY.alpha, design=None, previous=None
 ):
     """The verdict of every band in `tested` (test_bands' pairs, of one benchmark or of a whole
     campaign): one family, Holm's step-down over all its tests at the look's nominal levels (both
@@ -741,7 +740,7 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False, fam
         "within each pair the tuned score minus the baseline score, and Welch's t test "
         "between the differences of the baseline-first pairs and the negated differences of the "
         "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
-        "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN
+        "cancelled (bands whose pairs are too few use the unpaired test)" % POLICY.paired_min
         if paired
         else "The two modules' band scores are compared with Welch's t test%s" % within
     )

@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 from tunedmpi import stats
 from tunedmpi.acceptance import report, validate
 from tunedmpi.errors import InputError
+from tunedmpi.policy import POLICY
 
 EXIT_OK, EXIT_DRIFT = 0, 1
 DEFAULT_MARGIN = 0.10
@@ -176,8 +177,8 @@ def load_campaign(directory):
     rows = [b for b in stored if b["band"] == "reliability"]
     if rejudged:
         tol, alpha = (
-            float(res.get("tolerance", stats.DEFAULT_TOLERANCE)),
-            float(res.get("alpha", stats.DEFAULT_ALPHA)),
+            float(res.get("tolerance", POLICY.tolerance)),
+            float(res.get("alpha", POLICY.alpha)),
         )
         for bench, (metric, base, tuned) in data.items():
             rows += [vars(r) for r in stats.compare_bands(bench, metric, base, tuned, tol, alpha)]
@@ -296,7 +297,7 @@ def change_test(ref, now):
     return math.exp(diff), stats.t_two_sided(diff / math.sqrt(se2), df)
 
 
-def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA):
+def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=POLICY.alpha):
     """Every drift in one series (campaigns in time order), by DRIFT_RULE."""
     out = []
     keys = sorted({k for c in campaigns for k in c.bands})
@@ -470,8 +471,8 @@ def plot(series, campaigns, found, outdir):
             continue
         fig, ax = plt.subplots(figsize=report.FIGSIZE)
         ax.axhspan(
-            1 / (1 + stats.DEFAULT_TOLERANCE),
-            1 + stats.DEFAULT_TOLERANCE,
+            1 / (1 + POLICY.tolerance),
+            1 + POLICY.tolerance,
             color="tab:gray",
             alpha=0.15,
         )
@@ -524,9 +525,7 @@ def plot(series, campaigns, found, outdir):
     return written
 
 
-def run(
-    paths, site=None, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA, plots="validate-history"
-):
+def run(paths, site=None, margin=DEFAULT_MARGIN, alpha=POLICY.alpha, plots="validate-history"):
     """Print the history of every series, write the plots; EXIT_DRIFT when the newest campaign of any
     series drifted. Bad input raises InputError (the CLI exits 2)."""
     all_series = load(paths, site)

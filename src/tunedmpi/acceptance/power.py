@@ -35,6 +35,7 @@ from tunedmpi import stats
 from tunedmpi.acceptance import report
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
+from tunedmpi.policy import POLICY
 
 
 @dataclass
@@ -439,7 +440,7 @@ def second_effect(second, aa):
 # ---- pools -----------------------------------------------------------------------------------
 
 
-DEFAULT_DESIGN = stats.Design(5, 10)  # where neither the campaign nor --repetitions gives one
+DEFAULT_DESIGN = stats.Design()  # where neither the campaign nor --repetitions gives one (POLICY)
 
 
 @dataclass
@@ -992,8 +993,8 @@ def run(
     final=None,
     draws=200,
     seed=1,
-    alpha=stats.DEFAULT_ALPHA,
-    tolerance=stats.DEFAULT_TOLERANCE,
+    alpha=POLICY.alpha,
+    tolerance=POLICY.tolerance,
     out=None,
 ):
     import sys
@@ -1014,7 +1015,7 @@ def run(
         None
         if repetitions is None
         else stats.Design(
-            repetitions, max(repetitions, 2 * repetitions if final is None else final)
+            repetitions, max(repetitions, POLICY.looks(repetitions)[1] if final is None else final)
         )
     )
 
@@ -1195,7 +1196,7 @@ def run(
             "level its p had to reach, and the pairs a paired test would need to catch the loss 80 %% of "
             "the time at Pocock's %.4f (the last Holm step, every other band rejected; its SE: the SD "
             "of a pair's difference over sqrt(pairs), normal model, optimistic under heavy tails).\n\n"
-            % (gain, gain, LOSS, gain, stats.Design(1, 2).level(alpha, 1))
+            % (gain, gain, LOSS, gain, stats.Design(*POLICY.looks(1)).level(alpha, 1))
         )
         w(
             "| campaign | benchmark | band | A/A false (benchmark) | win at %.2fx | FAIL by a loss when %.2fx "
@@ -1205,7 +1206,7 @@ def run(
         for camp, r in studies:
             for k in r["power"]:
                 sd = camp.sd_pair.get(k)
-                need = pairs_needed(sd, LOSS, stats.Design(1, 2).level(alpha, 1))
+                need = pairs_needed(sd, LOSS, stats.Design(*POLICY.looks(1)).level(alpha, 1))
                 w(
                     "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
                     % (

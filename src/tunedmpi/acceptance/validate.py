@@ -28,21 +28,9 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import geometry, sites
+from tunedmpi.policy import POLICY
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
-MIN_REPETITIONS = (
-    3  # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
-)
-# Pairs per module at the first look, per set (--repetitions overrides). --full starts with 15 so that
-# its first look is paired (stats.PAIRED_MIN): on this project's hosts the crossover test over the pairs
-# found far more real gains than the unpaired test at the same false-call rate (validate/README.md,
-# "Why --full defaults to 15 pairs"). The quick sets keep 5: a crossover test on 5 pairs has 3 degrees
-# of freedom, which costs more than pairing gains.
-DEFAULT_REPETITIONS = {"quick": 5, "short": 5, "full": 15}
-EXTENSION_FACTOR = (
-    2  # the one extension measures undecided benchmarks up to this many times the first look
-)
-DEFAULT_TIMEOUT_S = {"quick": 120.0, "short": 900.0, "full": 900.0}  # per run
 
 
 # The host state of every run is measured and reported, but the verdict's tests do not hold it
@@ -54,7 +42,7 @@ HOST_NOTE = "the verdict compares all runs (host states are reported, not held e
 
 def first_look(set_name, requested=None):
     """Pairs at the first look: --repetitions when given, else the set's default."""
-    return requested or DEFAULT_REPETITIONS[set_name]
+    return requested or POLICY.first_look[set_name]
 
 
 @dataclass
@@ -66,13 +54,12 @@ class Options:
     nodes: int = 1
     ppn: int = 2
     geometry_source: str = "default"
-    repetitions: int = 5  # the first look; the extension may double it for undecided benchmarks
-    # (options_from_args: DEFAULT_REPETITIONS of the set)
+    repetitions: int = POLICY.first_look["quick"]  # pairs at look 1 (options_from_args: the set's)
     extend: bool = True
-    timeout: float = 120.0
-    retries: int = 1
-    tolerance: float = stats.DEFAULT_TOLERANCE
-    alpha: float = stats.DEFAULT_ALPHA
+    timeout: float = POLICY.timeout_s["quick"]
+    retries: int = POLICY.retries
+    tolerance: float = POLICY.tolerance
+    alpha: float = POLICY.alpha
     only: Optional[List[str]] = None
     force_probes: bool = False
     out: str = "validate-results"
@@ -288,9 +275,7 @@ def _campaign(opts, runner, sides, notes, outdir):
         role: runner.placement(module, sides[role].modules, sides[role].flavour)
         for role, module in module_of.items()
     }
-    design = stats.Design(
-        opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions
-    )
+    design = stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     records = []
     sys.stderr.write(
@@ -501,7 +486,7 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
         final[(r.run, r.role, r.rep)] = r
         first.setdefault((r.run, r.rep), r.role)
     # The crossover test over the pairs when the design has enough of them at its first look
-    # (stats.PAIRED_MIN: a rule of the design, not of the data); else the unpaired test.
+    # (POLICY.paired_min: a rule of the design, not of the data); else the unpaired test.
     paired = stats.paired(design)
     # The host state of each run, relative to the whole campaign (stats.host_labels).
     labels, slow_above = stats.host_labels([r.host for r in final.values()])
@@ -640,15 +625,15 @@ def options_from_args(args):
         )
     set_name = "full" if args.full else "short" if args.short else "quick"
     repetitions = first_look(set_name, args.repetitions)
-    if repetitions < MIN_REPETITIONS:
+    if repetitions < POLICY.min_pairs:
         raise CannotRun(
             "--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
             "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
             % (
                 repetitions,
-                MIN_REPETITIONS,
-                MIN_REPETITIONS,
-                DEFAULT_REPETITIONS[set_name],
+                POLICY.min_pairs,
+                POLICY.min_pairs,
+                POLICY.first_look[set_name],
                 set_name,
             )
         )
@@ -662,7 +647,7 @@ def options_from_args(args):
         geometry_source=source,
         repetitions=repetitions,
         extend=not args.no_extend,
-        timeout=args.timeout or DEFAULT_TIMEOUT_S[set_name],
+        timeout=args.timeout or POLICY.timeout_s[set_name],
         retries=args.retries,
         tolerance=args.tolerance,
         alpha=args.alpha,

@@ -20,6 +20,7 @@ score in the same stage. Otherwise the job configuration stays.
 from collections import OrderedDict
 
 from tunedmpi import stats
+from tunedmpi.policy import POLICY
 
 # Table operation <- the benchmarks that measure it (the first one carries the regret figures).
 OPERATIONS = OrderedDict(
@@ -170,8 +171,8 @@ def beats_its_base(
     knobs,
     config_id,
     benches,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
     """(passes, others): whether a candidate passes validate's rule against the configuration it was
     built on (its stage knobs at default, measured in the same stage; the stage's baseline while that
@@ -193,9 +194,7 @@ def beats_its_base(
     return judge(base, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS", others
 
 
-def job_step(
-    geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA
-):
+def job_step(geo_data, stage, knobs, job, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
     ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
@@ -239,9 +238,7 @@ def job_step(
     return dict(best["config"]), decided
 
 
-def job_configuration(
-    geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None
-):
+def job_configuration(geo_data, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha, start=None):
     """The job-wide rule over all stages in order: (job configuration, [per-stage decisions]).
     ``stages``: [(stage name, [knob names])] in the space's order; ``start``: the space's job."""
     job, steps = dict(start or {}), []

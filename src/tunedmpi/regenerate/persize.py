@@ -28,6 +28,7 @@ first size it won, the last band has no upper end.
 import math
 
 from tunedmpi import stats
+from tunedmpi.policy import POLICY
 
 
 def _figures(reps, sizes):
@@ -114,8 +115,8 @@ def choose_bands(
     reference,
     candidates,
     metric,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     confirm=None,
 ):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}

@@ -23,6 +23,7 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
 from tunedmpi.modules import sites
+from tunedmpi.policy import POLICY
 from tunedmpi.regenerate import choice, persize
 from tunedmpi.tables import rulesfile, schema
 from tunedmpi.tables.units import format_size
@@ -51,7 +52,7 @@ def stage_order(metas, geo_data):
     return out
 
 
-def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
     """The operation's own best job-wide configuration at one geometry (its TUNEDMPI_PROFILE row),
     or None when it was not measured. Per-collective stages are left to per-size bands."""
     benches = [b for b in OPERATIONS[op] if any(b in e["bench"] for e in geo_data.values())]
@@ -118,8 +119,8 @@ def size_bands(
     stages,
     coll,
     job,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     confirm_geo=None,
     components=False,
 ):
@@ -195,8 +196,8 @@ def _job_rel(geo_data, stages, job, bench):
 def decide(
     geo_data,
     stages,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     start=None,
     confirm_geo=None,
 ):
@@ -425,8 +426,8 @@ def build_table(
     decisions,
     runs_count,
     left_out=(),
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
@@ -633,8 +634,8 @@ def tune(
     store_root,
     out=None,
     campaign_names=None,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
     site = sites.load_named(site_name)
     dirs = store.campaigns(store_root, site.name)
