@@ -317,39 +317,33 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
             {run: {"metric": "latency_us", "suite": "osu", "points": points}},
         )
 
-    records = [
-        rec(run.name, role, k)
-        for k in range(1, 6)
-        for run in runs
-        for role in ("baseline", "tuned")
-    ]
-    look1 = validate.analyse(opts, runs, records, design)
-    put1 = next(
-        b for b in look1["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB"
-    )
-    assert (
-        put1["look"] == 1
-        and put1["n_tuned"] == 5
-        and put1["verdict"] == "tie"
-        and put1["undecided"]
-    )
-    undecided = stats.extension([stats.BandResult(**b) for b in look1["bands"]], design)
-    assert set(undecided) == {"put_latency"}
-    records += [rec("put_latency", role, k) for k in range(6, 11) for role in ("baseline", "tuned")]
-    look2 = validate.analyse(opts, runs, records, design, previous=look1, extended=runs[:1])
+    ROLES = ("baseline", "tuned")
+    records = [rec(run.name, role, k) for k in range(1, 6) for run in runs for role in ROLES]
+    asked = []
+
+    def extend(undecided):  # validate measures the runs of the undecided benchmarks again
+        asked.append(undecided)
+        records.extend(rec("put_latency", role, k) for k in range(6, 11) for role in ROLES)
+        return ["put_latency"]
+
+    look2 = validate.analyse(opts, runs, records, design, extend)
+    assert asked == [{"put_latency": ["<=1KB"]}]  # the 1.2x gain is hidden in noise at 5 runs
     put2 = next(
         b for b in look2["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB"
     )
     # one family for the campaign: put_latency's and get_latency's band, neither rejected at look 1,
     # so put_latency's p at look 2 must reach Holm's first step, Pocock's level for alpha / 2
-    assert look1["family"]["tests"] == 2 and look2["family"]["tests"] == 2
+    assert look2["family"]["tests"] == 2
     assert (
         put2["look"] == 2
         and put2["n_tuned"] == 10
         and put2["level"] == pytest.approx(design.level(0.05 / 2, 2))
     )
-    get1 = [b for b in look1["bands"] if b["benchmark"] == "get_latency"]
-    assert [b for b in look2["bands"] if b["benchmark"] == "get_latency"] == get1
+    get2 = [b for b in look2["bands"] if b["benchmark"] == "get_latency"]
+    assert [(b["band"], b["look"], b["n_tuned"]) for b in get2] == [
+        ("<=1KB", 1, 5),
+        ("reliability", None, 0),
+    ]
 
 
 def test_reanalyse_judges_the_same_runs_again_into_a_new_directory(campaign, tmp_path):

@@ -513,15 +513,14 @@ def compare_bands(
     strata=None,
     pairs=None,
 ):
-    """One benchmark judged alone, its bands one family (tune, history): `test_bands`, then
-    `judge_family` over them. Without `design`: one look at alpha; with it, look 1, or look 2 when
-    `previous` holds this benchmark's look-1 results. validate judges a whole campaign as one
-    family instead (test_bands for every benchmark, then one `judge_family`)."""
+    """One look of the per-benchmark variant (Procedure scope PER_BENCHMARK: tune, history): this
+    benchmark's bands are their own Holm family. Without `design`: one look at alpha; with it, look
+    1, or look 2 when `previous` holds this benchmark's look-1 results."""
     tested = test_bands(
         benchmark, metric, baseline_reps, tuned_reps, design, previous, strata, pairs
     )
     mine = None if previous is None else [r for r in previous if r.benchmark == benchmark]
-    return judge_family(tested, tolerance, alpha, design, mine)
+    return Procedure(design, tolerance, alpha, PER_BENCHMARK).look(tested, mine)
 
 
 def test_bands(
@@ -700,6 +699,67 @@ def extension(band_results, design):
         if r.undecided and r.look == 1 and design is not None and design.final > design.first:
             out.setdefault(r.benchmark, []).append(r.band)
     return out
+
+
+CAMPAIGN, PER_BENCHMARK = "campaign", "benchmark"  # Procedure.scope: what one Holm family is
+
+
+@dataclass
+class Outcome:
+    """What the Procedure decided, as data: every band at its last look (reliability bands too,
+    when the test gave them), the look-1 bands, the benchmarks judged again at look 2, the verdict."""
+
+    bands: List[BandResult]
+    look1: List[BandResult]
+    extended: List[str]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """The verdict's procedure, written once: look 1 -> the one extension -> look 2 -> Holm family
+    -> module verdict. validate runs it on measured runs, power on drawn ones, compare_bands (tune,
+    history) makes one look of its per-benchmark variant.
+
+    scope CAMPAIGN (validate): one family of every benchmark x band, so the chance of any false win
+    or loss in the campaign is alpha; PER_BENCHMARK: each benchmark's bands a family of their own."""
+
+    design: Optional[Design] = None
+    tolerance: float = POLICY.tolerance
+    alpha: float = POLICY.alpha
+    scope: str = CAMPAIGN
+
+    def look(self, tested, previous=None):
+        """Decide `tested` (test_bands' pairs, in order) at one look; previous: the look-1 bands at
+        look 2 (judge_family). Returns the bands in the order given."""
+        if self.scope == CAMPAIGN:
+            return judge_family(tested, self.tolerance, self.alpha, self.design, previous)
+        by = {}
+        for t in tested:
+            by.setdefault(t[0].benchmark, []).append(t)
+        out = []
+        for bench, mine in by.items():
+            before = None if previous is None else [r for r in previous if r.benchmark == bench]
+            out += judge_family(mine, self.tolerance, self.alpha, self.design, before)
+        return out
+
+    def run(self, benchmarks, test, extend=None):
+        """The whole procedure. test(benchmark, look, previous) -> test_bands' list for that
+        benchmark on the runs of `look` (1: the first look's; 2: all), previous its look-1 bands at
+        look 2. extend(undecided {benchmark: bands}) -> the benchmarks measured again (validate
+        measures their runs; default: the undecided ones); called only when the design has a
+        second look. Returns an Outcome."""
+        one = self.look([t for b in benchmarks for t in test(b, 1, None)])
+        final = {(r.benchmark, r.band): r for r in one}
+        again = []
+        if self.design is not None and self.design.final > self.design.first:
+            undecided = extension(one, self.design)
+            again = list(undecided) if extend is None else list(extend(undecided))
+        if again:
+            tested = [t for b in again for t in test(b, 2, [r for r in one if r.benchmark == b])]
+            final.update(((r.benchmark, r.band), r) for r in self.look(tested, one))
+        bands = list(final.values())
+        return Outcome(bands, one, again, module_verdict(bands))
 
 
 def pair_order(rep, run_index=0):

@@ -52,6 +52,7 @@ class Run:
     points: dict
     state: Optional[str] = None  # host state (stats.host_labels) where the run recorded it
     baseline_first: Optional[bool] = None  # validate: the baseline ran first in this run's pair
+    run_name: str = ""  # validate: the run (benchmark process) that measured it, e.g. collectives
 
 
 @dataclass
@@ -113,6 +114,7 @@ def _validate_source(path):
                     ),
                     state[id(r)],
                     first[(r["run"], r["rep"])] == "baseline",
+                    r["run"],
                 )
             )
     mods = res.get("modules", {})
@@ -633,45 +635,39 @@ def _scaled(unit, sizes, factor, metric):
 
 
 def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=None):
-    """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it;
-    with `states` (each side's runs' host states) within host states, and with `pairs`
-    (compare_bands' pairs of base and tuned) by the crossover test, as validate judges.
-    Returns ({band: verdict}, extended, look-1 estimates)."""
+    """The verdict's procedure (stats.Procedure, per benchmark) on one draw: look 1, and look 2 when
+    an undecided band asks for it and the draw holds the runs; with `states` (each side's runs'
+    host states) within host states, and with `pairs` (test_bands' pairs of base and tuned) by the
+    crossover test. Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
 
-    def strata(n):
-        return None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-
-    def pairs_in(n):  # the pairs among the first n runs of each side
-        return None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n]
-
-    one = stats.compare_bands(
-        pool.bench,
-        pool.metric,
-        base[:first],
-        tuned[:first],
-        tolerance,
-        alpha,
-        design=design,
-        strata=strata(first),
-        pairs=pairs_in(first),
-    )
-    res, extended = one, False
-    if design and len(base) >= design.final and stats.extension(one, design):
-        res = stats.compare_bands(
-            pool.bench,
+    def test(bench, look, previous):
+        n = first if look == 1 else len(base)
+        strata = None
+        if states is not None:
+            strata = stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
+        return stats.test_bands(
+            bench,
             pool.metric,
-            base,
-            tuned,
-            tolerance,
-            alpha,
+            base[:n],
+            tuned[:n],
             design=design,
-            previous=one,
-            strata=strata(len(base)),
-            pairs=pairs_in(len(base)),
+            previous=previous,
+            strata=strata,
+            pairs=None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n],
         )
-        extended = True
-    return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
+
+    def extend(undecided):
+        return list(undecided) if len(base) >= design.final else []
+
+    out = stats.Procedure(design, tolerance, alpha, stats.PER_BENCHMARK).run(
+        [pool.bench], test, extend
+    )
+    return (
+        {r.band: r.verdict for r in out.bands},
+        bool(out.extended),
+        [r.estimate for r in out.look1 if r.estimate],
+    )
 
 
 def _draw_pairs(pool, rng, n):
@@ -779,6 +775,7 @@ class Campaign:
     reps: list  # per repetition, {benchmark: (first run's points, second's)}
     aa: bool
     sd_pair: dict  # (benchmark, band) -> robust SD of a pair's difference of band scores
+    run_of: dict  # benchmark -> the run that measures it (validate extends whole runs)
 
 
 def campaign_of(src, design):
@@ -820,7 +817,8 @@ def campaign_of(src, design):
             sd[(bench, band)] = (
                 None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
             )
-    return Campaign(src.name, design, benches, reps, src.aa, sd)
+    run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
+    return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
 
 def _campaign_draw(camp, rng, n):
@@ -844,16 +842,15 @@ def _campaign_draw(camp, rng, n):
 
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
-    """validate's verdict on one drawn campaign: every benchmark's bands tested (stats.test_bands),
-    one Holm family over all of them (stats.judge_family), the undecided benchmarks extended once
-    (stats.extension) and judged again at look 2 with the family's look-1 results. gains:
-    {(benchmark, band): true gain of the tuned module}; cache: tests already made on this draw.
-    Returns ({(benchmark, band): BandResult}, extended)."""
+    """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
+    family), the runs of the undecided benchmarks extended once when the draw holds their runs.
+    gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
+    draw. Returns ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
     n = len(next(iter(draw.values()))[0])
-    looks = [design.first] + ([n] if n >= design.final > design.first else [])
 
-    def tests(bench, upto, previous):
+    def test(bench, look, previous):
+        upto = design.first if look == 1 else n
         metric, bands = camp.benches[bench]
         own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
         key = (bench, upto, own)
@@ -867,28 +864,22 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
                 base[:upto],
                 tuned[:upto],
                 design=design,
-                previous=None if upto == design.first else [],
+                previous=None if look == 1 else [],
                 pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
             )
+        # the cache holds look 2 without look 1's rejections: those are final, as test_bands keeps them
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
         return [
             (kept[r.band], None) if r.band in kept else (dataclasses.replace(r), res)
             for r, res in cache[key]
         ]
 
-    tested = [t for bench in camp.benches for t in tests(bench, looks[0], None)]
-    one = stats.judge_family(tested, tolerance, alpha, design)
-    result = {(r.benchmark, r.band): r for r in one}
-    again = stats.extension(one, design) if len(looks) > 1 else {}
-    if again:
-        tested = [
-            t
-            for bench in again
-            for t in tests(bench, looks[1], [r for r in one if r.benchmark == bench])
-        ]
-        for r in stats.judge_family(tested, tolerance, alpha, design, one):
-            result[(r.benchmark, r.band)] = r
-    return result, bool(again)
+    def extend(undecided):  # as validate: every benchmark of a run that holds an undecided one
+        runs = {camp.run_of[b] for b in undecided}
+        return [b for b in camp.benches if camp.run_of[b] in runs] if n >= design.final else []
+
+    out = stats.Procedure(design, tolerance, alpha).run(list(camp.benches), test, extend)
+    return {(r.benchmark, r.band): r for r in out.bands}, bool(out.extended)
 
 
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):

@@ -334,22 +334,26 @@ def _campaign(opts, runner, sides, notes, outdir):
                     )
 
     measure_reps(runs, 1, design.first)
-    results = analyse(opts, runs, records, design)
-    undecided = stats.extension([stats.BandResult(**b) for b in results["bands"]], design)
-    extended = [run for run in runs if set(run.expect) & set(undecided)]
-    if extended:
-        sys.stderr.write(
-            "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
-            % (
-                design.first,
-                "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
-                design.first + 1,
-                design.final,
-                ", ".join(r.name for r in extended),
+    extended = []
+
+    def extend(undecided):
+        """The one extension: every run holding an undecided benchmark, measured up to design.final."""
+        extended.extend(run for run in runs if set(run.expect) & set(undecided))
+        if extended:
+            sys.stderr.write(
+                "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
+                % (
+                    design.first,
+                    "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
+                    design.first + 1,
+                    design.final,
+                    ", ".join(r.name for r in extended),
+                )
             )
-        )
-        measure_reps(extended, design.first + 1, design.final)
-        results = analyse(opts, runs, records, design, previous=results, extended=extended)
+            measure_reps(extended, design.first + 1, design.final)
+        return [bench for run in extended for bench in run.expect]
+
+    results = analyse(opts, runs, records, design, extend)
     results.update(
         tool="tunedmpi validate",
         schema_version=report.RESULTS_SCHEMA,
@@ -395,8 +399,8 @@ def _campaign(opts, runner, sides, notes, outdir):
 
 
 def reanalyse(source, out):
-    """Judge an earlier campaign's runs again with this version's method (e.g. within host states,
-    which the verdict of a result from before them did not use). Writes a new results directory
+    """Judge an earlier campaign's runs again with this version's method (e.g. one family for the
+    campaign and the crossover test, which results from before them did not use). Writes a new results directory
     under `out`, with the source's runs, logs and options and `reanalysed_from` naming the source,
     which is never changed. The looks are the source's: its first repetitions, then its extended
     runs. Returns (results, directory)."""
@@ -453,10 +457,8 @@ def reanalyse(source, out):
     )
     looks = report.looks_of(res)
     design = stats.Design(looks["first"], looks["final"])
-    results = analyse(opts, runs, [r for r in records if r.rep <= design.first], design)
-    extended = [run for run in runs if run.name in looks["extended"]]
-    if extended:
-        results = analyse(opts, runs, records, design, previous=results, extended=extended)
+    again = [b for run in runs if run.name in looks["extended"] for b in run.expect]
+    results = analyse(opts, runs, records, design, lambda undecided: again)
     outdir = new_results_dir(out, res["site"], str(src / "results.json"))
     results = dict(
         res,
@@ -475,111 +477,104 @@ def reanalyse(source, out):
     return guarded(outdir, write)
 
 
-def analyse(opts, runs, records, design=None, previous=None, extended=()):
-    """Per benchmark: the final attempt of each repetition, band verdicts, reliability; the verdict.
-    previous: the look-1 results; then the benchmarks of the `extended` runs are judged at look 2 on
-    all their repetitions and every other benchmark keeps its look-1 bands."""
+ROLES = ("baseline", "tuned")
+
+
+def attempts(records, upto=None):
+    """The final attempt of each (run, role, repetition) up to repetition `upto` (None: all), and
+    which role ran first in each (run, repetition). Records are in the order they were measured, so
+    later attempts replace earlier ones."""
     final, first = {}, {}
-    for r in (
-        records
-    ):  # later attempts replace earlier ones; records are in the order they were measured
-        final[(r.run, r.role, r.rep)] = r
-        first.setdefault((r.run, r.rep), r.role)
+    for r in records:
+        if upto is None or r.rep <= upto:
+            final[(r.run, r.role, r.rep)] = r
+            first.setdefault((r.run, r.rep), r.role)
+    return final, first
+
+
+def _sides(final, run, bench):
+    """({role: the run's repetitions}, {role: those that measured `bench`}), in repetition order."""
+    reps = {
+        role: sorted(
+            (r for (name, rl, _), r in final.items() if name == run and rl == role),
+            key=lambda r: r.rep,
+        )
+        for role in ROLES
+    }
+    used = {
+        role: [r for r in recs if r.status == "ok" and bench in r.series]
+        for role, recs in reps.items()
+    }
+    return reps, used
+
+
+def analyse(opts, runs, records, design=None, extend=None):
+    """The verdict on `records` by stats.Procedure (one family for the campaign): look 1 on the
+    design's first repetitions, then extend(undecided) -> the benchmarks measured again (validate:
+    every benchmark of a run it measured again; reanalyse: the source's), judged at look 2 on all
+    their runs. Per benchmark: band verdicts and reliability; the module's verdict."""
+    run_of = {bench: run.name for run in runs for bench in run.expect}
     # The crossover test over the pairs when the design has enough of them at its first look
     # (POLICY.paired_min: a rule of the design, not of the data); else the unpaired test.
     paired = stats.paired(design)
-    # The host state of each run, relative to the whole campaign (stats.host_labels).
+
+    def test(bench, look, previous):
+        final, first = attempts(records, design.first if look == 1 and design else None)
+        reps, used = _sides(final, run_of[bench], bench)
+        series = [r.series[bench] for recs in used.values() for r in recs]
+        pts = {role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()}
+        pairs = None
+        if paired:
+            pairs = stats.pairs_of(
+                [r.rep for r in used["baseline"]],
+                [r.rep for r in used["tuned"]],
+                lambda rep: first[(run_of[bench], rep)] == "baseline",
+            )
+        out = []
+        if series:
+            out = stats.test_bands(
+                bench,
+                series[0]["metric"],
+                pts["baseline"],
+                pts["tuned"],
+                design=design,
+                previous=previous,
+                pairs=pairs,
+            )
+        failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
+        counts = [n for role in ROLES for n in (failed[role], len(reps[role]))]
+        return out + [(stats.reliability(bench, *counts), None)]
+
+    procedure = stats.Procedure(design, opts.tolerance, opts.alpha)
+    outcome = procedure.run(list(run_of), test, extend)
+    final, _ = attempts(records)
+    # The host state of each run, relative to the whole campaign (stats.host_labels): reported only.
     labels, slow_above = stats.host_labels([r.host for r in final.values()])
     state = dict(zip(final, labels))
-    again = {run.name for run in extended}
-    old = {} if previous is None else {(b["benchmark"], b["band"]): b for b in previous["bands"]}
-    # One family for the whole campaign: every benchmark's band tests are collected first and
-    # decided together (stats.judge_family: Holm over all of them, both directions), so the chance of
-    # any false win or loss anywhere in the campaign is alpha, not alpha per benchmark.
-    bands, per_size, tested = [], {}, []
-    for run in runs:
-        for bench in run.expect:
-            reps = {
-                role: sorted(
-                    (r for (name, rl, _), r in final.items() if name == run.name and rl == role),
-                    key=lambda r: r.rep,
-                )
-                for role in ("baseline", "tuned")
-            }
-            used = {
-                role: [r for r in recs if r.status == "ok" and bench in r.series]
-                for role, recs in reps.items()
-            }
-            ok = {role: [r.series[bench] for r in recs] for role, recs in used.items()}
-            states = {
+    per_size = {}
+    for bench, run in run_of.items():
+        _, used = _sides(final, run, bench)
+        series = [r.series[bench] for recs in used.values() for r in recs]
+        per_size[bench] = {
+            "metric": series[0]["metric"] if series else None,
+            "suite": series[0]["suite"] if series else None,
+            "baseline": [r.series[bench]["points"] for r in used["baseline"]],
+            "tuned": [r.series[bench]["points"] for r in used["tuned"]],
+            "host_states": {
                 role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()
-            }
-            pairs = None
-            if paired:
-                pairs = stats.pairs_of(
-                    [r.rep for r in used["baseline"]],
-                    [r.rep for r in used["tuned"]],
-                    lambda rep, name=run.name: first[(name, rep)] == "baseline",
-                )
-            failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
-            metric = next((s["metric"] for role in ok for s in ok[role]), None)
-            suite = next((s["suite"] for role in ok for s in ok[role]), None)
-            pts = {role: [s["points"] for s in ok[role]] for role in ok}
-            if previous is not None and run.name not in again:
-                bands += [stats.BandResult(**b) for (bn, _), b in old.items() if bn == bench]
-            else:
-                if metric:
-                    look1 = (
-                        [
-                            stats.BandResult(**b)
-                            for (bn, band), b in old.items()
-                            if bn == bench and band != "reliability"
-                        ]
-                        if previous is not None
-                        else None
-                    )
-                    mine = stats.test_bands(
-                        bench,
-                        metric,
-                        pts["baseline"],
-                        pts["tuned"],
-                        design=design,
-                        previous=look1,
-                        pairs=pairs,
-                    )
-                    tested += mine
-                    bands += [r for r, _ in mine]
-                bands.append(
-                    stats.reliability(
-                        bench,
-                        failed["baseline"],
-                        len(reps["baseline"]),
-                        failed["tuned"],
-                        len(reps["tuned"]),
-                    )
-                )
-            per_size[bench] = {
-                "metric": metric,
-                "suite": suite,
-                "baseline": pts["baseline"],
-                "tuned": pts["tuned"],
-                "host_states": states,
-                "host_note": HOST_NOTE,
-            }
-    look1 = None
-    if previous is not None:
-        look1 = [stats.BandResult(**b) for b in previous["bands"] if b["band"] != "reliability"]
-    stats.judge_family(tested, opts.tolerance, opts.alpha, design, look1)
-    verdict = stats.module_verdict(bands)
+            },
+            "host_note": HOST_NOTE,
+        }
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
     # module does is a result (reliability), not a failure to validate.
     any_data = any(r.status == "ok" for r in final.values())
+    verdict = outcome.verdict
     exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
     return {
-        "bands": [asdict(b) for b in bands],
+        "bands": [asdict(b) for b in outcome.bands],
         "per_size": per_size,
         "verdict": verdict if any_data else "COULD-NOT-RUN",
-        "family": stats.family_of(bands),
+        "family": stats.family_of(outcome.bands),
         "exit_code": exit_code,
         "host_state": {
             "slow_above_ns": slow_above,
@@ -590,7 +585,7 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                     str(label): sum(1 for k, lab in state.items() if k[1] == role and lab == label)
                     for label in sorted(set(labels), key=str)
                 }
-                for role in ("baseline", "tuned")
+                for role in ROLES
             },
         },
     }

@@ -48,7 +48,7 @@ def _merge(runs):
 
 def _test(reference, reps, sizes, metric, n_candidates):
     """(gain, p) of ``reps`` against the reference over ``sizes``: Welch's t on per-run log band
-    scores (within host states where the runs know theirs, as validate), p multiplied by the number
+    scores (within host states where the runs know theirs, as tune's per-benchmark rule), p multiplied by the number
     of candidates the winner was picked among (Bonferroni)."""
     a = stats.band_scores(reference, sizes, metric)
     b = stats.band_scores(reps, sizes, metric)

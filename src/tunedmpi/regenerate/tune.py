@@ -1,8 +1,10 @@
 """`tunedmpi tune`: from the results store to a tuning table, with provenance, a diff and regret.
 
-Per (nodes, ppn, operation) a configuration is chosen only when it would pass validate's rule
-against the baseline measured in the same stage (no band loses, at least one wins, same tolerance
-and test); among those the lowest time relative to that baseline wins. Where none passes, the
+Per (nodes, ppn, operation) a configuration is chosen only when it passes the per-benchmark rule
+against the baseline measured in the same stage (stats.compare_bands: validate's band test and
+module rule, no band loses and one wins, but one look, each benchmark's bands a Holm family of their
+own and runs compared within host states; validate judges the campaign as one family, over its
+pairs from POLICY.paired_min); among those the lowest time relative to that baseline wins. Where none passes, the
 case keeps the MPI's defaults (`settings: {none: {}}`): the table records that the baseline was
 measured and not beaten, rather than a knob chosen from noise.
 
@@ -254,7 +256,7 @@ def _job_notes(d):
     notes = [
         "job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
         "mean over operations and sizes of the time relative to the stage's baseline among the configurations "
-        "that pass validate's rule on every benchmark of the stage" % _knob_text(d["config"])
+        "that pass the per-benchmark rule on every benchmark of the stage" % _knob_text(d["config"])
     ]
     for step in d["steps"]:
         ch = step["chosen"]
@@ -269,8 +271,8 @@ def _job_notes(d):
             )
         elif un:
             what = (
-                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule "
-                "against the job configuration measured in the stage (alpha / %d), which stays"
+                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass the per-benchmark "
+                "rule against the job configuration measured in the stage (alpha / %d), which stays"
                 % (
                     step["candidates"],
                     un["config_id"],
@@ -462,10 +464,11 @@ def build_table(
                 "method",
                 "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
                 "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
-                "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
-                "band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores, Holm over "
-                "bands, p < %g); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                "beats Open MPI's own choice (Welch's t over the band, p x candidates, Holm, gain >= %s%%)%s"
+                "baseline among the configurations that pass the per-benchmark rule on every benchmark of the "
+                "stage (no band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores within "
+                "host states, Holm over each benchmark's bands, p < %g); per collective, coll_tuned "
+                "algorithm bands: the per-size winner, kept where it beats Open MPI's own choice (Welch's t "
+                "over the band, p x candidates, Holm, gain >= %s%%)%s"
                 % (
                     "; ".join(
                         "ingested logs (tunedmpi ingest), one repetition per log"
@@ -480,7 +483,7 @@ def build_table(
                         )
                         for m in metas
                     ),
-                    "%g" % (tolerance * 100),  # validate's rule as tune judged with it
+                    "%g" % (tolerance * 100),  # the per-benchmark rule as tune judged with it
                     alpha,
                     "%g" % (tolerance * 100),
                     "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
