@@ -87,14 +87,14 @@ def test_validate_and_power_judge_the_same_runs_alike(first, seed):
     simulated, extended = power.judge_campaign(camp, draw, {}, opts.tolerance, opts.alpha, {})
     keys = ("test", "p_value", "level", "look", "verdict", "n_tuned", "pairs")
     want = {
-        (b["benchmark"], b["band"]): tuple(b[k] for k in keys)
-        for b in judged["bands"]
-        if b["band"] != "reliability"
+        (b.benchmark, b.band): tuple(getattr(b, k) for k in keys)
+        for b in judged.bands
+        if b.band != "reliability"
     }
     got = {k: tuple(getattr(r, f) for f in keys) for k, r in simulated.items()}
     assert got == want
     assert extended == bool(asked and asked[0])
-    assert stats.module_verdict(list(simulated.values())) == judged["verdict"]
+    assert stats.module_verdict(list(simulated.values())) == judged.verdict
 
 
 def test_what_is_judged_at_look_2_is_what_was_measured_again():
@@ -108,10 +108,10 @@ def test_what_is_judged_at_look_2_is_what_was_measured_again():
     asked = []
     out = validate.analyse(opts, runs, records, design, lambda u: asked.append(u) or ["allreduce"])
     assert "bcast" not in asked[0] and "allreduce" in asked[0]
-    looks = {b["benchmark"]: b["look"] for b in out["bands"] if b["band"] == "<=1KB"}
+    looks = {b.benchmark: b.look for b in out.bands if b.band == "<=1KB"}
     assert looks == {"allreduce": 2, "bcast": 1, "put_latency": 1, "get_latency": 1}
     out = validate.analyse(opts, runs, records, design)  # default: the undecided benchmarks only
-    looks = {b["benchmark"]: b["look"] for b in out["bands"] if b["band"] == "<=1KB"}
+    looks = {b.benchmark: b.look for b in out.bands if b.band == "<=1KB"}
     assert looks == {"allreduce": 2, "bcast": 1, "put_latency": 1, "get_latency": 2}
     camp, draw = as_drawn(runs, records, design)
     simulated, _ = power.judge_campaign(camp, draw, {}, 0.05, 0.05, {})

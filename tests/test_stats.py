@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tunedmpi import stats
+from tunedmpi.acceptance import results
 from tunedmpi.policy import POLICY
 
 E = math.exp
@@ -240,7 +241,7 @@ def test_decide_makes_one_family_of_a_whole_campaigns_bands():
     res = stats.judge_family(tested)
     assert len(res) == 6 and [r.level for r in res] == stats.holm([r.p_value for r in res], 0.05)
     assert min(r.level for r in res) == pytest.approx(0.05 / 6)
-    assert stats.family_of(res)["tests"] == 6
+    assert results.family_of(res)["tests"] == 6
     alone = stats.compare_bands("a", "latency_us", *two_bands(seed=1))
     assert min(r.level for r in alone) == pytest.approx(0.025)
 

@@ -326,7 +326,7 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
         records.extend(rec("put_latency", role, k) for k in range(6, 11) for role in ROLES)
         return ["put_latency"]
 
-    look2 = validate.analyse(opts, runs, records, design, extend)
+    look2 = validate.analyse(opts, runs, records, design, extend).to_json()
     assert asked == [{"put_latency": ["<=1KB"]}]  # the 1.2x gain is hidden in noise at 5 runs
     put2 = next(
         b for b in look2["bands"] if b["benchmark"] == "put_latency" and b["band"] == "<=1KB"
@@ -436,7 +436,7 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
         for role in stats.pair_order(k)
     ]
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=15)
-    res = validate.analyse(opts, runs, records, stats.Design(15, 30))
+    res = validate.analyse(opts, runs, records, stats.Design(15, 30)).to_json()
     band = next(b for b in res["bands"] if b["band"] == "<=1KB")
     # repetition 8 (tuned first) lost its tuned run: 14 pairs, 8 of them baseline first (the odd reps)
     assert band["test"] == stats.PAIRED_TEST_NAME and band["pairs"] == {
@@ -450,7 +450,7 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
         runs,
         [r for k in range(0, len(records), 2) for r in records[k : k + 2][::-1]],
         stats.Design(15, 30),
-    )
+    ).to_json()
     assert next(b for b in flipped["bands"] if b["band"] == "<=1KB")["pairs"] == {
         "baseline first": 6,
         "tuned first": 8,
@@ -460,7 +460,7 @@ def test_a_design_with_enough_pairs_is_judged_by_the_crossover_test_over_its_pai
         runs,
         [r for r in records if r.rep <= 5],
         stats.Design(5, 10),
-    )
+    ).to_json()
     assert {b["test"] for b in few["bands"] if b["sizes"]} <= {
         stats.TEST_NAME,
         stats.HOST_TEST_NAME,

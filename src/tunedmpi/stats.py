@@ -769,15 +769,6 @@ def pair_order(rep, run_index=0):
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
 
 
-def family_of(bands):
-    """What validate's Holm family was (results.json's "family"): every band test of the campaign."""
-    return {
-        "scope": "campaign",
-        "members": "every benchmark x band tested (wins and losses alike)",
-        "tests": sum(1 for r in bands if r.band != "reliability" and r.p_value is not None),
-    }
-
-
 def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
     """The verdict's method in a few sentences (report.md's Method section); host: the comparison
     held the host state equal (host_strata); paired: the crossover test over the pairs was used;

@@ -6,7 +6,7 @@ baseline module, geometry, set and benchmark suite: only those are comparable), 
 by start time, prints every band's gain and verdict over time, writes one trend plot per benchmark
 and flags **drift** (rule in DRIFT_RULE, docs in validate/README.md "History and drift").
 
-Result formats (schema_version 1, or no such field; report.check_schema refuses any other):
+Result formats (schema_version 1, or no such field; results.check_schema refuses any other):
 - current (bands carry `test`, written since the t-test verdict: Yuen-Welch, then Welch): the
   stored verdicts are used;
 - older (Mann-Whitney bands, no `test` key): every band is re-judged from the stored per-run points
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import stats
-from tunedmpi.acceptance import report, validate
+from tunedmpi.acceptance import report, results, validate
 from tunedmpi.errors import InputError
 from tunedmpi.policy import POLICY
 
@@ -136,7 +136,7 @@ def load_campaign(directory):
             % (res.get("tool") if isinstance(res, dict) else None),
             FORMAT_HELP,
         )
-    report.check_schema(res, path)
+    results.check_schema(res, path)
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
     geo = _need(res, "geometry", path, dict)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Optional
 
 from tunedmpi import stats
-from tunedmpi.acceptance import report
+from tunedmpi.acceptance import results
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.policy import POLICY
@@ -62,7 +62,7 @@ class Source:
     runs: list
     timed: bool  # order is in minutes (store records' times), not positions
     aa: bool = False  # a validate campaign with the same module on both sides
-    design: Optional[stats.Design] = None  # validate: the looks it was run with (report.looks_of)
+    design: Optional[stats.Design] = None  # validate: the looks it was run with (results.looks_of)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ RESULTS_FIX = (
 
 def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
-    report.check_runs(res, path / "results.json")
+    results.check_runs(res, path / "results.json")
     final, first = OrderedDict(), {}
     for i, r in enumerate(
         res.get("runs", [])
@@ -118,7 +118,7 @@ def _validate_source(path):
                 )
             )
     mods = res.get("modules", {})
-    looks = report.looks_of(res) if "design" in res or "repetitions" in res else None
+    looks = results.looks_of(res) if "design" in res or "repetitions" in res else None
     return Source(
         path.name,
         "validate",

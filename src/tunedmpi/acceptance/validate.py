@@ -9,7 +9,6 @@ directory that is never reused (report.py).
 """
 
 import datetime
-import json
 import os
 import shlex
 import shutil
@@ -18,14 +17,15 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import List, Optional
 
 from tunedmpi import paths, stats
-from tunedmpi.acceptance import report
+from tunedmpi.acceptance import report, results
+from tunedmpi.acceptance.results import RunRecord
 from tunedmpi.atomic import write_atomic
-from tunedmpi.bench import store, suites
+from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.modules import geometry, sites
 from tunedmpi.policy import POLICY
@@ -64,25 +64,6 @@ class Options:
     force_probes: bool = False
     out: str = "validate-results"
     modulepaths: List[str] = field(default_factory=list)
-
-
-@dataclass
-class RunRecord:
-    run: str  # "collectives" or a one-sided benchmark
-    role: str  # baseline | tuned
-    module: str
-    rep: int
-    attempt: int
-    status: str  # parse.STATUSES
-    exit_code: Optional[int]
-    wall_s: float
-    log: str
-    problems: List[str]
-    series: dict  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
-    env: dict = field(default_factory=dict)  # tuning variables the module set for this run
-    host: Optional[dict] = (
-        None  # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
-    )
 
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
@@ -353,10 +334,9 @@ def _campaign(opts, runner, sides, notes, outdir):
             measure_reps(extended, design.first + 1, design.final)
         return [bench for run in extended for bench in run.expect]
 
-    results = analyse(opts, runs, records, design, extend)
-    results.update(
-        tool="tunedmpi validate",
-        schema_version=report.RESULTS_SCHEMA,
+    judged = analyse(opts, runs, records, design, extend)
+    judged = replace(
+        judged,
         started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         elapsed_s=round(time.monotonic() - started, 1),
@@ -392,10 +372,9 @@ def _campaign(opts, runner, sides, notes, outdir):
         same_mpi=sides["baseline"] is sides["tuned"],
         suite_notes=notes,
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
-        runs=[asdict(r) for r in records],
+        runs=records,
     )
-    report.write_all(outdir, results)
-    return results, outdir
+    return report.write_all(outdir, judged), outdir
 
 
 def reanalyse(source, out):
@@ -412,30 +391,14 @@ def reanalyse(source, out):
             "validate/run.sh" % (src, why)
         )
     try:
-        res = json.loads((src / "results.json").read_text())
-        report.check_runs(res, src / "results.json", ("per_size",))
-        records = [
-            RunRecord(
-                **dict(
-                    r,
-                    series=store.checked_series(
-                        r["series"],
-                        src / "results.json",
-                        "runs[%d].series" % i,
-                        "give a results directory that validate/run.sh wrote (a damaged "
-                        "results.json: run validate again)",
-                    ),
-                )
-            )
-            for i, r in enumerate(res["runs"])
-        ]
+        res = results.read(src / "results.json")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRun(
             "%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
             % (src / "results.json", exc)
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
-    benches = set(res["per_size"])
+    benches = set(res.per_size)
     runs = [
         suites.Run(
             name,
@@ -449,30 +412,30 @@ def reanalyse(source, out):
         for name in suites.run_names(sorted(benches))
     ]
     opts = Options(
-        site=res["site"],
-        tuned=res["modules"]["tuned"],
-        baseline=res["modules"]["baseline"],
-        tolerance=res["tolerance"],
-        alpha=res["alpha"],
+        site=res.site,
+        tuned=res.modules["tuned"],
+        baseline=res.modules["baseline"],
+        tolerance=res.tolerance,
+        alpha=res.alpha,
     )
-    looks = report.looks_of(res)
+    looks = results.looks_of(res.to_json())
     design = stats.Design(looks["first"], looks["final"])
     again = [b for run in runs if run.name in looks["extended"] for b in run.expect]
-    results = analyse(opts, runs, records, design, lambda undecided: again)
-    outdir = new_results_dir(out, res["site"], str(src / "results.json"))
-    results = dict(
+    judged = analyse(opts, runs, res.runs, design, lambda undecided: again)
+    outdir = new_results_dir(out, res.site, str(src / "results.json"))
+    verdict = {f: getattr(judged, f) for f in results.VERDICT_FIELDS}
+    rejudged = replace(
         res,
-        **results,
+        **verdict,
         design=looks,
         reanalysed_from=str(src.resolve()),
-        schema_version=report.RESULTS_SCHEMA,
+        schema_version=results.SCHEMA,
     )
 
     def write():
         if (src / "logs").is_dir():
             shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
-        report.write_all(outdir, results)
-        return results, outdir
+        return report.write_all(outdir, rejudged), outdir
 
     return guarded(outdir, write)
 
@@ -570,13 +533,13 @@ def analyse(opts, runs, records, design=None, extend=None):
     any_data = any(r.status == "ok" for r in final.values())
     verdict = outcome.verdict
     exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
-    return {
-        "bands": [asdict(b) for b in outcome.bands],
-        "per_size": per_size,
-        "verdict": verdict if any_data else "COULD-NOT-RUN",
-        "family": stats.family_of(outcome.bands),
-        "exit_code": exit_code,
-        "host_state": {
+    return results.Results(
+        bands=outcome.bands,
+        per_size=per_size,
+        verdict=verdict if any_data else "COULD-NOT-RUN",
+        family=results.family_of(outcome.bands),
+        exit_code=exit_code,
+        host_state={
             "slow_above_ns": slow_above,
             "slow_factor": stats.SLOW_FACTOR,
             "fast_quantile": stats.FAST_QUANTILE,
@@ -588,7 +551,7 @@ def analyse(opts, runs, records, design=None, extend=None):
                 for role in ROLES
             },
         },
-    }
+    )
 
 
 def options_from_args(args):

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 from tunedmpi import stats
-from tunedmpi.acceptance.report import check_schema
+from tunedmpi.acceptance.results import check_schema
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.regenerate import choice

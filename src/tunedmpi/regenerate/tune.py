@@ -352,11 +352,11 @@ def _op_case(site, nodes, ppn, d, job, cids):
             % (
                 comps["stage"],
                 CONFIRMED if comps["confirmed"] else "",
-                len([t for t in comps["tests"] if t[6]]),
+                len([t for t in comps["tests"] if t.kept]),
                 len(comps["tests"]),
                 "; ".join(
                     "%s-%s %s x%.2f p=%.2g"
-                    % (format_size(t[0]), format_size(t[1]), t[2], t[3], t[4])
+                    % (format_size(t.lo), format_size(t.hi), t.key, t.gain, t.p)
                     for t in comps["tests"]
                 )
                 or "UCC won no size",
@@ -379,7 +379,7 @@ def _op_case(site, nodes, ppn, d, job, cids):
                 row["segsize"] = format_size(seg)
             rows.append(row)
         case["bands"] = rows
-        kept = [t for t in got["tests"] if t[6]]
+        kept = [t for t in got["tests"] if t.kept]
         notes.append(
             "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
             "against Open MPI's own choice%s; %d of %d "
@@ -392,11 +392,11 @@ def _op_case(site, nodes, ppn, d, job, cids):
                 "; ".join(
                     "%s-%s %s x%.2f p=%.2g"
                     % (
-                        format_size(t[0]),
-                        format_size(t[1]),
-                        names.get(t[2][0], t[2][0]),
-                        t[3],
-                        t[4],
+                        format_size(t.lo),
+                        format_size(t.hi),
+                        names.get(t.key[0], t.key[0]),
+                        t.gain,
+                        t.p,
                     )
                     for t in got["tests"]
                 )
@@ -762,7 +762,7 @@ def report(target, new, old, decisions, stream=sys.stdout):
                     ch["config_id"] if ch else "baseline (MPI defaults)",
                     d["candidates"],
                     "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                    "%d of %d" % (len([t for t in got["tests"] if t[6]]), len(got["tests"]))
+                    "%d of %d" % (len([t for t in got["tests"] if t.kept]), len(got["tests"]))
                     if got
                     else "-",
                     d["regret"]["mean_pct"],
