@@ -769,49 +769,6 @@ def pair_order(rep, run_index=0):
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
 
 
-def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
-    """The verdict's method in a few sentences (report.md's Method section); host: the comparison
-    held the host state equal (host_strata); paired: the crossover test over the pairs was used;
-    family: results.json's "family" (None: results from before it, a family per benchmark)."""
-    looks = (
-        "one look"
-        if design is None
-        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
-        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
-    )
-    within = (
-        ""
-        if not host
-        else " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
-        "weights by runs (states with fewer than 2 runs of a module are left out)"
-    )
-    compared = (
-        "The runs were measured in pairs, the modules one right after the other, half of the pairs "
-        "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
-        "within each pair the tuned score minus the baseline score, and Welch's t test "
-        "between the differences of the baseline-first pairs and the negated differences of the "
-        "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
-        "cancelled (bands whose pairs are too few use the unpaired test)" % POLICY.paired_min
-        if paired
-        else "The two modules' band scores are compared with Welch's t test%s" % within
-    )
-    holm_text = (
-        "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "
-        "loss at %.2f" % alpha
-        if not family
-        else "Holm's step-down over all %d band tests of the campaign (every benchmark x band; a win "
-        "and a loss alike) keeps the chance of any false win or loss anywhere in the campaign at %.2f"
-        % (family["tests"], alpha)
-    )
-    return (
-        "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
-        "%s, two-sided; %s; %s. A band **wins** when the test rejects at its level, "
-        "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
-        "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-        % (compared, holm_text, looks, tolerance * 100)
-    )
-
-
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):
     """A crash or failure is a decisive outcome, not noise: fewer failures wins."""
     if tuned_failed > baseline_failed:

@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 from tunedmpi import stats
 from tunedmpi.acceptance.results import ROLES
 from tunedmpi.atomic import write_atomic, write_atomic_with
+from tunedmpi.policy import POLICY
 
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
 UNIT = {
@@ -42,6 +43,49 @@ def write_all(outdir, results):
             % (exc.filename or outdir / "plots", exc.strerror or exc)
         )
     return results.to_json()
+
+
+def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
+    """The verdict's method in a few sentences (report.md's Method section); host: the comparison
+    held the host state equal (host_strata); paired: the crossover test over the pairs was used;
+    family: results.json's "family" (None: results from before it, a family per benchmark)."""
+    looks = (
+        "one look"
+        if design is None
+        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
+        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
+    )
+    within = (
+        ""
+        if not host
+        else " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
+        "weights by runs (states with fewer than 2 runs of a module are left out)"
+    )
+    compared = (
+        "The runs were measured in pairs, the modules one right after the other, half of the pairs "
+        "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
+        "within each pair the tuned score minus the baseline score, and Welch's t test "
+        "between the differences of the baseline-first pairs and the negated differences of the "
+        "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
+        "cancelled (bands whose pairs are too few use the unpaired test)" % POLICY.paired_min
+        if paired
+        else "The two modules' band scores are compared with Welch's t test%s" % within
+    )
+    holm_text = (
+        "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "
+        "loss at %.2f" % alpha
+        if not family
+        else "Holm's step-down over all %d band tests of the campaign (every benchmark x band; a win "
+        "and a loss alike) keeps the chance of any false win or loss anywhere in the campaign at %.2f"
+        % (family["tests"], alpha)
+    )
+    return (
+        "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
+        "%s, two-sided; %s; %s. A band **wins** when the test rejects at its level, "
+        "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
+        "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
+        % (compared, holm_text, looks, tolerance * 100)
+    )
 
 
 def _fmt(v, digits=2):
@@ -198,7 +242,7 @@ def markdown(results):
         "the smallest and average the rest. Per band (sizes %s; size 0" % stats.band_labels(),
         "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
         "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
-        stats.describe_method(
+        describe_method(
             results["tolerance"],
             results["alpha"],
             design,

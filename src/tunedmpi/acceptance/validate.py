@@ -24,6 +24,7 @@ from typing import List, Optional
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
+from tunedmpi.argtypes import MAX_TIMEOUT_S, number, whole
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -551,6 +552,92 @@ def analyse(opts, runs, records, design=None, extend=None):
                 for role in ROLES
             },
         },
+    )
+
+
+def add_arguments(p):
+    """`tunedmpi validate`'s options (options_from_args reads them into Options)."""
+    p.add_argument("--site", help="site (default: $TUNEDMPI_SITE, else local)")
+    p.add_argument(
+        "--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)"
+    )
+    p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument(
+        "--quick", action="store_true", help="small sizes and iteration limits (default)"
+    )
+    size.add_argument(
+        "--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"
+    )
+    size.add_argument(
+        "--short",
+        action="store_true",
+        help="quick's sizes with a tenth of the iterations, for networks "
+        "where one call takes milliseconds (e.g. the untuned default between namespace hosts)",
+    )
+    p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
+    p.add_argument(
+        "--ppn",
+        type=whole(1),
+        help="ranks per node (default: the job's, else the site default capped at this machine's cores)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=whole(1),
+        help="runs per module and benchmark at the first look (default %d; %d with --full, so that "
+        "the first look is judged over its pairs; at least %d)"
+        % (POLICY.first_look["quick"], POLICY.first_look["full"], POLICY.min_pairs),
+    )
+    p.add_argument(
+        "--no-extend",
+        action="store_true",
+        help="no second look: do not measure up to %d x the repetitions for undecided bands"
+        % POLICY.extension_factor,
+    )
+    p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
+    p.add_argument("--out", default="validate-results", help="parent of the new results directory")
+    p.add_argument(
+        "--timeout",
+        type=number(0, MAX_TIMEOUT_S),
+        help="seconds per run (default %(quick)g quick, %(short)g short, %(full)g full)"
+        % POLICY.timeout_s,
+    )
+    p.add_argument(
+        "--retries",
+        type=whole(0),
+        default=POLICY.retries,
+        help="extra attempts for a failed run (default %d)" % POLICY.retries,
+    )
+    p.add_argument(
+        "--tolerance",
+        type=number(0, low_ok=True),
+        default=POLICY.tolerance,
+        help="smallest gain that counts (default %g)" % POLICY.tolerance,
+    )
+    p.add_argument(
+        "--alpha",
+        type=number(0, 1),
+        default=POLICY.alpha,
+        help="significance level (default %g)" % POLICY.alpha,
+    )
+    p.add_argument(
+        "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
+    )
+    p.add_argument(
+        "--modulepath", action="append", help="extra directory for module use (repeatable)"
+    )
+    p.add_argument(
+        "--submit", action="store_true", help="from outside a job: run this as a Slurm batch job"
+    )
+    p.add_argument(
+        "--reanalyse",
+        metavar="DIR",
+        help="run nothing: judge the runs of an earlier result DIR again with "
+        "this version's method, into a new directory under --out",
+    )
+    p.add_argument(
+        "--sbatch-args",
+        help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
     )
 
 
