@@ -3,6 +3,8 @@
 import argparse
 import math
 
+from tunedmpi.policy import POLICY
+
 MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
 
 
@@ -47,3 +49,19 @@ def number(low, high=None, low_ok=False):
         return value
 
     return parse
+
+
+def add_levels(p):
+    """--tolerance and --alpha, the verdict's levels (validate, power), defaults from POLICY."""
+    p.add_argument(
+        "--tolerance",
+        type=number(0, low_ok=True),
+        default=POLICY.tolerance,
+        help="smallest gain that counts (default %g)" % POLICY.tolerance,
+    )
+    p.add_argument(
+        "--alpha",
+        type=number(0, 1),
+        default=POLICY.alpha,
+        help="significance level (default %g)" % POLICY.alpha,
+    )

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.argtypes import MAX_TIMEOUT_S, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
 from tunedmpi.errors import InputError, InputErrors, OutputError
 from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
@@ -541,18 +541,7 @@ def _parser_power(sub):
         "--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)"
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument(
-        "--alpha",
-        type=number(0, 1),
-        default=POLICY.alpha,
-        help="significance level (default %g)" % POLICY.alpha,
-    )
-    p.add_argument(
-        "--tolerance",
-        type=number(0, low_ok=True),
-        default=POLICY.tolerance,
-        help="smallest gain that counts (default %g)" % POLICY.tolerance,
-    )
+    add_levels(p)
     p.set_defaults(func=cmd_power)
 
 

@@ -24,7 +24,7 @@ from typing import List, Optional
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
-from tunedmpi.argtypes import MAX_TIMEOUT_S, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -563,18 +563,16 @@ def add_arguments(p):
     )
     p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument(
-        "--quick", action="store_true", help="small sizes and iteration limits (default)"
-    )
-    size.add_argument(
-        "--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"
-    )
-    size.add_argument(
-        "--short",
-        action="store_true",
-        help="quick's sizes with a tenth of the iterations, for networks "
-        "where one call takes milliseconds (e.g. the untuned default between namespace hosts)",
-    )
+    for flag, text in (
+        ("--quick", "small sizes and iteration limits (default)"),
+        ("--full", "the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"),
+        (
+            "--short",
+            "quick's sizes with a tenth of the iterations, for networks where one call takes "
+            "milliseconds (e.g. the untuned default between namespace hosts)",
+        ),
+    ):
+        size.add_argument(flag, action="store_true", help=text)
     p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
     p.add_argument(
         "--ppn",
@@ -608,18 +606,7 @@ def add_arguments(p):
         default=POLICY.retries,
         help="extra attempts for a failed run (default %d)" % POLICY.retries,
     )
-    p.add_argument(
-        "--tolerance",
-        type=number(0, low_ok=True),
-        default=POLICY.tolerance,
-        help="smallest gain that counts (default %g)" % POLICY.tolerance,
-    )
-    p.add_argument(
-        "--alpha",
-        type=number(0, 1),
-        default=POLICY.alpha,
-        help="significance level (default %g)" % POLICY.alpha,
-    )
+    add_levels(p)
     p.add_argument(
         "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
     )
