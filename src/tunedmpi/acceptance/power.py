@@ -473,19 +473,9 @@ def _pairs(runs):
     return [(v["baseline"], v["tuned"]) for _, v in sorted(by.items()) if len(v) == 2]
 
 
-def pools(sources, minimum=None, design=None):
-    """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
-    campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
-    (stats.paired) resample pairs, so a campaign judged by the crossover test gives pools of
-    pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
-    no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
-
-    def design_of(src):
-        return design or src.design or DEFAULT_DESIGN
-
-    def least(d):
-        return 2 * d.first if minimum is None else minimum
-
+def _same_config_pools(sources, design_of, least):
+    """Pools of every run of one configuration (validate: one module in campaigns of the same suite,
+    set and size; store: one configuration), for the sources whose design is not paired."""
     out = []
     same = OrderedDict()
     for src in sources:
@@ -526,6 +516,23 @@ def pools(sources, minimum=None, design=None):
                 design=d,
             )
         )
+    return out
+
+
+def pools(sources, minimum=None, design=None):
+    """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
+    campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
+    (stats.paired) resample pairs, so a campaign judged by the crossover test gives pools of
+    pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
+    no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
+
+    def design_of(src):
+        return design or src.design or DEFAULT_DESIGN
+
+    def least(d):
+        return 2 * d.first if minimum is None else minimum
+
+    out = _same_config_pools(sources, design_of, least)
     for src in sources:
         if not src.aa:
             continue

@@ -243,23 +243,9 @@ def side_record(runner, module, binaries, runs):
     }
 
 
-def _campaign(opts, runner, sides, notes, outdir):
-    logdir = outdir / "logs"
-    logdir.mkdir()
-    module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
-    # each side's runs with its own binaries; the plan (names, sizes, order) is the same for both
-    plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
-    runs = plans["tuned"]
-    run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
+def _announce(opts, design, sides, notes, outdir):
+    """The campaign's first lines on stderr: modules, geometry, set, looks, benchmarks, notes."""
     binaries = sides["tuned"]
-    # which hosts the ranks land on under each module (the tuned one may set the placement)
-    placement = {
-        role: runner.placement(module, sides[role].modules, sides[role].flavour)
-        for role, module in module_of.items()
-    }
-    design = stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
-    started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
-    records = []
     sys.stderr.write(
         "validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
         % (
@@ -284,9 +270,28 @@ def _campaign(opts, runner, sides, notes, outdir):
             outdir,
         )
     )
-
     for note in notes:
         sys.stderr.write("validate: %s\n" % note)
+
+
+def _campaign(opts, runner, sides, notes, outdir):
+    logdir = outdir / "logs"
+    logdir.mkdir()
+    module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
+    # each side's runs with its own binaries; the plan (names, sizes, order) is the same for both
+    plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
+    runs = plans["tuned"]
+    run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
+    binaries = sides["tuned"]
+    # which hosts the ranks land on under each module (the tuned one may set the placement)
+    placement = {
+        role: runner.placement(module, sides[role].modules, sides[role].flavour)
+        for role, module in module_of.items()
+    }
+    design = stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
+    started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
+    records = []
+    _announce(opts, design, sides, notes, outdir)
 
     def measure_reps(todo, first, last):
         total, done = len(todo) * (last - first + 1) * 2, 0

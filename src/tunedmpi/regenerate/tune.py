@@ -292,6 +292,90 @@ def _job_notes(d):
 CONFIRMED = " on the confirmation campaign's runs"
 
 
+def _tests_text(tests, name):
+    """persize's band tests as the notes list them: "lo-hi candidate xgain p=..."."""
+    return "; ".join(
+        "%s-%s %s x%.2f p=%.2g" % (format_size(t.lo), format_size(t.hi), name(t.key), t.gain, t.p)
+        for t in tests
+    )
+
+
+def _component_choice(case, notes, comps):
+    """The case's `choice` (UCC per size) and its note, from persize's component stage result."""
+    if comps and comps["bands"]:
+        # Component per message size: UCC where it beat Open MPI's own collectives with significance
+        # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
+        chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
+        if any(k != "none" for _, _, k in chosen):
+            case["settings"] = OrderedDict(
+                (c, case["settings"]["none"])
+                for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
+            )
+            case["choice"] = [
+                OrderedDict(
+                    [
+                        ("from", format_size(lo) if lo else 0),
+                        ("to", format_size(hi) if hi else None),
+                        ("component", k),
+                    ]
+                )
+                for lo, hi, k in chosen
+            ]
+    if comps:
+        notes.append(
+            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
+            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
+            "band(s) go to UCC (%s)"
+            % (
+                comps["stage"],
+                CONFIRMED if comps["confirmed"] else "",
+                len([t for t in comps["tests"] if t.kept]),
+                len(comps["tests"]),
+                _tests_text(comps["tests"], lambda key: key) or "UCC won no size",
+            )
+        )
+
+
+def _algorithm_bands(case, notes, got, algorithms):
+    """The case's algorithm `bands` and their note, from persize's algorithm stage result;
+    algorithms() names them (asked only where there are bands: one-sided cases have none)."""
+    if got and got["bands"]:
+        names = algorithms()
+        rows = []
+        for lo, hi, key in got["bands"]:
+            alg, seg = key if key else (0, 0)
+            row = OrderedDict(
+                [
+                    ("from", format_size(lo) if lo else 0),
+                    ("to", format_size(hi) if hi else None),
+                    ("algorithm", names.get(alg, alg)),
+                ]
+            )
+            if seg:
+                row["segsize"] = format_size(seg)
+            rows.append(row)
+        case["bands"] = rows
+        kept = [t for t in got["tests"] if t.kept]
+        notes.append(
+            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
+            "against Open MPI's own choice%s; %d of %d "
+            "band(s) kept (%s)"
+            % (
+                got["stage"],
+                CONFIRMED if got["confirmed"] else "",
+                len(kept),
+                len(got["tests"]),
+                _tests_text(got["tests"], lambda key: names.get(key[0], key[0]))
+                or "none won a size",
+            )
+        )
+    elif got:
+        notes.append(
+            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
+            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
+        )
+
+
 def _op_case(site, nodes, ppn, d, job, cids):
     ch = d["chosen"]
     note = (
@@ -324,90 +408,9 @@ def _op_case(site, nodes, ppn, d, job, cids):
         )
         if unstated:
             case["unstated"] = unstated
-    comps = d.get("components")
-    if comps and comps["bands"]:
-        # Component per message size: UCC where it beat Open MPI's own collectives with significance
-        # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
-        chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
-        if any(k != "none" for _, _, k in chosen):
-            case["settings"] = OrderedDict(
-                (c, case["settings"]["none"])
-                for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
-            )
-            case["choice"] = [
-                OrderedDict(
-                    [
-                        ("from", format_size(lo) if lo else 0),
-                        ("to", format_size(hi) if hi else None),
-                        ("component", k),
-                    ]
-                )
-                for lo, hi, k in chosen
-            ]
-    if comps:
-        notes.append(
-            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
-            "band(s) go to UCC (%s)"
-            % (
-                comps["stage"],
-                CONFIRMED if comps["confirmed"] else "",
-                len([t for t in comps["tests"] if t.kept]),
-                len(comps["tests"]),
-                "; ".join(
-                    "%s-%s %s x%.2f p=%.2g"
-                    % (format_size(t.lo), format_size(t.hi), t.key, t.gain, t.p)
-                    for t in comps["tests"]
-                )
-                or "UCC won no size",
-            )
-        )
+    _component_choice(case, notes, d.get("components"))
     got = d.get("bands")
-    if got and got["bands"]:
-        names = rulesfile.algorithms(d["op"], site.mpi_version)
-        rows = []
-        for lo, hi, key in got["bands"]:
-            alg, seg = key if key else (0, 0)
-            row = OrderedDict(
-                [
-                    ("from", format_size(lo) if lo else 0),
-                    ("to", format_size(hi) if hi else None),
-                    ("algorithm", names.get(alg, alg)),
-                ]
-            )
-            if seg:
-                row["segsize"] = format_size(seg)
-            rows.append(row)
-        case["bands"] = rows
-        kept = [t for t in got["tests"] if t.kept]
-        notes.append(
-            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-            "against Open MPI's own choice%s; %d of %d "
-            "band(s) kept (%s)"
-            % (
-                got["stage"],
-                CONFIRMED if got["confirmed"] else "",
-                len(kept),
-                len(got["tests"]),
-                "; ".join(
-                    "%s-%s %s x%.2f p=%.2g"
-                    % (
-                        format_size(t.lo),
-                        format_size(t.hi),
-                        names.get(t.key[0], t.key[0]),
-                        t.gain,
-                        t.p,
-                    )
-                    for t in got["tests"]
-                )
-                or "none won a size",
-            )
-        )
-    elif got:
-        notes.append(
-            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
-            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
-        )
+    _algorithm_bands(case, notes, got, lambda: rulesfile.algorithms(d["op"], site.mpi_version))
     notes.append(
         "regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
         % (
