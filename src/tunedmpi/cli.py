@@ -467,9 +467,8 @@ def _parser_sweep(sub):
 
 
 def _parser_sweep_task(sub):
-    p = sub.add_parser(
-        "sweep-task", help=argparse.SUPPRESS
-    )  # one Slurm array task of a sweep stage
+    # one Slurm array task of a sweep stage
+    p = sub.add_parser("sweep-task", help=argparse.SUPPRESS)
     p.add_argument("campaign_dir")
     p.add_argument("stage")
     p.add_argument("index", type=int)

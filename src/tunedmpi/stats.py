@@ -220,10 +220,9 @@ def resolution_floor(reps, sizes, all_reps):
 
 # ---- the host's state ------------------------------------------------------------------------
 # The runner records a cache-line round trip between two CPUs just before and after every run
-# (bench/probes.py, probe_host). On this project's 2-vCPU machines it is ~100 ns in some spells and
-# ~320 ns in others, and a run in the slow spell is 2-3x slower at latency-bound sizes under either
-# module: the state is most of the run-to-run noise, and it comes in spells that can cover several
-# pairs. Comparing the modules within each state removes it from the comparison.
+# (bench/probes.py, probe_host). A host can have slow spells that slow every run in them, under
+# either module (measured: results-archive/notes/2026-11-23-host-slow-state.md); comparing the
+# modules within each state removes that from the comparison (tune; validate only reports it).
 SLOW_FACTOR = 2.0  # a figure this many times the campaign's fast level is the slow state
 FAST_QUANTILE = 0.1  # the fast level: this quantile of all the campaign's figures
 HOST_TEST_NAME = "Welch t on per-run log band scores within each host state, weighted by runs"
@@ -319,12 +318,9 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 
 # ---- pairs: the crossover test --------------------------------------------------------------
 # validate measures the modules in pairs, one right after the other, in ABBA order (pair_order).
-# Neighbouring runs share much of this host's run-to-run noise: on the four 30-pair `--full`
-# campaigns of 2026-11-23/24 the within-pair correlation of band scores was 0.19-0.78, and the
-# crossover test below gave smaller p than the test within host states in most bands
-# (results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the degrees of
-# freedom of the unpaired test, so it is used from POLICY.paired_min pairs at the first look: a choice
-# fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
+# Neighbouring runs share much of a host's run-to-run noise, which the crossover test cancels
+# (measured: results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the
+# unpaired test's degrees of freedom, so it is used from POLICY.paired_min pairs at the first look.
 PAIRED_TEST_NAME = (
     "crossover t on paired log band scores (Welch between the A-B and B-A pairs' differences)"
 )
@@ -421,19 +417,16 @@ class BandResult:
     benchmark: str
     band: str
     sizes: List[int]
-    gain: Optional[
-        float
-    ]  # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    gain: Optional[float]
     p_value: Optional[float]  # two-sided p of the test, before any adjustment
     verdict: str  # win | tie | lose | no-data
     reason: str
-    baseline_band: List[float] = field(
-        default_factory=list
-    )  # per run: geometric mean over the band's sizes
+    # per run: geometric mean over the band's sizes
+    baseline_band: List[float] = field(default_factory=list)
     tuned_band: List[float] = field(default_factory=list)
-    estimate: Optional[float] = (
-        None  # the test's gain: ratio of the geometric means of run band times
-    )
+    # the test's gain: ratio of the geometric means of run band times
+    estimate: Optional[float] = None
     ci: Optional[List[float]] = None  # [low, high] of the estimate at the band's level
     level: Optional[float] = None  # the p-value the band had to reach (Holm step, look)
     look: Optional[int] = None  # 1 or 2 with a Design; None for a single fixed-size look
@@ -441,12 +434,10 @@ class BandResult:
     n_tuned: int = 0
     undecided: bool = False  # not significant and the interval reaches beyond the tolerance
     test: str = ""
-    host_strata: Optional[dict] = (
-        None  # {host state: [baseline runs, tuned runs]} the test held equal
-    )
-    pairs: Optional[dict] = (
-        None  # {"baseline first": n, "tuned first": n}: the crossover test's pairs
-    )
+    # {host state: [baseline runs, tuned runs]} the test held equal
+    host_strata: Optional[dict] = None
+    # {"baseline first": n, "tuned first": n}: the crossover test's pairs
+    pairs: Optional[dict] = None
 
 
 def common_sizes(reps_a, reps_b):
@@ -577,9 +568,8 @@ def test_bands(
                 )
             )
             continue
-        gain = geomean(
-            [1 / rel[s] for s in in_band if s in rel]
-        )  # inverse of the tuned relative time
+        # inverse of the tuned relative time
+        gain = geomean([1 / rel[s] for s in in_band if s in rel])
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1

@@ -414,9 +414,8 @@ def table(series, campaigns, found):
     flags = {}
     for d in found:
         flags.setdefault((d.bench, d.band), []).append(d)
-    order = {
-        name: i for i, (name, _, _) in enumerate(stats.BANDS)
-    }  # bands by size, reliability last
+    # bands by size, reliability last
+    order = {name: i for i, (name, _, _) in enumerate(stats.BANDS)}
     keys = sorted(
         {k for c in campaigns for k in c.bands},
         key=lambda k: (k[0], order.get(k[1], len(order)), k[1]),

@@ -78,15 +78,13 @@ def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
     results.check_runs(res, path / "results.json")
     final, first = OrderedDict(), {}
-    for i, r in enumerate(
-        res.get("runs", [])
-    ):  # later attempts replace earlier ones; list order = run order
+    # later attempts replace earlier ones; list order = run order
+    for i, r in enumerate(res.get("runs", [])):
         final[(r["run"], r["role"], r["rep"])] = (i, r)
         first.setdefault((r["run"], r["rep"]), r["role"])  # who ran first, as validate reads it
     geo = res.get("geometry", {})
-    labels, _ = stats.host_labels(
-        [r.get("host") for _, r in final.values()]
-    )  # as validate labels them
+    # as validate labels them
+    labels, _ = stats.host_labels([r.get("host") for _, r in final.values()])
     state = {id(r): label for (_, r), label in zip(final.values(), labels)}
     runs = []
     for i, r in sorted(final.values(), key=lambda x: x[0]):
@@ -723,9 +721,8 @@ def study(
     for _ in range(draws):
         if pool.by_crossover:
             base, tuned, states, pairs = _draw_pairs(pool, rng, per_side)
-        elif (
-            pool.paired
-        ):  # whole repetitions of an A/A campaign, in time order: alternation and order kept
+        # whole repetitions of an A/A campaign, in time order: alternation and order kept
+        elif pool.paired:
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
             base = [pool.units[i][0] for i in idx]
             tuned = [pool.units[i][1] for i in idx]

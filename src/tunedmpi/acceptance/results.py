@@ -108,9 +108,8 @@ class RunRecord:
     problems: List[str]
     series: dict  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
     env: dict = field(default_factory=dict)  # tuning variables the module set for this run
-    host: Optional[dict] = (
-        None  # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
-    )
+    # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
+    host: Optional[dict] = None
 
 
 def family_of(bands):

@@ -697,8 +697,6 @@ def options_from_args(args):
 
 def submit(args):
     """--submit: run the same validation as a Slurm batch job (sbatch --wait), then show its output."""
-    import shutil
-
     if geometry.from_scheduler(dict(os.environ)):
         raise CannotRun("--submit is for use outside a job; inside salloc/sbatch run without it")
     if not shutil.which("sbatch"):

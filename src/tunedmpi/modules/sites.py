@@ -83,12 +83,10 @@ class Site:
     tuned_module: str
     baseline_module: str
     notes: List[str] = field(default_factory=list)
-    module_formats: tuple = (
-        "lua",
-    )  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
-    hpcx: Optional["Site"] = (
-        None  # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
-    )
+    # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
+    module_formats: tuple = ("lua",)
+    # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    hpcx: Optional["Site"] = None
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
