@@ -396,7 +396,7 @@ def _damaged_results(tmp_path, damage):
     size = next(iter(points))
     out = tmp_path / "run"
     out.mkdir()
-    # damaged shape: what power and --reanalyse read (report.check_runs)
+    # damaged shape: what power and --reanalyse read (results.check_runs)
     shape = {
         "runs-not-list": lambda: doc.update(runs=5),
         "run-not-mapping": lambda: doc["runs"].__setitem__(0, "run"),

@@ -184,29 +184,22 @@ def source(checkout, site, table, installer):
     return out
 
 
-def install(
+def _site_doc(
     checkout,
     site,
-    share,
     installer,
-    mpi_prefix=None,
-    base_module=None,
-    ucx_version=None,
-    modules=None,
-    formats=None,
-    mpi_version=None,
-    name=None,
-    pinned_copy=None,
-    mpi_level=None,
-    log=print,
+    mpi_prefix,
+    base_module,
+    ucx_version,
+    modules,
+    formats,
+    mpi_version,
+    name,
+    pinned_copy,
+    mpi_level,
 ):
-    """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
-    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
-    Raises InputError (file, key, problem, fix) before writing anything when the build and the
-    site do not match."""
-    paths.safe_name(site, "--site", "site")
-    checkout = os.path.realpath(str(checkout))
-    share = os.path.abspath(str(share))
+    """(the site's site.yaml, its config derived for the build), refused (InputError) when the
+    site is missing or the build asks for another version, module name or format."""
     words = INSTALLERS[installer]
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
@@ -258,6 +251,47 @@ def install(
             "renders %s" % (words["label"], ", ".join(doc["module_formats"])),
             "add lua to module_formats",
         )
+    return src, doc
+
+
+def install(
+    checkout,
+    site,
+    share,
+    installer,
+    mpi_prefix=None,
+    base_module=None,
+    ucx_version=None,
+    modules=None,
+    formats=None,
+    mpi_version=None,
+    name=None,
+    pinned_copy=None,
+    mpi_level=None,
+    log=print,
+):
+    """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
+    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
+    Raises InputError (file, key, problem, fix) before writing anything when the build and the
+    site do not match."""
+    paths.safe_name(site, "--site", "site")
+    checkout = os.path.realpath(str(checkout))
+    share = os.path.abspath(str(share))
+    src, doc = _site_doc(
+        checkout,
+        site,
+        installer,
+        mpi_prefix,
+        base_module,
+        ucx_version,
+        modules,
+        formats,
+        mpi_version,
+        name,
+        pinned_copy,
+        mpi_level,
+    )
+    want = doc["mpi"]["version"]
 
     # 2-4. every input checked, in a staged project root, before anything is written to <share>
     conf = os.path.join(share, "site-configs", site, "site.yaml")

@@ -85,12 +85,10 @@ class Site:
     tuned_module: str
     baseline_module: str
     notes: List[str] = field(default_factory=list)
-    module_formats: tuple = (
-        "lua",
-    )  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
-    hpcx: Optional["Site"] = (
-        None  # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
-    )
+    # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
+    module_formats: tuple = ("lua",)
+    # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    hpcx: Optional["Site"] = None
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
@@ -117,26 +115,8 @@ def load_site(path):
     return site
 
 
-def _check(ck, doc, path):
-    if not ck.mapping(doc, (), "a site config"):
-        return None
-    ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
-    if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(
-            ("schema",),
-            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
-        )
-    name = ck.text(doc, "site", ())
-    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    if name and (not schema.NAME.match(name) or name != folder):
-        ck.err(
-            ("site",),
-            "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
-            "rename the folder or the site so they match",
-        )
-    description = ck.text(doc, "description", ()) or ""
-
+def _table_of(ck, doc):
+    """(table reference, the loaded table or None) of a site config; problems go to ck."""
     table = None
     ref = doc.get("table")
     if "table" not in doc:
@@ -161,9 +141,13 @@ def _check(ck, doc, path):
                         "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
                         "run tunedmpi check %s" % tpath,
                     )
+    return ref, table
 
+
+def _mpi_of(ck, doc, table):
+    """(flavour, version, base_module, prefix) of a site config's mpi block (its version that of
+    ``table``, the site's loaded table or None); problems go to ck."""
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
-
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
     if flavour and flavour != "openmpi":  # HPC-X comes as a site's `hpcx:` block, not a flavour
@@ -205,6 +189,69 @@ def _check(ck, doc, path):
             "prefix %r is not a plain path" % (prefix,),
             "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
         )
+    return flavour, version, base, prefix
+
+
+def _modules_of(ck, doc):
+    """({"tuned", "baseline"} module names, module formats) of a site config; problems go to ck."""
+    mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
+    names = {}
+    for key in ("tuned", "baseline"):
+        value = mods.get(key)
+        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
+            ck.err(
+                ("modules", key),
+                "modules.%s must be a module name without version" % key,
+                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
+            )
+        names[key] = value
+    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
+        ck.err(
+            ("modules", "baseline"),
+            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
+            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
+        )
+    formats = doc.get("module_formats", ["lua"])
+    if (
+        not isinstance(formats, list)
+        or not formats
+        or any(f not in MODULE_FORMATS for f in formats)
+        or len(set(formats)) != len(formats)
+    ):
+        ck.err(
+            ("module_formats",),
+            "module_formats must be a list of %s, each at most once, not %r"
+            % (" and ".join(MODULE_FORMATS), formats),
+            "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
+            "leave it out for [lua]",
+        )
+        formats = ["lua"]
+    return names, formats
+
+
+def _check(ck, doc, path):
+    if not ck.mapping(doc, (), "a site config"):
+        return None
+    ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
+    if doc.get("schema") != SCHEMA_VERSION:
+        ck.err(
+            ("schema",),
+            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
+        )
+    name = ck.text(doc, "site", ())
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if name and (not schema.NAME.match(name) or name != folder):
+        ck.err(
+            ("site",),
+            "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
+            "rename the folder or the site so they match",
+        )
+    description = ck.text(doc, "description", ()) or ""
+
+    ref, table = _table_of(ck, doc)
+
+    flavour, version, base, prefix = _mpi_of(ck, doc, table)
 
     ucx = None
     try:
@@ -249,38 +296,7 @@ def _check(ck, doc, path):
     dn = ck.positive_int(geo, "nodes", ("default_geometry",))
     dp = ck.positive_int(geo, "ppn", ("default_geometry",))
 
-    mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
-    names = {}
-    for key in ("tuned", "baseline"):
-        value = mods.get(key)
-        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(
-                ("modules", key),
-                "modules.%s must be a module name without version" % key,
-                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
-            )
-        names[key] = value
-    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
-        ck.err(
-            ("modules", "baseline"),
-            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
-            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
-        )
-    formats = doc.get("module_formats", ["lua"])
-    if (
-        not isinstance(formats, list)
-        or not formats
-        or any(f not in MODULE_FORMATS for f in formats)
-        or len(set(formats)) != len(formats)
-    ):
-        ck.err(
-            ("module_formats",),
-            "module_formats must be a list of %s, each at most once, not %r"
-            % (" and ".join(MODULE_FORMATS), formats),
-            "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
-            "leave it out for [lua]",
-        )
-        formats = ["lua"]
+    names, formats = _modules_of(ck, doc)
     mpi_level = _hierarchy(ck, doc)
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)

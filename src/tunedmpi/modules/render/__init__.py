@@ -264,9 +264,8 @@ def rows_for(site):
             names += [k for k in env if k not in names]
             colls = banded.get((case.nodes, case.ppn), {})
             for coll in colls:
-                if (
-                    "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env
-                ):  # tables/schema.py refuses this first
+                # tables/schema.py refuses this first
+                if "OMPI_MCA_coll_tuned_%s_algorithm" % coll in env:
                     raise InputError(
                         table.path,
                         case.line,
@@ -382,9 +381,8 @@ def rules_files(site):
                 % (exc.problem, rel, site.name, site.mpi_version),
                 exc.fix,
             )
-        rulesfile.check(
-            text, site.mpi_version, name=rel
-        )  # as Open MPI will read it, or InputError: never written
+        # as Open MPI will read it, or InputError: never written
+        rulesfile.check(text, site.mpi_version, name=rel)
         out[rel] = text
     return out
 
