@@ -138,3 +138,27 @@ def test_site_of_explain_render_validate_is_a_plain_name(tmp_path, args):
     line = one_line(cli(*args, timeout=60))
     assert "--site: site: '../" in line and "plain name" in line, line
     assert not (tmp_path / "out").exists()
+
+
+# ---- item 7: one exception boundary: an OS error is one line and exit 2, STATUS never running ----
+
+
+@pytest.mark.parametrize("out", ["a-file", "a" * 4300], ids=["existing-file", "4300-chars"])
+def test_validate_out_that_cannot_be_a_folder_is_one_line_exit_2(tmp_path, out):
+    (tmp_path / "a-file").write_text("x\n")
+    proc = cli(
+        "validate", "--out", tmp_path / out, "--repetitions", "3", "--benchmarks", "fop_latency",
+        timeout=120,
+    )  # fmt: skip
+    assert "cannot" in one_line(proc)
+
+
+def test_validate_marks_failed_whatever_ends_it(tmp_path):
+    from tunedmpi.acceptance import validate
+
+    def work():
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    with pytest.raises(UnicodeError):
+        validate.guarded(tmp_path, work)
+    assert validate.read_status(tmp_path).startswith("failed: not UTF-8 text")

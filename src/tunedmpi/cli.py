@@ -1,14 +1,13 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 
 import argparse
-import errno
 import json
 import math
 import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.errors import InputError, InputErrors, OutputError
+from tunedmpi.errors import InputError, boundary
 from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.tables import schema, tablefmt
 
@@ -812,27 +811,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]  # the verb's own arguments
-    try:
-        return args.func(args)
-    except InputErrors as exc:
-        for e in exc.errors:
-            print("error: " + e.format(), file=sys.stderr)
-        print("%d problem(s) found" % len(exc.errors), file=sys.stderr)
-        return EXIT_INPUT
-    except InputError as exc:
-        print("error: " + exc.format(), file=sys.stderr)
-        return EXIT_INPUT
-    except BrokenPipeError:
-        return EXIT_OK
-    except OSError as exc:  # a full disk or an unwritable --out: could not run, not a verdict
-        if not isinstance(exc, OutputError):
-            if exc.errno not in OutputError.FIXES and exc.errno not in (errno.EACCES, errno.EPERM):
-                raise
-            exc = OutputError(exc.filename or "(a file)", exc)
-        print("error: " + exc.format(), file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        return 130
+    return boundary(lambda: args.func(args))  # the one exception boundary (errors.boundary)
 
 
 if __name__ == "__main__":

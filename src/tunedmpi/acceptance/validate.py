@@ -27,6 +27,7 @@ from tunedmpi.acceptance import report
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
+from tunedmpi.errors import one_line
 from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
@@ -211,7 +212,7 @@ class signals_interrupt:
 
 def guarded(outdir, work):
     """Run work() with outdir marked: STATUS is 'running' meanwhile, then 'complete', or on SIGINT,
-    SIGTERM, SIGHUP 'interrupted' (raised as Interrupted), or on a write error 'failed'."""
+    SIGTERM, SIGHUP 'interrupted' (raised as Interrupted), or on any other error 'failed'."""
     mark(outdir, "running: pid %d on %s since %s" % (os.getpid(), socket.gethostname(), _stamp()))
     try:
         result = work()
@@ -221,8 +222,8 @@ def guarded(outdir, work):
         raise Interrupted(
             "interrupted by %s: no verdict; %s says so (rerun validate)" % (why, outdir / STATUS)
         )
-    except OSError as exc:
-        mark(outdir, "failed: %s at %s; no verdict" % (exc, _stamp()))
+    except Exception as exc:  # whatever ends it (a full disk, a bug): STATUS never stays running
+        mark(outdir, "failed: %s at %s; no verdict" % (one_line(exc) or repr(exc), _stamp()))
         raise
     mark(outdir, "complete: %s at %s" % (result[0]["verdict"], _stamp()))
     return result
