@@ -162,3 +162,74 @@ def test_validate_marks_failed_whatever_ends_it(tmp_path):
     with pytest.raises(UnicodeError):
         validate.guarded(tmp_path, work)
     assert validate.read_status(tmp_path).startswith("failed: not UTF-8 text")
+
+
+# ---- the keeper: no file is opened, copied or locked outside the file layer ---------------------
+
+LAYER = {"src/tunedmpi/files.py", "src/tunedmpi/atomic.py"}
+# calls that touch a file by name: open(), Path's readers and writers, os/io/shutil/fcntl/tempfile
+FILE_CALLS = {
+    "open", "read_text", "read_bytes", "write_text", "write_bytes", "fdopen", "flock", "lockf",
+    "copy", "copy2", "copyfile", "copytree", "move", "mkstemp", "TemporaryFile",
+    "NamedTemporaryFile", "SpooledTemporaryFile",
+}  # fmt: skip
+
+
+OUTSIDE = {"os", "io", "shutil", "fcntl", "tempfile", "pathlib", "builtins"}
+
+
+def touches_outside_the_layer():
+    """'path:line: call' of every file-touching call in src/ and tools/ outside the layer. A call
+    given a file object (tarfile.open(fileobj=...)) touches no name and is left alone."""
+    import ast
+
+    found = []
+    for path in sorted([*ROOT.glob("src/tunedmpi/**/*.py"), *ROOT.glob("tools/*.py")]):
+        rel = str(path.relative_to(ROOT))
+        if rel in LAYER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.ImportFrom) and node.module in OUTSIDE:
+                found += [
+                    "%s:%d: from %s import %s" % (rel, node.lineno, node.module, a.name)
+                    for a in node.names
+                    if a.name in FILE_CALLS
+                ]
+            if not isinstance(node, ast.Call) or any(k.arg == "fileobj" for k in node.keywords):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name):  # a bare name: the builtin open, or the layer's own
+                bad = f.id == "open"
+            else:
+                owner = f.value.id if isinstance(f.value, ast.Name) else None
+                bad = getattr(f, "attr", None) in FILE_CALLS and owner not in ("files", "atomic")
+            if bad:
+                found.append("%s:%d: %s" % (rel, node.lineno, ast.unparse(f)))
+    return found
+
+
+def test_nothing_opens_copies_or_locks_a_file_outside_the_layer():
+    """Every read, write, copy and lock goes through tunedmpi.files (docs/design.md, "Files")."""
+    assert touches_outside_the_layer() == []
+
+
+# ---- item 5: special files everywhere, and a STAND-INS.yaml list: stays in its folder ------------
+
+
+@pytest.mark.parametrize("list_", ["../../victim.txt", "/etc/passwd"])
+def test_a_stand_in_list_outside_its_folder_is_refused(tmp_path, list_):
+    kp = tmp_path / "kp"
+    shutil.copytree(ROOT / "known-params", kp)
+    (kp / "STAND-INS.yaml").write_text(
+        "- for: [openmpi 9.9.9]\n  list: %s\n  why: w\n  confirm: c\n" % list_
+    )
+    line = one_line(cli("known-params", "--lists", kp, timeout=60))
+    assert "STAND-INS.yaml: [0].list:" in line and "plain name" in line, line
+
+
+def test_a_stand_ins_file_that_is_a_fifo_is_refused_not_ignored(tmp_path):
+    kp = tmp_path / "kp"
+    shutil.copytree(ROOT / "known-params", kp)
+    (kp / "STAND-INS.yaml").unlink()
+    os.mkfifo(kp / "STAND-INS.yaml")
+    assert "is a FIFO, not a regular file" in one_line(cli("known-params", "--lists", kp))

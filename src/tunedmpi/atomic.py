@@ -70,6 +70,25 @@ def write_atomic_with(path, write):
         raise
 
 
+@contextlib.contextmanager
+def replaced_by(path, mode=0o644):
+    """The name of a temporary file beside ``path`` for another program to write (a compiler's
+    -o): when the block ends normally it is given ``mode`` and renamed to ``path``, else removed."""
+    path = str(path)
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(path)),
+        prefix=".%s." % os.path.basename(path),
+        suffix=".tmp",
+    )
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        _unlink(tmp)
+
+
 def write_all_or_none(files):
     """Write {path: text} so that either every file is replaced or none is: each is first written
     whole to its temporary file (where a full disk or a permission shows), and only when all are

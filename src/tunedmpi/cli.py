@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.errors import InputError, boundary
+from tunedmpi.files import read_text
 from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.tables import schema, tablefmt
 
@@ -127,9 +128,8 @@ def cmd_render(args):
 
 def _read(root, rel):
     try:
-        with open("%s/%s" % (root, rel), encoding="utf-8") as fh:
-            return fh.read()
-    except OSError:
+        return read_text("%s/%s" % (root, rel))
+    except (OSError, UnicodeError):
         return None
 
 
@@ -348,7 +348,7 @@ def cmd_regret(args):
         )
         return EXIT_INPUT
     if args.table:
-        meta = json.loads((dirs[0] / "campaign.json").read_text())
+        meta = json.loads(read_text(dirs[0] / "campaign.json"))
         nodes, ppn = args.nodes or meta["nodes"], args.ppn or meta["ppn"]
         rows = regret.table_regret(
             schema.load_table(args.table), dirs, nodes, ppn, args.draws, args.state

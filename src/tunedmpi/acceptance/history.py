@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 from tunedmpi import stats
 from tunedmpi.acceptance import report, validate
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 
 EXIT_OK, EXIT_DRIFT = 0, 1
 DEFAULT_MARGIN = 0.10
@@ -119,7 +120,7 @@ def load_campaign(directory):
     """One validate result directory as a Campaign; None when it could not run (no data)."""
     path = Path(directory) / "results.json"
     try:
-        res = json.loads(path.read_text(encoding="utf-8"))
+        res = json.loads(read_text(path))
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror, FORMAT_HELP)
     except ValueError as exc:

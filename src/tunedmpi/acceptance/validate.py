@@ -28,6 +28,7 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.errors import one_line
+from tunedmpi.files import copy_tree, read_text
 from tunedmpi.modules import geometry, sites
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
@@ -175,7 +176,7 @@ def mark(outdir, text):
 def read_status(directory):
     """The STATUS line of a results directory, or None (results from before validate wrote one)."""
     try:
-        return (Path(directory) / STATUS).read_text(errors="replace").strip() or None
+        return read_text(Path(directory) / STATUS, 4096, "replace").strip() or None
     except OSError:
         return None
 
@@ -424,7 +425,7 @@ def reanalyse(source, out):
             "validate/run.sh" % (src, why)
         )
     try:
-        res = json.loads((src / "results.json").read_text())
+        res = json.loads(read_text(src / "results.json"))
         report.check_runs(res, src / "results.json", ("per_size",))
         records = [
             RunRecord(
@@ -484,7 +485,7 @@ def reanalyse(source, out):
 
     def write():
         if (src / "logs").is_dir():
-            shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
+            copy_tree(src / "logs", outdir / "logs")  # links skipped, bounded (files.copy_tree)
         report.write_all(outdir, results)
         return results, outdir
 
@@ -676,7 +677,6 @@ def options_from_args(args):
 
 def submit(args):
     """--submit: run the same validation as a Slurm batch job (sbatch --wait), then show its output."""
-    import shutil
 
     if geometry.from_scheduler(dict(os.environ)):
         raise CannotRun("--submit is for use outside a job; inside salloc/sbatch run without it")
@@ -716,7 +716,7 @@ def submit(args):
         'exit "$code"',
     ]
     script = out / (".submit-%d.sh" % os.getpid())
-    script.write_text("\n".join(job) + "\n")
+    write_atomic(script, "\n".join(job) + "\n")
     cmd = [
         "sbatch",
         "--wait",
@@ -741,12 +741,12 @@ def submit(args):
         )
     log = out / ("slurm-%s.out" % job_id)
     if log.is_file():
-        sys.stdout.write(log.read_text(errors="replace"))
+        sys.stdout.write(read_text(log, errors="replace"))
     elif proc.stderr:
         sys.stderr.write(proc.stderr)
     exit_file = out / (".exit-%s" % job_id)
     try:
-        code = int(exit_file.read_text().strip())
+        code = int(read_text(exit_file, 64).strip())
         exit_file.unlink()
     except (OSError, ValueError):
         code = None

@@ -7,11 +7,10 @@ primitives here have one counterpart each in render/templates/tuned.lua.j2 and t
 conformance tests require all three to agree on every case.
 """
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 
+from tunedmpi.files import read_bytes
 from tunedmpi.modules import selector
 
 MAX_COUNT = selector.MAX_COUNT  # larger "counts" are garbage, not geometry
@@ -62,13 +61,12 @@ def read_nodefile(path):
     if not path:
         return None, None
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None, None
-        with open(path, "rb") as fh:
-            data = fh.read(selector.NODEFILE_MAX_BYTES + 1)
-    except (OSError, TypeError, ValueError):
-        return None, None
-    if len(data) > selector.NODEFILE_MAX_BYTES:
+        data = read_bytes(path, selector.NODEFILE_MAX_BYTES)
+    except (
+        OSError,
+        TypeError,
+        ValueError,
+    ):  # a FIFO, a device, too big: as the twins, no host list
         return None, None
     # Lines end at "\n" only, as Lua's and Tcl's readers split them.
     lines = data.decode("utf-8", errors="surrogateescape").split("\n")
