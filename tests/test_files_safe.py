@@ -233,3 +233,95 @@ def test_a_stand_ins_file_that_is_a_fifo_is_refused_not_ignored(tmp_path):
     (kp / "STAND-INS.yaml").unlink()
     os.mkfifo(kp / "STAND-INS.yaml")
     assert "is a FIFO, not a regular file" in one_line(cli("known-params", "--lists", kp))
+
+
+# ---- item 6: --reanalyse copies logs/ without following links, bounded -------------------------
+
+FULL = ROOT / "tests" / "fixtures" / "campaigns" / "local-full-imb-osu"
+
+
+def test_reanalyse_copies_logs_without_links(tmp_path):
+    src = tmp_path / "src"
+    (src / "logs" / "run1").mkdir(parents=True)
+    shutil.copy(FULL / "results.json", src)
+    (src / "logs" / "run1" / "imb.log").write_text("a log\n")
+    (src / "logs" / "loop").symlink_to(".")
+    (src / "logs" / "etc").symlink_to("/etc")
+    (src / "logs" / "fifo").parent.mkdir(exist_ok=True)
+    os.mkfifo(src / "logs" / "fifo")
+    proc = cli("validate", "--reanalyse", src, "--out", tmp_path / "out", timeout=120)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    (new,) = (tmp_path / "out").iterdir()
+    copied = sorted(
+        os.path.relpath(os.path.join(d, n), new / "logs")
+        for d, dirs, names in os.walk(new / "logs")
+        for n in dirs + names
+    )
+    assert copied == ["run1", "run1/imb.log"]
+    assert (new / "STATUS").read_text().startswith("complete")
+
+
+def test_copy_tree_is_bounded(tmp_path):
+    from tunedmpi import files
+
+    (tmp_path / "src").mkdir()
+    for i in range(3):
+        (tmp_path / "src" / str(i)).write_bytes(b"x" * 1000)
+    with pytest.raises(files.FileRefused, match="more than 2500 bytes"):
+        files.copy_tree(tmp_path / "src", tmp_path / "dst", max_bytes=2500)
+    with pytest.raises(files.FileRefused, match="more than 2 files"):
+        files.copy_tree(tmp_path / "src", tmp_path / "dst2", max_files=2)
+
+
+# ---- items 4 and 12: history's plots stay in --plots; one bad results.json does not stop it -----
+
+GOOD = ROOT / "tests" / "fixtures" / "history" / "local-20261123T050113Z" / "results.json"
+
+
+def a_result(folder, name, change=None):
+    import json
+
+    d = folder / name
+    d.mkdir(parents=True)
+    res = json.loads(GOOD.read_text())
+    if change:
+        change(res)
+    (d / "results.json").write_text(json.dumps(res))
+    return d
+
+
+def rename_benchmark(res, to="../../../x"):
+    old = next(iter(res["per_size"]))
+    res["per_size"][to] = res["per_size"].pop(old)
+    for b in res["bands"]:
+        if b["benchmark"] == old:
+            b["benchmark"] = to
+
+
+def test_history_plots_never_leave_plots(tmp_path):
+    a_result(tmp_path / "res", "bad", rename_benchmark)
+    proc = cli("history", "--plots", tmp_path / "p" / "q" / "plots", tmp_path / "res")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot be a file name" in proc.stderr
+    assert not list(tmp_path.rglob("*.png"))
+
+
+def test_one_unreadable_or_newer_results_json_is_left_out_and_said(tmp_path):
+    a_result(tmp_path / "res", "good")
+    a_result(tmp_path / "res", "newer", lambda r: r.update(schema_version=999, runs="?"))
+    (a_result(tmp_path / "res", "cut") / "results.json").write_text('{"tool": "tunedmpi va')
+    proc = cli("history", "--plots", tmp_path / "plots", tmp_path / "res")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    left_out = [line for line in proc.stderr.splitlines() if line.endswith(": left out")]
+    assert len(left_out) == 2 and "cut" in left_out[0] and "newer" in left_out[1], proc.stderr
+    assert "== local" in proc.stdout
+
+
+def test_history_echoes_status_without_terminal_controls(tmp_path):
+    d = tmp_path / "res" / "r1"
+    d.mkdir(parents=True)
+    (d / "STATUS").write_text("running: \x9b2J\u202eevil\x1b[31m\n")
+    a_result(tmp_path / "res", "good")
+    proc = cli("history", "--plots", tmp_path / "plots", tmp_path / "res")
+    line = [x for x in proc.stderr.splitlines() if "incomplete" in x][0]
+    assert "running: ?2J?evil?[31m" in line and line.isprintable(), line

@@ -4,6 +4,7 @@ import errno
 import shutil
 import sys
 import traceback
+import unicodedata
 
 
 class InputError(Exception):
@@ -112,3 +113,13 @@ def boundary(work, prog="tunedmpi"):
         else:
             print("error: " + line, file=sys.stderr)
     return 2
+
+
+def printable(text):
+    """text with every control, format (bidi: U+202E) and line-separator character as '?', for
+    echoing what a file or a user wrote to a terminal: C1 controls such as U+009B start escape
+    sequences, U+202E turns the rest of the line around."""
+    return "".join(
+        "?" if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029" else ch
+        for ch in str(text)
+    )
