@@ -326,6 +326,7 @@ def cmd_history(args):
         margin=args.margin,
         alpha=args.alpha,
         plots=args.plots,
+        html=args.html,
     )
 
 
@@ -687,6 +688,11 @@ def build_parser():
         "--plots",
         default="validate-history",
         help="directory for the PNG trend plots (default: validate-history/)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="also write a static dashboard, OUT/index.html (open it from file://)",
     )
     p.set_defaults(func=cmd_history)
 
