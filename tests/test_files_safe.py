@@ -3,6 +3,7 @@ every file input is in test_files_fuzz.py."""
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -325,3 +326,40 @@ def test_history_echoes_status_without_terminal_controls(tmp_path):
     proc = cli("history", "--plots", tmp_path / "plots", tmp_path / "res")
     line = [x for x in proc.stderr.splitlines() if "incomplete" in x][0]
     assert "running: ?2J?evil?[31m" in line and line.isprintable(), line
+
+
+# ---- item 11: one measurement per machine --------------------------------------------------------
+
+
+def measure(tmp_path, verb, *extra):
+    args = {
+        "validate": [
+            "--out",
+            tmp_path / "out",
+            "--repetitions",
+            "3",
+            "--benchmarks",
+            "fop_latency",
+        ],
+        "sweep": ["--site", "local", "--store", tmp_path / "store", "--campaign", "c1"],
+    }[verb]
+    return cli(verb, *args, *extra, timeout=120)
+
+
+@pytest.mark.parametrize("verb", ["validate", "sweep"])
+def test_a_second_measurement_on_the_machine_refuses_naming_the_first(tmp_path, verb):
+    from tunedmpi.bench import machine
+
+    with machine.measuring():
+        line = one_line(measure(tmp_path, verb))
+        assert "measuring on this machine" in line and "in use by pid %d " % os.getpid() in line
+        started = time.monotonic()
+        line = one_line(measure(tmp_path, verb, "--wait", "1.5"))
+        assert "(waited 1.5s)" in line and time.monotonic() - started >= 1.5
+    assert not (tmp_path / "out").exists() and not (tmp_path / "store").exists()
+
+
+def test_the_measurement_lock_is_the_sessions_not_the_machines(measure_lock):
+    from tunedmpi.bench import machine
+
+    assert machine.lock_path() == str(measure_lock) != machine.MEASURE_LOCK

@@ -157,6 +157,10 @@ def _open_lock(path):
             pass
         try:
             fd = os.open(name, flags, dir_fd=dfd)
+        except PermissionError:  # another user's lock (a machine-wide one): flock needs no write
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            )
         except OSError as exc:
             raise _refuse_lock(path, "cannot be opened as a lock file (%s)" % exc.strerror) from exc
         st = os.fstat(fd)
@@ -202,6 +206,11 @@ def locked(path, what, wait=0.0):
                         + (" (waited %gs)" % wait if wait else ""),
                     )
                 time.sleep(0.1)
+        if (
+            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+        ):  # another user's: not written
+            yield path
+            return
         os.ftruncate(fd, 0)
         line = "pid %d on %s since %s (%s)" % (
             os.getpid(),

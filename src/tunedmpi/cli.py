@@ -1,6 +1,7 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -196,8 +197,21 @@ def cmd_import_seed(args):
     return seed000.main([args.seed, args.out])
 
 
+def add_wait(p):
+    """--wait of the commands that measure (bench/machine.py: one measurement per machine)."""
+    p.add_argument(
+        "--wait",
+        type=number(0, MAX_TIMEOUT_S, low_ok=True),
+        default=0.0,
+        metavar="SECONDS",
+        help="when another validate or sweep measures on this machine, wait this long for it "
+        "(default: refuse at once, naming it)",
+    )
+
+
 def cmd_validate(args):
     from tunedmpi.acceptance import validate
+    from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
 
     try:
@@ -207,7 +221,8 @@ def cmd_validate(args):
             if args.reanalyse:
                 results, outdir = validate.reanalyse(args.reanalyse, args.out)
             else:
-                results, outdir = validate.campaign(validate.options_from_args(args))
+                with machine.measuring(args.wait):  # one measurement per machine
+                    results, outdir = validate.campaign(validate.options_from_args(args))
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
@@ -234,6 +249,7 @@ def _store(args):
 
 
 def cmd_sweep(args):
+    from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
     from tunedmpi.modules import sites
     from tunedmpi.regenerate import space, sweep
@@ -245,20 +261,21 @@ def cmd_sweep(args):
         args.stage,
     )
     try:
-        cdir, job = sweep.run_sweep(
-            site,
-            sp,
-            args.nodes,
-            args.ppn,
-            _store(args),
-            args.campaign,
-            args.slurm_array,
-            args.sbatch_args,
-            args.timeout,
-            args.retries,
-            args.modulepath or (),
-            confirm=args.confirm,
-        )
+        with machine.measuring(args.wait) if not args.slurm_array else contextlib.nullcontext():
+            cdir, job = sweep.run_sweep(
+                site,
+                sp,
+                args.nodes,
+                args.ppn,
+                _store(args),
+                args.campaign,
+                args.slurm_array,
+                args.sbatch_args,
+                args.timeout,
+                args.retries,
+                args.modulepath or (),
+                confirm=args.confirm,
+            )
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
@@ -537,6 +554,7 @@ def build_parser():
         "--sbatch-args",
         help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
     )
+    add_wait(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
@@ -574,6 +592,7 @@ def build_parser():
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
     p.add_argument("--retries", type=whole(0), default=1)
     p.add_argument("--modulepath", action="append")
+    add_wait(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
