@@ -363,3 +363,21 @@ def test_the_measurement_lock_is_the_sessions_not_the_machines(measure_lock):
     from tunedmpi.bench import machine
 
     assert machine.lock_path() == str(measure_lock) != machine.MEASURE_LOCK
+
+
+# ---- item 8: a non-finite or missing timing is refused with log:line, not dropped -------------
+
+
+@pytest.mark.parametrize(
+    "value", ["inf", "nan", "-Infinity", ""], ids=["inf", "nan", "-inf", "missing"]
+)
+def test_ingest_refuses_non_finite_or_missing_times_with_file_and_line(tmp_path, value):
+    from test_hostile_input import _imb_with
+
+    text, line = _imb_with(value)
+    log = tmp_path / "imb.txt"
+    log.write_text(text, encoding="utf-8")
+    store = tmp_path / "store"
+    proc = cli("ingest", "--site", "local", "--nodes", "1", "--ppn", "2", "--store", store, log)
+    assert one_line(proc).startswith("error: %s:%d: allreduce t_avg[usec]: " % (log, line))
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*.json"))
