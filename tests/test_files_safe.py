@@ -381,3 +381,39 @@ def test_ingest_refuses_non_finite_or_missing_times_with_file_and_line(tmp_path,
     proc = cli("ingest", "--site", "local", "--nodes", "1", "--ppn", "2", "--store", store, log)
     assert one_line(proc).startswith("error: %s:%d: allreduce t_avg[usec]: " % (log, line))
     assert not store.exists() or not any(p.is_file() for p in store.rglob("*.json"))
+
+
+# ---- item 13: counts bounded; no terminal controls in descriptions or --site echoes -------------
+
+
+def test_an_absurd_count_is_refused_before_anything_is_stored(tmp_path):
+    proc = cli(
+        "ingest", "--site", "local", "--nodes", "99999999999999999999", "--ppn", "2",
+        "--store", tmp_path / "store", IMB_LOG,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "at most 1000000" in proc.stderr, proc.stderr
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("char", ["\u0085", "\u009b", "\u202e", "\u2028"])
+@pytest.mark.parametrize("where", ["description", "peers"])
+def test_descriptions_with_control_or_bidi_characters_are_refused(tmp_path, char, where):
+    from tunedmpi.errors import InputErrors
+    from tunedmpi.modules import sites
+
+    text = (ROOT / "site-configs" / "local" / "site.yaml").read_text()
+    char = "\\u%04x" % ord(char)  # YAML's escape: the raw C1 characters YAML itself refuses
+    if where == "description":
+        text = text.replace('description: "This build', 'description: "Th%sis build' % char, 1)
+    else:
+        text = text.replace('description: "Intel MPI', 'description: "Intel%s MPI' % char, 1)
+        assert char in text
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "site.yaml").write_text(text)
+    with pytest.raises(InputErrors, match="control or bidi character"):
+        sites.load_site(tmp_path / "local" / "site.yaml")
+
+
+def test_a_site_error_echoes_no_terminal_control():
+    line = one_line(cli("explain", "--site", "x\u009b2J\u202e"))
+    assert line.isprintable() and "\\x9b2J\\u202e" in line, line

@@ -10,6 +10,7 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.errors import InputError, boundary
 from tunedmpi.files import read_text
+from tunedmpi.modules import selector
 from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
 from tunedmpi.tables import schema, tablefmt
 
@@ -392,16 +393,19 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
-def whole(minimum):
-    """argparse type: a whole number >= minimum."""
+def whole(minimum, maximum=selector.MAX_COUNT):
+    """argparse type: a whole number >= minimum and at most maximum (default the modules' bound on
+    a count: more nodes, ranks or repetitions than that is a typo, never stored or tuned)."""
 
     def parse(text):
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 20 else None
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError("%r is not a whole number >= %d" % (text, minimum))
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                "%r is not a whole number >= %d and at most %d" % (text, minimum, maximum)
+            )
         return value
 
     return parse
