@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from test_fs_hostile import IMB_LOG, cli, one_line
+from test_fs_hostile import IMB_LOG, cli, needs_mpi, one_line
 from tunedmpi import atomic
 
 # ---- item 2: lock files are never opened through a link nor truncated unless they are locks -----
@@ -417,3 +417,42 @@ def test_descriptions_with_control_or_bidi_characters_are_refused(tmp_path, char
 def test_a_site_error_echoes_no_terminal_control():
     line = one_line(cli("explain", "--site", "x\u009b2J\u202e"))
     assert line.isprintable() and "\\x9b2J\\u202e" in line, line
+
+
+# ---- item 14: a campaign is resumed only on the MPI build that began it --------------------------
+
+
+@needs_mpi
+def test_a_campaign_of_another_build_is_not_resumed_naming_both(tmp_path):
+    import json
+
+    other = {
+        "mpirun": "/opt/spack/linux/openmpi-5.0.8-abcdefg/bin/mpirun",
+        "mpi": "5.0.8",
+        "configure": "0123456789abcdef",
+        "ucx": None,
+        "ucc": None,
+    }
+    cdir = tmp_path / "store" / "c1"
+    cdir.mkdir(parents=True)
+    (cdir / "campaign.json").write_text(json.dumps({"site": "local", "build": other}))
+    before = sorted(os.listdir(cdir))
+    proc = cli("sweep", "--site", "local", "--store", tmp_path / "store", "--campaign", "c1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    err = proc.stderr
+    assert "openmpi-5.0.8-abcdefg/bin/mpirun" in err and "configure 0123456789abcdef" in err, err
+    assert str(ROOT / ".venv") in err.split("this one is", 1)[1], err  # the build found now
+    assert sorted(os.listdir(cdir)) == before
+
+
+@needs_mpi
+def test_a_campaign_records_the_build_it_measures():
+    from tunedmpi.bench import build
+    from tunedmpi.modules import sites
+    from tunedmpi.regenerate import sweep
+
+    site = sites.load_named("local")
+    runner = sweep.make_runner(site, None, 1, 2, 60, 0, ())
+    found = build.identity(runner, sweep.baseline_module(site))
+    assert found["mpirun"].startswith(str(ROOT / ".venv")) and found["mpi"] == site.mpi_version
+    assert len(found["configure"]) == 16

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.atomic import locked, write_atomic
-from tunedmpi.bench import store, suites
+from tunedmpi.bench import build, store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, sites
@@ -226,6 +226,8 @@ def run_sweep(
     binaries = (
         runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
     )
+    built = build.identity(runner, baseline_module(site))  # resumed only on the build it began on
+    build.check_same(cdir, old.get("build"), built)
     cdir.mkdir(parents=True, exist_ok=True)
     # One sweep per campaign (a second one would measure the same runs on the same cores and
     # overwrite the first's records): it refuses at once, naming the holder (docs/regenerate.md).
@@ -246,6 +248,7 @@ def run_sweep(
             retries=retries,
             modulepaths=list(modulepaths),
         )
+        meta["build"] = built
         if confirm:
             meta["role"] = "confirm"
         meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
