@@ -456,3 +456,24 @@ def test_a_campaign_records_the_build_it_measures():
     found = build.identity(runner, sweep.baseline_module(site))
     assert found["mpirun"].startswith(str(ROOT / ".venv")) and found["mpi"] == site.mpi_version
     assert len(found["configure"]) == 16
+
+
+# ---- item 15: a real-run test does not depend on the host's load --------------------------------
+
+
+def test_the_probe_format_check_takes_a_bandwidth_a_loaded_host_prints_as_zero():
+    from test_probes import OSU_BW_HEADER, osu_table
+
+    lines = [
+        "# tunedmpi-probe 2: OSU-compatible output, not OSU Micro-Benchmarks",
+        "# tunedmpi-probe settings: get_bw -w dynamic -s fence",
+        "# OSU MPI_Get Bandwidth Test v7.4",
+        "# Window creation: MPI_Win_create_dynamic",
+        "# Synchronization: MPI_Win_fence",
+        "# Datatype: MPI_CHAR.",
+        OSU_BW_HEADER,
+        "%-10d%18.2f" % (1, 0.004),  # 1 byte at < 0.005 MB/s: what failed once under load
+        "%-10d%18.2f" % (2, 0.01),
+    ]
+    rows = osu_table(lines, "get_bw", window="MPI_Win_create_dynamic", sync="MPI_Win_fence")
+    assert rows == [(1, 0.0), (2, 0.01)]
