@@ -477,3 +477,22 @@ def test_the_probe_format_check_takes_a_bandwidth_a_loaded_host_prints_as_zero()
     ]
     rows = osu_table(lines, "get_bw", window="MPI_Win_create_dynamic", sync="MPI_Win_fence")
     assert rows == [(1, 0.0), (2, 0.01)]
+
+
+# ---- item 9: the twins read the same PBS_NODEFILE: a leading ~ is no home folder in any ----------
+
+
+def test_a_nodefile_path_with_a_tilde_means_the_same_in_every_twin(tmp_path):
+    from test_modules_conformance import load_mpi, twins
+    from tunedmpi.modules import explain
+
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "nodes").write_text("cn1\n" * 8 + "cn2\n" * 8)
+    envs = [{"HOME": str(home), "PBS_NODEFILE": "~/nodes"}]
+    for name, load_many, module_file in twins(site, tmp_path):
+        ((got, err),) = load_many(envs)
+        want = explain.select(site, envs[0], module_file)
+        assert want["geometry"].source == "default"  # ~/nodes is a relative path, as in Lua
+        assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, err)
