@@ -117,6 +117,7 @@ def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="surrogateescape",  # env values that are not UTF-8 come back as they went
         start_new_session=True,
     )
     try:

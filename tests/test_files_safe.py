@@ -496,3 +496,20 @@ def test_a_nodefile_path_with_a_tilde_means_the_same_in_every_twin(tmp_path):
         want = explain.select(site, envs[0], module_file)
         assert want["geometry"].source == "default"  # ~/nodes is a relative path, as in Lua
         assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, err)
+
+
+def test_lsf_host_names_that_differ_as_bytes_mean_the_same_in_every_twin(tmp_path):
+    """Under LANG=C.UTF-8, b"h\\xc3\\xa9" and b"h\\xe9" were one host to Tcl and two to Lmod and
+    explain: a host name must be printable ASCII in all three, else there is no LSF geometry."""
+    from test_modules_conformance import load_mpi, twins
+    from tunedmpi.modules import explain
+
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    raw = os.fsdecode(b"h\xc3\xa9 16 h\xe9 16")
+    envs = [{"LANG": "C.UTF-8", "LSB_MCPU_HOSTS": raw}, {"LSB_MCPU_HOSTS": "h1 16 h2 16"}]
+    for name, load_many, module_file in twins(site, tmp_path):
+        for env, (got, err) in zip(envs, load_many(envs)):
+            want = explain.select(site, env, module_file)
+            assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, err)
+    assert explain.select(site, envs[0], module_file)["geometry"].source == "default"
+    assert explain.select(site, envs[1], module_file)["geometry"].nodes == 2

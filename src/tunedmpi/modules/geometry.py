@@ -15,6 +15,9 @@ from tunedmpi.modules import selector
 
 MAX_COUNT = selector.MAX_COUNT  # larger "counts" are garbage, not geometry
 _COUNT = re.compile(r"[0-9]{1,%d}" % selector.MAX_DIGITS)  # fullmatch: "4\n" is no count
+# A host name of LSB_MCPU_HOSTS: printable ASCII only. Under a UTF-8 locale Tcl decodes the bytes
+# (b"h\xc3\xa9" and b"h\xe9" both become "hé") where Lua and Python compare them: no twin guesses.
+_HOST = re.compile(r"[!-~]+\Z")
 _WORD = re.compile(r"[^%s]+" % re.escape(selector.BLANKS))
 
 
@@ -82,7 +85,7 @@ def lsf_hosts(text):
     pairs = []
     for i in range(0, len(words), 2):
         slots = count(words[i + 1])
-        if slots is None:
+        if slots is None or not _HOST.match(words[i]):  # printable ASCII, as in the twins
             return None, None
         pairs.append((words[i], slots))
     return hosts_and_max(pairs)
