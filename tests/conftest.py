@@ -60,3 +60,18 @@ def run_cli(capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def measure_lock(tmp_path_factory):
+    """This session's machine-wide measurement lock (bench/machine.py) under its tmp folder: the
+    suites of several checkouts on one machine do not refuse each other's validates, and no test
+    writes /tmp/tunedmpi-measure.lock."""
+    path = tmp_path_factory.mktemp("machine") / "measure.lock"
+    old = os.environ.get("TUNEDMPI_MEASURE_LOCK")
+    os.environ["TUNEDMPI_MEASURE_LOCK"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("TUNEDMPI_MEASURE_LOCK", None)
+    else:
+        os.environ["TUNEDMPI_MEASURE_LOCK"] = old

@@ -52,6 +52,8 @@ def clean_env(**extra):
         if part not in seen:
             seen.append(part)
     env["PATH"] = ":".join(seen)
+    if "TUNEDMPI_MEASURE_LOCK" in os.environ:  # the session's own (conftest): suites side by side
+        env["TUNEDMPI_MEASURE_LOCK"] = os.environ["TUNEDMPI_MEASURE_LOCK"]
     env.update(extra)
     return env
 
@@ -119,6 +121,7 @@ def load_many(modulepaths, module, envs, extra="", init="source %s" % LMOD_INIT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="surrogateescape",  # env values that are not UTF-8 come back as they went
         start_new_session=True,
     )
     try:

@@ -156,7 +156,9 @@ def test_default_directory_site_filter_and_left_out_campaigns(run_cli, tmp_path,
         ("[1, 2]", "tool: not a validation result"),
     ],
 )
-def test_unknown_formats_are_refused_with_the_file_and_the_fix(run_cli, tmp_path, content, key):
+def test_unknown_formats_are_left_out_with_the_file_and_the_fix(run_cli, tmp_path, content, key):
+    """One campaign history cannot read is left out, said with the file and the fix (issue 42.12:
+    it used to stop the history of every series); when none is left, exit 2."""
     bad = tmp_path / "local-bad"
     bad.mkdir()
     if content is None:  # a results file from before per-size data was kept
@@ -165,10 +167,12 @@ def test_unknown_formats_are_refused_with_the_file_and_the_fix(run_cli, tmp_path
         content = json.dumps(res)
     (bad / "results.json").write_text(content)
     code, out, err = run_cli("history", "--plots", tmp_path / "plots", P1, bad)
-    assert code == 2 and out == ""
+    assert code == 0 and "(1 campaign)" in out and err.strip().endswith(": left out"), err
     assert (
         str(bad / "results.json") in err and key in err and "fix: history reads results.json" in err
     ), err
+    code, out, err = run_cli("history", "--plots", tmp_path / "plots", bad)
+    assert code == 2 and "no campaign with data" in err
 
 
 def test_missing_and_empty_directories(run_cli, tmp_path):

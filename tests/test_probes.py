@@ -426,7 +426,9 @@ def osu_table(lines, bench, window="MPI_Win_allocate", sync="MPI_Win_flush", dat
     assert lines[2 : 2 + len(head)] == head
     rows = [osu_row(line) for line in lines[2 + len(head) :]]
     assert all(rows), lines
-    assert all(math.isfinite(v) and v > 0 for _, v in rows)
+    # >= 0: a tiny message's bandwidth on a loaded host prints 0.00 (%.2f of < 0.005 MB/s); the
+    # format is what is tested here, not the host's load (issue 42.15)
+    assert all(math.isfinite(v) and v >= 0 for _, v in rows)
     return rows
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # run by `make peers` with .venv's Python, or from a checkout
 
+from tunedmpi import files  # noqa: E402
 from tunedmpi.errors import InputError, InputErrors  # noqa: E402
 from tunedmpi.modules import sites  # noqa: E402
 
@@ -50,11 +51,11 @@ def _repoint(tmp, dest):
     """A venv names its own folder in pip's scripts, activate* and pyvenv.cfg: make those name the
     prefix it is renamed to (the MPI's own files find their prefix from where they are)."""
     old, new = str(tmp).encode(), str(dest).encode()
-    files = [p for p in (tmp / "bin").iterdir() if p.is_file() and not p.is_symlink()]
-    for path in files + [tmp / "pyvenv.cfg"]:
-        data = path.read_bytes()
+    scripts = [p for p in (tmp / "bin").iterdir() if p.is_file() and not p.is_symlink()]
+    for path in scripts + [tmp / "pyvenv.cfg"]:
+        data = files.read_bytes(path)
         if old in data and not data.startswith(b"\x7fELF"):
-            path.write_bytes(data.replace(old, new))
+            files.write_atomic_with(path, lambda fh, data=data: fh.write(data.replace(old, new)))
 
 
 def install(peer, root, log=print):
@@ -106,8 +107,8 @@ def install(peer, root, log=print):
                 % (name, " ".join(peer.pypi))
             )
         _repoint(tmp, dest)
-        (tmp / MARKER).write_text(
-            json.dumps({"module": name, "pypi": list(peer.pypi)}, indent=1) + "\n"
+        files.write_atomic(
+            tmp / MARKER, json.dumps({"module": name, "pypi": list(peer.pypi)}, indent=1) + "\n"
         )
         try:
             os.rename(tmp, dest)  # atomic; fails when another install got there first

@@ -41,6 +41,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run with any python3
+from tunedmpi import files  # noqa: E402
+
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 NEEDED = (
     "munged",
@@ -137,7 +140,7 @@ def _port_pair():
 
 def _tail(path, chars=3000):
     try:
-        text = Path(path).read_text(errors="replace")
+        text = files.read_text(path, errors="replace")
     except OSError as exc:
         return "(%s: %s)" % (path, exc)
     return text[-chars:]
@@ -372,7 +375,7 @@ class Cluster:
         jobs = self.root / "jobs"
         jobs.mkdir(exist_ok=True)
         script = jobs / ("job-%d.sh" % len(list(jobs.glob("job-*.sh"))))
-        script.write_text(script_text)
+        files.write_atomic(script, script_text)
         cmd = [
             which("sbatch"),
             "--parsable",
@@ -404,7 +407,7 @@ class Cluster:
                 "job %s still %s after %ss\n%s" % (job_id, state, timeout, self.diagnostics())
             )
         out = jobs / ("slurm-%s.out" % job_id)
-        return job_id, state, out.read_text(errors="replace") if out.exists() else ""
+        return job_id, state, files.read_text(out, errors="replace") if out.exists() else ""
 
     def stop(self, timeout=15):
         """Cancel our jobs, stop the slurmds, slurmctld and munged (in that order) by pid, then
@@ -454,7 +457,7 @@ class Cluster:
         )
         self.logs[name] = [log, self.root / "log" / own]
         argv = [which(args[0])] + [str(a) for a in args[1:]]
-        with open(log, "ab") as fh:
+        with files.append_to(log) as fh:
             self.procs[name] = subprocess.Popen(
                 self.on(host, argv) if host else argv,
                 stdin=subprocess.DEVNULL,
@@ -518,9 +521,10 @@ class Cluster:
         the hosts file every host sees as /etc/hosts. Recorded before it is made, so that `down`
         (or stop) can remove a half-made network."""
         self._save_state()
-        (self.root / "hosts").write_text(
+        files.write_atomic(
+            self.root / "hosts",
             "127.0.0.1 localhost\n"
-            + "".join("%s %s\n" % (addr, name) for name, addr in self.addrs.items())
+            + "".join("%s %s\n" % (addr, name) for name, addr in self.addrs.items()),
         )
         _ip("netns", "add", self.login)
         _ip("-n", self.login, "link", "set", "lo", "up")
@@ -561,9 +565,7 @@ class Cluster:
             "conf": str(self.conf),
             "pids": self.pids,
         }
-        tmp = self.root / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=1) + "\n")
-        tmp.replace(self.root / STATE_FILE)
+        files.write_atomic(self.root / STATE_FILE, json.dumps(state, indent=1) + "\n")
 
     def _write_conf(self):
         r = self.root
@@ -601,7 +603,8 @@ class Cluster:
                 "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=1000 State=UNKNOWN"
                 % (self.host, self.cpus)
             ]
-        self.conf.write_text(
+        files.write_atomic(
+            self.conf,
             "\n".join(
                 [
                     "ClusterName=tmtest",
@@ -648,7 +651,7 @@ class Cluster:
                     % ",".join(self.nodes),
                     "",
                 ]
-            )
+            ),
         )
 
     def _start_slurm(self):
@@ -705,7 +708,7 @@ def down(root):
     path = Path(root) / STATE_FILE
     if not path.exists():
         return []
-    state = json.loads(path.read_text())
+    state = json.loads(files.read_text(path))
     problems = []
     if state.get("login") and state["login"] in namespaces():
         env = dict(os.environ, SLURM_CONF=state["conf"])
@@ -773,7 +776,7 @@ def main(argv=None):
         state_path = root / STATE_FILE
         if not state_path.exists():
             sys.exit("slurmcluster: no cluster in %s (start one with `up`)" % root)
-        state = json.loads(state_path.read_text())
+        state = json.loads(files.read_text(state_path))
         command = args.command or [os.environ.get("SHELL", "/bin/bash")]
         env = dict(os.environ, SLURM_CONF=state["conf"], PATH=SBIN_PATH)
         if state.get("login"):

@@ -18,6 +18,7 @@ import bz2
 import fnmatch
 import gzip
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -34,7 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # run with any python3 that has yaml, from a checkout
 
-from tunedmpi import paths  # noqa: E402
+from tunedmpi import files, paths  # noqa: E402
 from tunedmpi.errors import InputError  # noqa: E402
 
 
@@ -188,11 +189,8 @@ def extract(repos, slug, ref, dest, omit=(), where=""):
         ],
         stdout=subprocess.PIPE,
     )
-    with tempfile.TemporaryFile() as fh:
-        fh.write(archive)
-        fh.seek(0)
-        with tarfile.open(fileobj=fh) as tar:
-            tar.extractall(dest, filter="tar")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="tar")
     commits = {where or ".": f"{slug}@{commit}"}
     urls = submodule_urls(gitdir, commit)
     tree = run(
@@ -219,15 +217,19 @@ def write_archive(tree, top, out, name):
         if name.endswith(".gz")
         else (lambda f: bz2.BZ2File(f, "wb"))
     )
-    with open(out, "wb") as raw, opener(raw) as comp, tarfile.open(fileobj=comp, mode="w") as tar:
-        tar.add(tree, arcname=top)
+
+    def write(raw):
+        with opener(raw) as comp, tarfile.open(fileobj=comp, mode="w") as tar:
+            tar.add(tree, arcname=top)
+
+    files.write_atomic_with(out, write)
 
 
 def store(mirror, name, entry, made):
     """made (a temporary file) -> Spack's storage path for the package's recorded checksum, and
     <package>/<archive> a relative link to it, as `spack mirror create` lays a mirror out."""
     ext = entry["archive"].split(".tar.", 1)[-1]
-    sha = hashlib.sha256(made.read_bytes()).hexdigest()
+    sha = hashlib.sha256(files.read_bytes(made)).hexdigest()
     storage = (
         mirror
         / "_source-cache"
@@ -271,9 +273,7 @@ def store_patch(mirror, name, gitdir, patch):
         )
     path = mirror / "_source-cache" / "archive" / sha[:2] / sha
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{sha}.tmp")
-    tmp.write_bytes(text)
-    os.replace(tmp, path)
+    files.write_atomic_with(path, lambda fh: fh.write(text))
     return {f"patch {patch['commit'][:12]}": f"sha256 {sha}"}
 
 
@@ -296,7 +296,8 @@ def make_one(repos, name, entry, mirror, scratch):
             ],
             stdout=subprocess.PIPE,
         )
-        made.write_bytes(run(["gzip", "-n"], stdout=subprocess.PIPE, stdin_data=data))
+        gz = run(["gzip", "-n"], stdout=subprocess.PIPE, stdin_data=data)
+        files.write_atomic_with(made, lambda fh: fh.write(gz))
     else:
         tree = scratch / name
         commits = extract(repos, entry["repo"], entry["ref"], tree, tuple(entry.get("omit") or ()))
@@ -336,8 +337,9 @@ def main(argv=None):
                 raise MirrorError(f"--git {item}: write OWNER/NAME=PATH")
             explicit[slug] = path
         try:
-            with open(args.sources, encoding="utf-8") as fh:
-                sources = yaml.safe_load(fh) or {}
+            sources = yaml.safe_load(files.read_text(args.sources)) or {}
+        except InputError as exc:
+            raise MirrorError(exc.format()) from exc
         except (OSError, yaml.YAMLError) as exc:
             raise MirrorError(f"{args.sources}: cannot read: {exc}") from exc
         if not isinstance(sources, dict):
@@ -350,7 +352,7 @@ def main(argv=None):
         repos = Repos(explicit, args.git_root)
         mirror = Path(args.mirror)
         index_path = mirror / "SOURCES.json"
-        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+        index = json.loads(files.read_text(index_path)) if index_path.is_file() else {}
         with tempfile.TemporaryDirectory(prefix="tunedmpi-mirror-") as scratch:
             for name, entry in sources.items():
                 if args.only and name not in args.only:
@@ -365,9 +367,7 @@ def main(argv=None):
                         else "  (not Spack's: install it with --no-checksum)"
                     )
                 )
-        tmp = index_path.with_name(".SOURCES.json.tmp")
-        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, index_path)
+        files.write_atomic(index_path, json.dumps(index, indent=1, sort_keys=True) + "\n")
     except (MirrorError, OSError) as exc:
         print(f"spack_source_mirror: {exc}", file=sys.stderr)
         return 2

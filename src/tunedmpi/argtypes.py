@@ -5,19 +5,25 @@ import math
 
 from tunedmpi.policy import POLICY
 
+# The largest count (nodes, ranks per node, repetitions) anything accepts: the CLI's counts and the
+# modules' geometry (modules/selector.py emits it into the Lua and Tcl twins).
+MAX_COUNT = 1000000
 MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
 
 
-def whole(minimum):
-    """argparse type: a whole number >= minimum."""
+def whole(minimum, maximum=MAX_COUNT):
+    """argparse type: a whole number >= minimum and at most maximum (default the modules' bound on
+    a count: more nodes, ranks or repetitions than that is a typo, never stored or tuned)."""
 
     def parse(text):
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 20 else None
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError("%r is not a whole number >= %d" % (text, minimum))
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                "%r is not a whole number >= %d and at most %d" % (text, minimum, maximum)
+            )
         return value
 
     return parse
@@ -64,4 +70,16 @@ def add_levels(p):
         type=number(0, 1),
         default=POLICY.alpha,
         help="significance level (default %g)" % POLICY.alpha,
+    )
+
+
+def add_wait(p):
+    """--wait of the commands that measure (bench/machine.py: one measurement per machine)."""
+    p.add_argument(
+        "--wait",
+        type=number(0, MAX_TIMEOUT_S, low_ok=True),
+        default=0.0,
+        metavar="SECONDS",
+        help="when another validate or sweep measures on this machine, wait this long for it "
+        "(default: refuse at once, naming it)",
     )

@@ -70,6 +70,25 @@ def write_atomic_with(path, write):
         raise
 
 
+@contextlib.contextmanager
+def replaced_by(path, mode=0o644):
+    """The name of a temporary file beside ``path`` for another program to write (a compiler's
+    -o): when the block ends normally it is given ``mode`` and renamed to ``path``, else removed."""
+    path = str(path)
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(path)),
+        prefix=".%s." % os.path.basename(path),
+        suffix=".tmp",
+    )
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        _unlink(tmp)
+
+
 def write_all_or_none(files):
     """Write {path: text} so that either every file is replaced or none is: each is first written
     whole to its temporary file (where a full disk or a permission shows), and only when all are
@@ -138,6 +157,10 @@ def _open_lock(path):
             pass
         try:
             fd = os.open(name, flags, dir_fd=dfd)
+        except PermissionError:  # another user's lock (a machine-wide one): flock needs no write
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            )
         except OSError as exc:
             raise _refuse_lock(path, "cannot be opened as a lock file (%s)" % exc.strerror) from exc
         st = os.fstat(fd)
@@ -183,6 +206,11 @@ def locked(path, what, wait=0.0):
                         + (" (waited %gs)" % wait if wait else ""),
                     )
                 time.sleep(0.1)
+        if (
+            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+        ):  # another user's: not written
+            yield path
+            return
         os.ftruncate(fd, 0)
         line = "pid %d on %s since %s (%s)" % (
             os.getpid(),

@@ -1,15 +1,16 @@
 """`tunedmpi <verb>`: the command line. Bad input exits 2 with file:line: key: problem (fix: ...)."""
 
 import argparse
-import errno
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
-from tunedmpi.errors import InputError, InputErrors, OutputError
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
+from tunedmpi.errors import InputError, InputErrors, boundary
+from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
 
@@ -159,9 +160,8 @@ def cmd_render(args):
 
 def _read(root, rel):
     try:
-        with open("%s/%s" % (root, rel), encoding="utf-8") as fh:
-            return fh.read()
-    except OSError:
+        return read_text("%s/%s" % (root, rel))
+    except (OSError, UnicodeError):
         return None
 
 
@@ -231,6 +231,7 @@ def cmd_import_seed(args):
 
 def cmd_validate(args):
     from tunedmpi.acceptance import validate
+    from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
 
     try:
@@ -240,7 +241,8 @@ def cmd_validate(args):
             if args.reanalyse:
                 results, outdir = validate.reanalyse(args.reanalyse, args.out)
             else:
-                results, outdir = validate.campaign(validate.options_from_args(args))
+                with machine.measuring(args.wait):  # one measurement per machine
+                    results, outdir = validate.campaign(validate.options_from_args(args))
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
@@ -267,6 +269,7 @@ def _store(args):
 
 
 def cmd_sweep(args):
+    from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
     from tunedmpi.modules import sites
     from tunedmpi.regenerate import space, sweep
@@ -278,20 +281,21 @@ def cmd_sweep(args):
         args.stage,
     )
     try:
-        cdir, job = sweep.run_sweep(
-            site,
-            sp,
-            args.nodes,
-            args.ppn,
-            _store(args),
-            args.campaign,
-            args.slurm_array,
-            args.sbatch_args,
-            args.timeout,
-            args.retries,
-            args.modulepath or (),
-            confirm=args.confirm,
-        )
+        with machine.measuring(args.wait) if not args.slurm_array else contextlib.nullcontext():
+            cdir, job = sweep.run_sweep(
+                site,
+                sp,
+                args.nodes,
+                args.ppn,
+                _store(args),
+                args.campaign,
+                args.slurm_array,
+                args.sbatch_args,
+                args.timeout,
+                args.retries,
+                args.modulepath or (),
+                confirm=args.confirm,
+            )
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
@@ -382,7 +386,7 @@ def cmd_regret(args):
         )
         return EXIT_INPUT
     if args.table:
-        meta = json.loads((dirs[0] / "campaign.json").read_text())
+        meta = json.loads(read_text(dirs[0] / "campaign.json"))
         nodes, ppn = args.nodes or meta["nodes"], args.ppn or meta["ppn"]
         rows = regret.table_regret(
             schema.load_table(args.table), dirs, nodes, ppn, args.draws, args.state
@@ -503,6 +507,7 @@ def _parser_sweep(sub):
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
     p.add_argument("--retries", type=whole(0), default=POLICY.retries)
     p.add_argument("--modulepath", action="append")
+    add_wait(p)
     p.set_defaults(func=cmd_sweep)
 
 
@@ -790,27 +795,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]  # the verb's own arguments
-    try:
-        return args.func(args)
-    except InputErrors as exc:
-        for e in exc.errors:
-            print("error: " + e.format(), file=sys.stderr)
-        print("%d problem(s) found" % len(exc.errors), file=sys.stderr)
-        return EXIT_INPUT
-    except InputError as exc:
-        print("error: " + exc.format(), file=sys.stderr)
-        return EXIT_INPUT
-    except BrokenPipeError:
-        return EXIT_OK
-    except OSError as exc:  # a full disk or an unwritable --out: could not run, not a verdict
-        if not isinstance(exc, OutputError):
-            if exc.errno not in OutputError.FIXES and exc.errno not in (errno.EACCES, errno.EPERM):
-                raise
-            exc = OutputError(exc.filename or "(a file)", exc)
-        print("error: " + exc.format(), file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        return 130
+    return boundary(lambda: args.func(args))  # the one exception boundary (errors.boundary)
 
 
 if __name__ == "__main__":

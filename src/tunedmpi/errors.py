@@ -1,6 +1,10 @@
 """One error type for bad input: it names the file, the line, the key and the fix."""
 
 import errno
+import shutil
+import sys
+import traceback
+import unicodedata
 
 
 class InputError(Exception):
@@ -53,3 +57,69 @@ class OutputError(OSError):
 
     def format(self):
         return "%s: cannot write: %s (fix: %s)" % (self.filename, self.strerror, self.fix)
+
+
+WRITE_ERRNOS = (*OutputError.FIXES, errno.EACCES, errno.EPERM)
+
+
+def one_line(exc):
+    """The one line an error of the outside world is reported as, or None for a bug. An OSError
+    (a file missing, a link loop, a folder where a file belongs, a full disk), a UnicodeError (a
+    file or argument that is not UTF-8) or a shutil.Error (a tree copy) is no verdict and no
+    traceback: it names the file and the fix."""
+    if isinstance(exc, InputError):
+        return exc.format()
+    if isinstance(exc, OSError):
+        name = exc.filename or "(a file)"
+        # a permission error is reported as a write's, as it mostly is (read-only outputs)
+        if isinstance(exc, OutputError) or exc.errno in WRITE_ERRNOS:
+            return OutputError(name, exc).format()
+        fix = "check that path: a folder or a regular file as the option says, that you may use"
+        return "%s: cannot use it: %s (fix: %s)" % (name, exc.strerror or exc, fix)
+    if isinstance(exc, UnicodeError):
+        return "not UTF-8 text: %s (fix: give paths, arguments and files in UTF-8)" % exc
+    if isinstance(exc, shutil.Error):
+        first = exc.args[0][0] if exc.args and exc.args[0] else ("(a file)", "", str(exc))
+        return "%s: cannot copy: %s (fix: make room, or remove what it cannot copy)" % (
+            first[0],
+            first[-1],
+        )
+    return None
+
+
+def boundary(work, prog="tunedmpi"):
+    """The one exception boundary of a command (cli.main, the tools): run work() and return its exit
+    code; bad input and errors of the outside world are one line on stderr and exit 2 (could not
+    run), never a traceback with exit 1 (which is validate's FAIL). A bug still prints its traceback,
+    also with exit 2: a crash is no verdict either."""
+    try:
+        return work()
+    except InputErrors as exc:
+        for e in exc.errors:
+            print("error: " + e.format(), file=sys.stderr)
+        print("%d problem(s) found" % len(exc.errors), file=sys.stderr)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        line = one_line(exc)
+        if line is None:
+            traceback.print_exc()
+            print(
+                "%s: internal error (a bug: please report the traceback above)" % prog,
+                file=sys.stderr,
+            )
+        else:
+            print("error: " + line, file=sys.stderr)
+    return 2
+
+
+def printable(text):
+    """text with every control, format (bidi: U+202E) and line-separator character as '?', for
+    echoing what a file or a user wrote to a terminal: C1 controls such as U+009B start escape
+    sequences, U+202E turns the rest of the line around."""
+    return "".join(
+        "?" if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029" else ch
+        for ch in str(text)
+    )

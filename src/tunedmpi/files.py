@@ -1,26 +1,37 @@
 """The one file layer: every file the project reads that it did not just write itself, every write,
 lock and tree copy goes through here (tests/test_files_safe.py fails on an open() elsewhere).
 
-- read_bytes / read_text / read_lines: a regular file only, checked on the open descriptor (a FIFO
+- read_bytes / read_head / read_text / read_lines: a regular file only, checked on the open descriptor (a FIFO
   is opened without blocking and refused, /dev/zero or a folder refused), at most ``limit`` bytes,
   text decoded as UTF-8; a refusal is a FileRefused (an InputError and an OSError) naming the file.
-- write_atomic / write_atomic_with / write_all_or_none and locked: atomic.py's, re-exported.
+- write_atomic / write_atomic_with / write_all_or_none, replaced_by (another program writes the
+  temporary file) and locked: atomic.py's, re-exported.
+- append_to: a log, appended to, never through a link.
 - copy_tree: regular files and folders only (links and special files skipped), bounded.
 """
 
 import os
 import stat
 
-from tunedmpi.atomic import locked, write_all_or_none, write_atomic, write_atomic_with
+from tunedmpi.atomic import (
+    locked,
+    replaced_by,
+    write_all_or_none,
+    write_atomic,
+    write_atomic_with,
+)
 from tunedmpi.errors import InputError, OutputError
 
 __all__ = [
     "FileRefused",
+    "append_to",
     "copy_tree",
     "locked",
     "read_bytes",
+    "read_head",
     "read_lines",
     "read_text",
+    "replaced_by",
     "write_all_or_none",
     "write_atomic",
     "write_atomic_with",
@@ -45,7 +56,7 @@ class FileRefused(InputError, OSError):
 
     def __init__(self, path, problem, fix="give a regular file of the expected content"):
         InputError.__init__(self, path, None, None, problem, fix)
-        self.filename = str(path)
+        self.filename, self.strerror = str(path), problem
 
 
 def _open(path):
@@ -69,6 +80,8 @@ def read_bytes(path, limit=MAX_BYTES):
     (checked by reading, not only by its size: /proc files and growing files lie)."""
     fd = _open(path)
     try:
+        if os.fstat(fd).st_size > limit:  # refused at once, not after reading it all
+            raise FileRefused(path, "is bigger than %d bytes" % limit, "give the right file")
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -79,6 +92,15 @@ def read_bytes(path, limit=MAX_BYTES):
         raise FileRefused(
             path, "is bigger than %d bytes" % limit, "give the right file (is it truncated?)"
         )
+    finally:
+        os.close(fd)
+
+
+def read_head(path, size):
+    """The first ``size`` bytes (or fewer) of the regular file ``path``: enough to recognise it."""
+    fd = _open(path)
+    try:
+        return os.read(fd, size)
     finally:
         os.close(fd)
 
@@ -96,8 +118,25 @@ def read_text(path, limit=MAX_BYTES, errors="strict"):
 
 
 def read_lines(path, limit=MAX_BYTES, errors="strict"):
-    """read_text as a list of lines, each with its newline (as iterating a file gives them)."""
-    return read_text(path, limit, errors).splitlines(keepends=True)
+    """read_text as a list of lines, each with its newline, split at "\n" only (as iterating a
+    file gives them, where str.splitlines would also split at U+0085 or U+2028)."""
+    parts = read_text(path, limit, errors).split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def append_to(path):
+    """A binary file object appending to ``path`` (created if missing), a daemon's log: never
+    through a link, and refused when what is there is not a regular file."""
+    try:
+        fd = os.open(
+            str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+    except OSError as exc:
+        raise OutputError(path, exc) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileRefused(path, "is not a regular file, so no log")
+    return os.fdopen(fd, "ab")
 
 
 def copy_tree(src, dst, max_bytes=MAX_BYTES, max_files=100000):

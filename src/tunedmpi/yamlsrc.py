@@ -10,6 +10,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 
 
 class Source:
@@ -110,8 +111,9 @@ def load(path, text=None):
     """Parse a YAML file (or ``text`` given for it) into a :class:`Source`."""
     if text is None:
         try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_text(path)
+        except InputError:
+            raise
         except OSError as exc:
             raise InputError(
                 path,

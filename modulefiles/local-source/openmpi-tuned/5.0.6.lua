@@ -145,7 +145,8 @@ local function lsf_hosts(s)
   local list = {}
   for i = 1, #words, 2 do
     local slots = count(words[i + 1])
-    if not slots then return nil, nil end
+    -- host names of printable ASCII only: Tcl decodes the bytes, Lua does not (issue 42.9)
+    if not slots or not words[i]:find("^[!-~]+$") then return nil, nil end
     list[#list + 1] = { words[i], slots }
   end
   return hosts_and_max(list)

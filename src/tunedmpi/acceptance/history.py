@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tunedmpi import stats
+from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results, validate
-from tunedmpi.errors import InputError
+from tunedmpi.errors import InputError, printable
+from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
 
 EXIT_OK, EXIT_DRIFT = 0, 1
@@ -120,7 +121,7 @@ def load_campaign(directory):
     """One validate result directory as a Campaign; None when it could not run (no data)."""
     path = Path(directory) / "results.json"
     try:
-        res = json.loads(path.read_text(encoding="utf-8"))
+        res = json.loads(read_text(path))
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror, FORMAT_HELP)
     except ValueError as exc:
@@ -157,6 +158,7 @@ def load_campaign(directory):
         return None
     data = {}
     for bench, d in per_size.items():
+        paths.safe_name(bench, path, "per_size")  # it names a plot file: never ../x.png
         metric = d.get("metric") if isinstance(d, dict) else None
         if metric is None:
             continue
@@ -172,6 +174,7 @@ def load_campaign(directory):
     for i, b in enumerate(stored):
         for key in ("benchmark", "band", "verdict", "gain", "sizes"):
             _need(b, key, path, where="bands[%d]." % i)
+        paths.safe_name(b["benchmark"], path, "bands[%d].benchmark" % i)
     # Current results carry the test's name in every size band; older ones (Mann-Whitney) do not.
     rejudged = any(b["band"] != "reliability" and not b.get("test") for b in stored)
     rows = [b for b in stored if b["band"] == "reliability"]
@@ -239,9 +242,15 @@ def load(paths, site=None):
     for d in found:
         why = validate.incomplete(d)
         if why:  # killed or interrupted: said, not silently skipped
-            sys.stderr.write("history: %s is incomplete (STATUS: %s): left out\n" % (d, why))
+            sys.stderr.write(
+                "history: %s is incomplete (STATUS: %s): left out\n" % (d, printable(why))
+            )
             continue
-        c = load_campaign(d)
+        try:
+            c = load_campaign(d)
+        except InputError as exc:  # one unreadable campaign (or a newer schema) is left out, said
+            sys.stderr.write("history: %s: left out\n" % exc.format())
+            continue
         if c is None:
             sys.stderr.write("history: %s could not run (no data): left out\n" % d)
         elif site is None or c.series[0] == site:

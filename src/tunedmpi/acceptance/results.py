@@ -15,6 +15,7 @@ from tunedmpi import stats
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 
 # The format of results.json (its top-level "schema_version"). Readers (history, validate
 # --reanalyse, power, regret) refuse any other version rather than guess at it; a file without the
@@ -190,7 +191,7 @@ def read(path):
     """The Results of a results.json, checked (check_runs, each run's series): an InputError
     names the file and key. Bands and runs of older files are read with their known fields."""
     path = Path(path)
-    doc = json.loads(path.read_text())
+    doc = json.loads(read_text(path))
     check_runs(doc, path, ("per_size",))
     runs = [
         RunRecord(

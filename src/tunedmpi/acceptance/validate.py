@@ -24,10 +24,12 @@ from typing import List, Optional
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
+from tunedmpi.errors import one_line
+from tunedmpi.files import copy_tree, read_text
 from tunedmpi.modules import geometry, sites
 from tunedmpi.policy import POLICY
 
@@ -143,7 +145,7 @@ def mark(outdir, text):
 def read_status(directory):
     """The STATUS line of a results directory, or None (results from before validate wrote one)."""
     try:
-        return (Path(directory) / STATUS).read_text(errors="replace").strip() or None
+        return read_text(Path(directory) / STATUS, 4096, "replace").strip() or None
     except OSError:
         return None
 
@@ -180,7 +182,7 @@ class signals_interrupt:
 
 def guarded(outdir, work):
     """Run work() with outdir marked: STATUS is 'running' meanwhile, then 'complete', or on SIGINT,
-    SIGTERM, SIGHUP 'interrupted' (raised as Interrupted), or on a write error 'failed'."""
+    SIGTERM, SIGHUP 'interrupted' (raised as Interrupted), or on any other error 'failed'."""
     mark(outdir, "running: pid %d on %s since %s" % (os.getpid(), socket.gethostname(), _stamp()))
     try:
         result = work()
@@ -190,8 +192,8 @@ def guarded(outdir, work):
         raise Interrupted(
             "interrupted by %s: no verdict; %s says so (rerun validate)" % (why, outdir / STATUS)
         )
-    except OSError as exc:
-        mark(outdir, "failed: %s at %s; no verdict" % (exc, _stamp()))
+    except Exception as exc:  # whatever ends it (a full disk, a bug): STATUS never stays running
+        mark(outdir, "failed: %s at %s; no verdict" % (one_line(exc) or repr(exc), _stamp()))
         raise
     mark(outdir, "complete: %s at %s" % (result[0]["verdict"], _stamp()))
     return result
@@ -440,7 +442,7 @@ def reanalyse(source, out):
 
     def write():
         if (src / "logs").is_dir():
-            shutil.copytree(str(src / "logs"), str(outdir / "logs"), dirs_exist_ok=True)
+            copy_tree(src / "logs", outdir / "logs")  # links skipped, bounded (files.copy_tree)
         return report.write_all(outdir, rejudged), outdir
 
     return guarded(outdir, write)
@@ -631,6 +633,7 @@ def add_arguments(p):
         "--sbatch-args",
         help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
     )
+    add_wait(p)
 
 
 def options_from_args(args):
@@ -735,7 +738,7 @@ def submit(args):
         'exit "$code"',
     ]
     script = out / (".submit-%d.sh" % os.getpid())
-    script.write_text("\n".join(job) + "\n")
+    write_atomic(script, "\n".join(job) + "\n")
     cmd = [
         "sbatch",
         "--wait",
@@ -760,12 +763,12 @@ def submit(args):
         )
     log = out / ("slurm-%s.out" % job_id)
     if log.is_file():
-        sys.stdout.write(log.read_text(errors="replace"))
+        sys.stdout.write(read_text(log, errors="replace"))
     elif proc.stderr:
         sys.stderr.write(proc.stderr)
     exit_file = out / (".exit-%s" % job_id)
     try:
-        code = int(exit_file.read_text().strip())
+        code = int(read_text(exit_file, 64).strip())
         exit_file.unlink()
     except (OSError, ValueError):
         code = None

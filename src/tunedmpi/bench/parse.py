@@ -86,6 +86,7 @@ _INT = re.compile(r"^[0-9]{1,18}\Z")  # bounded: int() refuses very long digit s
 # no nan/inf/1_000, unlike float()
 _NUM = re.compile(r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
+_NONFINITE = re.compile(r"^[-+]?(inf|infinity|nan)\Z", re.I)
 _IMB_BENCH = re.compile(r"^#\s*Benchmarking\s+(\S+)")
 _IMB_NPROCS = re.compile(r"^#\s*#processes\s*=\s*([0-9]{1,9})")
 _IMB_MODE = re.compile(r"^#\s*MODE:\s*(\S+)")
@@ -189,8 +190,12 @@ class _Table:
 
     def add(self, tokens, lineno=None):
         """Take a data row; False if the tokens are not one. A row with an impossible number
-        (negative, infinite, MAX_VALUE or more) is taken but kept in ``bad``, not in ``rows``."""
+        (negative, infinite, nan, MAX_VALUE or more) or a value missing is taken but kept in
+        ``bad``, not in ``rows``: refused with its line, never silently one size fewer."""
         if len(tokens) != len(self.cols):
+            if self._short(tokens):
+                self.bad.append((lineno, self.cols[len(tokens)], "(missing)"))
+                return True
             return False
         row, bad = [], None
         for i, tok in enumerate(tokens):
@@ -198,6 +203,9 @@ class _Table:
                 if not _INT.match(tok):
                     return False
                 row.append(int(tok))
+            elif _NONFINITE.match(tok):  # IMB prints inf or nan for a broken timer
+                bad = bad or (lineno, self.cols[i], tok)
+                row.append(None)
             elif _NUM.match(tok):
                 value = float(tok)
                 if not (0 <= value < MAX_VALUE):  # float("1e400") is inf
@@ -214,6 +222,15 @@ class _Table:
         else:
             self.rows.append(row)
         return True
+
+    def _short(self, tokens):
+        """A row of this table cut short: its size, then fewer numbers than the header has."""
+        return (
+            self.size_i == 0
+            and 1 <= len(tokens) < len(self.cols)
+            and _INT.match(tokens[0]) is not None
+            and all(_NUM.match(t) or _NONFINITE.match(t) for t in tokens[1:])
+        )
 
     def size(self, row):
         return 0 if self.size_i is None else row[self.size_i]

@@ -17,12 +17,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.suites import COLLECTIVES, ONE_SIDED
+from tunedmpi.files import read_bytes, read_text, replaced_by
 
 PROBES = ("probe_coll", "probe_osc")  # the benchmark stand-ins
 HOST_PROBE = "probe_host"
@@ -92,7 +92,7 @@ def build(
         src = src_dir / (name + ".c")
         try:
             # the probe and the headers it shares (probe_common.h): either change means a rebuild
-            text = src.read_bytes() + b"".join(h.read_bytes() for h in sorted(src_dir.glob("*.h")))
+            text = read_bytes(src) + b"".join(read_bytes(h) for h in sorted(src_dir.glob("*.h")))
         except OSError as exc:
             raise ProbeBuildError("probe source %s: %s" % (src, exc.strerror or exc)) from exc
         digest = hashlib.sha256()
@@ -101,8 +101,8 @@ def build(
         key = digest.hexdigest()
         exe, stamp = out / name, out / (name + ".build-id")
         try:
-            current = stamp.read_text().strip() == key and os.access(exe, os.X_OK)
-        except OSError:
+            current = read_text(stamp, 4096).strip() == key and os.access(exe, os.X_OK)
+        except (OSError, UnicodeError):
             current = False
         if not current:
             _compile(wrapper, src, exe, env)
@@ -113,10 +113,8 @@ def build(
 
 def _compile(wrapper: str, src: Path, exe: Path, env=None) -> None:
     # Compile beside the target and rename: a reader never runs half a binary.
-    fd, tmp = tempfile.mkstemp(dir=str(exe.parent), prefix="." + exe.name + ".", suffix=".tmp")
-    os.close(fd)
-    argv = [wrapper, *CFLAGS, "-o", tmp, str(src)]
-    try:
+    with replaced_by(exe, 0o755) as tmp:
+        argv = [wrapper, *CFLAGS, "-o", tmp, str(src)]
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT, env=env)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -127,11 +125,6 @@ def _compile(wrapper: str, src: Path, exe: Path, env=None) -> None:
                 "compiling %s failed (exit %d): %s\n%s"
                 % (src.name, r.returncode, " ".join(argv), output)
             )
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, exe)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def command(binaries: Dict[str, Path], benchmark: str, *args: str) -> List[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.parse import MAX_VALUE, zero_value
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 
 # What to do about a record that cannot be read: sweep remeasures a run whose record is missing.
 RECORD_FIX = (
@@ -66,7 +67,9 @@ def read_json(path, fix=RECORD_FIX):
     """A JSON object from `path`, or an InputError naming the file (and the line where it breaks:
     a record cut short by a full disk or a killed copy) and `fix`."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(read_text(path))
+    except InputError:
+        raise
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % (exc.strerror or exc), fix)
     except UnicodeDecodeError:

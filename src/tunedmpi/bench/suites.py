@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from tunedmpi.files import read_text
+
 COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")  # one IMB-MPI1 run, in this order
 ONE_SIDED = (
     "put_latency",
@@ -133,8 +135,8 @@ def machine_cache_mb():
     base = Path("/sys/devices/system/cpu/cpu0/cache")
     for idx in sorted(base.glob("index*")) if base.is_dir() else []:
         try:
-            text = (idx / "size").read_text().strip()
-        except OSError:
+            text = read_text(idx / "size", 4096).strip()
+        except (OSError, UnicodeError):
             continue
         num = int(text.rstrip("KMG") or 0)
         scale = {"K": 1 / 1024, "M": 1, "G": 1024}.get(text[-1:], 1 / (1024 * 1024))

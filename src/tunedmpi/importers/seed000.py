@@ -20,6 +20,7 @@ import sys
 import yaml
 
 from tunedmpi.atomic import write_atomic
+from tunedmpi.files import read_bytes
 from tunedmpi.tables import knobs
 from tunedmpi.tables.units import format_human, format_size, parse_size
 
@@ -870,8 +871,7 @@ def dump_table(table, seed_digest):
 
 def render_seed_file(seed_path):
     """Read a seed file and return (table dict, YAML text)."""
-    with open(seed_path, "rb") as fh:
-        raw = fh.read()
+    raw = read_bytes(seed_path)
     table = import_seed(raw.decode("utf-8"))
     return table, dump_table(table, hashlib.sha256(raw).hexdigest())
 

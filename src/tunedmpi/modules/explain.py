@@ -10,6 +10,7 @@ import re
 from collections import OrderedDict
 
 from tunedmpi import paths
+from tunedmpi.files import read_text
 from tunedmpi.modules import geometry, selector
 from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 
@@ -17,9 +18,8 @@ from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 def node_nps(sockets, online="/sys/devices/system/node/online"):
     """NUMA nodes per socket of this machine, or None (mirrors node_nps() in the Lua)."""
     try:
-        with open(online, encoding="ascii") as fh:
-            text = fh.readline().strip()
-    except OSError:
+        text = read_text(online, 4096).split("\n")[0].strip()
+    except (OSError, UnicodeError):
         return None
     numa = 0
     for part in text.split(","):

@@ -7,15 +7,17 @@ primitives here have one counterpart each in render/templates/tuned.lua.j2 and t
 conformance tests require all three to agree on every case.
 """
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 
+from tunedmpi.files import read_bytes
 from tunedmpi.modules import selector
 
 MAX_COUNT = selector.MAX_COUNT  # larger "counts" are garbage, not geometry
 _COUNT = re.compile(r"[0-9]{1,%d}" % selector.MAX_DIGITS)  # fullmatch: "4\n" is no count
+# A host name of LSB_MCPU_HOSTS: printable ASCII only. Under a UTF-8 locale Tcl decodes the bytes
+# (b"h\xc3\xa9" and b"h\xe9" both become "hé") where Lua and Python compare them: no twin guesses.
+_HOST = re.compile(r"[!-~]+\Z")
 _WORD = re.compile(r"[^%s]+" % re.escape(selector.BLANKS))
 
 
@@ -62,13 +64,12 @@ def read_nodefile(path):
     if not path:
         return None, None
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None, None
-        with open(path, "rb") as fh:
-            data = fh.read(selector.NODEFILE_MAX_BYTES + 1)
-    except (OSError, TypeError, ValueError):
-        return None, None
-    if len(data) > selector.NODEFILE_MAX_BYTES:
+        data = read_bytes(path, selector.NODEFILE_MAX_BYTES)
+    except (
+        OSError,
+        TypeError,
+        ValueError,
+    ):  # a FIFO, a device, too big: as the twins, no host list
         return None, None
     # Lines end at "\n" only, as Lua's and Tcl's readers split them.
     lines = data.decode("utf-8", errors="surrogateescape").split("\n")
@@ -84,7 +85,7 @@ def lsf_hosts(text):
     pairs = []
     for i in range(0, len(words), 2):
         slots = count(words[i + 1])
-        if slots is None:
+        if slots is None or not _HOST.match(words[i]):  # printable ASCII, as in the twins
             return None, None
         pairs.append((words[i], slots))
     return hosts_and_max(pairs)

@@ -14,6 +14,7 @@ in for it, and the report names every stand-in a check used and what a site must
 """
 
 import inspect
+import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Dict, List, Optional
 
 from tunedmpi import paths, yamlsrc
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, paramlists, sites
 from tunedmpi.modules.render import RULES_VARS, module_path
 from tunedmpi.tables import knobs, rulesfile, schema
@@ -81,7 +83,7 @@ class StandIn:
 
 def load_stand_ins(folder=None):
     path = Path(folder or paramlists.known_params_dir()) / STAND_INS
-    if not path.is_file():
+    if not os.path.lexists(path):  # only a missing file is no stand-ins; a FIFO is refused
         return []
     doc = yamlsrc.load(str(path)).data or []
     out = []
@@ -101,6 +103,8 @@ def load_stand_ins(folder=None):
                 "exactly one of list: or names:, and why: and confirm:",
                 "see the entries above it",
             )
+        if e.get("list"):  # a list file of this folder, never a path out of it
+            paths.safe_name(e["list"], str(path), "[%d].list" % i)
         out.append(
             StandIn(
                 i,
@@ -313,7 +317,7 @@ class Checker:
                         self.problem(site, "%s: missing (run tunedmpi render)" % where)
                         continue
                     files += 1
-                    for name, value in module_variables(path.read_text(encoding="utf-8"), fmt):
+                    for name, value in module_variables(read_text(path), fmt):
                         seen.add(name)
                         names += 1
                         bad = self.name(site, mpi, where, name, value)

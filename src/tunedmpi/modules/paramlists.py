@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 from tunedmpi import paths
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_lines
 
 LIBRARIES = ("openmpi", "ucx", "ucc")
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+\Z")
@@ -58,45 +59,44 @@ def read(path):
     """A list file -> ParamList; InputError naming the line of anything it cannot read."""
     path = str(path)
     header, names = {}, {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            if line.startswith("#"):
-                m = re.match(r"^#\s*([a-z]+):\s?(.*)\Z", line)
-                if m:
-                    header.setdefault(m.group(1), []).append(m.group(2))
-                continue
-            words = line.split()
-            name, rest = words[0], words[1:]
-            if not NAME.match(name) or name in names:
-                raise InputError(
-                    path,
-                    n,
-                    name,
-                    "not a variable name, or a name given twice",
-                    "regenerate the file with tunedmpi import-params",
-                )
-            if not rest:
-                names[name] = None
-            elif rest == ["deprecated"]:
-                names[name] = ("deprecated", None)
-            elif rest[0] == "list:":
-                names[name] = ("list", frozenset(rest[1:]))
-            elif rest[0] == "one-of:":
-                names[name] = (
-                    "one-of",
-                    dict(w.split("=", 1) if "=" in w else (w, w) for w in rest[1:]),
-                )
-            else:
-                raise InputError(
-                    path,
-                    n,
-                    name,
-                    "unknown word %r after the name" % rest[0],
-                    "write NAME, NAME list: ..., NAME one-of: N=name ... or NAME deprecated",
-                )
+    for n, line in enumerate(read_lines(path), 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            m = re.match(r"^#\s*([a-z]+):\s?(.*)\Z", line)
+            if m:
+                header.setdefault(m.group(1), []).append(m.group(2))
+            continue
+        words = line.split()
+        name, rest = words[0], words[1:]
+        if not NAME.match(name) or name in names:
+            raise InputError(
+                path,
+                n,
+                name,
+                "not a variable name, or a name given twice",
+                "regenerate the file with tunedmpi import-params",
+            )
+        if not rest:
+            names[name] = None
+        elif rest == ["deprecated"]:
+            names[name] = ("deprecated", None)
+        elif rest[0] == "list:":
+            names[name] = ("list", frozenset(rest[1:]))
+        elif rest[0] == "one-of:":
+            names[name] = (
+                "one-of",
+                dict(w.split("=", 1) if "=" in w else (w, w) for w in rest[1:]),
+            )
+        else:
+            raise InputError(
+                path,
+                n,
+                name,
+                "unknown word %r after the name" % rest[0],
+                "write NAME, NAME list: ..., NAME one-of: N=name ... or NAME deprecated",
+            )
     for key in ("library", "version"):
         if not header.get(key):
             raise InputError(

@@ -12,10 +12,12 @@ nearest-row choice (NEAREST). tests/test_modules_conformance.py and tests/test_m
 hold all three equal on the same grid of environments.
 """
 
+from tunedmpi import argtypes
+
 # A count is 1 to MAX_DIGITS decimal digits (leading zeros are decimal: Tcl would read "010" as
 # octal, so the Tcl twin scans it as %d) with a value in 1..MAX_COUNT; anything else is absent.
 MAX_DIGITS = 7
-MAX_COUNT = 1000000
+MAX_COUNT = argtypes.MAX_COUNT
 # What trims a line and separates words (a host file's lines, LSF's list): Lua's %s in the C
 # locale, exactly; Python's str.split()/strip() would also take \x1c-\x1f and Unicode spaces.
 BLANKS = " \t\n\v\f\r"

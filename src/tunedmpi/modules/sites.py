@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from tunedmpi import paths, yamlsrc
-from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
@@ -104,6 +104,17 @@ class Site:
     @property
     def version(self):
         return self.mpi_version
+
+
+def _printable(ck, text, keypath, label):
+    """A description reaches terminals (`module help`, `module whatis`): one line of printable
+    characters, no C0/C1 control (U+009B starts an escape sequence) nor bidi/format character."""
+    if text is not None and printable(text) != text:
+        ck.err(
+            keypath + ("description",),
+            "%s holds a control or bidi character (a newline? U+202E?)" % label,
+            "write it on one line of plain text",
+        )
 
 
 def load_site(path):
@@ -248,6 +259,7 @@ def _check(ck, doc, path):
             "rename the folder or the site so they match",
         )
     description = ck.text(doc, "description", ()) or ""
+    _printable(ck, description, (), "description")
 
     ref, table = _table_of(ck, doc)
 
@@ -472,12 +484,7 @@ def _peers(ck, doc):
                 "of letters, digits and . _ + - /",
             )
         description = ck.text(peer, "description", where)
-        if description is not None and any(ord(c) < 32 for c in description):
-            ck.err(
-                where + ("description",),
-                "peers[%d].description holds a control character (a newline?)" % i,
-                "write it on one line",
-            )
+        _printable(ck, description, where, "peers[%d].description" % i)
         pypi = peer.get("pypi", [])
         if not isinstance(pypi, list) or any(
             not isinstance(p, str) or not PYPI_PIN.match(p) for p in pypi

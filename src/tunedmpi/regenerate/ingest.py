@@ -14,6 +14,7 @@ from tunedmpi import paths
 from tunedmpi.atomic import locked
 from tunedmpi.bench import parse, store, suites
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import sweep
 from tunedmpi.tables import knobs
@@ -39,7 +40,7 @@ def parse_config(pairs, site):
 def read_log(log):
     """(text, parsed output, benchmark names, run name) of one log, or an InputError naming it."""
     try:
-        text = Path(log).read_text(errors="replace")
+        text = read_text(log, errors="replace")
     except OSError as exc:
         raise InputError(
             str(log),

@@ -45,6 +45,7 @@ from tunedmpi import stats
 from tunedmpi.acceptance.results import check_schema
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 from tunedmpi.regenerate import choice
 from tunedmpi.tables.units import SizeError, parse_size
 
@@ -86,7 +87,7 @@ def _module_runs(results_dir, state=None):
     with `state`, only its runs in that host state."""
     path = Path(results_dir) / "results.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(read_text(path))
     except (OSError, ValueError) as exc:
         raise InputError(
             str(path),

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.atomic import locked, write_atomic
-from tunedmpi.bench import store, suites
+from tunedmpi.bench import build, store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
+from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice
 from tunedmpi.regenerate import space as spacemod
@@ -152,7 +153,7 @@ def measure_config(ctx, stage, config, benches, rep):
         for attempt, m in runner.attempts(
             binaries, run, baseline_module(site), exports, log_for, title_for
         ):
-            logs.append(log_for(attempt).read_text())
+            logs.append(read_text(log_for(attempt), errors="replace"))
             log_for(attempt).unlink()
         record = dict(
             campaign=cdir.name,
@@ -205,9 +206,7 @@ def run_sweep(
         check_confirmation(sp)
     cdir = campaign_dir(store_root, site, sp, nodes, ppn, name, confirm)
     old = (
-        json.loads((cdir / "campaign.json").read_text())
-        if (cdir / "campaign.json").is_file()
-        else {}
+        json.loads(read_text(cdir / "campaign.json")) if (cdir / "campaign.json").is_file() else {}
     )
     if old and (old.get("role") == "confirm") != confirm:
         raise CannotRun(
@@ -227,6 +226,8 @@ def run_sweep(
     binaries = (
         runner.find_binaries(baseline_module(site), list(sp.benchmarks)) if not array else None
     )
+    built = build.identity(runner, baseline_module(site))  # resumed only on the build it began on
+    build.check_same(cdir, old.get("build"), built)
     cdir.mkdir(parents=True, exist_ok=True)
     # One sweep per campaign (a second one would measure the same runs on the same cores and
     # overwrite the first's records): it refuses at once, naming the holder (docs/regenerate.md).
@@ -247,6 +248,7 @@ def run_sweep(
             retries=retries,
             modulepaths=list(modulepaths),
         )
+        meta["build"] = built
         if confirm:
             meta["role"] = "confirm"
         meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -416,13 +418,14 @@ def submit_array(ctx, stage, plan, sbatch_args):
         shlex.quote(str(cdir)),
         shlex.quote(stage.name),
     )
-    script.write_text(
+    write_atomic(
+        script,
         "#!/bin/bash\nexport TUNEDMPI_ROOT=%s PYTHONPATH=%s\nexec %s\n"
         % (
             shlex.quote(str(paths.project_root())),
             shlex.quote(str(paths.project_root() / "src")),
             cmd_line,
-        )
+        ),
     )
     cmd = (
         [
@@ -460,7 +463,7 @@ def submit_array(ctx, stage, plan, sbatch_args):
 def run_task(cdir, stage_name, index):
     """One array task: every missing run of configuration `index` of the stage's plan."""
     cdir = Path(cdir)
-    meta = json.loads((cdir / "campaign.json").read_text())
+    meta = json.loads(read_text(cdir / "campaign.json"))
     site = sites.load_named(meta["site"])
     sp = spacemod.narrowed(
         spacemod.load_space(meta["space"], site), repetitions=meta["repetitions"]
@@ -474,7 +477,7 @@ def run_task(cdir, stage_name, index):
         meta["retries"],
         meta["modulepaths"],
     )
-    plan = json.loads((cdir / stage_name / "plan.json").read_text())
+    plan = json.loads(read_text(cdir / stage_name / "plan.json"))
     entry = plan[int(index)]
     binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks))
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)

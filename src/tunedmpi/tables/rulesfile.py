@@ -68,6 +68,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
 from tunedmpi.tables.knobs import KnobError, version_tuple
 from tunedmpi.tables.units import SizeError, format_human, parse_size
 
@@ -759,8 +760,7 @@ def check(source, mpi_version, name=None):
     if isinstance(source, os.PathLike):
         name = name or str(source)
         try:
-            with open(source, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_text(source)
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(
                 name,

@@ -17,6 +17,7 @@ import jinja2
 
 from tunedmpi import paths
 from tunedmpi.errors import InputError
+from tunedmpi.files import read_head
 from tunedmpi.modules import envmap, selector, sites
 from tunedmpi.tables import rulesfile
 
@@ -195,8 +196,7 @@ def _stale_modules(out, site, files):
             rel = "%s/%s/%s" % (site.name, folder.name, path.name)
             if rel in files or path.is_symlink() or not path.is_file():
                 continue
-            with open(path, "rb") as fh:
-                head = fh.read(600).decode("utf-8", "replace")
+            head = read_head(path, 600).decode("utf-8", "replace")
             if mark in head and (folder.name in own or PEER_MARK in head):
                 found.append(rel)
     return found
