@@ -43,6 +43,8 @@ def clean_env(**extra):
                 "_LMFILES_",
                 "LOADEDMODULES",
                 "__LM",
+                "OMP_NUM_THREADS",  # threads per rank (selector.THREADS)
+                "NCPUS",
             )
         )
     }

@@ -61,6 +61,11 @@ def cases(rng, tmp_path, profiles, n):
             )
         if kind == 4:
             env["FLUX_JOB_NNODES"], env["FLUX_JOB_SIZE"] = value(rng, counts), value(rng, counts)
+        if rng.random() < 0.35:  # threads per rank (selector.THREADS): hybrid jobs
+            name = rng.choice(
+                ["SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_THREADS"]
+            )
+            env[name] = value(rng, ["1", "2", "4", "36", "72"])
         if rng.random() < 0.3:
             env["TUNEDMPI_PROFILE"] = rng.choice(profiles + ["bogus", ""])
         out.append(env)

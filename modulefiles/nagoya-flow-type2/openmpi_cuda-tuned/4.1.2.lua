@@ -152,6 +152,18 @@ local function from_scheduler()
   return nil
 end
 
+-- Threads per rank (generated from selector.THREADS).
+local function threads(p)
+  local getenv = os.getenv
+  local t = count(getenv("TUNEDMPI_THREADS"))
+  if t then return t end
+  t = 1
+  t = math.max(t, count(getenv("SLURM_CPUS_PER_TASK")) or 1)
+  t = math.max(t, per_node(getenv("NCPUS"), p) or 1)
+  t = math.max(t, count(getenv("OMP_NUM_THREADS")) or 1)
+  return t
+end
+
 local function detect()
   local nodes, ppn, source = from_scheduler()
   if not nodes then nodes, ppn, source = DEFAULT_NODES, DEFAULT_PPN, "default" end
@@ -224,7 +236,14 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
+  -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
+  -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
+  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
+  local marks = {}
+  if kr then
+    if kr == ":unbound" then marks.unbound, kr = true, "" end
+    if kr ~= "" then kp = nil end
+  end
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
@@ -239,16 +258,29 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. nps_note
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
+  local rules_note, rules_mark = "", ""
+  -- A rank of several threads is never bound to one core (selector.BINDING): placement is the launcher's.
+  local t = threads(ppn)
+  local threads_note, threaded_mark = "", ""
+  if t > 1 then threads_note = " threads=" .. t end
+  local unbound
+  if kind == "kept" then unbound = marks.unbound else unbound = t > 1 and set["PRTE_MCA_hwloc_default_binding_policy"] ~= nil end
+  if unbound then
+    set["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+    set["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+    set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
+    threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
+  end
+  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
+              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark)
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

@@ -126,7 +126,17 @@ def select(site, env, module_file=None):
                 "the coll_tuned rules file %s is missing: Open MPI keeps its own algorithm "
                 "choices (re-render with tunedmpi render, or reinstall the module)" % path
             )
-    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s" % (
+    threads = geometry.threads(env, geo.ppn)
+    threads_note = threaded_mark = ""
+    if threads > 1:
+        threads_note = " threads=%d" % threads
+        if selector.BINDING[0] in values:  # selector.BINDING: placement is the launcher's
+            for name in selector.UNPLACED:
+                values.pop(name, None)
+            values[selector.BINDING[0]] = selector.BINDING[1]
+            threads_note += " placement=launcher"
+            threaded_mark = selector.THREADED_MARK
+    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s%s" % (
         match.nodes,
         match.ppn,
         match.kind,
@@ -134,11 +144,18 @@ def select(site, env, module_file=None):
         row["component"],
         rules_note,
         nps_note,
+        threads_note,
     )
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s:%dx%d%s" % (profile, match.nodes, match.ppn, rules_mark)
+    out["TUNEDMPI_ROW"] = "%s:%dx%d%s%s" % (
+        profile,
+        match.nodes,
+        match.ppn,
+        rules_mark,
+        threaded_mark,
+    )
     messages += row["notes"]
     return {
         "env": out,

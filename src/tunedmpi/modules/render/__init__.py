@@ -587,6 +587,7 @@ def render_site(site):
         mpi_label="%s %s" % (MPI_NAMES[site.mpi_flavour], version),
     )
     chains = {"lua": selector.lua_chain, "tcl": selector.tcl_chain}
+    threads_fns = {"lua": selector.lua_threads, "tcl": selector.tcl_threads}
     out = OrderedDict(rules)  # first: a new module never points at a file not written yet
     for fmt in site.module_formats:
         out[module_path(site, site.tuned_module, fmt)] = env.get_template(
@@ -601,6 +602,7 @@ def render_site(site):
             has_rules=bool(rules),
             rules_vars=RULES_VARS,
             rule_chain=chains[fmt](),
+            threads_fn=threads_fns[fmt](),
             **common,
         )
         out[module_path(site, site.baseline_module, fmt)] = env.get_template(
