@@ -88,15 +88,21 @@ def test_selectors_are_generated_from_the_one_description():
     """Every source and variable of selector.SOURCES appears, in order, in both generated chains,
     and the Python twin reads exactly those variables."""
     lua, tcl = selector.lua_chain(), selector.tcl_chain()
+    read = selector.variables()[len(selector.EXPLICIT) : -len(selector.THREAD_VARIABLES)]
     for text in (lua, tcl):
         where = [text.index('"%s"' % n if text is lua else " %s]" % n) for n, _ in selector.SOURCES]
         assert where == sorted(where)
-        for var in selector.variables()[len(selector.EXPLICIT) :]:
+        for var in read:
             assert var in text
+    for text in (selector.lua_threads(), selector.tcl_threads()):
+        assert [text.index(v) for v in selector.THREAD_VARIABLES] == sorted(
+            text.index(v) for v in selector.THREAD_VARIABLES
+        )
     site = sites.load_named("local")
     for fmt in site.module_formats:
         text = render.render_site(site)[render.module_path(site, site.tuned_module, fmt)]
         assert (lua if fmt == "lua" else tcl) in text
+        assert (selector.lua_threads() if fmt == "lua" else selector.tcl_threads()) in text
         assert str(selector.MAX_COUNT) in text and selector.EXPLICIT[0] in text
 
     class Spy(dict):
@@ -107,9 +113,11 @@ def test_selectors_are_generated_from_the_one_description():
     spy = Spy()
     spy.seen = []
     assert geometry.from_scheduler(spy) is None
-    assert spy.seen == [
+    assert geometry.threads(spy, 9) == 1
+    assert spy.seen[-len(selector.THREAD_VARIABLES) :] == selector.THREAD_VARIABLES
+    assert spy.seen[: -len(selector.THREAD_VARIABLES)] == [
         v
-        for v in selector.variables()[len(selector.EXPLICIT) :]
+        for v in read
         if v
         not in (
             "SLURM_NTASKS_PER_NODE",

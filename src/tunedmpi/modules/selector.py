@@ -116,11 +116,13 @@ THREADS = (count("SLURM_CPUS_PER_TASK"), per_rank("NCPUS"), count("OMP_NUM_THREA
 BINDING = ("PRTE_MCA_hwloc_default_binding_policy", "none")
 UNPLACED = ("PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy")
 THREADED_MARK = ":unbound"
+THREAD_VARIABLES = [THREADS_EXPLICIT] + [e[1] for e in THREADS]
 
 
 def variables():
-    """Every environment variable the rule reads (for tests and docs)."""
-    out = list(EXPLICIT) + [THREADS_EXPLICIT] + [e[1] for e in THREADS]
+    """Every environment variable the rule reads (for tests and docs): EXPLICIT, the sources', then
+    THREAD_VARIABLES."""
+    out = list(EXPLICIT)
 
     def walk(expr):
         if expr[0] == "first":
@@ -137,7 +139,7 @@ def variables():
     for _, ways in SOURCES:
         for way in ways:
             walk(way)
-    return out
+    return out + THREAD_VARIABLES
 
 
 # --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
