@@ -31,6 +31,7 @@ def tcl_tree(site, tmp_path):
         path = tmp_path / "mf" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        render.make_executable(path)  # the launch checks, as `tunedmpi render` writes them
     paths = [tmp_path / "mf" / site.name] + envmodules.site_modulepaths(site, tmp_path, ROOT)[1:]
     return site, paths, explain.modulefile(site, tmp_path / "mf", "tcl")
 

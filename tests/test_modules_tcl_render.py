@@ -43,13 +43,17 @@ def test_formats_default_to_lua_and_choose_the_files(tmp_path, monkeypatch):
     site = sites.load_named("oci-bm-standard-e6.256")
     assert site.module_formats == ("lua",)
     lua_only = render.render_site(site)
-    assert all(rel.endswith(".lua") for rel in lua_only)
+    launch = {k for k in lua_only if render.EXECUTABLE.search(k)}  # the launch checks: any format
+    assert len(launch) == len(selector.LAUNCHERS)
+    assert all(rel.endswith(".lua") for rel in set(lua_only) - launch)
     path = site_copy(
         tmp_path, monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [lua, tcl]\n"
     )
     both = render.render_site(sites.load_site(str(path)))
-    assert {k: v for k, v in both.items() if k.endswith(".lua")} == lua_only  # Lua unchanged
-    tcl = {k: v for k, v in both.items() if not k.endswith(".lua")}
+    assert {k: v for k, v in both.items() if k.endswith(".lua") or k in launch} == lua_only
+    tcl = {
+        k: v for k, v in both.items() if not k.endswith(".lua") and not render.EXECUTABLE.search(k)
+    }
     assert sorted(tcl) == [
         "oci-bm-standard-e6.256/openmpi-tuned/5.0.6",
         "oci-bm-standard-e6.256/openmpi/5.0.6",
@@ -58,7 +62,7 @@ def test_formats_default_to_lua_and_choose_the_files(tmp_path, monkeypatch):
     path = site_copy(
         tmp_path / "t", monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [tcl]\n"
     )
-    assert sorted(render.render_site(sites.load_site(str(path)))) == sorted(tcl)
+    assert sorted(render.render_site(sites.load_site(str(path)))) == sorted(set(tcl) | launch)
 
 
 def test_render_check_covers_tcl_and_finds_tcl_no_longer_rendered(run_cli, tmp_path):

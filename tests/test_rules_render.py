@@ -21,7 +21,7 @@ import lmod
 from conftest import FIXTURES, ROOT
 from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
-from tunedmpi.modules import explain, render, sites
+from tunedmpi.modules import explain, render, selector, sites
 from tunedmpi.tables import rulesfile
 
 FIXTURE = FIXTURES / "tables" / "bands.yaml"
@@ -87,7 +87,9 @@ def test_one_checked_rules_file_per_geometry_with_bands_beside_the_module(projec
         ["%s/openmpi-tuned/%s" % (SITE, VERSION), "%s/openmpi/%s" % (SITE, VERSION)]
         if "tcl" in site.module_formats
         else []
-    ) + [  # and its peers' modules (site.yaml peers:), each in every format
+    ) + [  # the launch checks in the module's side folder (selector.SEEN), then the peers'
+        "%s/bin/%s" % (RULES_DIR, launcher) for launcher in selector.LAUNCHERS
+    ] + [  # modules (site.yaml peers:), each in every format
         "%s/%s/%s%s" % (SITE, peer.module, peer.version, ext)
         for peer in site.peers
         for ext in [".lua"] + ([""] if "tcl" in site.module_formats else [])
@@ -129,13 +131,14 @@ def test_tables_without_bands_have_no_rules():
     The local table has bands: exactly its geometry's rules file."""
     for name in sites.site_names():
         site = sites.load_named(name)
+        rules = [r for r in render.render_site(site) if "__" in r and "/bin/" not in r]
         if site.table and site.table.algorithm_bands():
-            assert [rel for rel in render.render_site(site) if "__" in rel] == [
+            assert rules == [
                 "%s/openmpi-tuned/__%s.rules/%dx%d.rules" % (name, site.mpi_version, n, p)
                 for n, p in site.table.algorithm_bands()
             ]
             continue
-        assert not any("__" in rel for rel in render.render_site(site))
+        assert not rules
         if site.table:
             data, names = render.rows_for(site)
             assert FILE not in names and not any(r["rules"] for rows in data.values() for r in rows)

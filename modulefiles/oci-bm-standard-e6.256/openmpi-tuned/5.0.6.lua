@@ -30,6 +30,10 @@ local ROWS = {
 }
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
+-- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
+-- "__", so nothing in it is listed or loadable), found from where this file is now: the
+-- installed tree can move. Rules files, and bin/ (the launch check). Python twin: explain.rules_path.
+local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site oci-bm-standard-e6.256)")
@@ -51,6 +55,8 @@ prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
 prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
+-- The launch check (selector.SEEN): its mpirun, mpiexec and srun come first on PATH.
+prepend_path("PATH", pathJoin(RULES_DIR, "bin"))
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
@@ -153,6 +159,16 @@ local function from_scheduler()
   p = n and per_node(getenv("FLUX_JOB_SIZE"), n)
   if n and p then return n, p, "flux" end
   return nil
+end
+
+-- What the row depends on, as the launch check reads it (selector.SEEN): NAME=value;...
+local function seen()
+  local parts = {}
+  for _, name in ipairs({ "TUNEDMPI_NODES", "TUNEDMPI_PPN", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_NODEFILE", "LSB_MCPU_HOSTS", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE", "TUNEDMPI_THREADS", "SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_PROFILE" }) do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. (v:gsub("[^A-Za-z0-9_.,()/%-]", "")) end
+  end
+  return table.concat(parts, ";")
 end
 
 -- Threads per rank (generated from selector.THREADS).
@@ -284,6 +300,7 @@ else
     if set[name] then keep(name, set[name]) end
   end
   keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark)
+  keep("TUNEDMPI_SEEN", seen())
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

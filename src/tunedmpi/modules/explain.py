@@ -156,6 +156,7 @@ def select(site, env, module_file=None):
         rules_mark,
         threaded_mark,
     )
+    out[selector.SEEN] = geometry.seen(env)
     messages += row["notes"]
     return {
         "env": out,

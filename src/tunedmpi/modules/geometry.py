@@ -157,6 +157,15 @@ def threads(env, ppn):
     return max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
 
 
+def seen(env):
+    """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
+    parts = []
+    for name in selector.seen_variables():
+        if env.get(name):
+            parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
+    return ";".join(parts)
+
+
 @dataclass
 class Match:
     nodes: int  # the row's node count

@@ -245,6 +245,7 @@ def install(
         gone = render.stale_rules(out, loaded, files)
         for rel, text in files.items():
             write_atomic(os.path.join(out, rel), text)
+            render.make_executable(os.path.join(out, rel))
             log("wrote %s/%s" % (out, rel))
         render.remove_stale_rules(out, gone)
     rendered = os.path.join(out, render.module_path(loaded, loaded.tuned_module, "lua"))

@@ -142,6 +142,24 @@ def variables():
     return out + THREAD_VARIABLES
 
 
+# The launch check (docs/design.md, "The job's geometry at launch"): the module records in SEEN
+# what it read (each variable of seen_variables() that is set, as NAME=value, joined by ";",
+# values kept to SEEN_CHARS: the record is data, never code); the mpirun, mpiexec and srun of
+# LAUNCH_DIR in the module's side folder rebuild it from the environment they run in and, when it
+# differs (a login row inherited by a job, a job step, threads set after the load), say so in one
+# line that names the fix (module reload), then run the real command.
+SEEN = "TUNEDMPI_SEEN"
+SEEN_CHARS = "A-Za-z0-9_.,()/-"  # a bracket class in Python, Tcl and tr; Lua: SEEN_LUA
+SEEN_LUA = "[^A-Za-z0-9_.,()/%-]"
+LAUNCHERS = ("mpirun", "mpiexec", "srun")
+LAUNCH_DIR = "bin"
+
+
+def seen_variables():
+    """What the row depends on: the rule's variables and TUNEDMPI_PROFILE."""
+    return variables() + ["TUNEDMPI_PROFILE"]
+
+
 # --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
 
 _LUA = {

@@ -617,8 +617,35 @@ def render_site(site):
             selection="site=%s untuned baseline: no variables set" % site.name,
             **common,
         )
+    if site.table:  # the launch check in the side folder (selector.SEEN), for both formats
+        for launcher in selector.LAUNCHERS:
+            out[launch_path(site, launcher)] = env.get_template("launch.sh.j2").render(
+                launcher=launcher, module="%s/%s" % (site.tuned_module, version), **common
+            )
     out.update(render_peers(site, env))
     return out
+
+
+def launch_path(site, launcher):
+    """Where render puts the tuned module's launch check ``launcher``, relative to modulefiles/:
+    <site>/<tuned>/__<version>.rules/bin/<launcher>."""
+    return "%s/%s/%s/%s/%s" % (
+        site.name,
+        site.tuned_module,
+        rules_dir(site.mpi_version),
+        selector.LAUNCH_DIR,
+        launcher,
+    )
+
+
+# Files render writes that must be executable (the launch checks); every other one is 0644.
+EXECUTABLE = re.compile(r"/__[^/]+\.rules/%s/[^/]+\Z" % selector.LAUNCH_DIR)
+
+
+def make_executable(path):
+    """chmod a+x ``path`` when render.EXECUTABLE says it is a launch check."""
+    if EXECUTABLE.search(str(path)):
+        os.chmod(str(path), os.stat(str(path)).st_mode | 0o111)
 
 
 def render_all(names=None):
