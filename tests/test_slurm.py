@@ -99,7 +99,8 @@ def job_script(hello_path, pre=""):
             "module use %s" % shlex.quote(str(ROOT / "modulefiles" / SITE)),
             "module load %s" % MODULE,
             'echo "@@SELECTION $TUNEDMPI_SELECTION"',
-            'echo "@@MPIRUN $(command -v mpirun)"',
+            # the module's launch check first (selector.SEEN), then the MPI's own
+            'echo "@@MPIRUN $(type -ap mpirun | sed -n 2p)"',
             "mpirun %s  # no -np: the process count must come from the allocation"
             % shlex.quote(str(hello_path)),
             "",

@@ -265,10 +265,13 @@ class Runner:
         """The MPI `module` puts on PATH (an MPI), recognised by `mpirun --version` (LAUNCHERS).
         CannotRun, in one line naming the module, when it has no mpirun or an unknown one."""
         mark = "__TUNEDMPI_MPI__"
+        # The MPI's own mpirun: the first on PATH that is no tuned module's launch check
+        # (render.EXECUTABLE, which runs the next one): two modules of one MPI share it.
         body = (
-            'echo %s; p=$(command -v mpirun) || p=; echo "$p"; [ -n "$p" ] && readlink -f "$p" || '
-            "echo; command -v mpicc || echo; echo %s; "
-            '[ -n "$p" ] && mpirun --version 2>&1 | head -n 40 || true' % (mark, mark)
+            "echo %s; p=; while IFS= read -r c; do case $c in */__*.rules/bin/mpirun) ;; "
+            '*) p=$c; break ;; esac; done < <(type -ap mpirun); echo "$p"; '
+            '[ -n "$p" ] && readlink -f "$p" || echo; command -v mpicc || echo; echo %s; '
+            '[ -n "$p" ] && "$p" --version 2>&1 | head -n 40 || true' % (mark, mark)
         )
         code, out, timed_out, _ = shell(self.script(module, [], body), self.env, 60)
         parts = out.split(mark)
