@@ -51,8 +51,8 @@ def test_threaded_ranks_are_never_bound_to_one_core_in_every_twin(tmp_path):
                 assert "threads=" not in want["selection"] and got[BIND] == "core", (name, env)
 
 
-# The user's own placement before the load; a threaded load leaves mapping and ranking to it.
-USER = "export %s=user-map %s=user-bind TUNEDMPI_NODES=2 TUNEDMPI_PPN=8" % (MAP, BIND)
+# The user's own mapping before the load: it wins (selector.SKIP), threads or not.
+USER = "export %s=user-map TUNEDMPI_NODES=2 TUNEDMPI_PPN=8" % MAP
 
 
 @pytest.mark.parametrize("system", ["lmod", "tcl"])
@@ -86,6 +86,7 @@ def test_unload_undoes_a_threaded_load_whatever_the_threads_are_by_then(system, 
     got = blocks(proc.stdout)
     assert got["threaded"][BIND] == "none" and got["threaded"][MAP] == "user-map"
     assert got["threaded"]["TUNEDMPI_ROW"].endswith(selector.THREADED_MARK)
-    assert got["single"][BIND] == "core" and got["single"][MAP] != "user-map"
+    assert got["single"][BIND] == "core" and got["single"][MAP] == "user-map"
+    assert ("yours=%s" % MAP) in got["single"]["TUNEDMPI_SELECTION"]
     assert got["after_threaded"] == got["before"]
     assert got["after_single"] == got["before"]

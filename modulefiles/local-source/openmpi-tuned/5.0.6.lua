@@ -41,7 +41,7 @@ local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site local-source)")
 whatis("Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml (tunedmpi sweep campaign(s) local-source-1x2-cma)")
-help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-cma\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
+help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-cma\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn). A rank\010of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.\010\010See the choice:   echo \036TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce)\010Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a\010                  variable you set before loading is kept (yours= in the selection)\010In a batch job:   load it in the job script, or run \039module reload\039 there: mpirun\010                  and srun say when the job differs from where it was loaded.\010Users\039 guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)\010Untuned baseline: module load openmpi/5.0.6")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -237,14 +237,19 @@ local function node_nps()
   return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
+-- A word from the environment as a message names it: only when it is a word, and cut, so
+-- whatever the environment holds is not echoed whole.
+local function shown(word)
+  local out = word:match("^[%w_]+$") or "?"
+  if #out > 40 then out = out:sub(1, 40) .. "..." end
+  return out
+end
+
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
-  local shown = profile:match("^[%w_]+$") or "?"
-  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
-  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  say("TUNEDMPI_PROFILE=" .. shown(profile) .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -263,6 +268,8 @@ else
   local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
   local marks = {}
   if kr then
+    local left = kr:match(":left=([%w_,]*)$")
+    if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
     if kr == ":unbound" then marks.unbound, kr = true, "" end
     if kr ~= "" then kp = nil end
   end
@@ -295,14 +302,39 @@ else
     set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
     threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
   end
+  -- Users in control (selector.SKIP): skipped names and values already set are left alone.
+  local left_note, left_mark = "", ""
+  if kind == "kept" then
+    for name in (marks.left or ""):gmatch("[^,]+") do set[name] = nil end
+  elseif not lost then
+    local words, known, unknown = {}, {}, {}
+    for _, name in ipairs(NAMES) do known[name] = true end
+    for w in (os.getenv("TUNEDMPI_SKIP") or ""):gmatch("[^,%s]+") do
+      words[w] = true
+      if not known[w] then unknown[#unknown + 1] = shown(w) end
+    end
+    if #unknown > 0 then
+      say("TUNEDMPI_SKIP: " .. table.concat(unknown, ", ") .. " not set by this module (ignored)")
+    end
+    local skipped, yours, left = {}, {}, {}
+    for _, name in ipairs(NAMES) do
+      if set[name] and words[name] then skipped[#skipped + 1] = name
+      elseif set[name] and (os.getenv(name) or "") ~= "" then yours[#yours + 1] = name end
+      if set[name] and (words[name] or (os.getenv(name) or "") ~= "") then left[#left + 1] = name end
+    end
+    for _, name in ipairs(left) do set[name] = nil end
+    if #skipped > 0 then left_note = " skip=" .. table.concat(skipped, ",") end
+    if #yours > 0 then left_note = left_note .. " yours=" .. table.concat(yours, ",") end
+    if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
+  end
   selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
               " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. rules_note .. nps_note .. threads_note
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark)
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
   keep("TUNEDMPI_SEEN", seen())
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then

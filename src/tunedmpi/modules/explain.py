@@ -76,6 +76,26 @@ def shown_profile(profile):
     return profile[:cut] + "..." if len(profile) > cut else profile
 
 
+def users_choice(env, values, names, messages):
+    """selector.SKIP and values already set: drop those names from ``values``; returns the
+    selection's note and TUNEDMPI_ROW's mark, and adds a message on words that name nothing."""
+    words = re.findall(r"[^,%s]+" % re.escape(selector.BLANKS), env.get(selector.SKIP) or "")
+    unknown = [shown_profile(w) for w in words if w not in names]
+    if unknown:
+        messages.append(
+            "%s: %s not set by this module (ignored)" % (selector.SKIP, ", ".join(unknown))
+        )
+    skipped = [n for n in names if n in values and n in words]
+    yours = [n for n in names if n in values and n not in words and env.get(n)]
+    for name in skipped + yours:
+        del values[name]
+    note = "".join(
+        " %s=%s" % (k, ",".join(v)) for k, v in (("skip", skipped), ("yours", yours)) if v
+    )
+    left = [n for n in names if n in skipped or n in yours]
+    return note, (selector.LEFT_MARK + ",".join(left) if left else "")
+
+
 def select(site, env, module_file=None):
     """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
 
@@ -136,7 +156,8 @@ def select(site, env, module_file=None):
             values[selector.BINDING[0]] = selector.BINDING[1]
             threads_note += " placement=launcher"
             threaded_mark = selector.THREADED_MARK
-    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s%s" % (
+    left_note, left_mark = users_choice(env, values, names, messages)
+    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s%s%s" % (
         match.nodes,
         match.ppn,
         match.kind,
@@ -145,16 +166,18 @@ def select(site, env, module_file=None):
         rules_note,
         nps_note,
         threads_note,
+        left_note,
     )
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s:%dx%d%s%s" % (
+    out["TUNEDMPI_ROW"] = "%s:%dx%d%s%s%s" % (
         profile,
         match.nodes,
         match.ppn,
         rules_mark,
         threaded_mark,
+        left_mark,
     )
     out[selector.SEEN] = geometry.seen(env)
     messages += row["notes"]

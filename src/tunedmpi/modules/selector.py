@@ -142,6 +142,14 @@ def variables():
     return out + THREAD_VARIABLES
 
 
+# Users in control: a name in SKIP (words separated by "," or blanks) is left alone, and so is
+# a name that already has a value when the module loads: the user's (or an earlier module's) wins.
+# TUNEDMPI_SELECTION names both (skip=..., yours=...); TUNEDMPI_ROW records them after LEFT_MARK
+# so that unload leaves them too. A word of SKIP that names nothing this module sets is ignored,
+# and the load says so (a word shown as an unknown profile is: PROFILE_SHOWN).
+SKIP = "TUNEDMPI_SKIP"
+LEFT_MARK = ":left="
+
 # The launch check (docs/design.md, "The job's geometry at launch"): the module records in SEEN
 # what it read (each variable of seen_variables() that is set, as NAME=value, joined by ";",
 # values kept to SEEN_CHARS: the record is data, never code); the mpirun, mpiexec and srun of

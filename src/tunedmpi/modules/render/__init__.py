@@ -454,14 +454,17 @@ def _help(site, tuned, rules=False, fmt="lua"):
             "At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,",
             "PBS, LSF or Flux variables, else the site default (%d node(s) x %d ppn), and sets the"
             % (site.default_nodes, site.default_ppn),
-            "variables of the nearest measured row (node count on a log2 scale, then ppn).",
+            "variables of the nearest measured row (node count on a log2 scale, then ppn). A rank",
+            "of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.",
             "",
-            "See the choice:   echo $TUNEDMPI_SELECTION   or   tunedmpi explain --site %s"
-            % site.name,
+            "See the choice:   echo $TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load",
             "Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>",
-            "                  before module load (default profile: %s); TUNEDMPI_VERBOSE=1 explains"
-            % site.default_profile,
-            "                  on stderr; set any variable after loading, or use mpirun -x / --mca.",
+            "                  before module load (default profile: %s)" % site.default_profile,
+            "Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a",
+            "                  variable you set before loading is kept (yours= in the selection)",
+            "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
+            "                  and srun say when the job differs from where it was loaded.",
+            "Users' guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)",
             "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version)
             if fmt == "lua"
             # Environment Modules refuses a second member of family mpi: switch, do not load.
