@@ -10,7 +10,7 @@ import lmod
 from conftest import ROOT
 from test_modules_conformance import expected, load_mpi
 from test_modules_hygiene import blocks, env_block
-from tunedmpi.modules import explain
+from tunedmpi.modules import envmap, explain, render, selector, sites
 
 pytestmark = pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed")
 # The local site's row sets UCX_TLS and OMPI_MCA_pml (and pml_ucx_tls/devices: no InfiniBand).
@@ -65,10 +65,40 @@ def test_skip_and_values_set_before_the_load_are_left_alone_through_unload(name,
 def test_the_users_page_names_every_users_variable_and_no_admin_tool():
     """docs/users.md (what `module help` points to) tells each variable a user may set and uses
     no command users do not have (`tunedmpi` is the admins')."""
-    from tunedmpi.modules import selector
 
     text = (ROOT / "docs" / "users.md").read_text()
     for name in list(selector.EXPLICIT) + [selector.THREADS_EXPLICIT, selector.SKIP]:
         assert name in text, name
     assert "TUNEDMPI_PROFILE" in text and "module reload" in text
     assert "tunedmpi " not in text and "tunedmpi explain" not in text
+
+
+@pytest.mark.parametrize("site_name", ["local", "oci-bm-optimized3.36"])
+def test_module_help_gives_each_values_row_evidence_and_origin_in_every_twin(site_name, tmp_path):
+    """`module help` in this shell: the selection, the row's evidence (campaign and measured gain,
+    or study section and findings) and for each value what it comes from, as explain says it."""
+    site = load_mpi(site_name, "openmpi-tuned")
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    env = {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "8", "OMP_NUM_THREADS": "4"}
+    for name in ("lmod", "tcl"):
+        shell, paths, module_file = system(name, site, tmp_path / name)
+        proc = shell(paths, "module help %s" % module, **env)
+        want = explain.select(site, env, module_file)["why"]
+        lines = (proc.stderr + proc.stdout).splitlines()
+        assert want[0] in lines, (name, proc.stderr)
+        start = lines.index(want[0])
+        assert lines[start : start + len(want)] == want, name
+        assert want[1].startswith(
+            "  evidence: " + ("campaign" if site_name == "local" else "study")
+        )
+        assert all(line.split(": ", 1)[1] for line in want[2:])  # every value has an origin
+    if site_name != "local":  # a threaded rank: the binding says why it is none
+        assert any(selector.BINDING_WHY in line for line in want)
+
+
+def test_every_variable_a_row_sets_has_an_origin():
+    for site_name in sites.site_names():
+        for mpi in sites.load_named(site_name).mpis():
+            if mpi.table:
+                for name in render.rows_for(mpi)[1]:
+                    assert envmap.origin(name), (site_name, name)

@@ -31,6 +31,22 @@ local ROWS = {
     { 1, 2, 0, "none", { { "UCX_TLS", "self,posix" }, { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_pml_ucx_tls", "any" }, { "OMPI_MCA_pml_ucx_devices", "any" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["acc:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["allgather:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["allreduce:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["alltoall:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["bcast:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["get:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+  ["put:1x2"] = "campaign local-source-1x2-cma, job-wide rule; stage transport: chosen over 3 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 12.2% less time than the baseline",
+}
+local ORIGIN = {
+  ["UCX_TLS"] = "the table\039s ucx_tls",
+  ["OMPI_MCA_pml"] = "the table\039s pml",
+  ["OMPI_MCA_pml_ucx_tls"] = "derived: pml ucx on a site without InfiniBand/RoCE disqualifies itself",
+  ["OMPI_MCA_pml_ucx_devices"] = "derived: pml ucx on a site without InfiniBand/RoCE disqualifies itself",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices" }
 -- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
@@ -336,6 +352,18 @@ else
   end
   keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
   keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

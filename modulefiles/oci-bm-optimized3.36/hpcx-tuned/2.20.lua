@@ -64,6 +64,68 @@ local ROWS = {
     { 8, 36, 2, "none", { { "UCX_TLS", "self,sm,ud" }, { "UCX_RNDV_THRESH", "intra:16kb,inter:128kb" }, { "UCX_ZCOPY_THRESH", "128kb" }, { "SLURM_DISTRIBUTION", "block:cyclic" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["allgather:1x8"] = "study section 1-1-2; UCC vs none: worse over almost the whole range; HCOLL vs none: worse over almost the whole range; UCC vs HCOLL: better from 4KB to 32KB; worse below that",
+  ["allgather:1x16"] = "study section 1-2-2; UCC vs none: no clear trend at >= 16KB; worse below that; HCOLL vs none: no clear trend at >= 32KB; worse over almost all of the range below that; UCC vs HCOLL: better from 4KB to 16KB; worse below that",
+  ["allgather:1x32"] = "study section 1-3-2; UCC vs none: worse from 128B to 512B; no clear trend elsewhere; HCOLL vs none: worse from 2KB to 8KB; no clear trend elsewhere; UCC vs HCOLL: worse from 128B to 512B; better from 2KB to 8KB",
+  ["allgather:1x36"] = "study section 1-4-2; UCC vs none: better at <= 64B; no clear trend elsewhere; HCOLL vs none: better at <= 1KB; no clear trend elsewhere; UCC vs HCOLL: better from 2KB to 8KB; worse below that",
+  ["allgather:2x8"] = "study section 2-1-2; UCC vs none: better over the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: mostly better at <= 16KB",
+  ["allgather:2x16"] = "study section 2-2-2; UCC vs none: better over the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: no clear trend over the whole range",
+  ["allgather:2x32"] = "study section 2-3-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1KB to 4KB and at <= 16B; worse from 64B to 512B",
+  ["allgather:2x36"] = "study section 2-4-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1KB to 4KB; worse from 64B to 512B",
+  ["allgather:4x8"] = "study section 3-1-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 128B to 1KB; better from 2KB to 8KB and at <= 64B",
+  ["allgather:4x16"] = "study section 3-2-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 64B to 512B; better at <= 16B",
+  ["allgather:4x32"] = "study section 3-3-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 32B to 512B",
+  ["allgather:4x36"] = "study section 3-4-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: no clear trend over the whole range",
+  ["allgather:8x8"] = "study section 4-1-2; UCC vs none: better at >= 64KB and at <= 32B; worse from 64B to 512B; HCOLL vs none: better at >= 64KB; UCC vs HCOLL: worse from 64B to 512B; better at <= 32B",
+  ["allgather:8x16"] = "study section 4-2-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 32B to 512B; better at <= 16B",
+  ["allgather:8x32"] = "study section 4-3-2; UCC vs none: better at >= 4KB and at <= 8B; worse from 16B to 1KB; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: better at <= 8B; worse from 16B to 512KB",
+  ["allgather:8x36"] = "study section 4-4-2; UCC vs none: worse from 16B to 256B; better elsewhere; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 16B to 256B",
+  ["allreduce:1x8"] = "study section 1-1-3; UCC vs none: better at >= 256KB; worse below that; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse over almost the whole range",
+  ["allreduce:1x16"] = "study section 1-2-3; UCC vs none: better at >= 32KB; worse below that; HCOLL vs none: better at >= 32MB; worse at <= 4KB; UCC vs HCOLL: no clear trend at >= 8KB; worse below that",
+  ["allreduce:1x32"] = "study section 1-3-3; UCC vs none: better at >= 512KB; no clear trend below that; HCOLL vs none: better at >= 32MB and at <= 4KB; UCC vs HCOLL: worse at <= 4KB",
+  ["allreduce:1x36"] = "study section 1-4-3; UCC vs none: better at >= 128B; HCOLL vs none: better at >= 128KB and at <= 4KB; UCC vs HCOLL: no clear trend at >= 8KB; worse below that",
+  ["allreduce:2x8"] = "study section 2-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 128B to 512KB; no clear trend elsewhere",
+  ["allreduce:2x16"] = "study section 2-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 1MB to 16MB; better at <= 4KB",
+  ["allreduce:2x32"] = "study section 2-3-3; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1MB to 16MB; mostly worse above that and below that",
+  ["allreduce:2x36"] = "study section 2-4-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: mostly better at >= 8KB; worse below that",
+  ["allreduce:4x8"] = "study section 3-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 128B to 4KB",
+  ["allreduce:4x16"] = "study section 3-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 2MB to 16MB; worse from 128B to 4KB",
+  ["allreduce:4x32"] = "study section 3-3-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 512KB to 16MB; worse at <= 4KB",
+  ["allreduce:4x36"] = "study section 3-4-3; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: mostly better at >= 8KB; worse below that",
+  ["allreduce:8x8"] = "study section 4-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 64MB",
+  ["allreduce:8x16"] = "study section 4-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 1MB; worse from 128B to 32KB",
+  ["allreduce:8x32"] = "study section 4-3-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 512KB; mostly worse at <= 64KB",
+  ["allreduce:8x36"] = "study section 4-4-3; UCC vs none: mostly better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse at <= 8KB",
+  ["alltoall:1x8"] = "study section 1-1-1; UCC vs none: worse at >= 32KB; no clear trend below that; HCOLL vs none: no clear trend over the whole range; UCC vs HCOLL: better at >= 32KB; no clear trend below that",
+  ["alltoall:1x16"] = "study section 1-2-1; UCC vs none: worse at >= 16KB; better below 128B; HCOLL vs none: no clear trend at >= 1KB; better below that; UCC vs HCOLL: worse at >= 32KB; no clear trend below that",
+  ["alltoall:1x32"] = "study section 1-3-1; UCC vs none: worse at >= 16KB and at <= 128B; HCOLL vs none: no clear trend at >= 2KB; mostly better below that; UCC vs HCOLL: worse at >= 16KB; no clear trend below that",
+  ["alltoall:1x36"] = "study section 1-4-1; UCC vs none: worse at >= 16KB; better at <= 128B; HCOLL vs none: worse at >= 128KB; mostly better at <= 1KB; UCC vs HCOLL: worse from 16KB to 128KB",
+  ["alltoall:2x8"] = "study section 2-1-1; UCC vs none: worse from 4KB to 256KB; mostly better at <= 256B; HCOLL vs none: mostly better at <= 256B; UCC vs HCOLL: mostly worse at <= 64KB",
+  ["alltoall:2x16"] = "study section 2-2-1; UCC vs none: better below 512B; no clear trend above that; HCOLL vs none: better below 512B; no clear trend above that; UCC vs HCOLL: mostly worse at <= 64KB",
+  ["alltoall:2x32"] = "study section 2-3-1; UCC vs none: better below 1KB; no clear trend above that; HCOLL vs none: better below 1KB; no clear trend above that; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:2x36"] = "study section 2-4-1; UCC vs none: better at <= 512B; HCOLL vs none: better at <= 512B; UCC vs HCOLL: mostly worse at <= 512B",
+  ["alltoall:4x8"] = "study section 3-1-1; UCC vs none: worse from 2KB to 64KB; better at <= 256B; HCOLL vs none: worse from 512B to 32KB; better below that; UCC vs HCOLL: mostly worse at <= 128B",
+  ["alltoall:4x16"] = "study section 3-2-1; UCC vs none: better at <= 1KB; HCOLL vs none: better at <= 1KB; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:4x32"] = "study section 3-3-1; UCC vs none: better at <= 512B; HCOLL vs none: better at <= 256B; UCC vs HCOLL: no clear trend over the whole range",
+  ["alltoall:4x36"] = "study section 3-4-1; UCC vs none: mostly better at <= 512B; HCOLL vs none: better at <= 512B; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:8x8"] = "study section 4-1-1; UCC vs none: better at <= 1KB; HCOLL vs none: better at <= 1KB; UCC vs HCOLL: mostly worse at <= 128B",
+  ["alltoall:8x16"] = "study section 4-2-1; UCC vs none: better at <= 512B; HCOLL vs none: mostly better at <= 512B; UCC vs HCOLL: mostly worse at <= 2KB",
+  ["alltoall:8x32"] = "study section 4-3-1; UCC vs none: no clear trend over the whole range; HCOLL vs none: worse from 2KB to 64KB; better at <= 512B; UCC vs HCOLL: better from 256B to 16KB; mostly worse at <= 128B",
+  ["alltoall:8x36"] = "study section 4-4-1; UCC vs none: no clear trend over the whole range; HCOLL vs none: mostly worse at >= 1KB; worse below that; UCC vs HCOLL: mostly worse at <= 256B",
+}
+local ORIGIN = {
+  ["UCX_RNDV_THRESH"] = "the table\039s ucx_rndv_thresh (intra:/inter: form with UCX >= 1.17)",
+  ["SLURM_DISTRIBUTION"] = "the table\039s mapping, for srun",
+  ["OMPI_MCA_coll_hcoll_enable"] = "derived: HCOLL won most sizes of a collective, or none",
+  ["OMPI_MCA_coll_ucc_enable"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_priority"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_cts"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["UCC_CL_BASIC_TUNE"] = "derived: UCC declines the sizes it did not win (the table\039s choice)",
+  ["UCX_TLS"] = "the table\039s ucx_tls",
+  ["UCX_ZCOPY_THRESH"] = "the table\039s ucx_zcopy_thresh",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "SLURM_DISTRIBUTION", "OMPI_MCA_coll_hcoll_enable", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "UCX_TLS", "UCX_ZCOPY_THRESH" }
 -- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
@@ -364,6 +426,18 @@ else
   end
   keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
   keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

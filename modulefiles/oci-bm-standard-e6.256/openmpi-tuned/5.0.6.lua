@@ -28,6 +28,35 @@ local ROWS = {
     { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" }, { "OMPI_MCA_coll_ucc_enable", "1" }, { "OMPI_MCA_coll_ucc_priority", "100" }, { "OMPI_MCA_coll_ucc_cts", "allreduce" }, { "UCC_CL_BASIC_TUNE", "allreduce:0-4194303:0" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["allgather:1x32"] = "study section 1-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allgather:1x64"] = "study section 2-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best",
+  ["allgather:1x128"] = "study section 3-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allgather:1x256"] = "study section 4-2; no component: UCX_RNDV_THRESH has little influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x32"] = "study section 1-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x64"] = "study section 2-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 64KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x128"] = "study section 3-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 64KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x256"] = "study section 4-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x32"] = "study section 1-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x64"] = "study section 2-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x128"] = "study section 3-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x256"] = "study section 4-1; no component: UCX_RNDV_THRESH has little influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+}
+local ORIGIN = {
+  ["UCX_RNDV_THRESH"] = "the table\039s ucx_rndv_thresh (intra:/inter: form with UCX >= 1.17)",
+  ["OMPI_MCA_coll_hcoll_enable"] = "derived: HCOLL won most sizes of a collective, or none",
+  ["HCOLL_ML_DISABLE_ALLGATHER"] = "derived: HCOLL stays off for a collective that did not choose it",
+  ["HCOLL_ML_DISABLE_ALLTOALL"] = "derived: HCOLL stays off for a collective that did not choose it",
+  ["OMPI_MCA_coll_ucc_enable"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_priority"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_cts"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["UCC_CL_BASIC_TUNE"] = "derived: UCC declines the sizes it did not win (the table\039s choice)",
+  ["PRTE_MCA_rmaps_default_mapping_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["PRTE_MCA_rmaps_default_ranking_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["PRTE_MCA_hwloc_default_binding_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["SLURM_DISTRIBUTION"] = "the table\039s mapping, for srun",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
 -- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
@@ -333,6 +362,18 @@ else
   end
   keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
   keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

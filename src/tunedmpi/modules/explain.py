@@ -10,7 +10,7 @@ import re
 from collections import OrderedDict
 
 from tunedmpi import paths
-from tunedmpi.modules import geometry, selector
+from tunedmpi.modules import envmap, geometry, selector
 from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 
 
@@ -180,6 +180,11 @@ def select(site, env, module_file=None):
         left_mark,
     )
     out[selector.SEEN] = geometry.seen(env)
+    why = ["This shell: " + selection, "  evidence: " + row["evidence"]]
+    for name, value in out.items():
+        if name in names:
+            text = selector.BINDING_WHY if threaded_mark and name == selector.BINDING[0] else None
+            why.append("  %s=%s: %s" % (name, value, text or envmap.origin(name)))
     messages += row["notes"]
     return {
         "env": out,
@@ -188,11 +193,13 @@ def select(site, env, module_file=None):
         "messages": messages,
         "geometry": geo,
         "match": match,
+        "why": why,
     }
 
 
 def describe(result):
     lines = ["TUNEDMPI_SELECTION=%s" % result["selection"]]
     lines += ["%s=%s" % kv for kv in result["env"].items()]
+    lines += ["# " + w.strip() for w in result.get("why", [])[1:]]  # row, evidence, origin
     lines += ["# " + m for m in result["messages"]]
     return "\n".join(lines) + "\n"

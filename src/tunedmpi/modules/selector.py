@@ -116,6 +116,7 @@ THREADS = (count("SLURM_CPUS_PER_TASK"), per_rank("NCPUS"), count("OMP_NUM_THREA
 BINDING = ("PRTE_MCA_hwloc_default_binding_policy", "none")
 UNPLACED = ("PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy")
 THREADED_MARK = ":unbound"
+BINDING_WHY = "threads per rank above 1: placement left to the launcher, never one core"
 THREAD_VARIABLES = [THREADS_EXPLICIT] + [e[1] for e in THREADS]
 
 

@@ -299,6 +299,7 @@ def rows_for(site):
                     "env": env,
                     "notes": notes,
                     "rules": rules_name(case.nodes, case.ppn) if colls else None,
+                    "evidence": envmap.evidence(table, case),
                 }
             )
         data[profile] = rows
@@ -604,6 +605,7 @@ def render_site(site):
             help_text=_help(site, True, bool(rules), fmt),
             has_rules=bool(rules),
             rules_vars=RULES_VARS,
+            origins={name: envmap.origin(name) for name in names},
             rule_chain=chains[fmt](),
             threads_fn=threads_fns[fmt](),
             **common,
