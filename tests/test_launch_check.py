@@ -66,7 +66,7 @@ def test_a_login_row_in_a_job_says_so_at_launch_and_reload_fixes_it(tmp_path):
             direct = shell([], "srun --version >/dev/null 2>&1; echo $?", PATH="/usr/bin:/bin")
             direct = direct.stdout.strip()
             assert got["srun"].startswith("rc=%s " % direct) and LINE in got["srun"], got
-        assert "source=slurm" in got["after"], (name, got)
+        assert "source=slurm" in got["after"] and "yours=" not in got["after"], (name, got)
         assert got["reloaded"] == "", (name, got)
 
 
