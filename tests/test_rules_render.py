@@ -66,6 +66,7 @@ def write_tree(site, out):
     """What `tunedmpi render --out OUT` writes for the site; returns the tuned module's path."""
     for rel, text in render.render_site(site).items():
         write_atomic(out / rel, text)
+        render.make_executable(out / rel)
     return out / SITE / "openmpi-tuned" / ("%s.lua" % VERSION)
 
 
@@ -494,7 +495,7 @@ def test_under_the_module_each_band_runs_the_algorithm_it_names(project, tmp_pat
         assert proc.returncode == 0, (tag, proc.stderr[-3000:])
         runs[tag] = read_fingerprints(tmp_path / tag, len(plist))
     # The module, loaded by real Lmod for the row's geometry, then mpirun from the module's MPI.
-    script = 'module load %s && command -v mpirun && echo "$%s" && %s' % (
+    script = 'module load %s && type -ap mpirun | sed -n 2p && echo "$%s" && %s' % (
         TUNED,
         FILE,
         mpirun(program, tmp_path / "module", plist),
