@@ -36,6 +36,7 @@ def clean_env(**extra):
                 "FLUX_",
                 "TUNEDMPI_",
                 "UCX_",
+                "UCC_",  # a value set before the load would be kept (selector.SKIP)
                 "OMPI_MCA_",
                 "HCOLL_",
                 "PRTE_MCA_",
