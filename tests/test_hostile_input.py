@@ -118,6 +118,24 @@ SITE_CORPUS = [
         "  pypi: [mpich==5.0.2]\n  modules: mpich",
         "peers[1].modules",
     ),
+    (
+        "hierarchy-kind",
+        "default_profile: allreduce",
+        "default_profile: allreduce\nhierarchy: tree",
+        "hierarchy",
+    ),
+    (
+        "hierarchy-level-lua",
+        "default_profile: allreduce",
+        'default_profile: allreduce\nhierarchy: {mpi_level: "/m\\"]] os.exit(1) --"}',
+        "hierarchy.mpi_level",
+    ),
+    (
+        "hierarchy-level-up",
+        "default_profile: allreduce",
+        "default_profile: allreduce\nhierarchy: {mpi_level: /modules/../../etc}",
+        "hierarchy.mpi_level",
+    ),
 ]
 
 

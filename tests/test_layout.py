@@ -20,7 +20,7 @@ STAGES = [
     "importers",
     "<cli>",
 ]
-SHARED = {"atomic", "errors", "paths", "yamlsrc", "stats", "__init__"}
+SHARED = {"atomic", "errors", "files", "paths", "yamlsrc", "stats", "__init__"}
 
 
 def stage_of(dotted):

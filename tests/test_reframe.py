@@ -6,6 +6,8 @@ a FAIL on this host's noise is reported as a warning: check_run), and its perflo
 per benchmark x band whose gain is the one in the results.json that validate wrote for that run."""
 
 import json
+import math
+import re
 import subprocess
 import sys
 import warnings
@@ -15,7 +17,7 @@ import pytest
 
 import lmod
 import slurmcluster as slurm
-from conftest import ROOT
+from conftest import ROOT, unpack_archive
 
 REFRAME = Path(sys.executable).parent / "reframe"
 LIBRARY = ROOT / "validate" / "reframe"
@@ -90,10 +92,29 @@ def kept(cwd, name):
     return sorted((cwd / "output").rglob(name)) or sorted((cwd / "stage").rglob(name))
 
 
+def band_vars(res):
+    """{perf variable: band} of a results.json's size bands."""
+    return {
+        "%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b
+        for b in res["bands"]
+        if b["band"] != "reliability"
+    }
+
+
+def below_edge(res):
+    """The perf variables ReFrame's references fail: decided bands below validate's loss edge."""
+    edge = 1 / (1 + res["tolerance"])
+    return sorted(
+        v
+        for v, b in band_vars(res).items()
+        if b["gain"] is not None and not b.get("undecided") and b["gain"] < edge
+    )
+
+
 def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS):
     """ReFrame's pass/fail is validate's verdict (``verdict``: the one expected; None: whichever
-    validate reached, PASS or FAIL), and its perflog holds one record per benchmark x band with the
-    gain of validate's results.json. Returns that results dict.
+    validate reached, PASS or FAIL) and its references' (below_edge), and its perflog holds one
+    record per benchmark x band with the gain of validate's results.json. Returns that results dict.
 
     Why None for the real runs: the local module's allreduce wins 1-64 KB by ~1.5x, but its <= 1 KB
     band is at parity and this 2-core host moves whole runs by up to 2x, so a PASS is likely, not
@@ -122,7 +143,7 @@ def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS)
                 "ReFrame run on %s: validate's verdict was FAIL on this host's noise; the test "
                 "checks that ReFrame failed with it\n%s" % (system, context[-2500:])
             )
-    passed = verdict == "PASS"
+    passed = verdict == "PASS" and not below_edge(res)
     assert proc.returncode == (0 if passed else 1), context
     assert (
         "Ran 1/1 test case(s) from 1 check(s) (%d failure(s)" % (0 if passed else 1) in proc.stdout
@@ -130,11 +151,7 @@ def check_run(proc, cwd, system, partition, verdict=None, benchmarks=BENCHMARKS)
     assert res["verdict"] == verdict and res["suite"] == "probe" and res["set"] == "quick", context
     log = cwd / "perflogs" / system / partition / "TunedMPIValidation.log"
     records = perflog_records(log)
-    bands = {
-        "%s_%s" % (b["benchmark"], b["band"].replace("<=", "le")): b
-        for b in res["bands"]
-        if b["band"] != "reliability"
-    }
+    bands = band_vars(res)
     # one record per benchmark x band of the quick set (sizes 1 B-64 KB: two bands), each with its gain
     assert sorted(records) == sorted(
         "%s_%s" % (b, band) for b in benchmarks for band in ("le1KB", "1KB-64KB")
@@ -204,3 +221,57 @@ def test_local_site_under_a_real_one_node_slurm(tmp_path):
     assert res["geometry"]["np"] == 2
     (err,) = (p.read_text() for p in kept(work, "rfm_job.err"))
     assert "validate: " in err
+
+
+REPORT = "--performance-report=now-1d:now/last:+presult/+plower"
+
+
+def performance_report(stdout):
+    """{perf variable: (ReFrame's pass/fail of it, its lower bound)} from the report that
+    --performance-report=...:+presult/+plower prints."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 8 and cells[1] == "TunedMPIValidation":
+            out[cells[3]] = (cells[5], float(cells[8]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "archive, campaign",
+    [
+        # against Intel MPI: 4 bands lose (0.72-0.86x), alltoall 64 KB-1 MB is undecided at 0.89x
+        ("validate-local-vs-intel-mpi-20261127T044735Z", "local-20261127T044735Z"),
+        # PASS, its put_bw <= 1 KB undecided at 0.94x: noise, not a regression
+        ("validate-local-20261123T205744Z", "validate-results/local-20261123T205744Z"),
+    ],
+)
+def test_references_fail_the_losing_bands_by_reframes_own_rule(tmp_path, archive, campaign):
+    """An archived campaign judged again through ReFrame (-S reanalyse: validate measures nothing):
+    each decided band's reference puts ReFrame's bound at validate's loss edge, so exactly the
+    bands that lose fail ReFrame's check, and the performance report says so per band."""
+    unpack_archive(archive, tmp_path / "archive")
+    env = lmod.clean_env(RFM_ENABLE_RESULTS_STORAGE="1", RFM_SQLITE_DB_FILE=str(tmp_path / "db"))
+    options = ["-S", "reanalyse=%s" % (tmp_path / "archive" / campaign), REPORT]
+    proc = reframe("local.py", tmp_path, env, options)
+    context = proc.stdout[-6000:] + proc.stderr[-2000:]
+    (results,) = kept(tmp_path, "results.json")
+    res = json.loads(results.read_text())
+    bands = band_vars(res)
+    lost = sorted(v for v, b in bands.items() if b["verdict"] == "lose")
+    noisy = [v for v, b in bands.items() if b["undecided"] and b["gain"] < 1 / 1.05]
+    assert noisy, "the campaign has no undecided band below the edge: pick another"
+    failed = sorted(re.findall(r"^\s+(\S+)=[0-9.]+ x, expected 1.0 \(l=0.952", proc.stdout, re.M))
+    assert failed == lost == below_edge(res), context
+    assert proc.returncode == (1 if res["verdict"] != "PASS" else 0), context
+    report = performance_report(proc.stdout)
+    assert sorted(report) == sorted(bands), context
+    for var, (result, lower) in report.items():
+        assert result == ("fail" if var in lost else "pass"), (var, context)
+        undecided = bands[var]["undecided"]
+        assert lower == (-math.inf if undecided else pytest.approx(1 / 1.05)), (var, lower)
+    records = perflog_records(
+        tmp_path / "perflogs" / "local" / "default" / "TunedMPIValidation.log"
+    )
+    assert sorted(records) == sorted(bands)
+    assert {r["results"] for r in records.values()} == {str(results.parent)}

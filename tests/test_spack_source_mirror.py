@@ -95,7 +95,9 @@ def test_a_mirror_spack_can_read(tmp_path):
 def test_a_missing_repository_is_one_line_and_exit_2(tmp_path, capsys):
     sources = tmp_path / "s.yaml"
     sources.write_text(
-        "x: {version: '1', repo: a/b, ref: v1, archive: x-1.tar.gz, spack_sha256: '00'}\n"
+        "x: {version: '1', repo: a/b, ref: v1, archive: x-1.tar.gz, spack_sha256: '"
+        + "0" * 64
+        + "'}\n"
     )
     assert mirror.main([str(sources), str(tmp_path / "m"), "--git-root", str(tmp_path)]) == 2
     assert "no git repository for a/b" in capsys.readouterr().err

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import sys
@@ -30,9 +31,62 @@ from pathlib import Path
 
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # run with any python3 that has yaml, from a checkout
+
+from tunedmpi import paths  # noqa: E402
+from tunedmpi.errors import InputError  # noqa: E402
+
 
 class MirrorError(Exception):
     pass
+
+
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+COMMIT = re.compile(r"^[0-9a-f]{7,64}\Z")
+REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,127}\Z")  # a tag or branch, never an option
+
+
+def checked(pattern, value, where, key, want):
+    """value when it matches pattern, else a MirrorError naming the entry, the key and the fix."""
+    if isinstance(value, str) and pattern.match(value):
+        return value
+    raise MirrorError(f"{where}: {key}: {value!r} is not {want} (fix: write {want})")
+
+
+def check_entry(name, entry, where):
+    """Every value of an entry that becomes a path part, a git argument or an archive member is a
+    plain name, checked before anything is built: a package named /some/dir, an archive
+    ../../x.tar.gz or a checksum ../../y would otherwise write (and remove) outside the mirror."""
+    if not isinstance(entry, dict):
+        raise MirrorError(f"{where}: {name!r}: write a mapping (version, repo, ref, archive, ...)")
+    for key in ("version", "repo", "ref", "archive", "spack_sha256"):
+        if not entry.get(key):
+            raise MirrorError(
+                f"{name}: {key} is missing (each entry needs version, repo, ref, archive, spack_sha256)"
+            )
+    try:
+        paths.safe_name(name, where, "package")
+        paths.safe_name(str(entry["version"]), where, f"{name}.version")
+        paths.safe_name(entry["archive"], where, f"{name}.archive")
+        owner, _, repo = str(entry["repo"]).partition("/")
+        paths.safe_name(owner, where, f"{name}.repo")
+        paths.safe_name(repo, where, f"{name}.repo")
+        if entry.get("prefix") is not None:
+            paths.safe_name(str(entry["prefix"]).removesuffix("/"), where, f"{name}.prefix")
+    except InputError as exc:
+        raise MirrorError(exc.format()) from exc
+    if not entry["archive"].endswith((".tar.gz", ".tar.bz2")):
+        raise MirrorError(f"{name}: archive {entry['archive']}: write a .tar.gz or .tar.bz2 name")
+    checked(REF, entry["ref"], where, f"{name}.ref", "a tag, branch or commit")
+    checked(SHA256, entry["spack_sha256"], where, f"{name}.spack_sha256", "64 hex digits")
+    for patch in entry.get("patches") or []:
+        if not isinstance(patch, dict) or not patch.get("commit") or not patch.get("spack_sha256"):
+            raise MirrorError(f"{name}: each patch needs commit and spack_sha256")
+        checked(COMMIT, patch["commit"], where, f"{name}.patches.commit", "a commit hash")
+        checked(
+            SHA256, patch["spack_sha256"], where, f"{name}.patches.spack_sha256", "64 hex digits"
+        )
 
 
 def run(cmd, cwd=None, stdout=None, stdin_data=None):
@@ -56,6 +110,8 @@ class Repos:
         if slug in self.explicit:
             return self.explicit[slug]
         owner, name = slug.split("/", 1)
+        if not (paths.SAFE_NAME.match(owner) and paths.SAFE_NAME.match(name)):
+            raise MirrorError(f"{slug}: not an owner/name of plain names (a submodule URL?)")
         if self.root:
             for cand in (f"{owner}+{name}/repo", f"{owner}/{name}.git", f"{owner}/{name}", name):
                 path = self.root / cand
@@ -194,8 +250,6 @@ def store(mirror, name, entry, made):
 def store_patch(mirror, name, gitdir, patch):
     """A commit as GitHub serves <commit>.patch?full_index=1, at Spack's storage path for a patch
     (no extension); its checksum must be the package's, since Spack checks patches always."""
-    if not patch.get("commit") or not patch.get("spack_sha256"):
-        raise MirrorError(f"{name}: each patch needs commit and spack_sha256")
     text = run(
         [
             "git",
@@ -224,13 +278,6 @@ def store_patch(mirror, name, gitdir, patch):
 
 
 def make_one(repos, name, entry, mirror, scratch):
-    for key in ("version", "repo", "ref", "archive", "spack_sha256"):
-        if not entry.get(key):
-            raise MirrorError(
-                f"{name}: {key} is missing (each entry needs version, repo, ref, archive, spack_sha256)"
-            )
-    if not entry["archive"].endswith((".tar.gz", ".tar.bz2")):
-        raise MirrorError(f"{name}: archive {entry['archive']}: write a .tar.gz or .tar.bz2 name")
     made = scratch / f"{name}.archive"
     gitdir = gitdir_of(repos.find(entry["repo"]))
     if entry.get("prefix"):
@@ -293,9 +340,13 @@ def main(argv=None):
                 sources = yaml.safe_load(fh) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise MirrorError(f"{args.sources}: cannot read: {exc}") from exc
+        if not isinstance(sources, dict):
+            raise MirrorError(f"{args.sources}: write a mapping of package: entry")
         unknown = set(args.only) - set(sources)
         if unknown:
             raise MirrorError(f"--only {', '.join(sorted(unknown))}: not in {args.sources}")
+        for name, entry in sources.items():
+            check_entry(name, entry, args.sources)
         repos = Repos(explicit, args.git_root)
         mirror = Path(args.mirror)
         index_path = mirror / "SOURCES.json"

@@ -4,7 +4,8 @@
 #   tools/system-packages.sh main    what `make` needs: a C compiler for the probes, Lmod, python3-venv
 #   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm (+ iproute2 for the
 #                                    namespace hosts) for the real-Slurm tests,
-#                                    Tcl + Environment Modules 5 for the Tcl modulefile tests
+#                                    Tcl + Environment Modules 5 for the Tcl modulefile tests,
+#                                    Chromium for the history dashboard's browser test
 #   tools/system-packages.sh spack   what the local-source Spack environment takes from Debian (its
 #                                    externals: autotools, hwloc, libevent, numactl, Python + PyYAML +
 #                                    Jinja2 ...) to build Open MPI + UCX + UCC from source (docs/spack.md)
@@ -33,7 +34,8 @@ slurmctld|test -x /usr/sbin/slurmctld
 slurmd|test -x /usr/sbin/slurmd
 slurm-client|command -v sbatch
 iproute2|command -v ip
-tcl8.6|command -v tclsh8.6'
+tcl8.6|command -v tclsh8.6
+chromium|command -v chromium'
 # site-configs/local-source/spack.yaml's externals (and what the source mirror's autogen runs)
 spack_needs='g++|command -v g++
 autoconf automake libtool m4 flex|command -v autoreconf && command -v libtoolize && command -v flex

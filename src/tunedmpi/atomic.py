@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -103,19 +104,67 @@ def stray_temps(root):
     return sorted(found)
 
 
+# What a lock file holds (HOLDER): a file that is not empty and not such a line was not made as a
+# lock, and is never truncated.
+HOLDER = re.compile(rb"\Apid \d+ on [^\n]* since [^\n]*\n?\Z")
+
+
+def _refuse_lock(path, problem):
+    return InputError(
+        path,
+        None,
+        "lock",
+        problem,
+        "remove it (it is not a lock file this tool made), then rerun",
+    )
+
+
+def _open_lock(path):
+    """The descriptor of the lock file ``path``: its folder (made when missing) opened without
+    following a link, the file created there, or opened without following a link and only when it
+    is a regular file with one name that is empty or holds a HOLDER line, so that a link planted in
+    a shared store never makes the lock truncate another file."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise OutputError(path, exc) from exc
+    try:
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            return os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, flags, dir_fd=dfd)
+        except OSError as exc:
+            raise _refuse_lock(path, "cannot be opened as a lock file (%s)" % exc.strerror) from exc
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            raise _refuse_lock(path, "is not a regular file with one name")
+        head = os.pread(fd, 4097, 0)
+        if head and not HOLDER.match(head):
+            os.close(fd)
+            raise _refuse_lock(path, "holds something other than a lock holder's line")
+        return fd
+    except OSError as exc:
+        raise OutputError(path, exc) from exc
+    finally:
+        os.close(dfd)
+
+
 @contextlib.contextmanager
 def locked(path, what, wait=0.0):
     """Hold an exclusive fcntl.flock on the file ``path`` (created if missing, never removed: removing
     a lock file races with the next holder) while the block runs, as Spack and EasyBuild lock their
     stores. The file says who holds it. When another process holds it, retry for ``wait`` seconds,
     then raise InputError naming the holder. The kernel drops the lock when the holder ends, even
-    by SIGKILL, so a stale lock file never blocks anyone."""
+    by SIGKILL, so a stale lock file never blocks anyone. A link, a FIFO, a folder or a file that
+    is not a lock at that path is refused (_open_lock)."""
     path = str(path)
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise OutputError(path, exc) from exc
+    fd = _open_lock(path)
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -124,31 +173,25 @@ def locked(path, what, wait=0.0):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    with open(path, encoding="utf-8", errors="replace") as fh:
-                        holder = fh.read().strip() or "another process"
+                    holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
                     raise InputError(
                         path,
                         None,
                         "lock",
-                        "%s is in use by %s" % (what, holder),
+                        "%s is in use by %s" % (what, holder or "another process"),
                         "wait for that process to end (or stop it), then rerun"
                         + (" (waited %gs)" % wait if wait else ""),
                     )
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
-        os.pwrite(
-            fd,
-            (
-                "pid %d on %s since %s (%s)\n"
-                % (
-                    os.getpid(),
-                    socket.gethostname(),
-                    datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    " ".join(["tunedmpi"] + sys.argv[1:3]),
-                )
-            ).encode(),
-            0,
+        line = "pid %d on %s since %s (%s)" % (
+            os.getpid(),
+            socket.gethostname(),
+            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            " ".join(["tunedmpi"] + sys.argv[1:3]),
         )
+        # printable ASCII only, so that the line stays one HOLDER line whatever the arguments were
+        os.pwrite(fd, re.sub(r"[^ -~]", "?", line).encode() + b"\n", 0)
         yield path
     finally:
         os.close(fd)

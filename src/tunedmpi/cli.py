@@ -4,6 +4,7 @@ import argparse
 import errno
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -16,22 +17,53 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
 
 
+def _check_paths(given):
+    """(table files, site config files) of the paths `check` was given (default: tuning-tables/
+    and site-configs/). A file named site.yaml is a site config; in a folder that holds one, the
+    other YAML files (space.yaml, spack.yaml ...) are not tables and are left out."""
+    from tunedmpi.modules import sites
+
+    found = schema.find_tables(given or [str(paths.tables_dir()), str(sites.site_dir())])
+    site_dirs = {os.path.dirname(f) for f in found if os.path.basename(f) == sites.SITE_FILE}
+    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
+    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
+    return tables, configs
+
+
 def cmd_check(args):
-    found = schema.find_tables(args.paths or [str(paths.tables_dir())])
-    if not found:
+    from tunedmpi.modules import sites
+
+    tables, configs = _check_paths(args.paths)
+    if not tables and not configs:
         raise InputError(
             " ".join(args.paths) or str(paths.tables_dir()),
             None,
             None,
-            "no tables found",
-            "give a table file or a directory holding *.yaml tables",
+            "no tables or site configs found",
+            "give a table file, a site.yaml, or a directory holding them",
         )
-    loaded = schema.load_all(found)
-    for t in loaded:
+    errors, loaded = [], []
+    for path in configs:
+        try:
+            loaded.append(sites.load_site(path))
+        except (InputError, InputErrors) as exc:
+            errors += exc.errors if isinstance(exc, InputErrors) else [exc]
+    try:
+        checked = schema.load_all(tables)
+    except InputErrors as exc:
+        errors, checked = errors + exc.errors, []
+    if errors:
+        raise InputErrors(errors)
+    for t in checked:
         nset = sum(len(c.settings) for c in t.cases)
         print(
             "ok  %s: %s %s, %d cases, %d settings"
             % (t.path, t.platform, t.name, len(t.cases), nset)
+        )
+    for site in loaded:
+        print(
+            "ok  %s: site %s, %s %s, table %s"
+            % (site.path, site.name, site.mpi_flavour, site.mpi_version, site.table_ref)
         )
     return EXIT_OK
 
@@ -174,6 +206,7 @@ def cmd_install_module(args):
         mpi_version=args.mpi_version,
         name=args.name,
         pinned_copy=args.pinned_copy,
+        mpi_level=args.mpi_level,
     )
     return EXIT_OK
 
@@ -333,6 +366,7 @@ def cmd_history(args):
         margin=args.margin,
         alpha=args.alpha,
         plots=args.plots,
+        html=args.html,
     )
 
 
@@ -429,8 +463,14 @@ def build_parser():
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
 
-    p = sub.add_parser("check", help="validate tuning tables (exit 2 on any problem)")
-    p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
+    p = sub.add_parser(
+        "check", help="validate tuning tables and site configs (exit 2 on any problem)"
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        help="tables, site.yaml files or directories (default: tuning-tables/ and site-configs/)",
+    )
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("tables", help="print tuning tables as grids or CSV")
@@ -582,9 +622,9 @@ def build_parser():
     p.add_argument("--modulepath", action="append")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser(
-        "sweep-task", help=argparse.SUPPRESS
-    )  # one Slurm array task of a sweep stage
+    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
+    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
+    p = sub.add_parser("sweep-task")
     p.add_argument("campaign_dir")
     p.add_argument("stage")
     p.add_argument("index", type=int)
@@ -695,6 +735,11 @@ def build_parser():
         default="validate-history",
         help="directory for the PNG trend plots (default: validate-history/)",
     )
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="also write a static dashboard, OUT/index.html (open it from file://)",
+    )
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
@@ -778,6 +823,11 @@ def build_parser():
         "--pinned-copy",
         help="also write the tuned Lua module here, its rules folder named absolutely "
         "(the installer's own module, in a tree away from <share>/modulefiles)",
+    )
+    p.add_argument(
+        "--mpi-level",
+        help="the MODULEPATH folder the build's MPI module adds in a hierarchical module tree "
+        "(site.yaml hierarchy.mpi_level; default: the site's)",
     )
     p.set_defaults(func=cmd_install_module)
 

@@ -15,11 +15,15 @@ report.md, junit.xml, logs/). This file only reads that results.json:
 - performance: one variable per benchmark x band, its gain (tuned vs baseline, > 1: tuned better,
   unit "x"); with `perflog_multiline` (both example configs) the perflog gets one record per
   benchmark x band;
+- references: per system:partition, every band the campaign decided gets (1.0, the tolerance's
+  loss edge) as its reference, so a gain below 1 / (1 + tolerance) fails by ReFrame's own rule
+  (and shows in `reframe --performance-report`); a band too noisy to decide gets none;
 - pass/fail: the module verdict of validate (PASS: no band loses, at least one wins). A FAIL fails
   the test in its performance stage, after the gains are logged, naming the bands that lose.
 
 Variables (`-S name=value`): site, module, baseline, modulepath, full, benchmarks, repetitions,
-extend, probes, nodes, ppn, run_timeout, tolerance, alpha, validate_sh. Details: docs/reframe.md.
+extend, probes, nodes, ppn, run_timeout, tolerance, alpha, validate_sh, reanalyse. Details:
+docs/reframe.md.
 """
 
 import glob
@@ -43,6 +47,11 @@ def perf_name(benchmark, band):
 
 def _value(gain):
     return gain
+
+
+def loss_edge(tolerance):
+    """validate's loss edge: a band loses only with a gain at or below 1 / (1 + tolerance)."""
+    return 1 / (1 + tolerance)
 
 
 @rfm.simple_test
@@ -72,6 +81,7 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
     tolerance = variable(float, value=0.05)  # smallest gain that counts
     alpha = variable(float, value=0.05)  # significance level
     validate_sh = variable(str, value=os.path.join(ROOT, "validate", "run.sh"))
+    reanalyse = variable(str, value="")  # an earlier result directory: judged again, nothing run
     verdict = variable(str, value="")  # logged with every perflog record (loggable by default)
     results_dir = variable(str, value="")
 
@@ -107,6 +117,7 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
         opts += [] if self.extend else ["--no-extend"]
         opts += ["--probes"] if self.probes else []
         opts += ["--timeout", str(self.run_timeout)] if self.run_timeout else []
+        opts += ["--reanalyse", self.reanalyse] if self.reanalyse else []
         self.executable_opts = opts
 
     def results(self, kept_in="outputdir"):
@@ -145,13 +156,25 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
 
     @run_before("performance")
     def gains_as_performance_variables(self):
+        res = self.results()
+        bands = [b for b in res["bands"] if b["band"] != "reliability" and b["gain"] is not None]
         self.perf_variables = {
             perf_name(b["benchmark"], b["band"]): sn.make_performance_function(
                 _value, "x", b["gain"]
             )
-            for b in self.results()["bands"]
-            if b["band"] != "reliability" and b["gain"] is not None
+            for b in bands
         }
+        # Reference 1.0 is parity with the baseline; the lower threshold puts ReFrame's bound at
+        # validate's loss edge. An undecided band gets none: its noise is not a regression.
+        edge = loss_edge(float(res.get("tolerance", self.tolerance)))
+        decided = [b for b in bands if not b.get("undecided")]
+        self.reference = {
+            self.current_partition.fullname: {
+                perf_name(b["benchmark"], b["band"]): (1.0, edge - 1, None, "x") for b in decided
+            }
+        }
+        if any(b["gain"] < edge for b in decided):  # ReFrame will fail it: its stage is kept
+            self.results("stagedir")
 
     @run_after("performance")
     def module_verdict(self):

@@ -392,6 +392,22 @@ def slug(series):
     return re.sub(r"[^A-Za-z0-9._-]+", "_", "%s_%s_vs_%s_%dx%d_%s_%s" % series)
 
 
+def band_keys(campaigns):
+    """The (benchmark, band) rows of a series: bands by size, reliability last and only where some
+    campaign did not tie it."""
+    order = {name: i for i, (name, _, _) in enumerate(stats.BANDS)}
+    keys = sorted(
+        {k for c in campaigns for k in c.bands},
+        key=lambda k: (k[0], order.get(k[1], len(order)), k[1]),
+    )
+    return [
+        k
+        for k in keys
+        if k[1] != "reliability"
+        or any(c.bands.get(k) and c.bands[k].verdict != "tie" for c in campaigns)
+    ]
+
+
 def table(series, campaigns, found):
     """The trend table of one series: campaigns, then per benchmark and band the gain and verdict
     in every campaign, and its drift."""
@@ -413,19 +429,7 @@ def table(series, campaigns, found):
     flags = {}
     for d in found:
         flags.setdefault((d.bench, d.band), []).append(d)
-    order = {
-        name: i for i, (name, _, _) in enumerate(stats.BANDS)
-    }  # bands by size, reliability last
-    keys = sorted(
-        {k for c in campaigns for k in c.bands},
-        key=lambda k: (k[0], order.get(k[1], len(order)), k[1]),
-    )
-    keys = [
-        k
-        for k in keys
-        if k[1] != "reliability"
-        or any(c.bands.get(k) and c.bands[k].verdict != "tie" for c in campaigns)
-    ]
+    keys = band_keys(campaigns)
     head = ["benchmark", "band"] + ["#%d" % (i + 1) for i in range(len(campaigns))] + ["drift"]
     rows = []
     for key in keys:
@@ -525,16 +529,23 @@ def plot(series, campaigns, found, outdir):
 
 
 def run(
-    paths, site=None, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA, plots="validate-history"
+    paths,
+    site=None,
+    margin=DEFAULT_MARGIN,
+    alpha=stats.DEFAULT_ALPHA,
+    plots="validate-history",
+    html=None,
 ):
-    """Print the history of every series, write the plots; EXIT_DRIFT when the newest campaign of any
-    series drifted. Bad input raises InputError (the CLI exits 2)."""
+    """Print the history of every series, write the plots (and with `html` a dashboard there);
+    EXIT_DRIFT when the newest campaign of any series drifted. Bad input raises InputError (the CLI
+    exits 2)."""
     all_series = load(paths, site)
-    newest = []
+    newest, shown = [], []
     for series, campaigns in all_series.items():
         found = drifts(campaigns, margin, alpha)
         print(table(series, campaigns, found))
         written = plot(series, campaigns, found, plots)
+        shown.append((series, campaigns, found, written))
         if written:
             print("  plots: %s" % (Path(plots) / slug(series)))
         latest = [d for d in found if d.index == len(campaigns) - 1]
@@ -548,6 +559,10 @@ def run(
                 else ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
             )
         )
+    if html:
+        from tunedmpi.acceptance import dashboard
+
+        print("dashboard: %s" % dashboard.write(html, shown, margin, alpha))
     if newest:
         print(
             "DRIFT: %d band(s) in the newest campaign of %d series (margin %.0f%%, alpha %.2g)"

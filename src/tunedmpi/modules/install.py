@@ -18,7 +18,9 @@ only in what they pass (docs/spack.md, docs/easybuild.md):
      away from <share>/modulefiles: Spack's and EasyBuild's own module;
   6. <share>/SOURCE.json: the checkout, its commit and uncommitted changes to tables, site configs, src/.
 
-Nothing is written before the build's MPI version and module name are checked against the site.
+Nothing is written before every input is checked (the site a plain name; the derived config and
+its table checked and rendered in a temporary project root), then everything is written or nothing
+(atomic.write_all_or_none): a failed install leaves <share> as it was.
 """
 
 import contextlib
@@ -26,12 +28,13 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import yaml
 
-from tunedmpi import yamlsrc
-from tunedmpi.atomic import write_atomic
-from tunedmpi.errors import InputError
+from tunedmpi import paths, yamlsrc
+from tunedmpi.errors import InputError, InputErrors
+from tunedmpi.files import read_text, write_all_or_none, write_atomic
 from tunedmpi.modules import render, sites
 from tunedmpi.tables import schema
 
@@ -71,6 +74,7 @@ def derive(
     ucx_version=None,
     modules=None,
     formats=None,
+    mpi_level=None,
 ):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
@@ -102,6 +106,13 @@ def derive(
     if formats:
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
+    level = doc["hierarchy"] if isinstance(doc.get("hierarchy"), dict) else {}
+    if mpi_level:
+        doc["hierarchy"] = {"mpi_level": str(mpi_level)}
+        how.append("hierarchy.mpi_level is the MPI level of the build's module tree")
+    elif isinstance(level.get("mpi_level"), str) and not level["mpi_level"].startswith("/"):
+        doc["hierarchy"] = {"mpi_level": os.path.join(str(checkout), level["mpi_level"])}
+        how.append("hierarchy.mpi_level is the site's, absolute")
     doc["notes"] = list(doc.get("notes") or []) + [
         "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
     ]
@@ -120,6 +131,34 @@ def project_root(root):
             os.environ.pop("TUNEDMPI_ROOT", None)
         else:
             os.environ["TUNEDMPI_ROOT"] = old
+
+
+def _checked_render(files, share):
+    """The derived config and its table ({path under share: text}) written to a temporary project
+    root, checked as `tunedmpi check` and loaded and rendered as `tunedmpi render` does: (the
+    loaded site, {path relative to modulefiles/: text}). Errors name the files under share."""
+    stage = tempfile.mkdtemp(prefix="tunedmpi-install-")
+    try:
+        for path, text in files.items():
+            write_atomic(os.path.join(stage, os.path.relpath(path, share)), text)
+        with project_root(stage):
+            for path in files:
+                if path.endswith(".yaml") and "tuning-tables" in os.path.relpath(path, share):
+                    schema.load_table(os.path.join(stage, os.path.relpath(path, share)))
+            conf = next(p for p in files if p.endswith("site.yaml"))
+            loaded = sites.load_site(os.path.join(stage, os.path.relpath(conf, share)))
+            return loaded, render.render_all([loaded])
+    except InputError as exc:
+        raise _in_share(exc, stage, share) from None
+    except InputErrors as exc:
+        raise InputErrors(_in_share(e, stage, share) for e in exc.errors) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _in_share(exc, stage, share):
+    """exc naming the file under share that the staged file will become."""
+    return InputError(exc.path.replace(stage, share), exc.line, exc.key, exc.problem, exc.fix)
 
 
 def _git(checkout, *args):
@@ -158,12 +197,14 @@ def install(
     mpi_version=None,
     name=None,
     pinned_copy=None,
+    mpi_level=None,
     log=print,
 ):
     """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
     above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
     Raises InputError (file, key, problem, fix) before writing anything when the build and the
     site do not match."""
+    paths.safe_name(site, "--site", "site")
     checkout = os.path.realpath(str(checkout))
     share = os.path.abspath(str(share))
     words = INSTALLERS[installer]
@@ -196,6 +237,7 @@ def install(
         ucx_version,
         modules,
         formats,
+        mpi_level,
     )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
@@ -217,11 +259,10 @@ def install(
             "add lua to module_formats",
         )
 
-    # 2. the derived config and its table: <share> is a project root
+    # 2-4. every input checked, in a staged project root, before anything is written to <share>
     conf = os.path.join(share, "site-configs", site, "site.yaml")
-    write_atomic(conf, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
-    log("wrote %s" % conf)
     table = doc.get("table")
+    files = {conf: yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
     if table:
         tsrc = os.path.join(checkout, "tuning-tables", table + ".yaml")
         if not os.path.isfile(tsrc):
@@ -229,38 +270,25 @@ def install(
                 src, None, "table", "no table %s" % tsrc, "create it or name an existing table"
             )
         tdst = os.path.join(share, "tuning-tables", table + ".yaml")
-        os.makedirs(os.path.dirname(tdst), exist_ok=True)
-        shutil.copyfile(tsrc, tdst)
-        log("wrote %s" % tdst)
-
-    with project_root(share):
-        # 3. checked as `tunedmpi check` and `tunedmpi render` check them
-        if table:
-            t = schema.load_table(tdst)
-            log("ok  %s: %s %s, %d cases" % (tdst, t.platform, t.name, len(t.cases)))
-        loaded = sites.load_site(conf)
-        # 4. rendered as `tunedmpi render --site <site> --out <share>/modulefiles` writes it
-        out = os.path.join(share, "modulefiles")
-        files = render.render_all([loaded])
-        gone = render.stale_rules(out, loaded, files)
-        for rel, text in files.items():
-            write_atomic(os.path.join(out, rel), text)
-            render.make_executable(os.path.join(out, rel))
-            log("wrote %s/%s" % (out, rel))
-        render.remove_stale_rules(out, gone)
-    rendered = os.path.join(out, render.module_path(loaded, loaded.tuned_module, "lua"))
-
+        files[tdst] = read_text(tsrc)
+    loaded, rendered_files = _checked_render(files, share)
+    out = os.path.join(share, "modulefiles")
+    rel = render.module_path(loaded, loaded.tuned_module, "lua")
+    rendered = os.path.join(out, rel)
+    files.update((os.path.join(out, r), text) for r, text in rendered_files.items())
     # 5. the pinned copy: a module loaded from elsewhere names the installed rules folder
     if pinned_copy:
-        with open(rendered, encoding="utf-8") as fh:
-            write_atomic(str(pinned_copy), render.pin_rules_dir(fh.read(), rendered))
-        log("wrote %s" % pinned_copy)
-
+        files[str(pinned_copy)] = render.pin_rules_dir(rendered_files[rel], rendered)
     # 6. where it came from (reinstall after changing tables: the package's recipe did not change)
-    write_atomic(
-        os.path.join(share, "SOURCE.json"),
-        json.dumps(source(checkout, site, table, installer), indent=1, sort_keys=True) + "\n",
+    files[os.path.join(share, "SOURCE.json")] = (
+        json.dumps(source(checkout, site, table, installer), indent=1, sort_keys=True) + "\n"
     )
+    gone = render.stale_rules(out, loaded, rendered_files)
+    write_all_or_none(files)  # everything or nothing: a failed install leaves <share> as it was
+    for path in files:
+        render.make_executable(path)  # the launch checks
+        log("wrote %s" % path)
+    render.remove_stale_rules(out, gone)
     return {
         "site": site,
         "table": table,

@@ -14,6 +14,7 @@ from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
+SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
@@ -36,6 +37,7 @@ TOP_KEYS = {
     "spack",
     "peers",
     "notes",
+    "hierarchy",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -93,6 +95,9 @@ class Site:
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
     peers: List[Peer] = field(default_factory=list)  # other MPIs, for comparison (not tuned)
+    # In an MPI module hierarchy (site.yaml hierarchy.mpi_level): the MODULEPATH folder of the
+    # packages built with this MPI, which tuned and baseline add as the site's MPI module does.
+    mpi_level: Optional[str] = None
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -158,6 +163,7 @@ def _check(ck, doc, path):
                     )
 
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
+
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
     if flavour and flavour != "openmpi":  # HPC-X comes as a site's `hpcx:` block, not a flavour
@@ -169,6 +175,15 @@ def _check(ck, doc, path):
     version = str(mpi.get("version") or "")
     if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
+    elif table and version != table.mpi_version:
+        # The rows were measured with the table's MPI (its parameters, its algorithm numbers).
+        ck.err(
+            ("mpi", "version"),
+            "mpi.version %s is not the table's Open MPI %s (%s)"
+            % (version, table.mpi_version, table.path),
+            "write version: %s, or measure a table with %s (docs/regenerate.md) and name it"
+            % (table.mpi_version, version),
+        )
     base, prefix = mpi.get("base_module"), mpi.get("prefix")
     if (base is None) == (prefix is None):
         ck.err(
@@ -266,6 +281,7 @@ def _check(ck, doc, path):
             "leave it out for [lua]",
         )
         formats = ["lua"]
+    mpi_level = _hierarchy(ck, doc)
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
@@ -295,11 +311,44 @@ def _check(ck, doc, path):
         module_formats=tuple(formats),
         spack_depends_on=spack_deps,
         peers=peers,
+        mpi_level=mpi_level,
     )
     if hpcx:
-        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
-        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, peers=[], **hpcx)
+        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names
+        # (flat: the MPI level is the site's Open MPI's).
+        site.hpcx = dataclasses.replace(
+            site, mpi_flavour="hpcx", hpcx=None, peers=[], mpi_level=None, **hpcx
+        )
     return site
+
+
+def _hierarchy(ck, doc):
+    """The `hierarchy:` key: "flat" (or left out), or {mpi_level: <folder>} for a module tree with
+    an MPI level (Spack's hierarchy [mpi], EasyBuild's HierarchicalMNS): the folder the site's MPI
+    module prepends to MODULEPATH. That folder, or None."""
+    value = doc.get("hierarchy", "flat")
+    fix = (
+        "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
+        "to MODULEPATH>} (site-configs/README.md)"
+    )
+    if value == "flat":
+        return None
+    if not isinstance(value, dict) or set(value) != {"mpi_level"}:
+        ck.err(
+            ("hierarchy",),
+            "hierarchy must be flat or {mpi_level: <folder>}, not %r" % (value,),
+            fix,
+        )
+        return None
+    level = value["mpi_level"]
+    if not isinstance(level, str) or not PREFIX.match(level) or ".." in level.split("/"):
+        ck.err(
+            ("hierarchy", "mpi_level"),
+            "mpi_level %r is not a plain path" % (level,),
+            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
+        )
+        return None
+    return level
 
 
 def _spack(ck, doc, flavour):
@@ -505,11 +554,12 @@ def site_dir():
 
 def site_names():
     d = site_dir()
-    return sorted(p.name for p in d.iterdir() if (p / "site.yaml").is_file()) if d.is_dir() else []
+    return sorted(p.name for p in d.iterdir() if (p / SITE_FILE).is_file()) if d.is_dir() else []
 
 
 def load_named(name):
-    path = site_dir() / name / "site.yaml"
+    paths.safe_name(name, "--site", "site")  # never a site.yaml outside site-configs/
+    path = site_dir() / name / SITE_FILE
     if not path.is_file():
         raise InputError(
             str(path),
