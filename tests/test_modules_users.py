@@ -102,3 +102,29 @@ def test_every_variable_a_row_sets_has_an_origin():
             if mpi.table:
                 for name in render.rows_for(mpi)[1]:
                     assert envmap.origin(name), (site_name, name)
+
+
+def test_hostile_opt_outs_and_values_never_break_the_shell_in_every_twin(tmp_path):
+    """TUNEDMPI_SKIP, a value set before the load and the launch record holding shell and Tcl
+    code: every load completes, nothing runs, and both twins equal explain."""
+    from test_modules_conformance import twins
+    from test_modules_tcl import HOSTILE
+
+    site = load_mpi("local", "openmpi-tuned")
+    pwned = tmp_path / "pwned"
+    envs = []
+    for text in HOSTILE:
+        value = text.format(P=pwned)
+        envs += [
+            {"TUNEDMPI_SKIP": value},
+            {"UCX_TLS": value},
+            {"TUNEDMPI_SKIP": "UCX_TLS," + value},
+        ]
+    for name, load_many, module_file in twins(site, tmp_path):
+        for env, (got, err) in zip(envs, load_many(envs)):
+            want = expected(env, explain.select(site, env, module_file))
+            if "UCX_TLS" in env:  # the user's, kept: load_many reads `env` line by line
+                want["UCX_TLS"] = env["UCX_TLS"].split("\n")[0]
+            assert got == want, (name, env, err)
+            assert "error" not in err.lower(), (name, env, err)
+    assert not pwned.exists()
