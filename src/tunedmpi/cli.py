@@ -118,7 +118,12 @@ def cmd_render(args):
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
     if args.check:
-        stale = [rel for rel, text in files.items() if _read(out, rel) != text]
+        stale = [
+            rel
+            for rel, text in files.items()
+            if _read(out, rel) != text
+            or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
+        ]
         for rel in stale:
             print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
         for rel in gone:
@@ -146,6 +151,7 @@ def cmd_render(args):
         # in render_site's order: a site's new rules files before the module that names them ...
         write_all_or_none({"%s/%s" % (out, rel): text for rel, text in files.items()})
         for rel in files:
+            render.make_executable(os.path.join(out, rel))
             print("wrote %s/%s" % (out, rel))
         # ... and stale ones only once the module that no longer names them is in place.
         render.remove_stale_rules(out, gone)

@@ -320,6 +320,7 @@ def install(
     gone = render.stale_rules(out, loaded, rendered_files)
     write_all_or_none(files)  # everything or nothing: a failed install leaves <share> as it was
     for path in files:
+        render.make_executable(path)  # the launch checks
         log("wrote %s" % path)
     render.remove_stale_rules(out, gone)
     return {
