@@ -133,12 +133,9 @@ def load_space(path, site):
     space = None
     if ck.mapping(doc, (), "a knob space"):
         ck.unknown_keys(doc, TOP_KEYS, (), "the knob space")
-        if doc.get("schema") != SCHEMA_VERSION:
-            ck.err(
-                ("schema",),
-                "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-                "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION,
-            )
+        ck.schema_version(
+            doc, SCHEMA_VERSION, "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION
+        )
         benches = doc.get("benchmarks")
         if (
             not isinstance(benches, list)

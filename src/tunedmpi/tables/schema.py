@@ -159,6 +159,11 @@ class Checker:
                     "remove it or use one of: %s" % ", ".join(sorted(allowed)),
                 )
 
+    def schema_version(self, doc, want, fix):
+        """The document's `schema:` must be `want`; fix: where to write it (the doc's README)."""
+        if doc.get("schema") != want:
+            self.err(("schema",), "schema must be %d, not %r" % (want, doc.get("schema")), fix)
+
     def mapping(self, value, keypath, what):
         if not isinstance(value, dict):
             self.err(
@@ -238,12 +243,11 @@ def _check_table(ck, doc):
     if not ck.mapping(doc, root, "a tuning table"):
         return None
     ck.unknown_keys(doc, TOP_KEYS, root, "the table")
-    if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(
-            ("schema",),
-            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-            "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION,
-        )
+    ck.schema_version(
+        doc,
+        SCHEMA_VERSION,
+        "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION,
+    )
     platform = ck.text(doc, "platform", root)
     if platform and not NAME.match(platform):
         ck.err(
