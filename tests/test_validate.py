@@ -179,20 +179,28 @@ def broken_module(tmp_path, name, base="openmpi/5.0.8"):
     return str(tmp_path / "mods")
 
 
-def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
-    mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(
-        tmp_path,
-        "--repetitions",
-        "3",
-        "--benchmarks",
-        "put_latency",
-        "--module",
-        "broken/1",
-        "--modulepath",
-        mods,
-    )
-    r = json.loads((dirs[0] / "results.json").read_text())
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    """Two real campaigns into one --out folder with a module whose every mpirun fails: as the tuned
+    module (retried), then as the baseline (--retries 0). {side: (proc, its directory, results)}."""
+    tmp = tmp_path_factory.mktemp("broken")
+    mods = broken_module(tmp, "broken/1")
+    runs = {}
+    for side, args in (
+        ("tuned", ["--module", "broken/1"]),
+        ("baseline", ["--retries", "0", "--baseline", "broken/1"]),
+    ):
+        before = [r[1] for r in runs.values()]
+        proc, dirs = validate(
+            tmp, "--repetitions", "3", "--benchmarks", "put_latency", *args, "--modulepath", mods
+        )
+        (new,) = [d for d in dirs if d not in before]
+        runs[side] = (proc, new, json.loads((new / "results.json").read_text()))
+    return tmp / "out", runs
+
+
+def test_a_failing_module_is_retried_recorded_and_loses(broken):
+    proc, outdir, r = broken[1]["tuned"]
     tuned = [x for x in r["runs"] if x["role"] == "tuned"]
     assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [
         (k, a, "failed") for k in (1, 2, 3) for a in (1, 2)
@@ -201,25 +209,11 @@ def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "lose" and rel["reason"] == "failed runs: baseline 0/3, tuned 3/3"
     assert proc.returncode == 1 and r["verdict"] == "FAIL"
-    assert "## Failed runs" in (dirs[0] / "report.md").read_text()
+    assert "## Failed runs" in (outdir / "report.md").read_text()
 
 
-def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path):
-    mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(
-        tmp_path,
-        "--repetitions",
-        "3",
-        "--benchmarks",
-        "put_latency",
-        "--retries",
-        "0",
-        "--baseline",
-        "broken/1",
-        "--modulepath",
-        mods,
-    )
-    r = json.loads((dirs[0] / "results.json").read_text())
+def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(broken):
+    proc, _, r = broken[1]["baseline"]
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "win"
     assert proc.returncode == 0 and r["verdict"] == "PASS"
@@ -242,11 +236,18 @@ def test_timeouts_are_killed_and_reported_as_could_not_run(tmp_path):
     assert proc.returncode == 2 and r["verdict"] == "COULD-NOT-RUN"
 
 
-def test_results_directories_are_never_reused(tmp_path):
-    for _ in range(2):
-        validate(tmp_path, "--repetitions", "3", "--no-extend", "--benchmarks", "fop_latency")
-    dirs = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
-    assert len(dirs) == 2 and dirs[0] != dirs[1]
+def test_results_directories_are_never_reused(broken, tmp_path):
+    """The two campaigns above, run into one --out, each got a directory of its own; and names made
+    within one second get the next free one (-1, -2 ...)."""
+    from tunedmpi.acceptance.validate import new_results_dir
+
+    out, runs = broken
+    dirs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert dirs == sorted(r[1] for r in runs.values()) and len(set(dirs)) == 2
+    assert [runs[side][2]["modules"][side] for side in ("tuned", "baseline")] == ["broken/1"] * 2
+    made = [new_results_dir(tmp_path, "local") for _ in range(3)]
+    assert len(set(made)) == 3 and all(p.is_dir() for p in made)
+    assert any(p.name.endswith("-1") for p in made), made  # two of three share a second at least
 
 
 @pytest.mark.parametrize(
