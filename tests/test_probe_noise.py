@@ -1,7 +1,8 @@
 """The probes are as steady as the real IMB-MPI1 / OSU 7.4 they stand in for.
 
 A fresh quick probe campaign (validate/run.sh --probes: the local site, baseline and tuned module,
-5 alternating repetitions, the same flags as the real campaign) is compared with the real suites'
+5 alternating repetitions, the same flags as the real campaign; the session's campaign that
+test_validate.py reads too, conftest.py) is compared with the real suites'
 quick campaign on this machine kind (tests/fixtures/campaigns/local-quick-imb-osu.json, the per-size
 data copied from ../shared/fixtures/campaigns/local-quick-imb-osu/results.json): per benchmark, the median
 per-size coefficient of variation must be at most 1.5 x the real suite's.
@@ -33,20 +34,18 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import time
 import warnings
 
 import pytest
 
 import lmod
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, PROBE_BENCHMARKS, PROBE_REPETITIONS, ROOT, probe_campaign_run
 
-RUN = ROOT / "validate" / "run.sh"
 MPIRUN = ROOT / ".venv" / "bin" / "mpirun"
 REAL = FIXTURES / "campaigns" / "local-quick-imb-osu.json"
 BENCHMARKS = ("alltoall", "allgather", "allreduce", "put_latency", "get_latency")
-REPETITIONS = 5
+REPETITIONS = PROBE_REPETITIONS  # the real quick campaign's 5
 LIMIT = 1.5
 ATTEMPTS = 3 if os.environ.get("TUNEDMPI_NOISE_GATE") == "1" else 1  # repeats only help a gate
 BUDGET_S = 200  # no new campaign after this (one takes 70-90 s on 2 cores)
@@ -108,29 +107,8 @@ def real():
     return data
 
 
-def campaign(tmp_path):
-    """One quick probe campaign through the CLI; its results.json."""
-    proc = subprocess.run(
-        [
-            str(RUN),
-            "--probes",
-            "--site",
-            "local",
-            "--quick",
-            "--repetitions",
-            str(REPETITIONS),
-            "--no-extend",
-            "--benchmarks",
-            ",".join(BENCHMARKS),
-            "--out",
-            str(tmp_path),
-        ],
-        env=lmod.clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    dirs = [d for d in sorted(tmp_path.glob("*")) if d.is_dir()]
+def checked(proc, dirs):
+    """The results.json of one quick probe campaign (conftest's options), checked complete."""
     assert proc.returncode in (0, 1) and len(dirs) == 1, (  # 0/1: a verdict; 2: could not run
         "validate/run.sh --probes exited %d\n%s" % (proc.returncode, proc.stderr[-3000:])
     )
@@ -181,12 +159,15 @@ def table(attempt, rows):
 
 @needs_mpi
 @needs_lmod
-def test_probes_are_as_steady_as_the_real_suites(tmp_path, real):
-    assert set(BENCHMARKS) <= set(real["per_size"])
+def test_probes_are_as_steady_as_the_real_suites(tmp_path, real, probe_campaign):
+    assert set(BENCHMARKS) <= set(real["per_size"]) and set(BENCHMARKS) <= set(PROBE_BENCHMARKS)
     start = time.monotonic()
     best, reports = {}, []
     for attempt in range(1, ATTEMPTS + 1):
-        rows = compare(campaign(tmp_path / ("attempt%d" % attempt)), real)
+        # the first: the session's campaign; more only with the gate on (a new campaign each)
+        proc, outdir, _ = probe_campaign
+        done = (proc, [outdir]) if attempt == 1 else probe_campaign_run(tmp_path / str(attempt))
+        rows = compare(checked(*done), real)
         reports.append(table(attempt, rows))
         print(reports[-1])
         for bench, row in rows.items():

@@ -51,7 +51,10 @@ pytestmark = [
 
 def reframe(config, cwd, env, options=OPTIONS, timeout=900):
     """`reframe -C config -c validate/reframe -r` in cwd (stage/, output/, perflogs/ land there),
-    from a shell that has Lmod (ReFrame's modules system finds it through $LMOD_CMD)."""
+    from a shell that has Lmod (ReFrame's modules system finds it through $LMOD_CMD). ReFrame looks
+    at its running job at least once a second (RFM_POLL_RATE_MIN): its default slows to one look in
+    10 s, up to 10 s idle after validate has ended."""
+    env = dict(env, RFM_POLL_RATE_MIN="1")
     cmd = "source %s && exec %s -C %s -c %s -r %s" % (
         lmod.LMOD_INIT,
         REFRAME,

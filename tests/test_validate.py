@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import lmod
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, PROBE_BENCHMARKS, ROOT
+from conftest import PROBE_REPETITIONS as REPS
 from tunedmpi.bench import parse, suites
 
 RUN = ROOT / "validate" / "run.sh"
@@ -35,18 +36,22 @@ def validate(tmp_path, *args, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("validate")
-    proc, dirs = validate(
-        tmp,
-        "--repetitions",
-        "3",
-        "--no-extend",
-        "--benchmarks",
-        "allreduce,alltoall,bcast,put_latency,put_bw",
-    )
-    assert len(dirs) == 1, proc.stderr[-3000:]
-    return proc, dirs[0], json.loads((dirs[0] / "results.json").read_text())
+def campaign(probe_campaign):
+    """The session's quick probe campaign (conftest.py, shared with test_probe_noise.py): 5 pairs of
+    the collectives run (alltoall, allgather, allreduce, bcast) and of put_latency, get_latency and
+    put_bw."""
+    return probe_campaign
+
+
+# its runs in the order validate measures them, each repetition's pairs counterbalanced (ABBA)
+RUNS = ("collectives", "put_latency", "get_latency", "put_bw")
+PAIR = ("baseline", "tuned")
+ROLES = [
+    role
+    for k in range(REPS)
+    for i in range(len(RUNS))
+    for role in PAIR[:: 1 if (k + i) % 2 == 0 else -1]
+]
 
 
 def test_exit_code_and_summary(campaign):
@@ -56,8 +61,8 @@ def test_exit_code_and_summary(campaign):
     assert "verdict: %s" % results["verdict"] in proc.stdout
     assert results["verdict"] in ("PASS", "FAIL")
     # progress lines: position, what runs, elapsed and estimate
-    assert "[ 1/18] rep 1/3 collectives     baseline ok" in proc.stderr
-    assert "[18/18] rep 3/3 put_bw          tuned    ok" in proc.stderr
+    assert "[ 1/40] rep 1/5 collectives     baseline ok" in proc.stderr
+    assert "[40/40] rep 5/5 put_bw          %-8s ok" % ROLES[-1] in proc.stderr
     assert "left ~" in proc.stderr
 
 
@@ -71,29 +76,21 @@ def test_results_structure(campaign):
     }
     assert r["modules"] == {"baseline": "openmpi/5.0.8", "tuned": "openmpi-tuned/5.0.8"}
     runs = r["runs"]
-    assert len(runs) == 18 and all(x["status"] == "ok" for x in runs)
+    assert len(runs) == 40 and all(x["status"] == "ok" for x in runs)
     # counterbalanced pairs (ABBA): each run's two modules back to back, the first one alternating
     # from one repetition and one run to the next, so neither module always runs second
     assert [(x["run"], x["rep"]) for x in runs[::2]] == [
-        (n, k) for k in (1, 2, 3) for n in ("collectives", "put_latency", "put_bw")
+        (n, k) for k in range(1, REPS + 1) for n in RUNS
     ]
-    assert [x["role"] for x in runs[:12]] == [
-        "baseline",
-        "tuned",
-        "tuned",
-        "baseline",
-        "baseline",
-        "tuned",
-        "tuned",
-        "baseline",
-        "baseline",
-        "tuned",
-        "tuned",
-        "baseline",
-    ]
+    assert [x["role"] for x in runs] == ROLES
+    rep1, rep2 = (
+        ["baseline", "tuned", "tuned", "baseline"],
+        ["tuned", "baseline", "baseline", "tuned"],
+    )
+    assert ROLES[:16] == rep1 * 2 + rep2 * 2  # repetition 2 starts with the tuned module
     assert r["design"] == {
-        "first": 3,
-        "final": 3,
+        "first": REPS,
+        "final": REPS,
         "extended": [],
         "order": "counterbalanced (ABBA)",
     }
@@ -115,13 +112,13 @@ def test_results_structure(campaign):
     host = r["host_state"]
     assert host["slow_above_ns"] > 0 and {
         role: sum(n.values()) for role, n in host["runs"].items()
-    } == {"baseline": 9, "tuned": 9}
+    } == {"baseline": 20, "tuned": 20}
     for bench in ("allreduce", "put_bw"):
         states = r["per_size"][bench]["host_states"]
-        assert len(states["baseline"]) == len(states["tuned"]) == 3
+        assert len(states["baseline"]) == len(states["tuned"]) == REPS
         assert set(states["baseline"] + states["tuned"]) <= {"fast", "slow", "changed"}
     bands = {(b["benchmark"], b["band"]) for b in r["bands"]}
-    for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
+    for bench in PROBE_BENCHMARKS:
         assert {(bench, "<=1KB"), (bench, "1KB-64KB"), (bench, "reliability")} <= bands
     assert all(b["verdict"] in ("win", "tie", "lose") for b in r["bands"])
 
@@ -136,7 +133,7 @@ def test_parsed_numbers_match_the_logs(campaign):
             assert s.suite == data["suite"] == "probe"
             assert {str(k): v for k, v in s.points} == data["points"]  # JSON keys are strings
     allreduce = r["per_size"]["allreduce"]
-    assert allreduce["metric"] == "latency_us" and len(allreduce["baseline"]) == 3
+    assert allreduce["metric"] == "latency_us" and len(allreduce["baseline"]) == REPS
     sizes = sorted(int(k) for k in allreduce["baseline"][0])
     assert sizes[0] == 0 and sizes[-1] == 65536  # -msglog 0:16
     assert r["per_size"]["put_bw"]["metric"] == "bandwidth_MBps"
@@ -160,7 +157,7 @@ def test_report_plots_and_junit(campaign):
     assert ("sets no tuning variable the baseline does not set" in md) == (
         envs["tuned"] == envs["baseline"]
     )
-    for bench in ("allreduce", "alltoall", "bcast", "put_latency", "put_bw"):
+    for bench in PROBE_BENCHMARKS:
         png = outdir / "plots" / (bench + ".png")
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "](plots/%s.png)" % bench in md
@@ -179,20 +176,28 @@ def broken_module(tmp_path, name, base="openmpi/5.0.8"):
     return str(tmp_path / "mods")
 
 
-def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
-    mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(
-        tmp_path,
-        "--repetitions",
-        "3",
-        "--benchmarks",
-        "put_latency",
-        "--module",
-        "broken/1",
-        "--modulepath",
-        mods,
-    )
-    r = json.loads((dirs[0] / "results.json").read_text())
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    """Two real campaigns into one --out folder with a module whose every mpirun fails: as the tuned
+    module (retried), then as the baseline (--retries 0). {side: (proc, its directory, results)}."""
+    tmp = tmp_path_factory.mktemp("broken")
+    mods = broken_module(tmp, "broken/1")
+    runs = {}
+    for side, args in (
+        ("tuned", ["--module", "broken/1"]),
+        ("baseline", ["--retries", "0", "--baseline", "broken/1"]),
+    ):
+        before = [r[1] for r in runs.values()]
+        proc, dirs = validate(
+            tmp, "--repetitions", "3", "--benchmarks", "put_latency", *args, "--modulepath", mods
+        )
+        (new,) = [d for d in dirs if d not in before]
+        runs[side] = (proc, new, json.loads((new / "results.json").read_text()))
+    return tmp / "out", runs
+
+
+def test_a_failing_module_is_retried_recorded_and_loses(broken):
+    proc, outdir, r = broken[1]["tuned"]
     tuned = [x for x in r["runs"] if x["role"] == "tuned"]
     assert [(x["rep"], x["attempt"], x["status"]) for x in tuned] == [
         (k, a, "failed") for k in (1, 2, 3) for a in (1, 2)
@@ -201,25 +206,11 @@ def test_a_failing_module_is_retried_recorded_and_loses(tmp_path):
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "lose" and rel["reason"] == "failed runs: baseline 0/3, tuned 3/3"
     assert proc.returncode == 1 and r["verdict"] == "FAIL"
-    assert "## Failed runs" in (dirs[0] / "report.md").read_text()
+    assert "## Failed runs" in (outdir / "report.md").read_text()
 
 
-def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(tmp_path):
-    mods = broken_module(tmp_path, "broken/1")
-    proc, dirs = validate(
-        tmp_path,
-        "--repetitions",
-        "3",
-        "--benchmarks",
-        "put_latency",
-        "--retries",
-        "0",
-        "--baseline",
-        "broken/1",
-        "--modulepath",
-        mods,
-    )
-    r = json.loads((dirs[0] / "results.json").read_text())
+def test_a_baseline_that_fails_where_the_tuned_module_runs_is_a_result(broken):
+    proc, _, r = broken[1]["baseline"]
     rel = next(b for b in r["bands"] if b["band"] == "reliability")
     assert rel["verdict"] == "win"
     assert proc.returncode == 0 and r["verdict"] == "PASS"
@@ -233,7 +224,7 @@ def test_timeouts_are_killed_and_reported_as_could_not_run(tmp_path):
         "--benchmarks",
         "put_bw",
         "--timeout",
-        "0.3",
+        "0.05",  # an MPI start alone takes ~0.15 s here
         "--retries",
         "0",
     )
@@ -242,11 +233,18 @@ def test_timeouts_are_killed_and_reported_as_could_not_run(tmp_path):
     assert proc.returncode == 2 and r["verdict"] == "COULD-NOT-RUN"
 
 
-def test_results_directories_are_never_reused(tmp_path):
-    for _ in range(2):
-        validate(tmp_path, "--repetitions", "3", "--no-extend", "--benchmarks", "fop_latency")
-    dirs = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
-    assert len(dirs) == 2 and dirs[0] != dirs[1]
+def test_results_directories_are_never_reused(broken, tmp_path):
+    """The two campaigns above, run into one --out, each got a directory of its own; and names made
+    within one second get the next free one (-1, -2 ...)."""
+    from tunedmpi.acceptance.validate import new_results_dir
+
+    out, runs = broken
+    dirs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert dirs == sorted(r[1] for r in runs.values()) and len(set(dirs)) == 2
+    assert [runs[side][2]["modules"][side] for side in ("tuned", "baseline")] == ["broken/1"] * 2
+    made = [new_results_dir(tmp_path, "local") for _ in range(3)]
+    assert len(set(made)) == 3 and all(p.is_dir() for p in made)
+    assert any(p.name.endswith("-1") for p in made), made  # two of three share a second at least
 
 
 @pytest.mark.parametrize(

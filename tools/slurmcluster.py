@@ -639,10 +639,12 @@ class Cluster:
                     "InactiveLimit=0",
                     "KillWait=5",
                     # Finished jobs stay visible to `scontrol show job` (the only record: no accounting)
-                    # for at least 16 s. `sbatch --wait` sleeps 2 s, then 8 s while 8 < MinJobAge/2 is
-                    # false; the default 300 stretches its sleeps to 2, 8, 32, 32 ... s (a 12 s job took
-                    # 42 s). 0 is no help: Slurm 22.05 raises it to 2 s and purges almost at once.
-                    "MinJobAge=16",
+                    # for at least 5 s. `sbatch --wait` polls after 2 s and multiplies its sleep by 4
+                    # while it is below MinJobAge/2: 5 keeps it at 2 s (16 made it 2, 8, 8 ... s: a 1 s
+                    # job took 10 s; the default 300 made a 12 s job take 42 s), and a job it has not
+                    # yet seen end is kept 3 s past its next look. 0 is no help: Slurm 22.05 raises it
+                    # to 2 s and purges almost at once.
+                    "MinJobAge=5",
                     "MailProg=/bin/true",
                 ]
                 + nodes
