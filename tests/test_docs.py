@@ -252,11 +252,6 @@ def test_the_full_set_is_judged_by_the_crossover_test_and_the_quick_set_is_not()
 WORD_BUDGET = 16250  # issue 39: the reference docs' total, counted as `wc -w` counts
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 39 item 6: the docs are cut on several branches; the lead makes this strict "
-    "once all are merged",
-)
 def test_the_reference_docs_stay_within_the_word_budget():
     counts = {doc: len(text(doc).split()) for doc in REFERENCE}
     total = sum(counts.values())
