@@ -513,3 +513,31 @@ def test_lsf_host_names_that_differ_as_bytes_mean_the_same_in_every_twin(tmp_pat
             assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, err)
     assert explain.select(site, envs[0], module_file)["geometry"].source == "default"
     assert explain.select(site, envs[1], module_file)["geometry"].nodes == 2
+
+
+# ---- item 10: the Tcl twin's unload takes no empty or cut TUNEDMPI_SAVED for the whole record ----
+
+CUTS = {
+    "empty": "export TUNEDMPI_SAVED=",
+    "cut": 'set -- $TUNEDMPI_SAVED; shift 2; export TUNEDMPI_SAVED="$*"',  # still a Tcl dict
+}
+
+
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_tcl_unload_with_an_empty_or_cut_record_leaves_nothing_set(tmp_path, cut):
+    import envmodules
+    from test_modules_conformance import load_mpi
+    from test_modules_tcl import dumps, env_dump, names, tcl_tree
+
+    if not envmodules.available():
+        pytest.skip("needs Environment Modules (tools/system-packages.sh test)")
+    site, paths, _ = tcl_tree(load_mpi("oci-bm-optimized3.36", "openmpi-tuned"), tmp_path)
+    tuned, _ = names(site)
+    steps = ["export TUNEDMPI_NODES=2 TUNEDMPI_PPN=8", env_dump("before")]
+    steps += ["module load " + tuned, env_dump("loaded"), CUTS[cut]]
+    steps += ["module unload " + tuned, env_dump("after")]
+    proc = envmodules.shell(paths, "\n".join(steps))
+    assert proc.returncode == 0, proc.stderr
+    got = dumps(proc.stdout)
+    assert len(set(got["loaded"]) - set(got["before"])) > 3  # the row set several variables
+    assert got["after"] == got["before"]
