@@ -265,9 +265,15 @@ else
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
   local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
+  -- Trusted only while every variable of that row holds the row's value: the user's shell can
+  -- rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family swap the
+  -- other module's is already there.)
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
+    end
+    for _, kv in ipairs(row and row[5] or {}) do
+      if os.getenv(kv[1]) ~= kv[2] then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
