@@ -50,17 +50,21 @@ def init():
     return 'eval "$(%s %s bash autoinit)"' % (TCLSH, shlex.quote(modulecmd()))
 
 
-def site_modulepaths(site, tmp_path, root):
-    """The site's modulefiles, plus a Tcl stand-in for the site's own MPI module where it names one
-    (as lmod.site_modulepaths: a stand-in prefix's bin/ on PATH)."""
-    paths = [root / "modulefiles" / site.name]
+def site_modulepaths(site, tmp_path, root, family=False, mpi_level=None, tree=None):
+    """The site's modulefiles (or ``tree``), plus a Tcl stand-in for the site's own MPI module where
+    it names one (as lmod.site_modulepaths: a stand-in prefix's bin/ on PATH; ``family`` mpi,
+    ``mpi_level`` prepended to MODULEPATH)."""
+    paths = [tree or root / "modulefiles" / site.name]
     if site.base_module:
         prefix = lmod.stand_in_prefix(site, tmp_path)
         base = tmp_path / "base-tcl" / site.base_module
         base.parent.mkdir(parents=True, exist_ok=True)
         base.write_text(
             "#%%Module1.0\nmodule-whatis {stand-in for the site's own MPI module}\n"
-            "setenv TUNEDMPI_TEST_BASE_PREFIX {%s}\nprepend-path PATH {%s/bin}\n" % (prefix, prefix)
+            "setenv TUNEDMPI_TEST_BASE_PREFIX {%s}\nprepend-path PATH {%s/bin}\n"
+            % (prefix, prefix)
+            + ("family mpi\n" if family else "")
+            + ("prepend-path MODULEPATH {%s}\n" % mpi_level if mpi_level else "")
         )
         paths.append(tmp_path / "base-tcl")
     return paths

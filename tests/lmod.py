@@ -66,11 +66,13 @@ def stand_in_prefix(site, tmp_path):
     return prefix
 
 
-def site_modulepaths(site, tmp_path, root):
-    """The site's generated modulefiles, plus a stand-in for the site's own MPI module where it names
-    one: it sets TUNEDMPI_TEST_BASE_PREFIX and puts its stand-in prefix's bin/ on PATH, so tests see
-    whether it came and went with the tuned module."""
-    paths = [root / "modulefiles" / site.name]
+def site_modulepaths(site, tmp_path, root, family=False, mpi_level=None, tree=None):
+    """The site's generated modulefiles (or ``tree``), plus a stand-in for the site's own MPI module
+    where it names one: it sets TUNEDMPI_TEST_BASE_PREFIX and puts its stand-in prefix's bin/ on
+    PATH, so tests see whether it came and went with the tuned module. ``family``: the stand-in is
+    in family("mpi"), as Spack's and EasyBuild's MPI modules are in a hierarchy; ``mpi_level``: it
+    prepends that folder to MODULEPATH, as they do."""
+    paths = [tree or root / "modulefiles" / site.name]
     if site.base_module:
         prefix = stand_in_prefix(site, tmp_path)
         base = tmp_path / "base" / (site.base_module + ".lua")
@@ -79,6 +81,8 @@ def site_modulepaths(site, tmp_path, root):
             'whatis("stand-in for the site\'s own MPI module")\n'
             'setenv("TUNEDMPI_TEST_BASE_PREFIX", "%s")\nprepend_path("PATH", "%s/bin")\n'
             % (prefix, prefix)
+            + ('family("mpi")\n' if family else "")
+            + ('prepend_path("MODULEPATH", "%s")\n' % mpi_level if mpi_level else "")
         )
         paths.append(tmp_path / "base")
     return paths

@@ -56,7 +56,35 @@ def test_unknown_platform_is_a_clear_error(run_cli):
 
 def test_check_without_tables_is_a_clear_error(run_cli, tmp_path):
     code, out, err = run_cli("check", tmp_path)
-    assert code == 2 and "no tables found" in err
+    assert code == 2 and "no tables or site configs found" in err
+
+
+def test_check_checks_site_configs_as_site_configs(run_cli, tmp_path):
+    """`check` with no paths checks the site configs too; a site.yaml given is checked as one (not
+    as a table); a wrong `site:` and an mpi.version that is not the table's fail, naming both."""
+    code, out, err = run_cli("check")
+    assert code == 0, err
+    assert (
+        "ok  %s: site local, openmpi 5.0.8" % (ROOT / "site-configs" / "local" / "site.yaml") in out
+    )
+    code, out, err = run_cli("check", ROOT / "site-configs" / "local-source")
+    assert code == 0 and out.count("ok  ") == 1 and "site local-source" in out, out + err
+    text = (ROOT / "site-configs" / "local" / "site.yaml").read_text()
+    for folder, old, new, want in (
+        ("elsewhere", "site: local\n", "site: lokal\n", "site 'lokal' must be a plain name equal"),
+        (
+            "local",
+            "  version: 5.0.8\n",
+            "  version: 5.0.6\n",
+            "mpi.version 5.0.6 is not the table's",
+        ),
+    ):
+        conf = tmp_path / folder / "site.yaml"
+        conf.parent.mkdir()
+        conf.write_text(text.replace(old, new))
+        code, _, err = run_cli("check", conf)
+        assert code == 2 and want in err and err.count("error: ") == 1, err
+    assert "Open MPI 5.0.8" in err and "version: 5.0.8" in err  # both versions, and the fix
 
 
 def test_shipped_tables_pass_check(run_cli):
@@ -107,3 +135,15 @@ def test_tables_without_bands_print_no_band_listing(run_cli):
     )  # a seed table: none
     assert code == 0, err
     assert "coll_tuned algorithm bands (" not in out and "+bands" not in out.split("\n", 2)[2]
+
+
+def test_help_lists_the_verbs_and_hides_the_internal_one():
+    """`tunedmpi --help` names each verb with its help; sweep's internal sweep-task is not listed
+    (argparse printed it as `sweep-task ==SUPPRESS==`) and still runs for sweep's job script."""
+    from tunedmpi.cli import build_parser
+
+    parser = build_parser()
+    text = parser.format_help()
+    assert "SUPPRESS" not in text and "sweep-task" not in text
+    assert "check" in text and "install-module" in text
+    assert parser.parse_args(["sweep-task", "c", "s", "1"]).index == 1

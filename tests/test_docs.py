@@ -3,7 +3,7 @@ compared with the code's value, and every relative link in the docs and notes re
 
 Two kinds of quotes are checked:
 - a code constant written as `NAME` = value or `module.NAME` = value, anywhere in a reference doc
-  (e.g. "`stats.PAIRED_MIN` = 10");
+  (e.g. "`SLOW_FACTOR` = 2.0"), or a policy field as `POLICY.name` = value (policy.py);
 - the prose quotes listed in QUOTES below (bands as stats.band_labels() writes them, defaults of
   validate's options, levels): each pattern must still occur in its doc, and every occurrence
   must carry the code's value. A doc rewritten without one of them fails here with the name of
@@ -18,6 +18,7 @@ import pytest
 from tunedmpi import cli, stats
 from tunedmpi.acceptance import history, validate
 from tunedmpi.bench import suites
+from tunedmpi.policy import POLICY
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = sorted(
@@ -27,7 +28,13 @@ REFERENCE = sorted(
 NOTES = sorted(
     "results-archive/notes/" + p.name for p in (ROOT / "results-archive" / "notes").glob("*.md")
 )
-MODULES = {"stats": stats, "validate": validate, "history": history, "suites": suites}
+MODULES = {
+    "stats": stats,
+    "validate": validate,
+    "history": history,
+    "suites": suites,
+    "POLICY": POLICY,
+}
 
 
 def text(doc):
@@ -62,9 +69,9 @@ QUOTES = [
         "tolerance",
         "validate/README.md",
         r"at least the tolerance \((\d+) %\)",
-        lambda: (pct(stats.DEFAULT_TOLERANCE),),
+        lambda: (pct(POLICY.tolerance),),
     ),
-    ("tolerance", "validate/README.md", r"±(\d+) %", lambda: (pct(stats.DEFAULT_TOLERANCE),)),
+    ("tolerance", "validate/README.md", r"±(\d+) %", lambda: (pct(POLICY.tolerance),)),
     (
         "tolerance and alpha",
         "validate/README.md",
@@ -75,7 +82,7 @@ QUOTES = [
         "cli defaults are stats'",
         "validate/README.md",
         r"`--tolerance`, `--alpha` \| ([0-9.]+), ([0-9.]+) \|",
-        lambda: ("%g" % stats.DEFAULT_TOLERANCE, "%g" % stats.DEFAULT_ALPHA),
+        lambda: ("%g" % POLICY.tolerance, "%g" % POLICY.alpha),
     ),
     (
         "repetitions",
@@ -83,54 +90,54 @@ QUOTES = [
         r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\), (\d+) \(`--full`\) \| "
         r"pairs at the first look \(at least (\d+)\)",
         lambda: (
-            str(validate.DEFAULT_REPETITIONS["quick"]),
-            str(validate.DEFAULT_REPETITIONS["full"]),
-            str(validate.MIN_REPETITIONS),
+            str(POLICY.first_look["quick"]),
+            str(POLICY.first_look["full"]),
+            str(POLICY.min_pairs),
         ),
     ),
     (
         "short set like quick",
         "validate/README.md",
         r"`--repetitions N` \| (\d+) \(`--quick`, `--short`\)",
-        lambda: (str(validate.DEFAULT_REPETITIONS["short"]),),
+        lambda: (str(POLICY.first_look["short"]),),
     ),
     (
         "--full pairs",
         "validate/README.md",
         r"`--full` defaults to (\d+) pairs",
-        lambda: (str(validate.DEFAULT_REPETITIONS["full"]),),
+        lambda: (str(POLICY.first_look["full"]),),
     ),
     (
         "--full pairs",
         "validate/README.md",
         r"--full\s+# the studies' sizes, (\d+) pairs",
-        lambda: (str(validate.DEFAULT_REPETITIONS["full"]),),
+        lambda: (str(POLICY.first_look["full"]),),
     ),
     (
         "quick pairs",
         "validate/README.md",
         r"The quick set stays at\s+(\d+) pairs",
-        lambda: (str(validate.DEFAULT_REPETITIONS["quick"]),),
+        lambda: (str(POLICY.first_look["quick"]),),
     ),
     (
         "extension",
         "validate/README.md",
         r"up to (\w+) the pairs",
-        lambda: (WORDS[validate.EXTENSION_FACTOR],),
+        lambda: (WORDS[POLICY.extension_factor],),
     ),
     (
         "extension",
         "docs/design.md",
         r"`Design\(first, final=(\d+) × first\)`",
-        lambda: (str(validate.EXTENSION_FACTOR),),
+        lambda: (str(POLICY.extension_factor),),
     ),
     (
         "timeouts and retries",
         "validate/README.md",
         r"\| (\d+) s `--quick`, else (\d+) s; (\d+) \|",
         lambda: (
-            "%g" % validate.DEFAULT_TIMEOUT_S["quick"],
-            "%g" % validate.DEFAULT_TIMEOUT_S["full"],
+            "%g" % POLICY.timeout_s["quick"],
+            "%g" % POLICY.timeout_s["full"],
             str(validate_defaults().retries),
         ),
     ),
@@ -139,8 +146,8 @@ QUOTES = [
         "docs/design.md",
         r"fraction of 1/2 \(([0-9.]+) for α = ([0-9.]+)\)",
         lambda: (
-            "%.4f" % stats.Design(1, 2).level(stats.DEFAULT_ALPHA, 1),
-            "%g" % stats.DEFAULT_ALPHA,
+            "%.4f" % stats.Design(1, 2).level(POLICY.alpha, 1),
+            "%g" % POLICY.alpha,
         ),
     ),
     (
@@ -162,10 +169,10 @@ QUOTES = [
         lambda: tuple(
             str(v)
             for v in (
-                2 * validate.DEFAULT_REPETITIONS["quick"] * (1 + len(suites.ONE_SIDED)),
-                validate.DEFAULT_REPETITIONS["quick"],
-                2 * validate.DEFAULT_REPETITIONS["full"] * (1 + len(suites.ONE_SIDED)),
-                validate.DEFAULT_REPETITIONS["full"],
+                2 * POLICY.first_look["quick"] * (1 + len(suites.ONE_SIDED)),
+                POLICY.first_look["quick"],
+                2 * POLICY.first_look["full"] * (1 + len(suites.ONE_SIDED)),
+                POLICY.first_look["full"],
             )
         ),
     ),
@@ -173,7 +180,7 @@ QUOTES = [
         "tune's band gain",
         "docs/regenerate.md",
         r"gain ≥ (\d+) %",
-        lambda: (pct(stats.DEFAULT_TOLERANCE),),
+        lambda: (pct(POLICY.tolerance),),
     ),
 ]
 
@@ -194,7 +201,7 @@ def test_a_quoted_default_is_the_codes(name, doc, pattern, expected):
         )
 
 
-CONSTANT = re.compile(r"`(?:(\w+)\.)?([A-Z][A-Z0-9_]+)` = ([0-9][0-9.]*)")
+CONSTANT = re.compile(r"`(?:(\w+)\.)?([A-Z][A-Z0-9_]+|(?<=POLICY\.)[a-z_]+)` = ([0-9][0-9.]*)")
 
 
 def quoted_constants():
@@ -204,11 +211,11 @@ def quoted_constants():
 def test_the_docs_quote_some_constants_by_name():
     names = {name for _, _, name, _ in quoted_constants()}
     assert {
-        "PAIRED_MIN",
+        "paired_min",
         "SLOW_FACTOR",
         "FAST_QUANTILE",
-        "DEFAULT_ALPHA",
-        "DEFAULT_TOLERANCE",
+        "alpha",
+        "tolerance",
     } <= names, names
 
 
@@ -235,9 +242,29 @@ def test_a_constant_quoted_by_name_has_the_codes_value(doc, module, name, value)
 
 def test_the_full_set_is_judged_by_the_crossover_test_and_the_quick_set_is_not():
     """validate/README.md and docs/design.md say so; the rule is the design's (validate.analyse)."""
-    assert validate.DEFAULT_REPETITIONS["full"] >= stats.PAIRED_MIN
-    assert validate.DEFAULT_REPETITIONS["quick"] < stats.PAIRED_MIN
-    assert validate.DEFAULT_REPETITIONS["short"] < stats.PAIRED_MIN
+    assert POLICY.first_look["full"] >= POLICY.paired_min
+    assert POLICY.first_look["quick"] < POLICY.paired_min
+    assert POLICY.first_look["short"] < POLICY.paired_min
+
+
+# ---- word budget -------------------------------------------------------------------------------
+
+WORD_BUDGET = 16250  # issue 39: the reference docs' total, counted as `wc -w` counts
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 39 item 6: the docs are cut on several branches; the lead makes this strict "
+    "once all are merged",
+)
+def test_the_reference_docs_stay_within_the_word_budget():
+    counts = {doc: len(text(doc).split()) for doc in REFERENCE}
+    total = sum(counts.values())
+    assert total <= WORD_BUDGET, "the reference docs have %d words, the budget is %d: %s" % (
+        total,
+        WORD_BUDGET,
+        ", ".join("%s %d" % (doc, n) for doc, n in sorted(counts.items(), key=lambda kv: -kv[1])),
+    )
 
 
 # ---- links -------------------------------------------------------------------------------------

@@ -84,9 +84,9 @@ def module_name(ec):
     return "%s/%s%s" % (ec["name"], ec["version"], suffix)
 
 
-def run_eb(easyconfig, tmp, install, base):
+def run_eb(easyconfig, tmp, install, base, extra=()):
     """Real EasyBuild, offline, on one easyconfig: everything it writes goes under ``tmp``; the
-    stand-in modules in ``base`` are on MODULEPATH. A CompletedProcess."""
+    stand-in modules in ``base`` are on MODULEPATH; ``extra``: more eb options. A CompletedProcess."""
     # No user or site EasyBuild configuration, and no network: a download attempt fails at once.
     env = lmod.clean_env(
         XDG_CONFIG_HOME=str(tmp / "xdg"),
@@ -117,7 +117,7 @@ def run_eb(easyconfig, tmp, install, base):
         "--modules-tool=Lmod",
         "--module-syntax=Lua",
         "--detect-loaded-modules=ignore",
-    ]
+    ] + list(extra)
     if os.geteuid() == 0:
         args.append("--allow-use-as-root-and-accept-consequences")
     script = "source %s\nmodule use %s\nexec %s" % (
@@ -230,6 +230,7 @@ def test_easybuild_module_is_the_rendered_module(installed, name):
         'setenv("EBVERSION',
         "-- Built with EasyBuild",
         "depends_on(",
+        "local base_holds = ",  # whether the MPI's module holds family mpi (docs/design.md)
         'keep("MPI_HOME"',  # pushenv: unload gives back an earlier MPI_HOME
         "prepend_path(",
     )
@@ -324,3 +325,55 @@ def test_an_easyconfig_that_does_not_match_its_site_is_refused(tmp_path):
         "(fix: version = '5.0.8')" in proc.stdout + proc.stderr
     ), proc.stdout[-3000:]
     assert not (tmp_path / "install" / "modules" / "all" / "openmpi-tuned" / "5.0.6.lua").exists()
+
+
+def test_hierarchical_mns_installs_a_drop_in_at_the_compiler_level(tmp_path):
+    """A real `eb --module-naming-scheme=HierarchicalMNS` of the oci-bm-optimized3.36 easyconfig over
+    stand-ins of the site's GCC and OpenMPI (in family mpi, adding its MPI level, as EasyBuild's
+    do) and an HDF5 built with it: the tuned module goes beside OpenMPI at the compiler level and
+    adds the same MPI level, so HDF5 stays active as the tuned module comes and goes."""
+    all_ = tmp_path / "install" / "modules" / "all"
+    level = all_ / "MPI" / "GCC" / "14.2.0" / "OpenMPI" / "5.0.6"
+    stand = {
+        "Core/GCC/14.2.0": STAND_INS["GCC/14.2.0"]
+        + 'prepend_path("MODULEPATH", "%s")\n' % (all_ / "Compiler/GCC/14.2.0"),
+        "Compiler/GCC/14.2.0/OpenMPI/5.0.6": STAND_INS["OpenMPI/5.0.6-GCC-14.2.0"].format(p="/x")
+        + 'family("mpi")\nprepend_path("MODULEPATH", "%s")\n' % level,
+        "MPI/GCC/14.2.0/OpenMPI/5.0.6/HDF5/1.14": 'setenv("HDF5_TEST_ROOT", "/hdf5")\n',
+    }
+    for name, text in stand.items():
+        (all_ / (name + ".lua")).parent.mkdir(parents=True, exist_ok=True)
+        (all_ / (name + ".lua")).write_text(text)
+    # The scheme names a module from its easyconfig (moduleclass, toolchain): stand-ins of those.
+    ecs = tmp_path / "ecs"
+    ecs.mkdir()
+    for name, version, tc, cls in (
+        ("GCC", "14.2.0", "SYSTEM", "compiler"),
+        ("OpenMPI", "5.0.6", "{'name': 'GCC', 'version': '14.2.0'}", "mpi"),
+    ):
+        ecs.joinpath(
+            "%s-%s%s.eb" % (name, version, "" if tc == "SYSTEM" else "-GCC-14.2.0")
+        ).write_text(
+            "easyblock = 'Bundle'\nname = %r\nversion = %r\nhomepage = 'https://example.invalid'\n"
+            "description = 'stand-in'\ntoolchain = %s\nmoduleclass = %r\n"
+            % (name, version, tc, cls)
+        )
+    ec = EASYBUILD / "oci-bm-optimized3.36" / "openmpi-tuned-5.0.6-GCC-14.2.0.eb"
+    hmns = ["--module-naming-scheme=HierarchicalMNS", "--robot-paths=%s:%s" % (ec.parent, ecs)]
+    proc = run_eb(ec, tmp_path, tmp_path / "install", all_, hmns)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    module = all_ / "Compiler" / "GCC" / "14.2.0" / "openmpi-tuned" / "5.0.6.lua"
+    assert 'prepend_path("MODULEPATH", "%s")' % level in module.read_text()
+    script = [
+        "module load GCC/14.2.0 OpenMPI/5.0.6 HDF5/1.14 openmpi-tuned/5.0.6",
+        'echo "TUNED=${TUNEDMPI_SELECTION:-} HDF5=${HDF5_TEST_ROOT:-}"; module -t list 2>&1',
+        "module unload openmpi-tuned",
+        'echo "AFTER=${TUNEDMPI_SELECTION:-} HDF5=${HDF5_TEST_ROOT:-}"; module -t list 2>&1',
+    ]
+    proc = lmod.shell([all_ / "Core"], "\n".join(script), TUNEDMPI_NODES="2", TUNEDMPI_PPN="8")
+    assert proc.returncode == 0, proc.stderr
+    loaded, after = proc.stdout.split("AFTER=")
+    assert "TUNED=site=oci-bm-optimized3.36 nodes=2 ppn=8" in loaded and "HDF5=/hdf5" in loaded
+    assert {"OpenMPI/5.0.6", "HDF5/1.14", "openmpi-tuned/5.0.6"} <= set(loaded.split())
+    assert after.startswith(" HDF5=/hdf5") and "openmpi-tuned/5.0.6" not in after.split()
+    assert {"OpenMPI/5.0.6", "HDF5/1.14"} <= set(after.split()), proc.stdout + proc.stderr

@@ -572,3 +572,10 @@ def test_lmod_unload_does_not_trust_a_rewritten_row(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = blocks(proc.stdout)
     assert got["after"] == dict(got["before"], **{mine[0]: "mine"})
+
+
+def test_the_command_lines_count_bound_is_the_modules():
+    from tunedmpi import argtypes
+    from tunedmpi.modules import selector
+
+    assert argtypes.MAX_COUNT == selector.MAX_COUNT

@@ -118,6 +118,24 @@ SITE_CORPUS = [
         "  pypi: [mpich==5.0.2]\n  modules: mpich",
         "peers[1].modules",
     ),
+    (
+        "hierarchy-kind",
+        "default_profile: allreduce",
+        "default_profile: allreduce\nhierarchy: tree",
+        "hierarchy",
+    ),
+    (
+        "hierarchy-level-lua",
+        "default_profile: allreduce",
+        'default_profile: allreduce\nhierarchy: {mpi_level: "/m\\"]] os.exit(1) --"}',
+        "hierarchy.mpi_level",
+    ),
+    (
+        "hierarchy-level-up",
+        "default_profile: allreduce",
+        "default_profile: allreduce\nhierarchy: {mpi_level: /modules/../../etc}",
+        "hierarchy.mpi_level",
+    ),
 ]
 
 
@@ -378,7 +396,7 @@ def _damaged_results(tmp_path, damage):
     size = next(iter(points))
     out = tmp_path / "run"
     out.mkdir()
-    # damaged shape: what power and --reanalyse read (report.check_runs)
+    # damaged shape: what power and --reanalyse read (results.check_runs)
     shape = {
         "runs-not-list": lambda: doc.update(runs=5),
         "run-not-mapping": lambda: doc["runs"].__setitem__(0, "run"),

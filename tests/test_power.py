@@ -196,7 +196,7 @@ def test_pools_keep_the_host_state_and_the_study_holds_it_equal(tmp_path):
 
 
 def paired_campaign(path, reps=16, first=10, second_slower=1.5, seed=5):
-    """A synthetic validate campaign judged by the crossover test (first look >= PAIRED_MIN pairs):
+    """A synthetic validate campaign judged by the crossover test (first look >= POLICY.paired_min pairs):
     one module on both sides of each pair (A/B in name only), ABBA order (stats.pair_order); each
     pair shares a large slowness (30 %), its second run is `second_slower` times slower, and the
     two runs of a pair differ by 1 % otherwise. Only pairs kept together and in their order are
@@ -249,15 +249,15 @@ def test_a_paired_campaign_is_resampled_as_pairs_and_judged_by_validates_crossov
     pool = found[0]
     pair_of = {id(x): i for i, u in enumerate(pool.units) for x in u}
     calls = []
-    shipped = stats.compare_bands
+    shipped = stats.test_bands
 
     def spy(bench, metric, base, tuned, *args, pairs=None, **kw):
         calls.append((base, tuned, pairs))
         return shipped(bench, metric, base, tuned, *args, pairs=pairs, **kw)
 
-    monkeypatch.setattr(stats, "compare_bands", spy)
+    monkeypatch.setattr(stats, "test_bands", spy)
     r = power.study(pool, random.Random(2), 30, 1.3, pool.design, 10, 0.05, 0.05)
-    monkeypatch.setattr(stats, "compare_bands", shipped)
+    monkeypatch.setattr(stats, "test_bands", shipped)
     assert calls and all(pairs is not None for _, _, pairs in calls)
     assert len(calls) == 60  # per draw: the A/A draw, then its one band made 1.3x faster
     for base, tuned, pairs in calls[0::2]:  # A/A: the runs are the pool's own objects

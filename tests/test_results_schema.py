@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tunedmpi.acceptance import report
+from tunedmpi.acceptance import results
 from tunedmpi.errors import InputError
 from tunedmpi.regenerate import regret
 
@@ -28,11 +28,11 @@ def versioned(src, dst, version):
 
 
 def test_without_the_field_or_at_1_is_read_and_anything_else_refused(tmp_path):
-    report.check_schema({}, "r.json")
-    report.check_schema({"schema_version": 1}, "r.json")
+    results.check_schema({}, "r.json")
+    results.check_schema({"schema_version": 1}, "r.json")
     for bad in (2, 0, "1", 1.0, True, None):
         with pytest.raises(InputError) as err:
-            report.check_schema({"schema_version": bad}, tmp_path / "results.json")
+            results.check_schema({"schema_version": bad}, tmp_path / "results.json")
         assert str(tmp_path / "results.json") in str(err.value) and "version" in str(err.value)
 
 
@@ -62,4 +62,4 @@ def test_legacy_files_are_read_and_new_ones_carry_the_version(run_cli, tmp_path)
     assert code in (0, 1), err
     (again,) = (tmp_path / "again").iterdir()
     res = json.loads((again / "results.json").read_text())
-    assert res["schema_version"] == report.RESULTS_SCHEMA == 1
+    assert res["schema_version"] == results.SCHEMA == 1

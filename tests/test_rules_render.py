@@ -162,6 +162,32 @@ def test_render_cli_writes_and_check_flags_stale_or_missing_rules(
     assert run_cli("render", "--check", "--site", SITE, "--out", out)[0] == 0
 
 
+def test_a_new_mpi_version_removes_the_old_versions_modules(
+    project, run_cli, tmp_path, monkeypatch
+):
+    """The site's version changes: `render --check` names every file of the old version
+    (modules of both formats and its rules files), `render` removes them, and then all match."""
+    root = tmp_path / "project"
+    shutil.copytree(project[0], root)
+    conf = root / "site-configs" / SITE / "site.yaml"
+    monkeypatch.setenv("TUNEDMPI_ROOT", str(root))
+    out = tmp_path / "mf"
+    assert run_cli("render", "--site", SITE, "--out", out)[0] == 0
+    old = sorted(str(p.relative_to(out)) for p in out.rglob("*%s*" % VERSION) if p.is_file())
+    old += sorted(str(p.relative_to(out)) for p in (out / RULES_DIR).iterdir())
+    assert "%s/openmpi/%s" % (SITE, VERSION) in old and any(RULES_DIR in p for p in old)
+    text = conf.read_text().replace("table: %s/openmpi-%s" % (PLATFORM, VERSION), "table: null")
+    conf.write_text(text.replace("version: %s" % VERSION, "version: 5.0.9"))
+    code, _, err = run_cli("render", "--check", "--site", SITE, "--out", out)
+    assert code == 1
+    for rel in old:
+        assert "stale: %s/%s is no longer rendered" % (out, rel) in err, (rel, err)
+    code, stdout, _ = run_cli("render", "--site", SITE, "--out", out)
+    assert code == 0 and all("removed %s/%s" % (out, rel) in stdout for rel in old)
+    assert not (out / RULES_DIR).exists() and not list(out.rglob("*%s*" % VERSION))
+    assert run_cli("render", "--check", "--site", SITE, "--out", out)[0] == 0
+
+
 def test_a_rules_file_open_mpi_would_misread_is_refused_at_render(
     project, run_cli, tmp_path, monkeypatch
 ):

@@ -72,11 +72,17 @@ class Prefix(str):
         return Prefix(os.path.join(self, name))
 
 
+#: Where the stand-in layout puts Spack's Lmod tree: <this>/<mpi>/<version>-<hash>/Core.
+LMOD_ROOT = "/opt/spack/lmod/linux-debian12-x86_64"
+
+
 @contextlib.contextmanager
-def stand_in_spack(record):
+def stand_in_spack(record, hierarchy=()):
     """sys.modules with spack.package (directives appended to ``record`` as (name, args, kwargs,
-    condition), condition = the `when=` or the enclosing `with when()`) and spack.util.spack_yaml
-    (PyYAML's safe_load; Spack's own reader is checked with Spack)."""
+    condition), condition = the `when=` or the enclosing `with when()`), spack.util.spack_yaml
+    (PyYAML's safe_load; Spack's own reader is checked with Spack), and for install(): spack.config
+    whose modules:default:lmod:hierarchy is ``hierarchy`` and spack.modules.lmod whose layout of an
+    MPI unlocks LMOD_ROOT/<name>/<version>-abcdefg/Core, as Spack's LmodFileLayout does."""
     context = []
 
     def directive(name):
@@ -109,13 +115,26 @@ def stand_in_spack(record):
     spack_yaml.load = yaml.safe_load
     util = types.ModuleType("spack.util")
     util.spack_yaml = spack_yaml
+    config = types.ModuleType("spack.config")
+    config.get = lambda key, default=None: (
+        list(hierarchy) if key == "modules:default:lmod:hierarchy" else default
+    )
+    lmod_layout = types.ModuleType("spack.modules.lmod")
+    lmod_layout.make_layout = lambda spec, module_set, explicit: types.SimpleNamespace(
+        unlocked_paths={None: [(LMOD_ROOT, spec.name, "%s-abcdefg" % spec.version, "Core")]}
+    )
+    modules = types.ModuleType("spack.modules")
+    modules.lmod = lmod_layout
     spack = types.ModuleType("spack")
-    spack.package, spack.util = package, util
+    spack.package, spack.util, spack.config, spack.modules = package, util, config, modules
     stand_ins = {
         "spack": spack,
         "spack.package": package,
         "spack.util": util,
         "spack.util.spack_yaml": spack_yaml,
+        "spack.config": config,
+        "spack.modules": modules,
+        "spack.modules.lmod": lmod_layout,
     }
     saved = {k: sys.modules.get(k) for k in stand_ins}
     sys.modules.update(stand_ins)
@@ -225,7 +244,8 @@ def test_package_class_and_checkout(pkg):
     imported = {a.name for n in ast.walk(pkg.tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(pkg.tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m.split(".")[0] in ("jinja2", "yaml", "tunedmpi")}, imported
-    assert imported <= {"os", "spack.package", "spack.util"}, imported
+    # spack.config and spack.modules.lmod: the MPI level of Spack's module hierarchy (mpi_level)
+    assert imported <= {"os", "spack.package", "spack.util", "spack.config", "spack.modules.lmod"}
     assert "pushenv" not in text and "ROWS" not in text
     code = [
         n.value
@@ -483,7 +503,12 @@ def test_spack_yaml_structure(name, pkg):
     mods = env["modules"]["default"]
     assert mods["enable:"] == ["lmod"]  # `enable::` replaces, lmod only
     lm = mods["lmod"]
-    assert lm["hierarchy:"] == []  # `hierarchy::` replaces Spack's [mpi]
+    # Flat (`hierarchy::` replaces Spack's [mpi]), or an MPI level with the tuned module beside
+    # openmpi (filtered out of the level it unlocks: package.py mpi_level)
+    flat = {"hierarchy:": []}
+    level = {"hierarchy:": ["mpi"], "filter_hierarchy_specs": {"openmpi-tuned": ["mpi"]}}
+    tree = {k: lm[k] for k in ("hierarchy:", "filter_hierarchy_specs") if k in lm}
+    assert tree == (level if name == "local-source" else flat)
     assert lm["core_compilers"] and lm["hash_length"] == 0 and lm["hide_implicits"] is True
     assert lm["projections"] == {"all": "{name}/{version}"}
     assert lm["openmpi"] == {"template": BASELINE_TEMPLATE}
@@ -491,6 +516,29 @@ def test_spack_yaml_structure(name, pkg):
     assert lm["all"] == {"autoload": "none"}
     for template in (TUNED_TEMPLATE, BASELINE_TEMPLATE):
         assert any((d / template).is_file() for d in dirs)
+
+
+def requirement(packages, name):
+    """A package's one requirement in a site's spack.yaml, besides its target pin."""
+    (req,) = [r for r in packages[name]["require"] if not r.startswith("target=")]
+    return req
+
+
+@pytest.mark.parametrize("name", SPACK_SITES)
+def test_spack_yaml_pins_one_target(name):
+    """The compute nodes' target is pinned (issue 38): packages:all requires one target=, and so
+    does every package's own require (which replaces all's in Spack), so a lock concretized on
+    any build host of the kind is the same. Without Spack: that the pin is there, once."""
+    _, env = spack_yaml(name)
+    pkgs = env["packages"]
+    (pin,) = pkgs["all"]["require"]
+    assert re.match(r"^target=[a-z0-9_]+\Z", pin), pin
+    text = json.dumps(env)
+    assert len(set(re.findall(r"target=[a-z0-9_]+", text))) == 1, "one target per site"
+    for pkg_name, conf in pkgs.items():
+        req = conf.get("require") if isinstance(conf, dict) else None
+        if req and pkg_name != "mpi":  # mpi: a virtual, resolved to openmpi's own require
+            assert pin in req, (pkg_name, req)
 
 
 #: Sites whose environment Spack builds an MPI in (local's is the wheel, an external).
@@ -507,14 +555,14 @@ def test_spack_yaml_builds_what_the_package_requires(name, pkg):
     path, env = spack_yaml(name)
     site = site_config(name)
     packages = env["packages"]
-    (req,) = packages["openmpi"]["require"]
+    req = requirement(packages, "openmpi")
     _, version, variants, flags = spec_tokens(req)
     assert version == site.mpi_version
     fabrics = set(variants["fabrics"].split(","))
     assert {"ucx"} | ({"ucc"} & set(site.components)) | (
         {"hcoll"} & set(site.components)
     ) <= fabrics
-    (ucx,) = packages["ucx"]["require"]
+    ucx = requirement(packages, "ucx")
     _, uversion, _, uflags = spec_tokens(ucx)
     assert "+thread_multiple" in uflags  # Open MPI >= 3 requires it of UCX
     assert uversion.split(".")[:2] == [str(x) for x in site.ucx_version[:2]], (
@@ -535,15 +583,15 @@ def test_spack_yaml_builds_the_studied_stack(name, pkg):
     path, env = spack_yaml(name)
     site = site_config(name)
     packages = env["packages"]
-    (req,) = packages["openmpi"]["require"]
+    req = requirement(packages, "openmpi")
     _, version, variants, flags = spec_tokens(req)
     fabrics = set(variants["fabrics"].split(","))
     if site.mpi_version == "5.0.6":
         assert "ucc" in fabrics and variants["schedulers"] == "slurm"
         # PMIx/PRRTE: the pair Open MPI 5.0.6 bundles, built by Spack (not the solver's 6.1/4.1)
         assert "~internal-pmix" in flags
-        assert packages["pmix"]["require"] == ["@" + BUNDLED["5.0.6"]["pmix"]]
-        assert packages["prrte"]["require"] == ["@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]]
+        assert requirement(packages, "pmix") == "@" + BUNDLED["5.0.6"]["pmix"]
+        assert requirement(packages, "prrte") == "@%s schedulers=slurm" % BUNDLED["5.0.6"]["prrte"]
         slurm = packages["slurm"]
         assert slurm["buildable"] is False and slurm["externals"][0]["spec"].startswith("slurm@")
     else:  # Nagoya: Open MPI 4.1.2 (ORTE, bundled PMIx 3.2.3), Fujitsu's batch system
@@ -720,7 +768,7 @@ def test_spack_yaml_names_the_sites_compiler(name):
         # spack-packages' CudaPackage: CUDA <= 11.8 conflicts with %gcc@12:, CUDA >= 11.4 with %gcc@:5.
         # The CUDA-aware packages say so, and the compiler that builds them is in between.
         for package in ("openmpi", "ucx"):
-            (req,) = env["packages"][package]["require"]
+            req = requirement(env["packages"], package)
             assert gcc_constraints(req) and not all(
                 version_satisfies("12.1.0", c) for c in gcc_constraints(req)
             )
@@ -829,10 +877,10 @@ class Executable:
         return proc.stderr if error is str.split else None
 
 
-def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None):
+def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None, hierarchy=()):
     """OpenmpiTuned.install() itself, run for site ``name`` into ``prefix`` with a spec whose Open
-    MPI is at ``mpi_prefix`` and was built with the site environment's UCX (or ``ucx``).
-    Returns the build's Python (its argvs)."""
+    MPI is at ``mpi_prefix`` and was built with the site environment's UCX (or ``ucx``), in a
+    module tree of that ``hierarchy``. Returns the build's Python (its argvs)."""
     with open(
         Path(pkg.ns["CHECKOUT"]) / "site-configs" / name / "site.yaml", encoding="utf-8"
     ) as fh:
@@ -851,7 +899,8 @@ def install_like_spack(pkg, name, prefix, mpi_prefix, mpi_version=None, ucx=None
     )()
     package = pkg.cls.__new__(pkg.cls)
     package.spec, package.prefix = spec, Prefix(str(prefix))
-    package.install(spec, package.prefix)
+    with stand_in_spack([], hierarchy):
+        package.install(spec, package.prefix)
     return python
 
 
@@ -867,6 +916,20 @@ def render_like_spack(name, prefix, version):
         .render(tunedmpi_module=copy.read_text())
     )
     return rendered, text
+
+
+def test_package_in_an_mpi_hierarchy_unlocks_the_mpi_level(pkg, tmp_path):
+    """With hierarchy [mpi] the tuned module unlocks the folder Open MPI's module unlocks (its
+    layout's unlocked_paths), so packages built with it stay active across swaps; flat: nothing."""
+    level = os.path.join(LMOD_ROOT, "openmpi", "5.0.8-abcdefg", "Core")
+    for hierarchy, want in (([], None), (["mpi"], level)):
+        prefix = tmp_path / ("prefix-%s" % len(hierarchy))
+        mpi = FAKE_PREFIX.format(version="5.0.8")
+        (argv,) = install_like_spack(pkg, "local", prefix, mpi, hierarchy=hierarchy).argvs
+        got = argv[argv.index("--mpi-level") + 1] if "--mpi-level" in argv else None
+        assert got == want
+        _, text = render_like_spack("local", prefix, "5.0.8")
+        assert (('prepend_path("MODULEPATH", "%s")' % level) in text) is bool(want)
 
 
 def spack_jinja_env(*dirs):
@@ -1285,6 +1348,31 @@ def test_spack_concretizes_site_environment(name, tmp_path_factory):
             assert gccs and all(
                 version_satisfies(g["version"], ":11") and "external" in g for g in gccs
             ), gccs
+
+
+@needs_spack
+@pytest.mark.parametrize(
+    "name", [n for n in SPACK_SITES if (spack_path(n).parent / "spack.lock").is_file()]
+)
+def test_committed_lock_is_what_this_host_concretizes(name, tmp_path_factory):
+    """A committed spack.lock is reproducible on any build host of the kind: the environment pins
+    the compute nodes' target, so concretizing here (whatever this CPU is) gives the same hashes
+    and that target in every node, not this host's."""
+    env_dir, _, proc = concretized(name, tmp_path_factory)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with open(spack_path(name).parent / "spack.lock", encoding="utf-8") as fh:
+        committed = json.load(fh)
+    with open(env_dir / "spack.lock", encoding="utf-8") as fh:
+        here = json.load(fh)
+    assert sorted(here["concrete_specs"]) == sorted(committed["concrete_specs"]), (
+        "site-configs/%s/spack.lock is stale: spack -e site-configs/%s concretize --force"
+        % (name, name)
+    )
+    targets = {
+        n["arch"]["target"] if isinstance(n["arch"]["target"], str) else n["arch"]["target"]["name"]
+        for n in here["concrete_specs"].values()
+    }
+    assert len(targets) == 1, targets
 
 
 @needs_spack

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tunedmpi import stats
+from tunedmpi.acceptance import report, results
+from tunedmpi.policy import POLICY
 
 E = math.exp
 
@@ -239,7 +241,7 @@ def test_decide_makes_one_family_of_a_whole_campaigns_bands():
     res = stats.judge_family(tested)
     assert len(res) == 6 and [r.level for r in res] == stats.holm([r.p_value for r in res], 0.05)
     assert min(r.level for r in res) == pytest.approx(0.05 / 6)
-    assert stats.family_of(res)["tests"] == 6
+    assert results.family_of(res)["tests"] == 6
     alone = stats.compare_bands("a", "latency_us", *two_bands(seed=1))
     assert min(r.level for r in alone) == pytest.approx(0.025)
 
@@ -409,9 +411,9 @@ def test_pair_order_is_counterbalanced():
 
 
 def test_describe_method_names_the_test_and_the_looks():
-    text = stats.describe_method(0.05, 0.05, stats.Design(5, 10))
+    text = report.describe_method(0.05, 0.05, stats.Design(5, 10))
     assert "Welch" in text and "Holm" in text and "5 runs per module" in text and "0.0294" in text
-    assert "one look" in stats.describe_method(0.05, 0.05)
+    assert "one look" in report.describe_method(0.05, 0.05)
 
 
 def test_reliability_and_module_verdict():
@@ -665,5 +667,5 @@ def test_compare_bands_over_pairs_says_so_and_falls_back_without_enough_pairs():
     ]  # one tuned-first pair
     assert few.pairs is None and few.test == stats.TEST_NAME and "paired" not in few.reason
     assert few.p_value == pytest.approx(plain.p_value)
-    method = stats.describe_method(0.05, 0.05, stats.Design(15, 30), paired=True)
-    assert "crossover" in method and "From %d pairs" % stats.PAIRED_MIN in method
+    method = report.describe_method(0.05, 0.05, stats.Design(15, 30), paired=True)
+    assert "crossover" in method and "From %d pairs" % POLICY.paired_min in method

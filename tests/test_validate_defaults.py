@@ -1,5 +1,5 @@
 """validate's defaults per set (issue 30): a plain `--full` starts with 15 pairs, so its first look
-is judged by the crossover test over the pairs (stats.PAIRED_MIN); the quick sets keep 5 pairs and
+is judged by the crossover test over the pairs (POLICY.paired_min); the quick sets keep 5 pairs and
 the unpaired test. Nothing here runs a benchmark."""
 
 import argparse
@@ -8,6 +8,7 @@ import pytest
 
 from tunedmpi import cli, stats
 from tunedmpi.acceptance import validate
+from tunedmpi.policy import POLICY
 
 
 def options(monkeypatch, *argv):
@@ -35,16 +36,16 @@ def options(monkeypatch, *argv):
 )
 def test_each_set_starts_with_its_own_number_of_pairs(monkeypatch, flag, pairs):
     opts = options(monkeypatch, *flag)
-    assert opts.repetitions == pairs == validate.DEFAULT_REPETITIONS[opts.set_name]
+    assert opts.repetitions == pairs == POLICY.first_look[opts.set_name]
 
 
 def test_a_plain_full_campaign_is_judged_over_its_pairs_and_a_quick_one_is_not(monkeypatch):
     """The rule validate.analyse applies: the crossover test when the design's first look has at
-    least stats.PAIRED_MIN pairs."""
+    least POLICY.paired_min pairs."""
     for flag, paired in (("--full", True), ("--quick", False), ("--short", False)):
         opts = options(monkeypatch, flag)
-        design = stats.Design(opts.repetitions, opts.repetitions * validate.EXTENSION_FACTOR)
-        assert (design.first >= stats.PAIRED_MIN) is paired, flag
+        design = stats.Design(opts.repetitions, opts.repetitions * POLICY.extension_factor)
+        assert (design.first >= POLICY.paired_min) is paired, flag
         assert design.final == 2 * design.first
 
 
@@ -59,8 +60,8 @@ def test_too_few_repetitions_are_refused_with_the_sets_default(monkeypatch):
 
 
 def test_timeouts_per_set(monkeypatch):
-    assert options(monkeypatch).timeout == validate.DEFAULT_TIMEOUT_S["quick"] == 120.0
-    assert options(monkeypatch, "--full").timeout == validate.DEFAULT_TIMEOUT_S["full"] == 900.0
+    assert options(monkeypatch).timeout == POLICY.timeout_s["quick"] == 120.0
+    assert options(monkeypatch, "--full").timeout == POLICY.timeout_s["full"] == 900.0
     assert options(monkeypatch, "--short").timeout == 900.0
     assert options(monkeypatch, "--full", "--timeout", "60").timeout == 60.0
 
@@ -68,4 +69,14 @@ def test_timeouts_per_set(monkeypatch):
 def test_the_cli_leaves_the_default_to_validate_and_takes_the_verdicts_levels_from_stats():
     args = cli.build_parser().parse_args(["validate", "--full"])
     assert isinstance(args, argparse.Namespace) and args.repetitions is None
-    assert (args.tolerance, args.alpha) == (stats.DEFAULT_TOLERANCE, stats.DEFAULT_ALPHA)
+    assert (args.tolerance, args.alpha) == (POLICY.tolerance, POLICY.alpha)
+
+
+def test_every_command_takes_its_levels_and_retries_from_the_one_policy():
+    parser = cli.build_parser()
+    for argv in (["validate"], ["power", "d"], ["history"]):
+        args = parser.parse_args(argv)
+        assert args.alpha == POLICY.alpha, argv
+    assert parser.parse_args(["power", "d"]).tolerance == POLICY.tolerance
+    assert parser.parse_args(["validate"]).retries == POLICY.retries
+    assert stats.Design() == stats.Design(*POLICY.looks(POLICY.first_look["quick"]))

@@ -115,6 +115,17 @@ class TunedMPIModule(EasyBlock):
             )
         return deps[0]["short_mod_name"] if deps else ""
 
+    def mpi_level(self):
+        """In a hierarchical naming scheme (HierarchicalMNS): the folder the MPI dependency's
+        module adds to $MODULEPATH (MPI/<compiler>/<v>/OpenMPI/<v>), which the tuned module then
+        adds too, so what was built with that MPI stays available; flat schemes: ''."""
+        deps = self.cfg.dependencies(runtime_only=True)
+        if not deps:
+            return ""
+        full = deps[0]["full_mod_name"]  # an external module's too: its own name
+        found = self.modules_tool.modpath_extensions_for([full]).get(full) or []
+        return found[0] if found else ""
+
     # --- steps ------------------------------------------------------------------------------
     def check_lua(self):
         if self.module_generator.SYNTAX != "Lua":
@@ -170,6 +181,9 @@ class TunedMPIModule(EasyBlock):
         mpi = self.mpi_module()
         if mpi:
             args += ["--base-module", mpi]
+        level = self.mpi_level()
+        if level:
+            args += ["--mpi-level", level]
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(
@@ -206,6 +220,11 @@ class TunedMPIModule(EasyBlock):
 
     def make_module_dep(self, *args, **kwargs):
         """None of EasyBuild's own: the rendered module depends_on() the MPI's module."""
+        return ""
+
+    def make_module_extend_modpath(self):
+        """None of EasyBuild's own: the rendered module adds its MPI's level (mpi_level), which is
+        what a hierarchical scheme would give an MPI module; not one for this module's name."""
         return ""
 
     def make_module_req(self, *args, **kwargs):

@@ -3,37 +3,67 @@
 import argparse
 import contextlib
 import json
-import math
+import os
 import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.errors import InputError, boundary
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
+from tunedmpi.errors import InputError, InputErrors, boundary
 from tunedmpi.files import read_text
-from tunedmpi.modules import selector
-from tunedmpi.stats import DEFAULT_ALPHA, DEFAULT_TOLERANCE
+from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
-MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
+
+
+def _check_paths(given):
+    """(table files, site config files) of the paths `check` was given (default: tuning-tables/
+    and site-configs/). A file named site.yaml is a site config; in a folder that holds one, the
+    other YAML files (space.yaml, spack.yaml ...) are not tables and are left out."""
+    from tunedmpi.modules import sites
+
+    found = schema.find_tables(given or [str(paths.tables_dir()), str(sites.site_dir())])
+    site_dirs = {os.path.dirname(f) for f in found if os.path.basename(f) == sites.SITE_FILE}
+    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
+    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
+    return tables, configs
 
 
 def cmd_check(args):
-    found = schema.find_tables(args.paths or [str(paths.tables_dir())])
-    if not found:
+    from tunedmpi.modules import sites
+
+    tables, configs = _check_paths(args.paths)
+    if not tables and not configs:
         raise InputError(
             " ".join(args.paths) or str(paths.tables_dir()),
             None,
             None,
-            "no tables found",
-            "give a table file or a directory holding *.yaml tables",
+            "no tables or site configs found",
+            "give a table file, a site.yaml, or a directory holding them",
         )
-    loaded = schema.load_all(found)
-    for t in loaded:
+    errors, loaded = [], []
+    for path in configs:
+        try:
+            loaded.append(sites.load_site(path))
+        except (InputError, InputErrors) as exc:
+            errors += exc.errors if isinstance(exc, InputErrors) else [exc]
+    try:
+        checked = schema.load_all(tables)
+    except InputErrors as exc:
+        errors, checked = errors + exc.errors, []
+    if errors:
+        raise InputErrors(errors)
+    for t in checked:
         nset = sum(len(c.settings) for c in t.cases)
         print(
             "ok  %s: %s %s, %d cases, %d settings"
             % (t.path, t.platform, t.name, len(t.cases), nset)
+        )
+    for site in loaded:
+        print(
+            "ok  %s: site %s, %s %s, table %s"
+            % (site.path, site.name, site.mpi_flavour, site.mpi_version, site.table_ref)
         )
     return EXIT_OK
 
@@ -169,6 +199,7 @@ def cmd_install_module(args):
         mpi_version=args.mpi_version,
         name=args.name,
         pinned_copy=args.pinned_copy,
+        mpi_level=args.mpi_level,
     )
     return EXIT_OK
 
@@ -393,67 +424,27 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
-def whole(minimum, maximum=selector.MAX_COUNT):
-    """argparse type: a whole number >= minimum and at most maximum (default the modules' bound on
-    a count: more nodes, ranks or repetitions than that is a typo, never stored or tuned)."""
-
-    def parse(text):
-        try:
-            value = int(text) if len(text) <= 20 else None
-        except ValueError:
-            value = None
-        if value is None or not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(
-                "%r is not a whole number >= %d and at most %d" % (text, minimum, maximum)
-            )
-        return value
-
-    return parse
-
-
-def number(low, high=None, low_ok=False):
-    """argparse type: a finite number above low (or equal, with low_ok) and below high."""
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if (
-            value is None
-            or not math.isfinite(value)  # inf and nan: e.g. --timeout inf overflows a timer
-            or not (value >= low if low_ok else value > low)
-            or (high is not None and not value < high)
-        ):
-            raise argparse.ArgumentTypeError(
-                "%r is not a number %s %g%s"
-                % (
-                    text,
-                    ">=" if low_ok else "above",
-                    low,
-                    "" if high is None else " and below %g" % high,
-                )
-            )
-        return value
-
-    return parse
-
-
-def build_parser():
-    parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    sub.required = True
-
-    p = sub.add_parser("check", help="validate tuning tables (exit 2 on any problem)")
-    p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
+def _parser_check(sub):
+    p = sub.add_parser(
+        "check", help="validate tuning tables and site configs (exit 2 on any problem)"
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        help="tables, site.yaml files or directories (default: tuning-tables/ and site-configs/)",
+    )
     p.set_defaults(func=cmd_check)
 
+
+def _parser_tables(sub):
     p = sub.add_parser("tables", help="print tuning tables as grids or CSV")
     p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
     p.add_argument("--platform", help="only this platform's table")
     p.add_argument("--format", choices=("grid", "csv"), default="grid")
     p.set_defaults(func=cmd_tables)
 
+
+def _parser_render(sub):
     p = sub.add_parser("render", help="write the Lmod modulefiles of every site (or one)")
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--out", help="output directory (default: modulefiles/)")
@@ -464,6 +455,8 @@ def build_parser():
     )
     p.set_defaults(func=cmd_render)
 
+
+def _parser_explain(sub):
     p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1))
@@ -474,6 +467,8 @@ def build_parser():
     )
     p.set_defaults(func=cmd_explain)
 
+
+def _parser_validate(sub):
     p = sub.add_parser(
         "validate",
         allow_abbrev=False,
@@ -482,85 +477,14 @@ def build_parser():
         "untuned baseline and the tuned module, alternating, and decide with statistics whether "
         "the tuned module wins. Details: validate/README.md.",
     )
-    p.add_argument("--site", help="site (default: $TUNEDMPI_SITE, else local)")
-    p.add_argument(
-        "--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)"
-    )
-    p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument(
-        "--quick", action="store_true", help="small sizes and iteration limits (default)"
-    )
-    size.add_argument(
-        "--full", action="store_true", help="the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"
-    )
-    size.add_argument(
-        "--short",
-        action="store_true",
-        help="quick's sizes with a tenth of the iterations, for networks "
-        "where one call takes milliseconds (e.g. the untuned default between namespace hosts)",
-    )
-    p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
-    p.add_argument(
-        "--ppn",
-        type=whole(1),
-        help="ranks per node (default: the job's, else the site default capped at this machine's cores)",
-    )
-    p.add_argument(
-        "--repetitions",
-        type=whole(1),
-        help="runs per module and benchmark at the first look (default 5; 15 with --full, so that the "
-        "first look is judged over its pairs; at least 3)",
-    )
-    p.add_argument(
-        "--no-extend",
-        action="store_true",
-        help="no second look: do not measure up to twice the repetitions for undecided bands",
-    )
-    p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
-    p.add_argument("--out", default="validate-results", help="parent of the new results directory")
-    p.add_argument(
-        "--timeout",
-        type=number(0, MAX_TIMEOUT_S),
-        help="seconds per run (default 120 quick, 900 short and full)",
-    )
-    p.add_argument(
-        "--retries", type=whole(0), default=1, help="extra attempts for a failed run (default 1)"
-    )
-    p.add_argument(
-        "--tolerance",
-        type=number(0, low_ok=True),
-        default=DEFAULT_TOLERANCE,
-        help="smallest gain that counts (default %g)" % DEFAULT_TOLERANCE,
-    )
-    p.add_argument(
-        "--alpha",
-        type=number(0, 1),
-        default=DEFAULT_ALPHA,
-        help="significance level (default %g)" % DEFAULT_ALPHA,
-    )
-    p.add_argument(
-        "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
-    )
-    p.add_argument(
-        "--modulepath", action="append", help="extra directory for module use (repeatable)"
-    )
-    p.add_argument(
-        "--submit", action="store_true", help="from outside a job: run this as a Slurm batch job"
-    )
-    p.add_argument(
-        "--reanalyse",
-        metavar="DIR",
-        help="run nothing: judge the runs of an earlier result DIR again with "
-        "this version's method, into a new directory under --out",
-    )
-    p.add_argument(
-        "--sbatch-args",
-        help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
-    )
+    from tunedmpi.acceptance import validate
+
+    validate.add_arguments(p)
     add_wait(p)
     p.set_defaults(func=cmd_validate)
 
+
+def _parser_sweep(sub):
     p = sub.add_parser(
         "sweep",
         allow_abbrev=False,
@@ -594,19 +518,23 @@ def build_parser():
     p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
     p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
-    p.add_argument("--retries", type=whole(0), default=1)
+    p.add_argument("--retries", type=whole(0), default=POLICY.retries)
     p.add_argument("--modulepath", action="append")
     add_wait(p)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser(
-        "sweep-task", help=argparse.SUPPRESS
-    )  # one Slurm array task of a sweep stage
+
+def _parser_sweep_task(sub):
+    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
+    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
+    p = sub.add_parser("sweep-task")
     p.add_argument("campaign_dir")
     p.add_argument("stage")
     p.add_argument("index", type=int)
     p.set_defaults(func=cmd_sweep_task)
 
+
+def _parser_ingest(sub):
     p = sub.add_parser(
         "ingest", help="put existing IMB/OSU logs (one repetition each) into the results store"
     )
@@ -622,6 +550,8 @@ def build_parser():
     p.add_argument("logs", nargs="+")
     p.set_defaults(func=cmd_ingest)
 
+
+def _parser_tune(sub):
     p = sub.add_parser(
         "tune", help="choose per case from the results store and write the site's tuning table"
     )
@@ -633,6 +563,8 @@ def build_parser():
     p.add_argument("--out", help="table path (default: tuning-tables/<site>/<mpi>-<version>.yaml)")
     p.set_defaults(func=cmd_tune)
 
+
+def _parser_power(sub):
     p = sub.add_parser(
         "power",
         allow_abbrev=False,
@@ -654,28 +586,24 @@ def build_parser():
         "--repetitions",
         type=whole(2),
         help="runs per module at the first look, for every campaign (default: each validate "
-        "campaign's own design, paired from stats.PAIRED_MIN pairs as validate judges it; else 5)",
+        "campaign's own design, paired from %d pairs as validate judges it; else %d)"
+        % (POLICY.paired_min, POLICY.first_look["quick"]),
     )
     p.add_argument(
         "--max-repetitions",
         type=whole(2),
-        help="runs per module after the one extension (default twice --repetitions; equal: no extension)",
+        help="runs per module after the one extension (default %d x --repetitions; equal: no "
+        "extension)" % POLICY.extension_factor,
     )
     p.add_argument(
         "--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)"
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument(
-        "--alpha", type=number(0, 1), default=0.05, help="significance level (default 0.05)"
-    )
-    p.add_argument(
-        "--tolerance",
-        type=number(0, low_ok=True),
-        default=0.05,
-        help="smallest gain that counts (default 0.05)",
-    )
+    add_levels(p)
     p.set_defaults(func=cmd_power)
 
+
+def _parser_history(sub):
     from tunedmpi.acceptance.history import DEFAULT_MARGIN, DRIFT_RULE
 
     p = sub.add_parser(
@@ -704,8 +632,8 @@ def build_parser():
     p.add_argument(
         "--alpha",
         type=number(0, 1),
-        default=0.05,
-        help="significance level of the drift test (default 0.05)",
+        default=POLICY.alpha,
+        help="significance level of the drift test (default %g)" % POLICY.alpha,
     )
     p.add_argument(
         "--plots",
@@ -719,6 +647,8 @@ def build_parser():
     )
     p.set_defaults(func=cmd_history)
 
+
+def _parser_regret(sub):
     p = sub.add_parser(
         "regret",
         help="a validated module, or a table's choice, against the per-size oracle of a "
@@ -751,6 +681,8 @@ def build_parser():
     )
     p.set_defaults(func=cmd_regret)
 
+
+def _parser_install_module(sub):
     p = sub.add_parser(
         "install-module",
         allow_abbrev=False,
@@ -801,8 +733,15 @@ def build_parser():
         help="also write the tuned Lua module here, its rules folder named absolutely "
         "(the installer's own module, in a tree away from <share>/modulefiles)",
     )
+    p.add_argument(
+        "--mpi-level",
+        help="the MODULEPATH folder the build's MPI module adds in a hierarchical module tree "
+        "(site.yaml hierarchy.mpi_level; default: the site's)",
+    )
     p.set_defaults(func=cmd_install_module)
 
+
+def _parser_known_params(sub):
     p = sub.add_parser(
         "known-params",
         help="every variable the modules set (and envmap can set) is one its "
@@ -813,6 +752,8 @@ def build_parser():
     p.add_argument("--lists", help="the known-params folder (default: known-params/)")
     p.set_defaults(func=cmd_known_params)
 
+
+def _parser_import_params(sub):
     p = sub.add_parser(
         "import-params",
         help="write known-params/<library>-<version>.txt from an install's "
@@ -829,10 +770,37 @@ def build_parser():
     )
     p.set_defaults(func=cmd_import_params)
 
+
+def _parser_import_seed(sub):
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")
     p.add_argument("out", help="e.g. tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml")
     p.set_defaults(func=cmd_import_seed)
+
+
+def build_parser():
+    parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for add in (
+        _parser_check,
+        _parser_tables,
+        _parser_render,
+        _parser_explain,
+        _parser_validate,
+        _parser_sweep,
+        _parser_sweep_task,
+        _parser_ingest,
+        _parser_tune,
+        _parser_power,
+        _parser_history,
+        _parser_regret,
+        _parser_install_module,
+        _parser_known_params,
+        _parser_import_params,
+        _parser_import_seed,
+    ):
+        add(sub)
     return parser
 
 

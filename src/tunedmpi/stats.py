@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from tunedmpi.policy import POLICY
+
 
 def _scipy():
     """(scipy.special, scipy.stats), imported at the first test: render and install-module, which
@@ -47,8 +49,6 @@ BANDS = (
     ("64KB-1MB", 64 * KB + 1, MB),
     (">1MB", MB + 1, None),
 )
-DEFAULT_TOLERANCE = 0.05
-DEFAULT_ALPHA = 0.05
 LOWER_IS_BETTER = {"latency_us": True, "bandwidth_MBps": False}
 TEST_NAME = "Welch t on per-run log band scores"
 
@@ -220,10 +220,9 @@ def resolution_floor(reps, sizes, all_reps):
 
 # ---- the host's state ------------------------------------------------------------------------
 # The runner records a cache-line round trip between two CPUs just before and after every run
-# (bench/probes.py, probe_host). On this project's 2-vCPU machines it is ~100 ns in some spells and
-# ~320 ns in others, and a run in the slow spell is 2-3x slower at latency-bound sizes under either
-# module: the state is most of the run-to-run noise, and it comes in spells that can cover several
-# pairs. Comparing the modules within each state removes it from the comparison.
+# (bench/probes.py, probe_host). A host can have slow spells that slow every run in them, under
+# either module (measured: results-archive/notes/2026-11-23-host-slow-state.md); comparing the
+# modules within each state removes that from the comparison (tune; validate only reports it).
 SLOW_FACTOR = 2.0  # a figure this many times the campaign's fast level is the slow state
 FAST_QUANTILE = 0.1  # the fast level: this quantile of all the campaign's figures
 HOST_TEST_NAME = "Welch t on per-run log band scores within each host state, weighted by runs"
@@ -249,7 +248,7 @@ def host_labels(hosts):
     return labels, limit
 
 
-def host_strata(labels_a, labels_b, alpha=DEFAULT_ALPHA):
+def host_strata(labels_a, labels_b, alpha=POLICY.alpha):
     """(labels_a, labels_b) to hold the host state equal by, or (None, why not). Not when no run has
     a state, and not when the share of fast runs differs between the modules (Fisher's exact test at
     alpha): the state may then be the module's own doing, and holding it equal would hide that cost."""
@@ -277,7 +276,7 @@ class RunPoints(dict):
         self.state = state
 
 
-def strata_of(reps_a, reps_b, alpha=DEFAULT_ALPHA):
+def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
 
@@ -319,13 +318,9 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
 
 # ---- pairs: the crossover test --------------------------------------------------------------
 # validate measures the modules in pairs, one right after the other, in ABBA order (pair_order).
-# Neighbouring runs share much of this host's run-to-run noise: on the four 30-pair `--full`
-# campaigns of 2026-11-23/24 the within-pair correlation of band scores was 0.19-0.78, and the
-# crossover test below gave smaller p than the test within host states in most bands
-# (results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the degrees of
-# freedom of the unpaired test, so it is used from PAIRED_MIN pairs at the first look: a choice
-# fixed by the design, never by the data. validate's --full set starts with 15 pairs for it.
-PAIRED_MIN = 10
+# Neighbouring runs share much of a host's run-to-run noise, which the crossover test cancels
+# (measured: results-archive/notes/2026-11-24-crossover-test.md). With few pairs it has half the
+# unpaired test's degrees of freedom, so it is used from POLICY.paired_min pairs at the first look.
 PAIRED_TEST_NAME = (
     "crossover t on paired log band scores (Welch between the A-B and B-A pairs' differences)"
 )
@@ -333,8 +328,8 @@ PAIRED_TEST_NAME = (
 
 def paired(design):
     """Whether a campaign of this design is judged by the crossover test over its pairs: from
-    PAIRED_MIN pairs at the first look (validate judges so, power simulates so)."""
-    return design is not None and design.first >= PAIRED_MIN
+    POLICY.paired_min pairs at the first look (validate judges so, power simulates so)."""
+    return design is not None and design.first >= POLICY.paired_min
 
 
 def pairs_of(baseline_keys, tuned_keys, baseline_first):
@@ -401,8 +396,8 @@ class Design:
     the information fraction first/final, so the two looks together reject a true null with
     probability alpha (less when a benchmark is not extended)."""
 
-    first: int = 5
-    final: int = 10
+    first: int = POLICY.first_look["quick"]
+    final: int = POLICY.looks(POLICY.first_look["quick"])[1]
 
     def level(self, alpha, look):
         """Nominal two-sided level at look 1 or 2 for overall level alpha."""
@@ -410,7 +405,7 @@ class Design:
             return alpha
         return _pocock_nominal(round(alpha, 12), self.first / float(self.final))
 
-    def levels(self, alpha=DEFAULT_ALPHA):
+    def levels(self, alpha=POLICY.alpha):
         return self.level(alpha, 1), self.level(alpha, 2)
 
 
@@ -422,19 +417,16 @@ class BandResult:
     benchmark: str
     band: str
     sizes: List[int]
-    gain: Optional[
-        float
-    ]  # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    # > 1: tuned better (seed figures: baseline time / tuned time, or bandwidth ratio)
+    gain: Optional[float]
     p_value: Optional[float]  # two-sided p of the test, before any adjustment
     verdict: str  # win | tie | lose | no-data
     reason: str
-    baseline_band: List[float] = field(
-        default_factory=list
-    )  # per run: geometric mean over the band's sizes
+    # per run: geometric mean over the band's sizes
+    baseline_band: List[float] = field(default_factory=list)
     tuned_band: List[float] = field(default_factory=list)
-    estimate: Optional[float] = (
-        None  # the test's gain: ratio of the geometric means of run band times
-    )
+    # the test's gain: ratio of the geometric means of run band times
+    estimate: Optional[float] = None
     ci: Optional[List[float]] = None  # [low, high] of the estimate at the band's level
     level: Optional[float] = None  # the p-value the band had to reach (Holm step, look)
     look: Optional[int] = None  # 1 or 2 with a Design; None for a single fixed-size look
@@ -442,12 +434,10 @@ class BandResult:
     n_tuned: int = 0
     undecided: bool = False  # not significant and the interval reaches beyond the tolerance
     test: str = ""
-    host_strata: Optional[dict] = (
-        None  # {host state: [baseline runs, tuned runs]} the test held equal
-    )
-    pairs: Optional[dict] = (
-        None  # {"baseline first": n, "tuned first": n}: the crossover test's pairs
-    )
+    # {host state: [baseline runs, tuned runs]} the test held equal
+    host_strata: Optional[dict] = None
+    # {"baseline first": n, "tuned first": n}: the crossover test's pairs
+    pairs: Optional[dict] = None
 
 
 def common_sizes(reps_a, reps_b):
@@ -507,22 +497,21 @@ def compare_bands(
     metric,
     baseline_reps,
     tuned_reps,
-    tolerance=DEFAULT_TOLERANCE,
-    alpha=DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     design=None,
     previous=None,
     strata=None,
     pairs=None,
 ):
-    """One benchmark judged alone, its bands one family (tune, history): `test_bands`, then
-    `judge_family` over them. Without `design`: one look at alpha; with it, look 1, or look 2 when
-    `previous` holds this benchmark's look-1 results. validate judges a whole campaign as one
-    family instead (test_bands for every benchmark, then one `judge_family`)."""
+    """One look of the per-benchmark variant (Procedure scope PER_BENCHMARK: tune, history): this
+    benchmark's bands are their own Holm family. Without `design`: one look at alpha; with it, look
+    1, or look 2 when `previous` holds this benchmark's look-1 results."""
     tested = test_bands(
         benchmark, metric, baseline_reps, tuned_reps, design, previous, strata, pairs
     )
     mine = None if previous is None else [r for r in previous if r.benchmark == benchmark]
-    return judge_family(tested, tolerance, alpha, design, mine)
+    return Procedure(design, tolerance, alpha, PER_BENCHMARK).look(tested, mine)
 
 
 def test_bands(
@@ -579,9 +568,8 @@ def test_bands(
                 )
             )
             continue
-        gain = geomean(
-            [1 / rel[s] for s in in_band if s in rel]
-        )  # inverse of the tuned relative time
+        # inverse of the tuned relative time
+        gain = geomean([1 / rel[s] for s in in_band if s in rel])
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1
@@ -648,7 +636,7 @@ def rejected(r):
 
 
 def judge_family(
-    tested, tolerance=DEFAULT_TOLERANCE, alpha=DEFAULT_ALPHA, design=None, previous=None
+    tested, tolerance=POLICY.tolerance, alpha=POLICY.alpha, design=None, previous=None
 ):
     """The verdict of every band in `tested` (test_bands' pairs, of one benchmark or of a whole
     campaign): one family, Holm's step-down over all its tests at the look's nominal levels (both
@@ -703,63 +691,72 @@ def extension(band_results, design):
     return out
 
 
+CAMPAIGN, PER_BENCHMARK = "campaign", "benchmark"  # Procedure.scope: what one Holm family is
+
+
+@dataclass
+class Outcome:
+    """What the Procedure decided, as data: every band at its last look (reliability bands too,
+    when the test gave them), the look-1 bands, the benchmarks judged again at look 2, the verdict."""
+
+    bands: List[BandResult]
+    look1: List[BandResult]
+    extended: List[str]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """The verdict's procedure, written once: look 1 -> the one extension -> look 2 -> Holm family
+    -> module verdict. validate runs it on measured runs, power on drawn ones, compare_bands (tune,
+    history) makes one look of its per-benchmark variant.
+
+    scope CAMPAIGN (validate): one family of every benchmark x band, so the chance of any false win
+    or loss in the campaign is alpha; PER_BENCHMARK: each benchmark's bands a family of their own."""
+
+    design: Optional[Design] = None
+    tolerance: float = POLICY.tolerance
+    alpha: float = POLICY.alpha
+    scope: str = CAMPAIGN
+
+    def look(self, tested, previous=None):
+        """Decide `tested` (test_bands' pairs, in order) at one look; previous: the look-1 bands at
+        look 2 (judge_family). Returns the bands in the order given."""
+        if self.scope == CAMPAIGN:
+            return judge_family(tested, self.tolerance, self.alpha, self.design, previous)
+        by = {}
+        for t in tested:
+            by.setdefault(t[0].benchmark, []).append(t)
+        out = []
+        for bench, mine in by.items():
+            before = None if previous is None else [r for r in previous if r.benchmark == bench]
+            out += judge_family(mine, self.tolerance, self.alpha, self.design, before)
+        return out
+
+    def run(self, benchmarks, test, extend=None):
+        """The whole procedure. test(benchmark, look, previous) -> test_bands' list for that
+        benchmark on the runs of `look` (1: the first look's; 2: all), previous its look-1 bands at
+        look 2. extend(undecided {benchmark: bands}) -> the benchmarks measured again (validate
+        measures their runs; default: the undecided ones); called only when the design has a
+        second look. Returns an Outcome."""
+        one = self.look([t for b in benchmarks for t in test(b, 1, None)])
+        final = {(r.benchmark, r.band): r for r in one}
+        again = []
+        if self.design is not None and self.design.final > self.design.first:
+            undecided = extension(one, self.design)
+            again = list(undecided) if extend is None else list(extend(undecided))
+        if again:
+            tested = [t for b in again for t in test(b, 2, [r for r in one if r.benchmark == b])]
+            final.update(((r.benchmark, r.band), r) for r in self.look(tested, one))
+        bands = list(final.values())
+        return Outcome(bands, one, again, module_verdict(bands))
+
+
 def pair_order(rep, run_index=0):
     """Which module runs first in repetition `rep` (1-based) of the run at position `run_index` of
     the repetition: counterbalanced (ABBA), so an effect of running second cancels over every two
     repetitions instead of always favouring one module."""
     return ("baseline", "tuned") if (rep + run_index) % 2 == 1 else ("tuned", "baseline")
-
-
-def family_of(bands):
-    """What validate's Holm family was (results.json's "family"): every band test of the campaign."""
-    return {
-        "scope": "campaign",
-        "members": "every benchmark x band tested (wins and losses alike)",
-        "tests": sum(1 for r in bands if r.band != "reliability" and r.p_value is not None),
-    }
-
-
-def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
-    """The verdict's method in a few sentences (report.md's Method section); host: the comparison
-    held the host state equal (host_strata); paired: the crossover test over the pairs was used;
-    family: results.json's "family" (None: results from before it, a family per benchmark)."""
-    looks = (
-        "one look"
-        if design is None
-        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
-        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
-    )
-    within = (
-        ""
-        if not host
-        else " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
-        "weights by runs (states with fewer than 2 runs of a module are left out)"
-    )
-    compared = (
-        "The runs were measured in pairs, the modules one right after the other, half of the pairs "
-        "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
-        "within each pair the tuned score minus the baseline score, and Welch's t test "
-        "between the differences of the baseline-first pairs and the negated differences of the "
-        "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
-        "cancelled (bands whose pairs are too few use the unpaired test)" % PAIRED_MIN
-        if paired
-        else "The two modules' band scores are compared with Welch's t test%s" % within
-    )
-    holm_text = (
-        "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "
-        "loss at %.2f" % alpha
-        if not family
-        else "Holm's step-down over all %d band tests of the campaign (every benchmark x band; a win "
-        "and a loss alike) keeps the chance of any false win or loss anywhere in the campaign at %.2f"
-        % (family["tests"], alpha)
-    )
-    return (
-        "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
-        "%s, two-sided; %s; %s. A band **wins** when the test rejects at its level, "
-        "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
-        "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
-        % (compared, holm_text, looks, tolerance * 100)
-    )
 
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):

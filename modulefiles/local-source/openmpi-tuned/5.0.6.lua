@@ -37,7 +37,7 @@ local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site local-source)")
 whatis("Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml (tunedmpi sweep campaign(s) local-source-1x2-cma)")
-help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-cma\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass validate\039s rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores, Holm over bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
+help("openmpi-tuned/5.0.6 for site local-source (This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local-source/openmpi-5.0.6.yaml\010  source:    tunedmpi sweep campaign(s) local-source-1x2-cma\010  platform:  This build machine kind with Open MPI 5.0.6, UCX 1.18.1 and UCC 1.3.0 built from source by Spack (spack.yaml beside this file), no InfiniBand, 2 cores\010  benchmark: imb+osu: IMB-MPI1 collectives and OSU one-sided tests\010  method:    staged search (transport -> alltoall-component -> allgather-component -> allreduce-component -> bcast-component -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 10 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass the per-benchmark rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores within host states, Holm over each benchmark\039s bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local-source\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -46,7 +46,19 @@ local function keep(name, value)
   else pushenv(name, value) end
 end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
-family("mpi")
+-- Family "mpi" holds the MPI, "mpi_tuning" the tuning over a site's MPI module that is in
+-- "mpi" itself (mpi.base_module: Spack's and EasyBuild's are, in a hierarchy), since two members
+-- of "mpi" would swap each other out. Load also takes "mpi_tuning" from any holder, so one
+-- tuning is loaded at a time; unload gives back only what load took.
+local function member(name, take)
+  local holder = os.getenv("LMOD_FAMILY_" .. name:upper())
+  if (mode() == "unload" and holder == myModuleName()) or (mode() ~= "unload" and take) then
+    family(name)
+  end
+end
+local base_holds = false
+member("mpi", not base_holds)
+member("mpi_tuning", base_holds or os.getenv("LMOD_FAMILY_MPI_TUNING") ~= nil)
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), "site-configs/local-source/.spack-env/view")
 keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))

@@ -12,7 +12,19 @@ local function keep(name, value)
   else pushenv(name, value) end
 end
 -- One MPI at a time (tuned and baseline swap), and where this MPI comes from.
-family("mpi")
+-- Family "mpi" holds the MPI, "mpi_tuning" the tuning over a site's MPI module that is in
+-- "mpi" itself (mpi.base_module: Spack's and EasyBuild's are, in a hierarchy), since two members
+-- of "mpi" would swap each other out. Load also takes "mpi_tuning" from any holder, so one
+-- tuning is loaded at a time; unload gives back only what load took.
+local function member(name, take)
+  local holder = os.getenv("LMOD_FAMILY_" .. name:upper())
+  if (mode() == "unload" and holder == myModuleName()) or (mode() ~= "unload" and take) then
+    family(name)
+  end
+end
+local base_holds = false
+member("mpi", not base_holds)
+member("mpi_tuning", base_holds or os.getenv("LMOD_FAMILY_MPI_TUNING") ~= nil)
 local prefix = pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), ".venv")
 keep("MPI_HOME", prefix)
 prepend_path("PATH", pathJoin(prefix, "bin"))

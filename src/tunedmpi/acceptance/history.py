@@ -6,7 +6,7 @@ baseline module, geometry, set and benchmark suite: only those are comparable), 
 by start time, prints every band's gain and verdict over time, writes one trend plot per benchmark
 and flags **drift** (rule in DRIFT_RULE, docs in validate/README.md "History and drift").
 
-Result formats (schema_version 1, or no such field; report.check_schema refuses any other):
+Result formats (schema_version 1, or no such field; results.check_schema refuses any other):
 - current (bands carry `test`, written since the t-test verdict: Yuen-Welch, then Welch): the
   stored verdicts are used;
 - older (Mann-Whitney bands, no `test` key): every band is re-judged from the stored per-run points
@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import paths, stats
-from tunedmpi.acceptance import report, validate
+from tunedmpi.acceptance import report, results, validate
 from tunedmpi.errors import InputError, printable
 from tunedmpi.files import read_text
+from tunedmpi.policy import POLICY
 
 EXIT_OK, EXIT_DRIFT = 0, 1
 DEFAULT_MARGIN = 0.10
@@ -136,7 +137,7 @@ def load_campaign(directory):
             % (res.get("tool") if isinstance(res, dict) else None),
             FORMAT_HELP,
         )
-    report.check_schema(res, path)
+    results.check_schema(res, path)
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
     geo = _need(res, "geometry", path, dict)
@@ -179,8 +180,8 @@ def load_campaign(directory):
     rows = [b for b in stored if b["band"] == "reliability"]
     if rejudged:
         tol, alpha = (
-            float(res.get("tolerance", stats.DEFAULT_TOLERANCE)),
-            float(res.get("alpha", stats.DEFAULT_ALPHA)),
+            float(res.get("tolerance", POLICY.tolerance)),
+            float(res.get("alpha", POLICY.alpha)),
         )
         for bench, (metric, base, tuned) in data.items():
             rows += [vars(r) for r in stats.compare_bands(bench, metric, base, tuned, tol, alpha)]
@@ -305,7 +306,7 @@ def change_test(ref, now):
     return math.exp(diff), stats.t_two_sided(diff / math.sqrt(se2), df)
 
 
-def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=stats.DEFAULT_ALPHA):
+def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=POLICY.alpha):
     """Every drift in one series (campaigns in time order), by DRIFT_RULE."""
     out = []
     keys = sorted({k for c in campaigns for k in c.bands})
@@ -483,8 +484,8 @@ def plot(series, campaigns, found, outdir):
             continue
         fig, ax = plt.subplots(figsize=report.FIGSIZE)
         ax.axhspan(
-            1 / (1 + stats.DEFAULT_TOLERANCE),
-            1 + stats.DEFAULT_TOLERANCE,
+            1 / (1 + POLICY.tolerance),
+            1 + POLICY.tolerance,
             color="tab:gray",
             alpha=0.15,
         )
@@ -541,7 +542,7 @@ def run(
     paths,
     site=None,
     margin=DEFAULT_MARGIN,
-    alpha=stats.DEFAULT_ALPHA,
+    alpha=POLICY.alpha,
     plots="validate-history",
     html=None,
 ):

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Optional
 
 from tunedmpi import stats
-from tunedmpi.acceptance import report
+from tunedmpi.acceptance import results
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
+from tunedmpi.policy import POLICY
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Run:
     points: dict
     state: Optional[str] = None  # host state (stats.host_labels) where the run recorded it
     baseline_first: Optional[bool] = None  # validate: the baseline ran first in this run's pair
+    run_name: str = ""  # validate: the run (benchmark process) that measured it, e.g. collectives
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Source:
     runs: list
     timed: bool  # order is in minutes (store records' times), not positions
     aa: bool = False  # a validate campaign with the same module on both sides
-    design: Optional[stats.Design] = None  # validate: the looks it was run with (report.looks_of)
+    design: Optional[stats.Design] = None  # validate: the looks it was run with (results.looks_of)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -74,17 +76,15 @@ RESULTS_FIX = (
 
 def _validate_source(path):
     res = store.read_json(path / "results.json", RESULTS_FIX)
-    report.check_runs(res, path / "results.json")
+    results.check_runs(res, path / "results.json")
     final, first = OrderedDict(), {}
-    for i, r in enumerate(
-        res.get("runs", [])
-    ):  # later attempts replace earlier ones; list order = run order
+    # later attempts replace earlier ones; list order = run order
+    for i, r in enumerate(res.get("runs", [])):
         final[(r["run"], r["role"], r["rep"])] = (i, r)
         first.setdefault((r["run"], r["rep"]), r["role"])  # who ran first, as validate reads it
     geo = res.get("geometry", {})
-    labels, _ = stats.host_labels(
-        [r.get("host") for _, r in final.values()]
-    )  # as validate labels them
+    # as validate labels them
+    labels, _ = stats.host_labels([r.get("host") for _, r in final.values()])
     state = {id(r): label for (_, r), label in zip(final.values(), labels)}
     runs = []
     for i, r in sorted(final.values(), key=lambda x: x[0]):
@@ -112,10 +112,11 @@ def _validate_source(path):
                     ),
                     state[id(r)],
                     first[(r["run"], r["rep"])] == "baseline",
+                    r["run"],
                 )
             )
     mods = res.get("modules", {})
-    looks = report.looks_of(res) if "design" in res or "repetitions" in res else None
+    looks = results.looks_of(res) if "design" in res or "repetitions" in res else None
     return Source(
         path.name,
         "validate",
@@ -439,7 +440,7 @@ def second_effect(second, aa):
 # ---- pools -----------------------------------------------------------------------------------
 
 
-DEFAULT_DESIGN = stats.Design(5, 10)  # where neither the campaign nor --repetitions gives one
+DEFAULT_DESIGN = stats.Design()  # where neither the campaign nor --repetitions gives one (POLICY)
 
 
 @dataclass
@@ -470,19 +471,9 @@ def _pairs(runs):
     return [(v["baseline"], v["tuned"]) for _, v in sorted(by.items()) if len(v) == 2]
 
 
-def pools(sources, minimum=None, design=None):
-    """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
-    campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
-    (stats.paired) resample pairs, so a campaign judged by the crossover test gives pools of
-    pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
-    no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
-
-    def design_of(src):
-        return design or src.design or DEFAULT_DESIGN
-
-    def least(d):
-        return 2 * d.first if minimum is None else minimum
-
+def _same_config_pools(sources, design_of, least):
+    """Pools of every run of one configuration (validate: one module in campaigns of the same suite,
+    set and size; store: one configuration), for the sources whose design is not paired."""
     out = []
     same = OrderedDict()
     for src in sources:
@@ -523,6 +514,23 @@ def pools(sources, minimum=None, design=None):
                 design=d,
             )
         )
+    return out
+
+
+def pools(sources, minimum=None, design=None):
+    """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
+    campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
+    (stats.paired) resample pairs, so a campaign judged by the crossover test gives pools of
+    pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
+    no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
+
+    def design_of(src):
+        return design or src.design or DEFAULT_DESIGN
+
+    def least(d):
+        return 2 * d.first if minimum is None else minimum
+
+    out = _same_config_pools(sources, design_of, least)
     for src in sources:
         if not src.aa:
             continue
@@ -632,45 +640,39 @@ def _scaled(unit, sizes, factor, metric):
 
 
 def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=None):
-    """The verdict's procedure on one draw: look 1, and look 2 when an undecided band asks for it;
-    with `states` (each side's runs' host states) within host states, and with `pairs`
-    (compare_bands' pairs of base and tuned) by the crossover test, as validate judges.
-    Returns ({band: verdict}, extended, look-1 estimates)."""
+    """The verdict's procedure (stats.Procedure, per benchmark) on one draw: look 1, and look 2 when
+    an undecided band asks for it and the draw holds the runs; with `states` (each side's runs'
+    host states) within host states, and with `pairs` (test_bands' pairs of base and tuned) by the
+    crossover test. Returns ({band: verdict}, extended, look-1 estimates)."""
     first = design.first if design else len(base)
 
-    def strata(n):
-        return None if states is None else stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-
-    def pairs_in(n):  # the pairs among the first n runs of each side
-        return None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n]
-
-    one = stats.compare_bands(
-        pool.bench,
-        pool.metric,
-        base[:first],
-        tuned[:first],
-        tolerance,
-        alpha,
-        design=design,
-        strata=strata(first),
-        pairs=pairs_in(first),
-    )
-    res, extended = one, False
-    if design and len(base) >= design.final and stats.extension(one, design):
-        res = stats.compare_bands(
-            pool.bench,
+    def test(bench, look, previous):
+        n = first if look == 1 else len(base)
+        strata = None
+        if states is not None:
+            strata = stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
+        return stats.test_bands(
+            bench,
             pool.metric,
-            base,
-            tuned,
-            tolerance,
-            alpha,
+            base[:n],
+            tuned[:n],
             design=design,
-            previous=one,
-            strata=strata(len(base)),
-            pairs=pairs_in(len(base)),
+            previous=previous,
+            strata=strata,
+            pairs=None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n],
         )
-        extended = True
-    return {r.band: r.verdict for r in res}, extended, [r.estimate for r in one if r.estimate]
+
+    def extend(undecided):
+        return list(undecided) if len(base) >= design.final else []
+
+    out = stats.Procedure(design, tolerance, alpha, stats.PER_BENCHMARK).run(
+        [pool.bench], test, extend
+    )
+    return (
+        {r.band: r.verdict for r in out.bands},
+        bool(out.extended),
+        [r.estimate for r in out.look1 if r.estimate],
+    )
 
 
 def _draw_pairs(pool, rng, n):
@@ -719,9 +721,8 @@ def study(
     for _ in range(draws):
         if pool.by_crossover:
             base, tuned, states, pairs = _draw_pairs(pool, rng, per_side)
-        elif (
-            pool.paired
-        ):  # whole repetitions of an A/A campaign, in time order: alternation and order kept
+        # whole repetitions of an A/A campaign, in time order: alternation and order kept
+        elif pool.paired:
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
             base = [pool.units[i][0] for i in idx]
             tuned = [pool.units[i][1] for i in idx]
@@ -778,6 +779,7 @@ class Campaign:
     reps: list  # per repetition, {benchmark: (first run's points, second's)}
     aa: bool
     sd_pair: dict  # (benchmark, band) -> robust SD of a pair's difference of band scores
+    run_of: dict  # benchmark -> the run that measures it (validate extends whole runs)
 
 
 def campaign_of(src, design):
@@ -819,7 +821,8 @@ def campaign_of(src, design):
             sd[(bench, band)] = (
                 None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
             )
-    return Campaign(src.name, design, benches, reps, src.aa, sd)
+    run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
+    return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
 
 def _campaign_draw(camp, rng, n):
@@ -843,16 +846,15 @@ def _campaign_draw(camp, rng, n):
 
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
-    """validate's verdict on one drawn campaign: every benchmark's bands tested (stats.test_bands),
-    one Holm family over all of them (stats.judge_family), the undecided benchmarks extended once
-    (stats.extension) and judged again at look 2 with the family's look-1 results. gains:
-    {(benchmark, band): true gain of the tuned module}; cache: tests already made on this draw.
-    Returns ({(benchmark, band): BandResult}, extended)."""
+    """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
+    family), the runs of the undecided benchmarks extended once when the draw holds their runs.
+    gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
+    draw. Returns ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
     n = len(next(iter(draw.values()))[0])
-    looks = [design.first] + ([n] if n >= design.final > design.first else [])
 
-    def tests(bench, upto, previous):
+    def test(bench, look, previous):
+        upto = design.first if look == 1 else n
         metric, bands = camp.benches[bench]
         own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
         key = (bench, upto, own)
@@ -866,28 +868,22 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
                 base[:upto],
                 tuned[:upto],
                 design=design,
-                previous=None if upto == design.first else [],
+                previous=None if look == 1 else [],
                 pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
             )
+        # the cache holds look 2 without look 1's rejections: those are final, as test_bands keeps them
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
         return [
             (kept[r.band], None) if r.band in kept else (dataclasses.replace(r), res)
             for r, res in cache[key]
         ]
 
-    tested = [t for bench in camp.benches for t in tests(bench, looks[0], None)]
-    one = stats.judge_family(tested, tolerance, alpha, design)
-    result = {(r.benchmark, r.band): r for r in one}
-    again = stats.extension(one, design) if len(looks) > 1 else {}
-    if again:
-        tested = [
-            t
-            for bench in again
-            for t in tests(bench, looks[1], [r for r in one if r.benchmark == bench])
-        ]
-        for r in stats.judge_family(tested, tolerance, alpha, design, one):
-            result[(r.benchmark, r.band)] = r
-    return result, bool(again)
+    def extend(undecided):  # as validate: every benchmark of a run that holds an undecided one
+        runs = {camp.run_of[b] for b in undecided}
+        return [b for b in camp.benches if camp.run_of[b] in runs] if n >= design.final else []
+
+    out = stats.Procedure(design, tolerance, alpha).run(list(camp.benches), test, extend)
+    return {(r.benchmark, r.band): r for r in out.bands}, bool(out.extended)
 
 
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
@@ -985,21 +981,51 @@ def _looks(design, pairs=False):
     return "%d%s" % (design.first, unit)
 
 
-def run(
+@dataclass
+class Study:
+    """What `tunedmpi power` found, computed before anything is written (render turns it into
+    Markdown): the parameters, each source's design, noise and order effects, the campaign studies
+    (campaign_study) and the pool studies (study)."""
+
+    gain: float
+    alpha: float
+    tolerance: float
+    draws: int
+    seed: int
+    every: bool  # --repetitions: one design for every campaign, else each campaign's own
+    designs: list  # [(source name, stats.Design)]
+    noise: list  # [(source name, benchmark, band, noise(), runs/module for 80 %, power 1 look, 2 looks)]
+    order: list  # [(Source, order_effects())]
+    campaigns: list  # [(Campaign, campaign_study())]
+    pools: list  # [(Pool, study())]
+
+
+def _noise_rows(src, d, gain, alpha):
+    rows = []
+    for bench, runs in _by_bench(src.runs).items():
+        bands = bands_of(runs)
+        for band, n in noise(runs, bands).items():
+            one_look = stats.Design(d.first, d.first)
+            one = design_power(n["sd"], gain, alpha, len(bands), one_look, d.first)
+            two = None
+            if d.final > d.first:
+                two = design_power(n["sd"], gain, alpha, len(bands), d, d.first)
+            need = reps_needed(n["sd"], gain, alpha, len(bands))
+            rows.append((src.name, bench, band, n, need, one, two))
+    return rows
+
+
+def compute(
     paths,
     gain=1.3,
     repetitions=None,
     final=None,
     draws=200,
     seed=1,
-    alpha=stats.DEFAULT_ALPHA,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    out=None,
+    alpha=POLICY.alpha,
+    tolerance=POLICY.tolerance,
 ):
-    import sys
-
-    out = out or sys.stdout
-    w = out.write
+    """The Study of these directories (InputError on bad input)."""
     sources = load(paths)
     if repetitions is None and final is not None:
         raise InputError(
@@ -1010,13 +1036,10 @@ def run(
             "give --repetitions too (without both: each campaign's own design)",
         )
     # the design simulated: --repetitions for every campaign, else each validate campaign's own
-    design = (
-        None
-        if repetitions is None
-        else stats.Design(
-            repetitions, max(repetitions, 2 * repetitions if final is None else final)
-        )
-    )
+    design = None
+    if repetitions is not None:
+        looks = POLICY.looks(repetitions)[1] if final is None else final
+        design = stats.Design(repetitions, max(repetitions, looks))
 
     def design_of(src):
         return design or src.design or DEFAULT_DESIGN
@@ -1029,74 +1052,105 @@ def run(
             "no successful run in these directories",
             "give validate or results-store directories with measured runs",
         )
-    w(
-        "# tunedmpi power: gain %.2fx, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
-        % (gain, alpha, tolerance * 100, draws, seed)
+    rng = random.Random(seed)
+    camps = [c for c in (campaign_of(src, design_of(src)) for src in sources) if c is not None]
+    return Study(
+        gain,
+        alpha,
+        tolerance,
+        draws,
+        seed,
+        design is not None,
+        [(src.name, design_of(src)) for src in sources],
+        [row for src in sources for row in _noise_rows(src, design_of(src), gain, alpha)],
+        [(src, order_effects(src)) for src in sources],
+        [(c, campaign_study(c, rng, draws, gain, tolerance, alpha)) for c in camps],
+        [
+            (pool, study(pool, rng, draws, gain, pool.design, pool.design.first, tolerance, alpha))
+            for pool in pools(sources, design=design)
+        ],
     )
-    w(
-        "Simulated as validate judges %s:\n\n"
-        % ("every campaign (--repetitions)" if design else "each campaign (its results.json)")
-    )
-    for src in sources:
-        w("- %s: %s\n" % (src.name, describe_design(design_of(src), alpha)))
-    w("\n")
 
-    w(
-        "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient of variation)\n\n"
-    )
-    w(
+
+def run(paths, out=None, **kw):
+    """`tunedmpi power`: compute the Study, then write it as Markdown to `out` (stdout)."""
+    import sys
+
+    (out or sys.stdout).write(render(compute(paths, **kw)))
+    return 0
+
+
+def render(st):
+    """The Study as Markdown."""
+    out = [
+        "# tunedmpi power: gain %.2fx, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
+        % (st.gain, st.alpha, st.tolerance * 100, st.draws, st.seed),
+        "Simulated as validate judges %s:\n\n"
+        % ("every campaign (--repetitions)" if st.every else "each campaign (its results.json)"),
+    ]
+    out += ["- %s: %s\n" % (name, describe_design(d, st.alpha)) for name, d in st.designs]
+    out.append("\n")
+    out += _render_noise(st) + _render_order(st)
+    if st.campaigns:
+        out += _render_campaigns(st)
+    out += _render_pools(st)
+    return "".join(out)
+
+
+def _render_noise(st):
+    out = [
+        "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient "
+        "of variation)\n\n",
         "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes "
         "| power at %.2fx, first look / both (normal model of the unpaired test, optimistic under "
         "heavy tails) | runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
-        % gain
+        % st.gain,
+    ]
+    for name, bench, band, n, need, one, two in st.noise:
+        out.append(
+            "| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n"
+            % (
+                name,
+                bench,
+                band,
+                n["runs"],
+                n["sd"],
+                n["mad"],
+                "-" if n["icc"] is None else "%.2f" % n["icc"],
+                one,
+                "-" if two is None else "%.2f" % two,
+                need if need else ">200",
+            )
+        )
+    out.append(
+        "\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); "
+        "a robust SD far below the SD: heavy tails (a few very slow runs).\n\n"
     )
-    for src in sources:
-        d = design_of(src)
-        for bench, runs in _by_bench(src.runs).items():
-            bands = bands_of(runs)
-            for band, n in noise(runs, bands).items():
-                need = reps_needed(n["sd"], gain, alpha, len(bands))
-                one = design_power(
-                    n["sd"],
-                    gain,
-                    alpha,
-                    len(bands),
-                    stats.Design(d.first, d.first),
-                    d.first,
-                )
-                two = (
-                    design_power(n["sd"], gain, alpha, len(bands), d, d.first)
-                    if d.final > d.first
-                    else None
-                )
-                w(
-                    "| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n"
-                    % (
-                        src.name,
-                        bench,
-                        band,
-                        n["runs"],
-                        n["sd"],
-                        n["mad"],
-                        "-" if n["icc"] is None else "%.2f" % n["icc"],
-                        one,
-                        "-" if two is None else "%.2f" % two,
-                        need if need else ">200",
-                    )
-                )
-    w(
-        "\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); a robust SD far "
-        "below the SD: heavy tails (a few very slow runs).\n\n"
+    return out
+
+
+def _second_text(o):
+    sec = o.get("second")
+    if sec is None:
+        return "no pairs (store campaign)"
+    if all(v is None for v in sec.values()):
+        return (
+            "not measurable: the tuned module always ran second (run an A/A campaign or "
+            "counterbalance)"
+        )
+    return "; ".join(
+        "%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2]) for k, v in sec.items() if v
     )
 
-    w("## Order and time effects\n\n")
-    w(
+
+def _render_order(st):
+    out = [
+        "## Order and time effects\n\n",
         "| campaign | drift per run, round or minute | repetition 1 vs the rest "
         "| lag-1 correlation | within-pair correlation "
-        "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n"
-    )
-    for src in sources:
-        o = order_effects(src)
+        "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n",
+    ]
+    for src, o in st.order:
         b, se, unit = o["drift"]
         drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
         if o.get("drift_across") and o["drift_across"][0] is not None:
@@ -1104,24 +1158,11 @@ def run(
                 _pct(o["drift_across"][0], 2),
                 196 * o["drift_across"][1],
             )
-        sec = o.get("second")
-        if sec is None:
-            second = "no pairs (store campaign)"
-        elif all(v is None for v in sec.values()):
-            second = "not measurable: the tuned module always ran second (run an A/A campaign or counterbalance)"
-        else:
-            second = "; ".join(
-                "%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2])
-                for k, v in sec.items()
-                if v
-            )
         reps = o["rep_effect"]
-        warm = (
-            (reps[1] - statistics.mean(v for k, v in reps.items() if k != 1))
-            if 1 in reps and len(reps) > 1
-            else None
-        )
-        w(
+        warm = None
+        if 1 in reps and len(reps) > 1:
+            warm = reps[1] - statistics.mean(v for k, v in reps.items() if k != 1)
+        out.append(
             "| %s%s | %s | %s | %s | %s | %s |\n"
             % (
                 src.name,
@@ -1130,139 +1171,144 @@ def run(
                 _pct(warm),
                 "-" if o["lag1"] is None else "%.2f" % o["lag1"],
                 "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"],
-                second,
+                _second_text(o),
             )
         )
-    w(
-        "\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: correlation of "
-        "consecutive runs' residuals in run order. Repetition 1 vs the rest: a warm-up effect. A positive second-run "
-        "effect: the second run of a pair is slower.\n\n"
+    out.append(
+        "\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: "
+        "correlation of consecutive runs' residuals in run order. Repetition 1 vs the rest: a "
+        "warm-up effect. A positive second-run effect: the second run of a pair is slower.\n\n"
     )
+    return out
 
-    camps = [c for c in (campaign_of(src, design_of(src)) for src in sources) if c is not None]
-    rng = random.Random(seed)
-    if camps:
-        w("## The campaign's verdict (what validate controls)\n\n")
-        w(
-            "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
-            "residuals, so both sides are the same module) drawn in random order and judged as "
-            "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
-            "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
-            "band judged win and none lose (should be <= alpha together). Power: every band %.2fx "
-            "(P(PASS)); and the scenario that matters for the module rule: **one band truly %.0f%% "
-            "slower, every other band %.2fx**: P(FAIL by a loss), min over the bands (a FAIL for want "
-            "of a win is not counted: a module that only ties FAILs anyway).\n\n"
-            % (gain, (1 - LOSS) * 100, gain)
+
+def _render_campaigns(st):
+    gain, alpha, draws = st.gain, st.alpha, st.draws
+    out = [
+        "## The campaign's verdict (what validate controls)\n\n",
+        "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
+        "residuals, so both sides are the same module) drawn in random order and judged as "
+        "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
+        "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
+        "band judged win and none lose (should be <= alpha together). Power: every band %.2fx "
+        "(P(PASS)); and the scenario that matters for the module rule: **one band truly %.0f%% "
+        "slower, every other band %.2fx**: P(FAIL by a loss), min over the bands (a FAIL for want "
+        "of a win is not counted: a module that only ties FAILs anyway).\n\n"
+        % (gain, (1 - LOSS) * 100, gain),
+        "| campaign | procedure | tests | pairs drawn (of) | A/A false FAIL | A/A false PASS "
+        "| A/A any false | 95%% MC | all %.2fx: PASS "
+        "| one band %.2fx, rest %.2fx: FAIL by a loss, min (band) / median "
+        "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n"
+        % (gain, LOSS, gain),
+    ]
+    for camp, r in st.campaigns:
+        mc = 1.96 * math.sqrt(max(r["any"] * (1 - r["any"]), 0.25 / draws) / draws)
+        worst = min(r["caught"], key=r["caught"].get)
+        out.append(
+            "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f (%s %s) / %.2f "
+            "| %.2f |\n"
+            % (
+                camp.name,
+                " (A/A)" if camp.aa else "",
+                describe_design(camp.design, alpha),
+                r["tests"],
+                r["n"],
+                len(camp.reps),
+                r["fail"],
+                r["pass_"],
+                r["any"],
+                mc,
+                r["win_all"],
+                r["caught"][worst],
+                worst[0],
+                worst[1],
+                statistics.median(r["caught"].values()),
+                r["extended"],
+            )
         )
-        w(
-            "| campaign | procedure | tests | pairs drawn (of) | A/A false FAIL | A/A false PASS "
-            "| A/A any false | 95%% MC | all %.2fx: PASS "
-            "| one band %.2fx, rest %.2fx: FAIL by a loss, min (band) / median "
-            "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n"
-            % (gain, LOSS, gain)
-        )
-        studies = []
-        for camp in camps:
-            r = campaign_study(camp, rng, draws, gain, tolerance, alpha)
-            studies.append((camp, r))
-            mc = 1.96 * math.sqrt(max(r["any"] * (1 - r["any"]), 0.25 / draws) / draws)
-            worst = min(r["caught"], key=r["caught"].get)
-            w(
-                "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f (%s %s) / %.2f | %.2f |\n"
+    level = stats.Design(*POLICY.looks(1)).level(alpha, 1)
+    out += [
+        "\nPer benchmark and band: the A/A rate of a false win or loss in this benchmark, the "
+        "power to win at %.2fx (every band %.2fx), the chance the module FAILs by a loss when this "
+        "band is %.2fx and every other %.2fx, how often this band itself is judged lose then and "
+        "the median level its p had to reach, and the pairs a paired test would need to catch the "
+        "loss 80 %% of the time at Pocock's %.4f (the last Holm step, every other band rejected; "
+        "its SE: the SD of a pair's difference over sqrt(pairs), normal model, optimistic under "
+        "heavy tails).\n\n" % (gain, gain, LOSS, gain, level),
+        "| campaign | benchmark | band | A/A false (benchmark) | win at %.2fx | FAIL by a loss when "
+        "%.2fx | judged lose | level | robust SD of a pair's difference | pairs for 80 %% |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n" % (gain, LOSS),
+    ]
+    for camp, r in st.campaigns:
+        for k in r["power"]:
+            sd = camp.sd_pair.get(k)
+            need = pairs_needed(sd, LOSS, level)
+            out.append(
+                "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
                 % (
                     camp.name,
-                    " (A/A)" if camp.aa else "",
-                    describe_design(camp.design, alpha),
-                    r["tests"],
-                    r["n"],
-                    len(camp.reps),
-                    r["fail"],
-                    r["pass_"],
-                    r["any"],
-                    mc,
-                    r["win_all"],
-                    r["caught"][worst],
-                    worst[0],
-                    worst[1],
-                    statistics.median(r["caught"].values()),
-                    r["extended"],
+                    k[0],
+                    k[1],
+                    r["bench_false"][k[0]],
+                    r["power"][k],
+                    r["caught"][k],
+                    r["lost"][k],
+                    r["level"][k],
+                    "-" if sd is None else "%.3f" % sd,
+                    "-" if sd is None else need or ">400",
                 )
             )
-        w(
-            "\nPer benchmark and band: the A/A rate of a false win or loss in this benchmark, the "
-            "power to win at %.2fx (every band %.2fx), the chance the module FAILs by a loss when this "
-            "band is %.2fx and every other %.2fx, how often this band itself is judged lose then and the median "
-            "level its p had to reach, and the pairs a paired test would need to catch the loss 80 %% of "
-            "the time at Pocock's %.4f (the last Holm step, every other band rejected; its SE: the SD "
-            "of a pair's difference over sqrt(pairs), normal model, optimistic under heavy tails).\n\n"
-            % (gain, gain, LOSS, gain, stats.Design(1, 2).level(alpha, 1))
-        )
-        w(
-            "| campaign | benchmark | band | A/A false (benchmark) | win at %.2fx | FAIL by a loss when %.2fx "
-            "| judged lose | level | robust SD of a pair's difference | pairs for 80 %% |\n"
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n" % (gain, LOSS)
-        )
-        for camp, r in studies:
-            for k in r["power"]:
-                sd = camp.sd_pair.get(k)
-                need = pairs_needed(sd, LOSS, stats.Design(1, 2).level(alpha, 1))
-                w(
-                    "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
-                    % (
-                        camp.name,
-                        k[0],
-                        k[1],
-                        r["bench_false"][k[0]],
-                        r["power"][k],
-                        r["caught"][k],
-                        r["lost"][k],
-                        r["level"][k],
-                        "-" if sd is None else "%.3f" % sd,
-                        "-" if sd is None else need or ">400",
-                    )
-                )
-        w("\n")
+    out.append("\n")
+    return out
 
-    found = pools(sources, design=design)
-    w("## Per benchmark judged alone (resampling pools)\n\n")
-    w(
-        "Each benchmark's bands as a family of their own (compare_bands: the rule tune uses; "
-        "validate's family is the campaign, above), on pools of runs that may span campaigns.\n\n"
+
+def _simulated(pool, r):
+    """The pool's test and the runs per side it was simulated with, as the report names them."""
+    test = (
+        "crossover test"
+        if pool.by_crossover
+        else "within host states"
+        if pool.states
+        else "unpaired"
     )
-    if not found:
-        w(
+    if r["two_looks"]:
+        looks = _looks(pool.design, pool.by_crossover)
+    else:
+        looks = "%d%s" % (r["per_side"], " pairs" if pool.by_crossover else "")
+    if pool.by_crossover and r["per_side"] == len(pool.units):
+        looks += " (all, in random order)"
+    return test, looks
+
+
+def _render_pools(st):
+    out = [
+        "## Per benchmark judged alone (resampling pools)\n\n",
+        "Each benchmark's bands as a family of their own (the per-benchmark rule tune uses; "
+        "validate's family is the campaign, above), on pools of runs that may span campaigns.\n\n",
+    ]
+    if not st.pools:
+        out.append(
             "No pool has the runs of one configuration (or the pairs) a campaign of its design "
             "needs: nothing to resample.\n"
         )
-        return 0
-    w(
+        return out
+    out.append(
         "| pool | kind | benchmark | runs | test simulated | runs/side | false win-or-lose | 95%% MC "
         "| power at %.2fx per band | extended (A/A) | identical configs differ by (p95) "
-        "|\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|\n" % gain
+        "|\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|\n" % st.gain
     )
     summary = OrderedDict()
-    for pool in found:
-        r = study(pool, rng, draws, gain, pool.design, pool.design.first, tolerance, alpha)
-        mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / draws) / draws)
-        looks = (
-            _looks(pool.design, pool.by_crossover)
-            if r["two_looks"]
-            else "%d%s" % (r["per_side"], " pairs" if pool.by_crossover else "")
-        )
-        if pool.by_crossover and r["per_side"] == len(pool.units):
-            looks += " (all, in random order)"
-        w(
+    for pool, r in st.pools:
+        mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / st.draws) / st.draws)
+        test, looks = _simulated(pool, r)
+        out.append(
             "| %s | %s | %s | %s | %s | %s | %.3f | ±%.3f | %s | %s | %s |\n"
             % (
                 pool.label,
                 pool.family,
                 pool.bench,
                 "%d pairs" % len(pool.units) if pool.paired else len(pool.units),
-                "crossover test"
-                if pool.by_crossover
-                else "within host states"
-                if pool.states
-                else "unpaired",
+                test,
                 looks,
                 r["false"],
                 mc,
@@ -1272,18 +1318,16 @@ def run(
             )
         )
         key = ("real suites" if pool.suite in ("imb", "osu") else "probes", pool.bench)
-        summary.setdefault(key, []).append(
-            (r["false"], min(r["power"].values()), r["two_looks"], pool.label)
-        )
-    w(
-        "\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate | power at %.2fx "
-        "(weakest band): median / min |\n|---|---|---:|---:|---|\n" % gain
+        summary.setdefault(key, []).append((r["false"], min(r["power"].values()), pool.label))
+    out.append(
+        "\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate "
+        "| power at %.2fx (weakest band): median / min |\n|---|---|---:|---:|---|\n" % st.gain
     )
     for (fam, bench), rows in sorted(summary.items()):
         worst = max(rows, key=lambda x: x[0])
         pw = sorted(x[1] for x in rows)
-        w(
+        out.append(
             "| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n"
-            % (fam, bench, len(rows), worst[0], worst[3], statistics.median(pw), pw[0])
+            % (fam, bench, len(rows), worst[0], worst[2], statistics.median(pw), pw[0])
         )
-    return 0
+    return out

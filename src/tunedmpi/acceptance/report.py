@@ -1,95 +1,16 @@
-"""Write a validation campaign's results: results.json, report.md, plots/*.png and junit.xml.
+"""Render a validation campaign's results (results.py): report.md, plots/*.png and junit.xml.
 
-Everything is derived from the results dict that validate.campaign() builds, so a report can be
-rewritten from results.json alone.
+Everything is derived from results.json alone, so a report can be rewritten from it.
 """
 
-import json
 import sys
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from tunedmpi import stats
+from tunedmpi.acceptance.results import ROLES
 from tunedmpi.atomic import write_atomic, write_atomic_with
-from tunedmpi.errors import InputError
-
-# The format of results.json (its top-level "schema_version"). Readers (history, validate
-# --reanalyse, power, regret) refuse any other version rather than guess at it; a file without the
-# field is version 1, the format from before the field. Raise it when a reader would misread.
-RESULTS_SCHEMA = 1
-
-
-def check_schema(doc, path):
-    """Refuse a results.json whose format version this tunedmpi does not read (InputError: exit 2,
-    one line naming the file)."""
-    version = doc.get("schema_version", 1) if isinstance(doc, dict) else 1
-    if type(version) is not int or version != RESULTS_SCHEMA:  # not 1.0, not true
-        raise InputError(
-            path,
-            None,
-            "schema_version",
-            "results format version %r; this tunedmpi reads version %d" % (version, RESULTS_SCHEMA),
-            "read it with the tunedmpi version that wrote it",
-        )
-
-
-RESULTS_FIX = "give a results directory that validate/run.sh wrote (a damaged results.json: run validate again)"
-ROLES = ("baseline", "tuned")
-RUN_FIELDS = (("run", str), ("role", str), ("rep", int), ("status", str), ("series", dict))
-SERIES_FIELDS = (("metric", str), ("suite", str), ("points", dict))
-
-
-def looks_of(res):
-    """A campaign's looks as its results.json records them ({"first", "final", "extended",
-    "order"}): results from before the two looks had one look at all their repetitions."""
-    return res.get("design") or {
-        "first": res["repetitions"],
-        "final": res["repetitions"],
-        "extended": [],
-        "order": "as recorded",
-    }
-
-
-def check_runs(doc, path, mappings=()):
-    """The format version, then the shape of what power and --reanalyse read from a results.json
-    (its runs, their series, the modules, and the top-level `mappings` the caller reads): a damaged
-    file is one InputError naming the key, never a KeyError deep inside (the values themselves are
-    checked by store.checked_points)."""
-    check_schema(doc, path)
-
-    def need(ok, key, problem):
-        if not ok:
-            raise InputError(path, None, key, problem, RESULTS_FIX)
-
-    need(isinstance(doc, dict), None, "not a JSON object")
-    runs, modules = doc.get("runs"), doc.get("modules")
-    need(isinstance(runs, list), "runs", "runs must be a list")
-    for key in mappings:
-        need(isinstance(doc.get(key), dict), key, "%s must be a mapping" % key)
-    need(
-        isinstance(modules, dict) and all(isinstance(modules.get(r), str) for r in ROLES),
-        "modules",
-        "modules must name the baseline and tuned module",
-    )
-    for i, r in enumerate(runs):
-        need(isinstance(r, dict), "runs[%d]" % i, "a run must be a mapping")
-        for key, kind in RUN_FIELDS:
-            need(
-                isinstance(r.get(key), kind),
-                "runs[%d].%s" % (i, key),
-                "missing or not a %s" % kind.__name__,
-            )
-        need(r["role"] in ROLES, "runs[%d].role" % i, "role must be baseline or tuned")
-        for bench, series in r["series"].items():
-            where = "runs[%d].series.%s" % (i, bench)
-            need(isinstance(series, dict), where, "not a result series")
-            for key, kind in SERIES_FIELDS:
-                need(
-                    isinstance(series.get(key), kind),
-                    where + "." + key,
-                    "missing or not a %s" % kind.__name__,
-                )
-
+from tunedmpi.policy import POLICY
 
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)
 UNIT = {
@@ -99,27 +20,72 @@ UNIT = {
 
 
 def write_all(outdir, results):
-    """results.json, report.md and junit.xml first (an OutputError there is the caller's: exit 2),
-    then the plots, which are optional: a plot that cannot be written is a warning, and only when
-    plots were written are results.json and report.md written again to name them."""
+    """results.json (results.Results.write), report.md and junit.xml first (an OutputError there is
+    the caller's: exit 2), then the plots, which are optional: a plot that cannot be written is a
+    warning, and only when plots were written are results.json and report.md written again to name
+    them. Returns the results.json document."""
     outdir = Path(outdir)
-    results["plots"] = {}
-    write_atomic(outdir / "results.json", json.dumps(results, indent=1, sort_keys=True) + "\n")
-    write_atomic(outdir / "report.md", markdown(results))
-    write_atomic(outdir / "junit.xml", junit(results))
+    results.plots = {}
+    results.write(outdir / "results.json")
+    doc = results.to_json()
+    write_atomic(outdir / "report.md", markdown(doc))
+    write_atomic(outdir / "junit.xml", junit(doc))
     try:
-        results["plots"] = write_plots(outdir, results)
-        if results["plots"]:
-            write_atomic(
-                outdir / "results.json", json.dumps(results, indent=1, sort_keys=True) + "\n"
-            )
-            write_atomic(outdir / "report.md", markdown(results))
+        results.plots = write_plots(outdir, doc)
+        if results.plots:
+            results.write(outdir / "results.json")
+            doc = results.to_json()
+            write_atomic(outdir / "report.md", markdown(doc))
     except OSError as exc:
-        results["plots"] = {}
+        results.plots = {}
         sys.stderr.write(
             "warning: plots left out: %s: %s (results.json and report.md are complete)\n"
             % (exc.filename or outdir / "plots", exc.strerror or exc)
         )
+    return results.to_json()
+
+
+def describe_method(tolerance, alpha, design=None, host=False, paired=False, family=None):
+    """The verdict's method in a few sentences (report.md's Method section); host: the comparison
+    held the host state equal (host_strata); paired: the crossover test over the pairs was used;
+    family: results.json's "family" (None: results from before it, a family per benchmark)."""
+    looks = (
+        "one look"
+        if design is None
+        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
+        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
+    )
+    within = (
+        ""
+        if not host
+        else " within each host state (fast, slow, changed: Host state), the states' differences averaged with "
+        "weights by runs (states with fewer than 2 runs of a module are left out)"
+    )
+    compared = (
+        "The runs were measured in pairs, the modules one right after the other, half of the pairs "
+        "baseline first. From %d pairs at the first look the test is paired (a crossover analysis): "
+        "within each pair the tuned score minus the baseline score, and Welch's t test "
+        "between the differences of the baseline-first pairs and the negated differences of the "
+        "tuned-first pairs, whose half-sum is the module's effect with any effect of running second "
+        "cancelled (bands whose pairs are too few use the unpaired test)" % POLICY.paired_min
+        if paired
+        else "The two modules' band scores are compared with Welch's t test%s" % within
+    )
+    holm_text = (
+        "Holm's step-down over the bands of a benchmark keeps its chance of any false win or "
+        "loss at %.2f" % alpha
+        if not family
+        else "Holm's step-down over all %d band tests of the campaign (every benchmark x band; a win "
+        "and a loss alike) keeps the chance of any false win or loss anywhere in the campaign at %.2f"
+        % (family["tests"], alpha)
+    )
+    return (
+        "A run's band score is the mean over the band's sizes of its log time (log 1/bandwidth). "
+        "%s, two-sided; %s; %s. A band **wins** when the test rejects at its level, "
+        "its estimate favours the tuned module and the gain is at least %.0f%%; it **loses** in the mirror "
+        "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
+        % (compared, holm_text, looks, tolerance * 100)
+    )
 
 
 def _fmt(v, digits=2):
@@ -276,7 +242,7 @@ def markdown(results):
         "the smallest and average the rest. Per band (sizes %s; size 0" % stats.band_labels(),
         "moves no data and is left out) the gain is the geometric mean over its sizes of baseline/tuned",
         "time (tuned/baseline for bandwidth): above 1 the tuned module is faster.",
-        stats.describe_method(
+        describe_method(
             results["tolerance"],
             results["alpha"],
             design,

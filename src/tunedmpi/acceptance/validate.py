@@ -9,7 +9,6 @@ directory that is never reused (report.py).
 """
 
 import datetime
-import json
 import os
 import shlex
 import shutil
@@ -18,33 +17,23 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import List, Optional
 
 from tunedmpi import paths, stats
-from tunedmpi.acceptance import report
+from tunedmpi.acceptance import report, results
+from tunedmpi.acceptance.results import RunRecord
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
 from tunedmpi.atomic import write_atomic
-from tunedmpi.bench import store, suites
+from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.errors import one_line
 from tunedmpi.files import copy_tree, read_text
 from tunedmpi.modules import geometry, sites
+from tunedmpi.policy import POLICY
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
-MIN_REPETITIONS = (
-    3  # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
-)
-# Pairs per module at the first look, per set (--repetitions overrides). --full starts with 15 so that
-# its first look is paired (stats.PAIRED_MIN): on this project's hosts the crossover test over the pairs
-# found far more real gains than the unpaired test at the same false-call rate (validate/README.md,
-# "Why --full defaults to 15 pairs"). The quick sets keep 5: a crossover test on 5 pairs has 3 degrees
-# of freedom, which costs more than pairing gains.
-DEFAULT_REPETITIONS = {"quick": 5, "short": 5, "full": 15}
-EXTENSION_FACTOR = (
-    2  # the one extension measures undecided benchmarks up to this many times the first look
-)
-DEFAULT_TIMEOUT_S = {"quick": 120.0, "short": 900.0, "full": 900.0}  # per run
 
 
 # The host state of every run is measured and reported, but the verdict's tests do not hold it
@@ -56,7 +45,7 @@ HOST_NOTE = "the verdict compares all runs (host states are reported, not held e
 
 def first_look(set_name, requested=None):
     """Pairs at the first look: --repetitions when given, else the set's default."""
-    return requested or DEFAULT_REPETITIONS[set_name]
+    return requested or POLICY.first_look[set_name]
 
 
 @dataclass
@@ -68,36 +57,16 @@ class Options:
     nodes: int = 1
     ppn: int = 2
     geometry_source: str = "default"
-    repetitions: int = 5  # the first look; the extension may double it for undecided benchmarks
-    # (options_from_args: DEFAULT_REPETITIONS of the set)
+    repetitions: int = POLICY.first_look["quick"]  # pairs at look 1 (options_from_args: the set's)
     extend: bool = True
-    timeout: float = 120.0
-    retries: int = 1
-    tolerance: float = stats.DEFAULT_TOLERANCE
-    alpha: float = stats.DEFAULT_ALPHA
+    timeout: float = POLICY.timeout_s["quick"]
+    retries: int = POLICY.retries
+    tolerance: float = POLICY.tolerance
+    alpha: float = POLICY.alpha
     only: Optional[List[str]] = None
     force_probes: bool = False
     out: str = "validate-results"
     modulepaths: List[str] = field(default_factory=list)
-
-
-@dataclass
-class RunRecord:
-    run: str  # "collectives" or a one-sided benchmark
-    role: str  # baseline | tuned
-    module: str
-    rep: int
-    attempt: int
-    status: str  # parse.STATUSES
-    exit_code: Optional[int]
-    wall_s: float
-    log: str
-    problems: List[str]
-    series: dict  # benchmark -> {"metric": ..., "suite": ..., "points": {size: value}}
-    env: dict = field(default_factory=dict)  # tuning variables the module set for this run
-    host: Optional[dict] = (
-        None  # {"before_ns", "after_ns"}: the host probe around the run (runner.measure)
-    )
 
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
@@ -276,25 +245,9 @@ def side_record(runner, module, binaries, runs):
     }
 
 
-def _campaign(opts, runner, sides, notes, outdir):
-    logdir = outdir / "logs"
-    logdir.mkdir()
-    module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
-    # each side's runs with its own binaries; the plan (names, sizes, order) is the same for both
-    plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
-    runs = plans["tuned"]
-    run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
+def _announce(opts, design, sides, notes, outdir):
+    """The campaign's first lines on stderr: modules, geometry, set, looks, benchmarks, notes."""
     binaries = sides["tuned"]
-    # which hosts the ranks land on under each module (the tuned one may set the placement)
-    placement = {
-        role: runner.placement(module, sides[role].modules, sides[role].flavour)
-        for role, module in module_of.items()
-    }
-    design = stats.Design(
-        opts.repetitions, opts.repetitions * EXTENSION_FACTOR if opts.extend else opts.repetitions
-    )
-    started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
-    records = []
     sys.stderr.write(
         "validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
         % (
@@ -319,9 +272,28 @@ def _campaign(opts, runner, sides, notes, outdir):
             outdir,
         )
     )
-
     for note in notes:
         sys.stderr.write("validate: %s\n" % note)
+
+
+def _campaign(opts, runner, sides, notes, outdir):
+    logdir = outdir / "logs"
+    logdir.mkdir()
+    module_of = {"baseline": opts.baseline, "tuned": opts.tuned}
+    # each side's runs with its own binaries; the plan (names, sizes, order) is the same for both
+    plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
+    runs = plans["tuned"]
+    run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
+    binaries = sides["tuned"]
+    # which hosts the ranks land on under each module (the tuned one may set the placement)
+    placement = {
+        role: runner.placement(module, sides[role].modules, sides[role].flavour)
+        for role, module in module_of.items()
+    }
+    design = stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
+    started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
+    records = []
+    _announce(opts, design, sides, notes, outdir)
 
     def measure_reps(todo, first, last):
         total, done = len(todo) * (last - first + 1) * 2, 0
@@ -351,25 +323,28 @@ def _campaign(opts, runner, sides, notes, outdir):
                     )
 
     measure_reps(runs, 1, design.first)
-    results = analyse(opts, runs, records, design)
-    undecided = stats.extension([stats.BandResult(**b) for b in results["bands"]], design)
-    extended = [run for run in runs if set(run.expect) & set(undecided)]
-    if extended:
-        sys.stderr.write(
-            "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
-            % (
-                design.first,
-                "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
-                design.first + 1,
-                design.final,
-                ", ".join(r.name for r in extended),
+    extended = []
+
+    def extend(undecided):
+        """The one extension: every run holding an undecided benchmark, measured up to design.final."""
+        extended.extend(run for run in runs if set(run.expect) & set(undecided))
+        if extended:
+            sys.stderr.write(
+                "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
+                % (
+                    design.first,
+                    "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
+                    design.first + 1,
+                    design.final,
+                    ", ".join(r.name for r in extended),
+                )
             )
-        )
-        measure_reps(extended, design.first + 1, design.final)
-        results = analyse(opts, runs, records, design, previous=results, extended=extended)
-    results.update(
-        tool="tunedmpi validate",
-        schema_version=report.RESULTS_SCHEMA,
+            measure_reps(extended, design.first + 1, design.final)
+        return [bench for run in extended for bench in run.expect]
+
+    judged = analyse(opts, runs, records, design, extend)
+    judged = replace(
+        judged,
         started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         elapsed_s=round(time.monotonic() - started, 1),
@@ -405,15 +380,14 @@ def _campaign(opts, runner, sides, notes, outdir):
         same_mpi=sides["baseline"] is sides["tuned"],
         suite_notes=notes,
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
-        runs=[asdict(r) for r in records],
+        runs=records,
     )
-    report.write_all(outdir, results)
-    return results, outdir
+    return report.write_all(outdir, judged), outdir
 
 
 def reanalyse(source, out):
-    """Judge an earlier campaign's runs again with this version's method (e.g. within host states,
-    which the verdict of a result from before them did not use). Writes a new results directory
+    """Judge an earlier campaign's runs again with this version's method (e.g. one family for the
+    campaign and the crossover test, which results from before them did not use). Writes a new results directory
     under `out`, with the source's runs, logs and options and `reanalysed_from` naming the source,
     which is never changed. The looks are the source's: its first repetitions, then its extended
     runs. Returns (results, directory)."""
@@ -425,30 +399,14 @@ def reanalyse(source, out):
             "validate/run.sh" % (src, why)
         )
     try:
-        res = json.loads(read_text(src / "results.json"))
-        report.check_runs(res, src / "results.json", ("per_size",))
-        records = [
-            RunRecord(
-                **dict(
-                    r,
-                    series=store.checked_series(
-                        r["series"],
-                        src / "results.json",
-                        "runs[%d].series" % i,
-                        "give a results directory that validate/run.sh wrote (a damaged "
-                        "results.json: run validate again)",
-                    ),
-                )
-            )
-            for i, r in enumerate(res["runs"])
-        ]
+        res = results.read(src / "results.json")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRun(
             "%s: not a validate result (%s); give a results directory that validate/run.sh wrote"
             % (src / "results.json", exc)
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
-    benches = set(res["per_size"])
+    benches = set(res.per_size)
     runs = [
         suites.Run(
             name,
@@ -462,143 +420,134 @@ def reanalyse(source, out):
         for name in suites.run_names(sorted(benches))
     ]
     opts = Options(
-        site=res["site"],
-        tuned=res["modules"]["tuned"],
-        baseline=res["modules"]["baseline"],
-        tolerance=res["tolerance"],
-        alpha=res["alpha"],
+        site=res.site,
+        tuned=res.modules["tuned"],
+        baseline=res.modules["baseline"],
+        tolerance=res.tolerance,
+        alpha=res.alpha,
     )
-    looks = report.looks_of(res)
+    looks = results.looks_of(res.to_json())
     design = stats.Design(looks["first"], looks["final"])
-    results = analyse(opts, runs, [r for r in records if r.rep <= design.first], design)
-    extended = [run for run in runs if run.name in looks["extended"]]
-    if extended:
-        results = analyse(opts, runs, records, design, previous=results, extended=extended)
-    outdir = new_results_dir(out, res["site"], str(src / "results.json"))
-    results = dict(
+    again = [b for run in runs if run.name in looks["extended"] for b in run.expect]
+    judged = analyse(opts, runs, res.runs, design, lambda undecided: again)
+    outdir = new_results_dir(out, res.site, str(src / "results.json"))
+    verdict = {f: getattr(judged, f) for f in results.VERDICT_FIELDS}
+    rejudged = replace(
         res,
-        **results,
+        **verdict,
         design=looks,
         reanalysed_from=str(src.resolve()),
-        schema_version=report.RESULTS_SCHEMA,
+        schema_version=results.SCHEMA,
     )
 
     def write():
         if (src / "logs").is_dir():
             copy_tree(src / "logs", outdir / "logs")  # links skipped, bounded (files.copy_tree)
-        report.write_all(outdir, results)
-        return results, outdir
+        return report.write_all(outdir, rejudged), outdir
 
     return guarded(outdir, write)
 
 
-def analyse(opts, runs, records, design=None, previous=None, extended=()):
-    """Per benchmark: the final attempt of each repetition, band verdicts, reliability; the verdict.
-    previous: the look-1 results; then the benchmarks of the `extended` runs are judged at look 2 on
-    all their repetitions and every other benchmark keeps its look-1 bands."""
+ROLES = ("baseline", "tuned")
+
+
+def attempts(records, upto=None):
+    """The final attempt of each (run, role, repetition) up to repetition `upto` (None: all), and
+    which role ran first in each (run, repetition). Records are in the order they were measured, so
+    later attempts replace earlier ones."""
     final, first = {}, {}
-    for r in (
-        records
-    ):  # later attempts replace earlier ones; records are in the order they were measured
-        final[(r.run, r.role, r.rep)] = r
-        first.setdefault((r.run, r.rep), r.role)
+    for r in records:
+        if upto is None or r.rep <= upto:
+            final[(r.run, r.role, r.rep)] = r
+            first.setdefault((r.run, r.rep), r.role)
+    return final, first
+
+
+def _sides(final, run, bench):
+    """({role: the run's repetitions}, {role: those that measured `bench`}), in repetition order."""
+    reps = {
+        role: sorted(
+            (r for (name, rl, _), r in final.items() if name == run and rl == role),
+            key=lambda r: r.rep,
+        )
+        for role in ROLES
+    }
+    used = {
+        role: [r for r in recs if r.status == "ok" and bench in r.series]
+        for role, recs in reps.items()
+    }
+    return reps, used
+
+
+def analyse(opts, runs, records, design=None, extend=None):
+    """The verdict on `records` by stats.Procedure (one family for the campaign): look 1 on the
+    design's first repetitions, then extend(undecided) -> the benchmarks measured again (validate:
+    every benchmark of a run it measured again; reanalyse: the source's), judged at look 2 on all
+    their runs. Per benchmark: band verdicts and reliability; the module's verdict."""
+    run_of = {bench: run.name for run in runs for bench in run.expect}
     # The crossover test over the pairs when the design has enough of them at its first look
-    # (stats.PAIRED_MIN: a rule of the design, not of the data); else the unpaired test.
+    # (POLICY.paired_min: a rule of the design, not of the data); else the unpaired test.
     paired = stats.paired(design)
-    # The host state of each run, relative to the whole campaign (stats.host_labels).
+
+    def test(bench, look, previous):
+        final, first = attempts(records, design.first if look == 1 and design else None)
+        reps, used = _sides(final, run_of[bench], bench)
+        series = [r.series[bench] for recs in used.values() for r in recs]
+        pts = {role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()}
+        pairs = None
+        if paired:
+            pairs = stats.pairs_of(
+                [r.rep for r in used["baseline"]],
+                [r.rep for r in used["tuned"]],
+                lambda rep: first[(run_of[bench], rep)] == "baseline",
+            )
+        out = []
+        if series:
+            out = stats.test_bands(
+                bench,
+                series[0]["metric"],
+                pts["baseline"],
+                pts["tuned"],
+                design=design,
+                previous=previous,
+                pairs=pairs,
+            )
+        failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
+        counts = [n for role in ROLES for n in (failed[role], len(reps[role]))]
+        return out + [(stats.reliability(bench, *counts), None)]
+
+    procedure = stats.Procedure(design, opts.tolerance, opts.alpha)
+    outcome = procedure.run(list(run_of), test, extend)
+    final, _ = attempts(records)
+    # The host state of each run, relative to the whole campaign (stats.host_labels): reported only.
     labels, slow_above = stats.host_labels([r.host for r in final.values()])
     state = dict(zip(final, labels))
-    again = {run.name for run in extended}
-    old = {} if previous is None else {(b["benchmark"], b["band"]): b for b in previous["bands"]}
-    # One family for the whole campaign: every benchmark's band tests are collected first and
-    # decided together (stats.judge_family: Holm over all of them, both directions), so the chance of
-    # any false win or loss anywhere in the campaign is alpha, not alpha per benchmark.
-    bands, per_size, tested = [], {}, []
-    for run in runs:
-        for bench in run.expect:
-            reps = {
-                role: sorted(
-                    (r for (name, rl, _), r in final.items() if name == run.name and rl == role),
-                    key=lambda r: r.rep,
-                )
-                for role in ("baseline", "tuned")
-            }
-            used = {
-                role: [r for r in recs if r.status == "ok" and bench in r.series]
-                for role, recs in reps.items()
-            }
-            ok = {role: [r.series[bench] for r in recs] for role, recs in used.items()}
-            states = {
+    per_size = {}
+    for bench, run in run_of.items():
+        _, used = _sides(final, run, bench)
+        series = [r.series[bench] for recs in used.values() for r in recs]
+        per_size[bench] = {
+            "metric": series[0]["metric"] if series else None,
+            "suite": series[0]["suite"] if series else None,
+            "baseline": [r.series[bench]["points"] for r in used["baseline"]],
+            "tuned": [r.series[bench]["points"] for r in used["tuned"]],
+            "host_states": {
                 role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()
-            }
-            pairs = None
-            if paired:
-                pairs = stats.pairs_of(
-                    [r.rep for r in used["baseline"]],
-                    [r.rep for r in used["tuned"]],
-                    lambda rep, name=run.name: first[(name, rep)] == "baseline",
-                )
-            failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
-            metric = next((s["metric"] for role in ok for s in ok[role]), None)
-            suite = next((s["suite"] for role in ok for s in ok[role]), None)
-            pts = {role: [s["points"] for s in ok[role]] for role in ok}
-            if previous is not None and run.name not in again:
-                bands += [stats.BandResult(**b) for (bn, _), b in old.items() if bn == bench]
-            else:
-                if metric:
-                    look1 = (
-                        [
-                            stats.BandResult(**b)
-                            for (bn, band), b in old.items()
-                            if bn == bench and band != "reliability"
-                        ]
-                        if previous is not None
-                        else None
-                    )
-                    mine = stats.test_bands(
-                        bench,
-                        metric,
-                        pts["baseline"],
-                        pts["tuned"],
-                        design=design,
-                        previous=look1,
-                        pairs=pairs,
-                    )
-                    tested += mine
-                    bands += [r for r, _ in mine]
-                bands.append(
-                    stats.reliability(
-                        bench,
-                        failed["baseline"],
-                        len(reps["baseline"]),
-                        failed["tuned"],
-                        len(reps["tuned"]),
-                    )
-                )
-            per_size[bench] = {
-                "metric": metric,
-                "suite": suite,
-                "baseline": pts["baseline"],
-                "tuned": pts["tuned"],
-                "host_states": states,
-                "host_note": HOST_NOTE,
-            }
-    look1 = None
-    if previous is not None:
-        look1 = [stats.BandResult(**b) for b in previous["bands"] if b["band"] != "reliability"]
-    stats.judge_family(tested, opts.tolerance, opts.alpha, design, look1)
-    verdict = stats.module_verdict(bands)
+            },
+            "host_note": HOST_NOTE,
+        }
     # Comparable when either module produced numbers: a baseline that never runs where the tuned
     # module does is a result (reliability), not a failure to validate.
     any_data = any(r.status == "ok" for r in final.values())
+    verdict = outcome.verdict
     exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
-    return {
-        "bands": [asdict(b) for b in bands],
-        "per_size": per_size,
-        "verdict": verdict if any_data else "COULD-NOT-RUN",
-        "family": stats.family_of(bands),
-        "exit_code": exit_code,
-        "host_state": {
+    return results.Results(
+        bands=outcome.bands,
+        per_size=per_size,
+        verdict=verdict if any_data else "COULD-NOT-RUN",
+        family=results.family_of(outcome.bands),
+        exit_code=exit_code,
+        host_state={
             "slow_above_ns": slow_above,
             "slow_factor": stats.SLOW_FACTOR,
             "fast_quantile": stats.FAST_QUANTILE,
@@ -607,10 +556,83 @@ def analyse(opts, runs, records, design=None, previous=None, extended=()):
                     str(label): sum(1 for k, lab in state.items() if k[1] == role and lab == label)
                     for label in sorted(set(labels), key=str)
                 }
-                for role in ("baseline", "tuned")
+                for role in ROLES
             },
         },
-    }
+    )
+
+
+def add_arguments(p):
+    """`tunedmpi validate`'s options (options_from_args reads them into Options)."""
+    p.add_argument("--site", help="site (default: $TUNEDMPI_SITE, else local)")
+    p.add_argument(
+        "--module", help="tuned module to validate (default: the site's, e.g. openmpi-tuned/5.0.6)"
+    )
+    p.add_argument("--baseline", help="untuned module to compare with (default: the site's)")
+    size = p.add_mutually_exclusive_group()
+    for flag, text in (
+        ("--quick", "small sizes and iteration limits (default)"),
+        ("--full", "the studies' sizes: IMB -msglog 0:20, OSU up to 1 MB"),
+        (
+            "--short",
+            "quick's sizes with a tenth of the iterations, for networks where one call takes "
+            "milliseconds (e.g. the untuned default between namespace hosts)",
+        ),
+    ):
+        size.add_argument(flag, action="store_true", help=text)
+    p.add_argument("--nodes", type=whole(1), help="nodes (default: the job's, else 1)")
+    p.add_argument(
+        "--ppn",
+        type=whole(1),
+        help="ranks per node (default: the job's, else the site default capped at this machine's cores)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=whole(1),
+        help="runs per module and benchmark at the first look (default %d; %d with --full, so that "
+        "the first look is judged over its pairs; at least %d)"
+        % (POLICY.first_look["quick"], POLICY.first_look["full"], POLICY.min_pairs),
+    )
+    p.add_argument(
+        "--no-extend",
+        action="store_true",
+        help="no second look: do not measure up to %d x the repetitions for undecided bands"
+        % POLICY.extension_factor,
+    )
+    p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
+    p.add_argument("--out", default="validate-results", help="parent of the new results directory")
+    p.add_argument(
+        "--timeout",
+        type=number(0, MAX_TIMEOUT_S),
+        help="seconds per run (default %(quick)g quick, %(short)g short, %(full)g full)"
+        % POLICY.timeout_s,
+    )
+    p.add_argument(
+        "--retries",
+        type=whole(0),
+        default=POLICY.retries,
+        help="extra attempts for a failed run (default %d)" % POLICY.retries,
+    )
+    add_levels(p)
+    p.add_argument(
+        "--probes", action="store_true", help="use validate/probes even where IMB/OSU exist"
+    )
+    p.add_argument(
+        "--modulepath", action="append", help="extra directory for module use (repeatable)"
+    )
+    p.add_argument(
+        "--submit", action="store_true", help="from outside a job: run this as a Slurm batch job"
+    )
+    p.add_argument(
+        "--reanalyse",
+        metavar="DIR",
+        help="run nothing: judge the runs of an earlier result DIR again with "
+        "this version's method, into a new directory under --out",
+    )
+    p.add_argument(
+        "--sbatch-args",
+        help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
+    )
 
 
 def options_from_args(args):
@@ -642,15 +664,15 @@ def options_from_args(args):
         )
     set_name = "full" if args.full else "short" if args.short else "quick"
     repetitions = first_look(set_name, args.repetitions)
-    if repetitions < MIN_REPETITIONS:
+    if repetitions < POLICY.min_pairs:
         raise CannotRun(
             "--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
             "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
             % (
                 repetitions,
-                MIN_REPETITIONS,
-                MIN_REPETITIONS,
-                DEFAULT_REPETITIONS[set_name],
+                POLICY.min_pairs,
+                POLICY.min_pairs,
+                POLICY.first_look[set_name],
                 set_name,
             )
         )
@@ -664,7 +686,7 @@ def options_from_args(args):
         geometry_source=source,
         repetitions=repetitions,
         extend=not args.no_extend,
-        timeout=args.timeout or DEFAULT_TIMEOUT_S[set_name],
+        timeout=args.timeout or POLICY.timeout_s[set_name],
         retries=args.retries,
         tolerance=args.tolerance,
         alpha=args.alpha,
@@ -677,7 +699,6 @@ def options_from_args(args):
 
 def submit(args):
     """--submit: run the same validation as a Slurm batch job (sbatch --wait), then show its output."""
-
     if geometry.from_scheduler(dict(os.environ)):
         raise CannotRun("--submit is for use outside a job; inside salloc/sbatch run without it")
     if not shutil.which("sbatch"):

@@ -83,9 +83,8 @@ def zero_value(token):
 
 
 _INT = re.compile(r"^[0-9]{1,18}\Z")  # bounded: int() refuses very long digit strings
-_NUM = re.compile(
-    r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z"
-)  # no nan/inf/1_000, unlike float()
+# no nan/inf/1_000, unlike float()
+_NUM = re.compile(r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 _NONFINITE = re.compile(r"^[-+]?(inf|infinity|nan)\Z", re.I)
 _IMB_BENCH = re.compile(r"^#\s*Benchmarking\s+(\S+)")
@@ -129,9 +128,8 @@ _OSU_WORDS = (
     ("accumulate", "acc"),
 )
 
-_HOST_PREFIX = re.compile(
-    r"^\[[^\]]*\]\s*"
-)  # "[vm:22941] " differs per rank: drop it to count repeats
+# "[vm:22941] " differs per rank: drop it to count repeats
+_HOST_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
 _BOX_RULE = re.compile(r"^-{20,}\Z")  # mpirun/prterun frame their messages with these
 _NOTEWORTHY = re.compile(
     r"error|warn|fail|invalid|abort|signal|segmentation|usage:|requires|"

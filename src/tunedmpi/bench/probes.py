@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Union
 
 from tunedmpi.atomic import write_atomic
+from tunedmpi.bench.suites import COLLECTIVES, ONE_SIDED
 from tunedmpi.files import read_bytes, read_text, replaced_by
 
 PROBES = ("probe_coll", "probe_osc")  # the benchmark stand-ins
@@ -28,20 +29,8 @@ HOST_PROBE = "probe_host"
 # src/tunedmpi/bench/probes.py -> <repo>/validate/probes
 SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
 CFLAGS = ("-O2",)
-# Which probe runs which benchmark (IMB / OSU names, lower case, without "osu_").
-BENCHMARKS = {
-    "probe_coll": ("alltoall", "allgather", "allreduce", "bcast"),
-    "probe_osc": (
-        "put_latency",
-        "get_latency",
-        "acc_latency",
-        "get_acc_latency",
-        "fop_latency",
-        "cas_latency",
-        "put_bw",
-        "get_bw",
-    ),
-}
+# Which probe runs which benchmark: the sets validate runs (suites.py), one probe each.
+BENCHMARKS = {"probe_coll": COLLECTIVES, "probe_osc": ONE_SIDED}
 _TIMEOUT = 300
 
 

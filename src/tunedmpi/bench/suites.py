@@ -90,9 +90,8 @@ class Binaries:
     probe_coll: Optional[str] = None
     probe_osc: Optional[str] = None
     modules: List[str] = field(default_factory=list)  # benchmark modules loaded after the MPI
-    host_probe: Optional[str] = (
-        None  # probe_host: the host state around each run (None: not recorded)
-    )
+    # probe_host: the host state around each run (None: not recorded)
+    host_probe: Optional[str] = None
     flavour: str = "openmpi"  # whose mpirun runs them (runner.LAUNCHERS)
     mpi: Optional[dict] = None  # the MPI they belong to (runner.MPI.record), None: not identified
 
@@ -147,6 +146,7 @@ def machine_cache_mb():
 
 def imb_args(settings, np, mem_gb):
     """The studies' IMB flags (-msglog 0:20 -mem 2.3G -off_cache 39,64 -npmin N), scaled here."""
+    # IMB reads "2.3G" as 2.3 and ignores the G: write a number
     args = [
         "-msglog",
         "0:%d" % settings["msglog"],
@@ -158,7 +158,7 @@ def imb_args(settings, np, mem_gb):
         str(settings["time"]),
         "-mem",
         "%.2f" % mem_gb,
-    ]  # IMB reads "2.3G" as 2.3 and ignores the G: write a number
+    ]
     cache = machine_cache_mb()
     if cache:
         args += ["-off_cache", "%d,64" % cache]

@@ -122,9 +122,8 @@ def knob_env(site, values, multi_node):
     for knob, var in (("pml", "OMPI_MCA_pml"), ("osc", "OMPI_MCA_osc")):
         if values.get(knob) and values[knob] != "default":
             env[var] = values[knob]
-    for knob in sorted(
-        values
-    ):  # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
+    # btl sm / btl tcp limits, mpi_yield_when_idle: Open MPI's own MCA names
+    for knob in sorted(values):
         if knob.startswith(("btl_", "mpi_")) and values[knob] not in (None, "default"):
             env["OMPI_MCA_" + (knob.replace("btl_sm_", "btl_vader_", 1) if old else knob)] = str(
                 values[knob]

@@ -74,6 +74,7 @@ def derive(
     ucx_version=None,
     modules=None,
     formats=None,
+    mpi_level=None,
 ):
     """The site config ``doc`` (site.yaml as read) as the build has it: a new dict."""
     doc = dict(doc)
@@ -105,6 +106,13 @@ def derive(
     if formats:
         doc["module_formats"] = list(formats)
         how.append("module_formats are the build's")
+    level = doc["hierarchy"] if isinstance(doc.get("hierarchy"), dict) else {}
+    if mpi_level:
+        doc["hierarchy"] = {"mpi_level": str(mpi_level)}
+        how.append("hierarchy.mpi_level is the MPI level of the build's module tree")
+    elif isinstance(level.get("mpi_level"), str) and not level["mpi_level"].startswith("/"):
+        doc["hierarchy"] = {"mpi_level": os.path.join(str(checkout), level["mpi_level"])}
+        how.append("hierarchy.mpi_level is the site's, absolute")
     doc["notes"] = list(doc.get("notes") or []) + [
         "Installed by %s: %s" % (INSTALLERS[installer]["label"], "; ".join(how))
     ]
@@ -176,28 +184,22 @@ def source(checkout, site, table, installer):
     return out
 
 
-def install(
+def _site_doc(
     checkout,
     site,
-    share,
     installer,
-    mpi_prefix=None,
-    base_module=None,
-    ucx_version=None,
-    modules=None,
-    formats=None,
-    mpi_version=None,
-    name=None,
-    pinned_copy=None,
-    log=print,
+    mpi_prefix,
+    base_module,
+    ucx_version,
+    modules,
+    formats,
+    mpi_version,
+    name,
+    pinned_copy,
+    mpi_level,
 ):
-    """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
-    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
-    Raises InputError (file, key, problem, fix) before writing anything when the build and the
-    site do not match."""
-    paths.safe_name(site, "--site", "site")
-    checkout = os.path.realpath(str(checkout))
-    share = os.path.abspath(str(share))
+    """(the site's site.yaml, its config derived for the build), refused (InputError) when the
+    site is missing or the build asks for another version, module name or format."""
     words = INSTALLERS[installer]
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
@@ -228,6 +230,7 @@ def install(
         ucx_version,
         modules,
         formats,
+        mpi_level,
     )
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
@@ -248,6 +251,47 @@ def install(
             "renders %s" % (words["label"], ", ".join(doc["module_formats"])),
             "add lua to module_formats",
         )
+    return src, doc
+
+
+def install(
+    checkout,
+    site,
+    share,
+    installer,
+    mpi_prefix=None,
+    base_module=None,
+    ucx_version=None,
+    modules=None,
+    formats=None,
+    mpi_version=None,
+    name=None,
+    pinned_copy=None,
+    mpi_level=None,
+    log=print,
+):
+    """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
+    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
+    Raises InputError (file, key, problem, fix) before writing anything when the build and the
+    site do not match."""
+    paths.safe_name(site, "--site", "site")
+    checkout = os.path.realpath(str(checkout))
+    share = os.path.abspath(str(share))
+    src, doc = _site_doc(
+        checkout,
+        site,
+        installer,
+        mpi_prefix,
+        base_module,
+        ucx_version,
+        modules,
+        formats,
+        mpi_version,
+        name,
+        pinned_copy,
+        mpi_level,
+    )
+    want = doc["mpi"]["version"]
 
     # 2-4. every input checked, in a staged project root, before anything is written to <share>
     conf = os.path.join(share, "site-configs", site, "site.yaml")

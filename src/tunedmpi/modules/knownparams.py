@@ -54,13 +54,6 @@ LABEL = {
 STAND_INS = "STAND-INS.yaml"
 
 
-def _rel(path):
-    try:
-        return str(Path(path).resolve().relative_to(paths.project_root().resolve()))
-    except ValueError:
-        return str(path)
-
-
 def _matches(spec, library, version):
     """'ucx 1.17' matches UCX 1.17 and 1.17.x; 'hcoll *' any version (also none named)."""
     lib, _, ver = spec.partition(" ")

@@ -126,9 +126,8 @@ def render(library, version, names, header):
         elif kind[0] == "deprecated":
             out.append("%s deprecated" % name)
         elif kind[0] == "list":
-            out.append(
-                ("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip()
-            )  # "list:" alone: none
+            # "list:" alone: none
+            out.append(("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip())
         else:
             out.append(
                 "%s one-of: %s"

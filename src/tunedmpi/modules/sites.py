@@ -14,6 +14,7 @@ from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
+SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
@@ -36,6 +37,7 @@ TOP_KEYS = {
     "spack",
     "peers",
     "notes",
+    "hierarchy",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -83,16 +85,17 @@ class Site:
     tuned_module: str
     baseline_module: str
     notes: List[str] = field(default_factory=list)
-    module_formats: tuple = (
-        "lua",
-    )  # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
-    hpcx: Optional["Site"] = (
-        None  # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
-    )
+    # which modulefiles render writes: "lua" (Lmod), "tcl" (Environment Modules)
+    module_formats: tuple = ("lua",)
+    # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
+    hpcx: Optional["Site"] = None
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
     peers: List[Peer] = field(default_factory=list)  # other MPIs, for comparison (not tuned)
+    # In an MPI module hierarchy (site.yaml hierarchy.mpi_level): the MODULEPATH folder of the
+    # packages built with this MPI, which tuned and baseline add as the site's MPI module does.
+    mpi_level: Optional[str] = None
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -123,27 +126,8 @@ def load_site(path):
     return site
 
 
-def _check(ck, doc, path):
-    if not ck.mapping(doc, (), "a site config"):
-        return None
-    ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
-    if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(
-            ("schema",),
-            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
-        )
-    name = ck.text(doc, "site", ())
-    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    if name and (not schema.NAME.match(name) or name != folder):
-        ck.err(
-            ("site",),
-            "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
-            "rename the folder or the site so they match",
-        )
-    description = ck.text(doc, "description", ()) or ""
-    _printable(ck, description, (), "description")
-
+def _table_of(ck, doc):
+    """(table reference, the loaded table or None) of a site config; problems go to ck."""
     table = None
     ref = doc.get("table")
     if "table" not in doc:
@@ -168,7 +152,12 @@ def _check(ck, doc, path):
                         "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
                         "run tunedmpi check %s" % tpath,
                     )
+    return ref, table
 
+
+def _mpi_of(ck, doc, table):
+    """(flavour, version, base_module, prefix) of a site config's mpi block (its version that of
+    ``table``, the site's loaded table or None); problems go to ck."""
     mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") or {}
     ck.unknown_keys(mpi, {"flavour", "version", "base_module", "prefix"}, ("mpi",), "mpi")
     flavour = ck.text(mpi, "flavour", ("mpi",))
@@ -181,6 +170,15 @@ def _check(ck, doc, path):
     version = str(mpi.get("version") or "")
     if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
         ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
+    elif table and version != table.mpi_version:
+        # The rows were measured with the table's MPI (its parameters, its algorithm numbers).
+        ck.err(
+            ("mpi", "version"),
+            "mpi.version %s is not the table's Open MPI %s (%s)"
+            % (version, table.mpi_version, table.path),
+            "write version: %s, or measure a table with %s (docs/regenerate.md) and name it"
+            % (table.mpi_version, version),
+        )
     base, prefix = mpi.get("base_module"), mpi.get("prefix")
     if (base is None) == (prefix is None):
         ck.err(
@@ -202,6 +200,70 @@ def _check(ck, doc, path):
             "prefix %r is not a plain path" % (prefix,),
             "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
         )
+    return flavour, version, base, prefix
+
+
+def _modules_of(ck, doc):
+    """({"tuned", "baseline"} module names, module formats) of a site config; problems go to ck."""
+    mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
+    names = {}
+    for key in ("tuned", "baseline"):
+        value = mods.get(key)
+        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
+            ck.err(
+                ("modules", key),
+                "modules.%s must be a module name without version" % key,
+                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
+            )
+        names[key] = value
+    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
+        ck.err(
+            ("modules", "baseline"),
+            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
+            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
+        )
+    formats = doc.get("module_formats", ["lua"])
+    if (
+        not isinstance(formats, list)
+        or not formats
+        or any(f not in MODULE_FORMATS for f in formats)
+        or len(set(formats)) != len(formats)
+    ):
+        ck.err(
+            ("module_formats",),
+            "module_formats must be a list of %s, each at most once, not %r"
+            % (" and ".join(MODULE_FORMATS), formats),
+            "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
+            "leave it out for [lua]",
+        )
+        formats = ["lua"]
+    return names, formats
+
+
+def _check(ck, doc, path):
+    if not ck.mapping(doc, (), "a site config"):
+        return None
+    ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
+    if doc.get("schema") != SCHEMA_VERSION:
+        ck.err(
+            ("schema",),
+            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
+            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
+        )
+    name = ck.text(doc, "site", ())
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if name and (not schema.NAME.match(name) or name != folder):
+        ck.err(
+            ("site",),
+            "site '%s' must be a plain name equal to its folder '%s'" % (name, folder),
+            "rename the folder or the site so they match",
+        )
+    description = ck.text(doc, "description", ()) or ""
+    _printable(ck, description, (), "description")
+
+    ref, table = _table_of(ck, doc)
+
+    flavour, version, base, prefix = _mpi_of(ck, doc, table)
 
     ucx = None
     try:
@@ -246,38 +308,8 @@ def _check(ck, doc, path):
     dn = ck.positive_int(geo, "nodes", ("default_geometry",))
     dp = ck.positive_int(geo, "ppn", ("default_geometry",))
 
-    mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
-    names = {}
-    for key in ("tuned", "baseline"):
-        value = mods.get(key)
-        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(
-                ("modules", key),
-                "modules.%s must be a module name without version" % key,
-                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
-            )
-        names[key] = value
-    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
-        ck.err(
-            ("modules", "baseline"),
-            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
-            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
-        )
-    formats = doc.get("module_formats", ["lua"])
-    if (
-        not isinstance(formats, list)
-        or not formats
-        or any(f not in MODULE_FORMATS for f in formats)
-        or len(set(formats)) != len(formats)
-    ):
-        ck.err(
-            ("module_formats",),
-            "module_formats must be a list of %s, each at most once, not %r"
-            % (" and ".join(MODULE_FORMATS), formats),
-            "write module_formats: [lua] (Lmod), [tcl] (Environment Modules) or [lua, tcl]; "
-            "leave it out for [lua]",
-        )
-        formats = ["lua"]
+    names, formats = _modules_of(ck, doc)
+    mpi_level = _hierarchy(ck, doc)
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
@@ -307,11 +339,44 @@ def _check(ck, doc, path):
         module_formats=tuple(formats),
         spack_depends_on=spack_deps,
         peers=peers,
+        mpi_level=mpi_level,
     )
     if hpcx:
-        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names.
-        site.hpcx = dataclasses.replace(site, mpi_flavour="hpcx", hpcx=None, peers=[], **hpcx)
+        # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names
+        # (flat: the MPI level is the site's Open MPI's).
+        site.hpcx = dataclasses.replace(
+            site, mpi_flavour="hpcx", hpcx=None, peers=[], mpi_level=None, **hpcx
+        )
     return site
+
+
+def _hierarchy(ck, doc):
+    """The `hierarchy:` key: "flat" (or left out), or {mpi_level: <folder>} for a module tree with
+    an MPI level (Spack's hierarchy [mpi], EasyBuild's HierarchicalMNS): the folder the site's MPI
+    module prepends to MODULEPATH. That folder, or None."""
+    value = doc.get("hierarchy", "flat")
+    fix = (
+        "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
+        "to MODULEPATH>} (site-configs/README.md)"
+    )
+    if value == "flat":
+        return None
+    if not isinstance(value, dict) or set(value) != {"mpi_level"}:
+        ck.err(
+            ("hierarchy",),
+            "hierarchy must be flat or {mpi_level: <folder>}, not %r" % (value,),
+            fix,
+        )
+        return None
+    level = value["mpi_level"]
+    if not isinstance(level, str) or not PREFIX.match(level) or ".." in level.split("/"):
+        ck.err(
+            ("hierarchy", "mpi_level"),
+            "mpi_level %r is not a plain path" % (level,),
+            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
+        )
+        return None
+    return level
 
 
 def _spack(ck, doc, flavour):
@@ -512,12 +577,12 @@ def site_dir():
 
 def site_names():
     d = site_dir()
-    return sorted(p.name for p in d.iterdir() if (p / "site.yaml").is_file()) if d.is_dir() else []
+    return sorted(p.name for p in d.iterdir() if (p / SITE_FILE).is_file()) if d.is_dir() else []
 
 
 def load_named(name):
     paths.safe_name(name, "--site", "site")  # never a site.yaml outside site-configs/
-    path = site_dir() / name / "site.yaml"
+    path = site_dir() / name / SITE_FILE
     if not path.is_file():
         raise InputError(
             str(path),

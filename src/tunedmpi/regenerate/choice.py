@@ -1,4 +1,4 @@
-"""How measured configurations are chosen: validate's rule against a stage's own baseline, and the
+"""How measured configurations are chosen: the per-benchmark rule against a stage's own baseline, and the
 job-wide rule that picks ONE configuration for every operation of a job geometry.
 
 Used by the sweep (which configuration later stages build on) and by tune (what the table says),
@@ -12,14 +12,16 @@ Two kinds of knobs (docs/design.md, "One configuration per job"):
 The job-wide rule, stage by stage in the space's order: among the stage's configurations that
 build on the job configuration chosen so far, take the one with the lowest score (the geometric
 mean over operations of the geometric mean over sizes of its time relative to the stage's
-baseline) among those that PASS validate's rule on every benchmark the stage measured (no band of
-any benchmark loses, at least one band wins), if that score is below the job configuration's own
-score in the same stage. Otherwise the job configuration stays.
+baseline) among those that PASS the per-benchmark rule on every benchmark the stage measured (no
+band of any benchmark loses, at least one band wins: stats.compare_bands, each benchmark's bands
+their own Holm family, runs within host states; validate's family is the campaign), if that
+score is below the job configuration's own score in the same stage. Otherwise the job configuration stays.
 """
 
 from collections import OrderedDict
 
 from tunedmpi import stats
+from tunedmpi.policy import POLICY
 
 # Table operation <- the benchmarks that measure it (the first one carries the regret figures).
 OPERATIONS = OrderedDict(
@@ -68,7 +70,8 @@ def collect(records):
     Only the benchmarks a record's stage judges: a per-collective stage's run measures every
     collective of the space (validate's program) but is about its own collective alone. Each run's
     points are stats.RunPoints that know the host state the run met, labelled within its campaign
-    (stats.host_labels), so that choices compare runs in like states as validate does."""
+    (stats.host_labels), so that choices compare runs in like states (validate reports the states
+    but compares all runs)."""
     out = {}
     by_campaign = OrderedDict()
     for r in records:
@@ -120,9 +123,10 @@ def one_program(records):
 
 
 def judge(base, cand, benches, tolerance, alpha):
-    """(validate verdict, score, per-benchmark relative times {b: {size: rel}}, band results) of a
-    candidate against its stage's baseline. score: geometric mean over the operations measured of
-    the geometric mean over their benchmarks and sizes of the relative time (< 1: faster)."""
+    """(module verdict by the per-benchmark rule, score, per-benchmark relative times
+    {b: {size: rel}}, band results) of a candidate against its stage's baseline. score: geometric
+    mean over the operations measured of the geometric mean over their benchmarks and sizes of the
+    relative time (< 1: faster)."""
     bands, rels = [], {}
     for b in benches:
         bm, breps, bfail = base["bench"][b]
@@ -170,10 +174,10 @@ def beats_its_base(
     knobs,
     config_id,
     benches,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
-    """(passes, others): whether a candidate passes validate's rule against the configuration it was
+    """(passes, others): whether a candidate passes the per-benchmark rule against the configuration it was
     built on (its stage knobs at default, measured in the same stage; the stage's baseline while that
     is the MPI's defaults), at alpha / the other candidates built on it, which it was picked among.
     A stage that did not measure that configuration (no `default` value) cannot say: passes."""
@@ -193,9 +197,7 @@ def beats_its_base(
     return judge(base, cand, benches, tolerance, alpha / max(1, others))[0] == "PASS", others
 
 
-def job_step(
-    geo_data, stage, knobs, job, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA
-):
+def job_step(geo_data, stage, knobs, job, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
     ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
@@ -207,7 +209,7 @@ def job_step(
     rest = without(job, knobs)
     # The incumbent (the job configuration itself, measured again in this stage; the baseline while
     # the job configuration is still the MPI's defaults) is replaced only by a candidate that passes
-    # against the baseline, beats the incumbent's score here, and passes validate's rule against the
+    # against the baseline, beats the incumbent's score here, and passes the per-benchmark rule against the
     # incumbent itself at alpha / (the other candidates it was picked among). Without that last test
     # the best of several knobs that do nothing (btl sm limits under pml ucx) beats it by noise alone.
     incumbent, best = 1.0, None
@@ -239,9 +241,7 @@ def job_step(
     return dict(best["config"]), decided
 
 
-def job_configuration(
-    geo_data, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA, start=None
-):
+def job_configuration(geo_data, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha, start=None):
     """The job-wide rule over all stages in order: (job configuration, [per-stage decisions]).
     ``stages``: [(stage name, [knob names])] in the space's order; ``start``: the space's job."""
     job, steps = dict(start or {}), []

@@ -81,9 +81,8 @@ def ingest(
         paths.safe_name(campaign, "--campaign", "campaign")
     paths.safe_name(stage, "--stage", "stage")
     config = parse_config(config_pairs, site)
-    read = [
-        (log,) + read_log(log) for log in logs
-    ]  # every log is read and checked before anything is written
+    # every log is read and checked before anything is written
+    read = [(log,) + read_log(log) for log in logs]
     cdir = Path(store_root) / (campaign or "%s-%dx%d-ingested" % (site.name, nodes, ppn))
     paths.inside(store_root, cdir / stage, "--campaign", "campaign")
     cdir.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,22 @@ first size it won, the last band has no upper end.
 """
 
 import math
+from typing import NamedTuple
 
 from tunedmpi import stats
+from tunedmpi.policy import POLICY
+
+
+class BandTest(NamedTuple):
+    """One band a candidate won, tested against the reference."""
+
+    lo: int
+    hi: int
+    key: tuple  # the candidate, e.g. (algorithm, segsize)
+    gain: float
+    p: float
+    level: float
+    kept: bool
 
 
 def _figures(reps, sizes):
@@ -47,7 +61,7 @@ def _merge(runs):
 
 def _test(reference, reps, sizes, metric, n_candidates):
     """(gain, p) of ``reps`` against the reference over ``sizes``: Welch's t on per-run log band
-    scores (within host states where the runs know theirs, as validate), p multiplied by the number
+    scores (within host states where the runs know theirs, as tune's per-benchmark rule), p multiplied by the number
     of candidates the winner was picked among (Bonferroni)."""
     a = stats.band_scores(reference, sizes, metric)
     b = stats.band_scores(reps, sizes, metric)
@@ -114,8 +128,8 @@ def choose_bands(
     reference,
     candidates,
     metric,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     confirm=None,
 ):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}
@@ -123,7 +137,7 @@ def choose_bands(
     confirmation campaign, on which the bands are tested. Returns a dict:
       bands:   [(lo, hi or None, key or None)], None = the reference (algorithm 0)
       winners: [(size, key or None, {key or None: figure})] per size, before the test
-      tests:   [(lo, hi, key, gain, p, level, kept)] for every band a candidate won
+      tests:   [BandTest] for every band a candidate won
     Sizes: those every run of the reference and of every candidate has (size 0 included: it is
     a message size the rules file covers too, but it never decides a test alone)."""
     sets = [set(r) for r in reference] + [set(r) for reps in candidates.values() for r in reps]
@@ -163,7 +177,7 @@ def choose_bands(
             continue
         gain, p, level = t
         kept = p <= level and gain >= 1 + tolerance
-        tests.append((seg_sizes[0], seg_sizes[-1], key, gain, p, level, kept))
+        tests.append(BandTest(seg_sizes[0], seg_sizes[-1], key, gain, p, level, kept))
         if not kept:
             seg[0] = None
     keys = {s: seg[0] for seg in segments for s in seg[1]}
@@ -185,7 +199,7 @@ def choose_bands(
     _set_holm_levels(second, alpha)
     for group, key, gain, p, level in second:
         kept = p <= level and gain >= 1 + tolerance
-        tests.append((max(group[0], 1), group[-1], key, gain, p, level, kept))
+        tests.append(BandTest(max(group[0], 1), group[-1], key, gain, p, level, kept))
         if kept:
             keys.update((s, key) for s in group)
     final = _merge([(s, keys[s]) for s in sizes])

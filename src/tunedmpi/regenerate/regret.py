@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 from tunedmpi import stats
-from tunedmpi.acceptance.report import check_schema
+from tunedmpi.acceptance.results import check_schema
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
@@ -67,9 +67,8 @@ class Row(NamedTuple):
     regret_ci: Optional[Tuple[float, float]] = None
     fitted: Optional[float] = None  # the cross-fitted oracle's gain (None: too few runs to halve)
     fitted_regret: Optional[float] = None  # %: the regret mean against it
-    agree: Optional[Tuple[int, int]] = (
-        None  # (sizes where both halves picked the same winner, sizes)
-    )
+    # (sizes where both halves picked the same winner, sizes)
+    agree: Optional[Tuple[int, int]] = None
     fitted_ci: Optional[Tuple[float, float]] = None
     fitted_regret_ci: Optional[Tuple[float, float]] = None
 

@@ -35,9 +35,8 @@ class Stage:
     name: str
     knobs: "OrderedDict[str, list]"  # knob -> values (normalised; DEFAULT kept as is)
     only: Optional[List[str]]  # benchmarks this stage is about (None: all)
-    set_name: Optional[str] = (
-        None  # the stage's benchmark set, if not the space's (e.g. full sizes)
-    )
+    # the stage's benchmark set, if not the space's (e.g. full sizes)
+    set_name: Optional[str] = None
 
 
 @dataclass

@@ -276,9 +276,8 @@ def run_sweep(
                 submit_array(ctx, stage, plan, sbatch_args)
             else:
                 total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
-                for rep in range(
-                    1, sp.repetitions + 1
-                ):  # interleaved: every configuration per repetition
+                # interleaved: every configuration per repetition
+                for rep in range(1, sp.repetitions + 1):
                     for config, benches in (
                         plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
                     ):

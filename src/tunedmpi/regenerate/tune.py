@@ -1,8 +1,10 @@
 """`tunedmpi tune`: from the results store to a tuning table, with provenance, a diff and regret.
 
-Per (nodes, ppn, operation) a configuration is chosen only when it would pass validate's rule
-against the baseline measured in the same stage (no band loses, at least one wins, same tolerance
-and test); among those the lowest time relative to that baseline wins. Where none passes, the
+Per (nodes, ppn, operation) a configuration is chosen only when it passes the per-benchmark rule
+against the baseline measured in the same stage (stats.compare_bands: validate's band test and
+module rule, no band loses and one wins, but one look, each benchmark's bands a Holm family of their
+own and runs compared within host states; validate judges the campaign as one family, over its
+pairs from POLICY.paired_min); among those the lowest time relative to that baseline wins. Where none passes, the
 case keeps the MPI's defaults (`settings: {none: {}}`): the table records that the baseline was
 measured and not beaten, rather than a knob chosen from noise.
 
@@ -23,6 +25,7 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
 from tunedmpi.modules import sites
+from tunedmpi.policy import POLICY
 from tunedmpi.regenerate import choice, persize
 from tunedmpi.tables import rulesfile, schema
 from tunedmpi.tables.units import format_size
@@ -51,7 +54,7 @@ def stage_order(metas, geo_data):
     return out
 
 
-def choose(geo_data, op, stages, tolerance=stats.DEFAULT_TOLERANCE, alpha=stats.DEFAULT_ALPHA):
+def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
     """The operation's own best job-wide configuration at one geometry (its TUNEDMPI_PROFILE row),
     or None when it was not measured. Per-collective stages are left to per-size bands."""
     benches = [b for b in OPERATIONS[op] if any(b in e["bench"] for e in geo_data.values())]
@@ -118,8 +121,8 @@ def size_bands(
     stages,
     coll,
     job,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     confirm_geo=None,
     components=False,
 ):
@@ -195,8 +198,8 @@ def _job_rel(geo_data, stages, job, bench):
 def decide(
     geo_data,
     stages,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
     start=None,
     confirm_geo=None,
 ):
@@ -253,7 +256,7 @@ def _job_notes(d):
     notes = [
         "job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
         "mean over operations and sizes of the time relative to the stage's baseline among the configurations "
-        "that pass validate's rule on every benchmark of the stage" % _knob_text(d["config"])
+        "that pass the per-benchmark rule on every benchmark of the stage" % _knob_text(d["config"])
     ]
     for step in d["steps"]:
         ch = step["chosen"]
@@ -268,8 +271,8 @@ def _job_notes(d):
             )
         elif un:
             what = (
-                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass validate's rule "
-                "against the job configuration measured in the stage (alpha / %d), which stays"
+                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass the per-benchmark "
+                "rule against the job configuration measured in the stage (alpha / %d), which stays"
                 % (
                     step["candidates"],
                     un["config_id"],
@@ -287,6 +290,90 @@ def _job_notes(d):
 
 
 CONFIRMED = " on the confirmation campaign's runs"
+
+
+def _tests_text(tests, name):
+    """persize's band tests as the notes list them: "lo-hi candidate xgain p=..."."""
+    return "; ".join(
+        "%s-%s %s x%.2f p=%.2g" % (format_size(t.lo), format_size(t.hi), name(t.key), t.gain, t.p)
+        for t in tests
+    )
+
+
+def _component_choice(case, notes, comps):
+    """The case's `choice` (UCC per size) and its note, from persize's component stage result."""
+    if comps and comps["bands"]:
+        # Component per message size: UCC where it beat Open MPI's own collectives with significance
+        # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
+        chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
+        if any(k != "none" for _, _, k in chosen):
+            case["settings"] = OrderedDict(
+                (c, case["settings"]["none"])
+                for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
+            )
+            case["choice"] = [
+                OrderedDict(
+                    [
+                        ("from", format_size(lo) if lo else 0),
+                        ("to", format_size(hi) if hi else None),
+                        ("component", k),
+                    ]
+                )
+                for lo, hi, k in chosen
+            ]
+    if comps:
+        notes.append(
+            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
+            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
+            "band(s) go to UCC (%s)"
+            % (
+                comps["stage"],
+                CONFIRMED if comps["confirmed"] else "",
+                len([t for t in comps["tests"] if t.kept]),
+                len(comps["tests"]),
+                _tests_text(comps["tests"], lambda key: key) or "UCC won no size",
+            )
+        )
+
+
+def _algorithm_bands(case, notes, got, algorithms):
+    """The case's algorithm `bands` and their note, from persize's algorithm stage result;
+    algorithms() names them (asked only where there are bands: one-sided cases have none)."""
+    if got and got["bands"]:
+        names = algorithms()
+        rows = []
+        for lo, hi, key in got["bands"]:
+            alg, seg = key if key else (0, 0)
+            row = OrderedDict(
+                [
+                    ("from", format_size(lo) if lo else 0),
+                    ("to", format_size(hi) if hi else None),
+                    ("algorithm", names.get(alg, alg)),
+                ]
+            )
+            if seg:
+                row["segsize"] = format_size(seg)
+            rows.append(row)
+        case["bands"] = rows
+        kept = [t for t in got["tests"] if t.kept]
+        notes.append(
+            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
+            "against Open MPI's own choice%s; %d of %d "
+            "band(s) kept (%s)"
+            % (
+                got["stage"],
+                CONFIRMED if got["confirmed"] else "",
+                len(kept),
+                len(got["tests"]),
+                _tests_text(got["tests"], lambda key: names.get(key[0], key[0]))
+                or "none won a size",
+            )
+        )
+    elif got:
+        notes.append(
+            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
+            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
+        )
 
 
 def _op_case(site, nodes, ppn, d, job, cids):
@@ -321,90 +408,9 @@ def _op_case(site, nodes, ppn, d, job, cids):
         )
         if unstated:
             case["unstated"] = unstated
-    comps = d.get("components")
-    if comps and comps["bands"]:
-        # Component per message size: UCC where it beat Open MPI's own collectives with significance
-        # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
-        chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
-        if any(k != "none" for _, _, k in chosen):
-            case["settings"] = OrderedDict(
-                (c, case["settings"]["none"])
-                for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
-            )
-            case["choice"] = [
-                OrderedDict(
-                    [
-                        ("from", format_size(lo) if lo else 0),
-                        ("to", format_size(hi) if hi else None),
-                        ("component", k),
-                    ]
-                )
-                for lo, hi, k in chosen
-            ]
-    if comps:
-        notes.append(
-            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
-            "band(s) go to UCC (%s)"
-            % (
-                comps["stage"],
-                CONFIRMED if comps["confirmed"] else "",
-                len([t for t in comps["tests"] if t[6]]),
-                len(comps["tests"]),
-                "; ".join(
-                    "%s-%s %s x%.2f p=%.2g"
-                    % (format_size(t[0]), format_size(t[1]), t[2], t[3], t[4])
-                    for t in comps["tests"]
-                )
-                or "UCC won no size",
-            )
-        )
+    _component_choice(case, notes, d.get("components"))
     got = d.get("bands")
-    if got and got["bands"]:
-        names = rulesfile.algorithms(d["op"], site.mpi_version)
-        rows = []
-        for lo, hi, key in got["bands"]:
-            alg, seg = key if key else (0, 0)
-            row = OrderedDict(
-                [
-                    ("from", format_size(lo) if lo else 0),
-                    ("to", format_size(hi) if hi else None),
-                    ("algorithm", names.get(alg, alg)),
-                ]
-            )
-            if seg:
-                row["segsize"] = format_size(seg)
-            rows.append(row)
-        case["bands"] = rows
-        kept = [t for t in got["tests"] if t[6]]
-        notes.append(
-            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-            "against Open MPI's own choice%s; %d of %d "
-            "band(s) kept (%s)"
-            % (
-                got["stage"],
-                CONFIRMED if got["confirmed"] else "",
-                len(kept),
-                len(got["tests"]),
-                "; ".join(
-                    "%s-%s %s x%.2f p=%.2g"
-                    % (
-                        format_size(t[0]),
-                        format_size(t[1]),
-                        names.get(t[2][0], t[2][0]),
-                        t[3],
-                        t[4],
-                    )
-                    for t in got["tests"]
-                )
-                or "none won a size",
-            )
-        )
-    elif got:
-        notes.append(
-            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
-            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
-        )
+    _algorithm_bands(case, notes, got, lambda: rulesfile.algorithms(d["op"], site.mpi_version))
     notes.append(
         "regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
         % (
@@ -425,8 +431,8 @@ def build_table(
     decisions,
     runs_count,
     left_out=(),
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
@@ -461,10 +467,11 @@ def build_table(
                 "method",
                 "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
                 "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
-                "baseline among the configurations that pass validate's rule on every benchmark of the stage (no "
-                "band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores, Holm over "
-                "bands, p < %g); per collective, coll_tuned algorithm bands: the per-size winner, kept where it "
-                "beats Open MPI's own choice (Welch's t over the band, p x candidates, Holm, gain >= %s%%)%s"
+                "baseline among the configurations that pass the per-benchmark rule on every benchmark of the "
+                "stage (no band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores within "
+                "host states, Holm over each benchmark's bands, p < %g); per collective, coll_tuned "
+                "algorithm bands: the per-size winner, kept where it beats Open MPI's own choice (Welch's t "
+                "over the band, p x candidates, Holm, gain >= %s%%)%s"
                 % (
                     "; ".join(
                         "ingested logs (tunedmpi ingest), one repetition per log"
@@ -479,7 +486,7 @@ def build_table(
                         )
                         for m in metas
                     ),
-                    "%g" % (tolerance * 100),  # validate's rule as tune judged with it
+                    "%g" % (tolerance * 100),  # the per-benchmark rule as tune judged with it
                     alpha,
                     "%g" % (tolerance * 100),
                     "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
@@ -633,8 +640,8 @@ def tune(
     store_root,
     out=None,
     campaign_names=None,
-    tolerance=stats.DEFAULT_TOLERANCE,
-    alpha=stats.DEFAULT_ALPHA,
+    tolerance=POLICY.tolerance,
+    alpha=POLICY.alpha,
 ):
     site = sites.load_named(site_name)
     dirs = store.campaigns(store_root, site.name)
@@ -758,7 +765,7 @@ def report(target, new, old, decisions, stream=sys.stdout):
                     ch["config_id"] if ch else "baseline (MPI defaults)",
                     d["candidates"],
                     "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                    "%d of %d" % (len([t for t in got["tests"] if t[6]]), len(got["tests"]))
+                    "%d of %d" % (len([t for t in got["tests"] if t.kept]), len(got["tests"]))
                     if got
                     else "-",
                     d["regret"]["mean_pct"],

@@ -132,6 +132,22 @@ class OpenmpiTuned(Package):
                 )
         return CHECKOUT
 
+    def mpi_level(self):
+        """In Spack's Lmod MPI hierarchy (the environment's modules: default: lmod: hierarchy:
+        [mpi], Spack's default): the folder Open MPI's module unlocks,
+        <root>/<arch>/openmpi/<version>-<hash>/<compiler level>, which the tuned module then
+        unlocks too, so what was built with that MPI stays active across openmpi <->
+        openmpi-tuned swaps (docs/spack.md, "Module layout"). A flat tree (hierarchy:: []): None."""
+        import spack.config
+        import spack.modules.lmod as lmod
+
+        if "mpi" not in (spack.config.get("modules:default:lmod:hierarchy") or []):
+            return None
+        # Spack 0.21 to 1.1: a module function; later: a class method of the configuration.
+        make = getattr(lmod, "make_layout", None) or lmod.LmodConfiguration.make_layout
+        unlocked = make(self.spec["openmpi"], "default", False).unlocked_paths[None]
+        return os.path.join(*unlocked[0])
+
     def install(self, spec, prefix):
         """The project's one install routine (src/tunedmpi/modules/install.py), run by the build's
         Python: the site config as Spack builds it (mpi.prefix = Spack's Open MPI, ucx_version =
@@ -165,6 +181,9 @@ class OpenmpiTuned(Package):
         ]
         if ucx:
             args += ["--ucx-version", str(ucx[0].version.up_to(2))]
+        level = self.mpi_level()
+        if level:
+            args += ["--mpi-level", level]
         pythonpath = os.pathsep.join(
             p for p in (join_path(root, "src"), os.environ.get("PYTHONPATH")) if p
         )

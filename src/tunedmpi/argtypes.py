@@ -1,0 +1,73 @@
+"""argparse types shared by the CLI and the commands that own their arguments (validate)."""
+
+import argparse
+import math
+
+from tunedmpi.policy import POLICY
+
+MAX_COUNT = (
+    1000000  # modules/selector.MAX_COUNT, the modules' bound (test_files_safe keeps them equal)
+)
+MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
+
+
+def whole(minimum, maximum=MAX_COUNT):
+    """argparse type: a whole number >= minimum and at most maximum (default the modules' bound on
+    a count: more nodes, ranks or repetitions than that is a typo, never stored or tuned)."""
+
+    def parse(text):
+        try:
+            value = int(text) if len(text) <= 20 else None
+        except ValueError:
+            value = None
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                "%r is not a whole number >= %d and at most %d" % (text, minimum, maximum)
+            )
+        return value
+
+    return parse
+
+
+def number(low, high=None, low_ok=False):
+    """argparse type: a finite number above low (or equal, with low_ok) and below high."""
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if (
+            value is None
+            or not math.isfinite(value)  # inf and nan: e.g. --timeout inf overflows a timer
+            or not (value >= low if low_ok else value > low)
+            or (high is not None and not value < high)
+        ):
+            raise argparse.ArgumentTypeError(
+                "%r is not a number %s %g%s"
+                % (
+                    text,
+                    ">=" if low_ok else "above",
+                    low,
+                    "" if high is None else " and below %g" % high,
+                )
+            )
+        return value
+
+    return parse
+
+
+def add_levels(p):
+    """--tolerance and --alpha, the verdict's levels (validate, power), defaults from POLICY."""
+    p.add_argument(
+        "--tolerance",
+        type=number(0, low_ok=True),
+        default=POLICY.tolerance,
+        help="smallest gain that counts (default %g)" % POLICY.tolerance,
+    )
+    p.add_argument(
+        "--alpha",
+        type=number(0, 1),
+        default=POLICY.alpha,
+        help="significance level (default %g)" % POLICY.alpha,
+    )
