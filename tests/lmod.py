@@ -15,6 +15,7 @@ WATCHED = (
     "SLURM_DISTRIBUTION",
     "TUNEDMPI_SELECTION",
     "TUNEDMPI_ROW",
+    "TUNEDMPI_SEEN",
 )
 
 
@@ -35,6 +36,7 @@ def clean_env(**extra):
                 "FLUX_",
                 "TUNEDMPI_",
                 "UCX_",
+                "UCC_",  # a value set before the load would be kept (selector.SKIP)
                 "OMPI_MCA_",
                 "HCOLL_",
                 "PRTE_MCA_",
@@ -43,6 +45,8 @@ def clean_env(**extra):
                 "_LMFILES_",
                 "LOADEDMODULES",
                 "__LM",
+                "OMP_NUM_THREADS",  # threads per rank (selector.THREADS)
+                "NCPUS",
             )
         )
     }

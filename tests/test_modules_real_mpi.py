@@ -178,12 +178,45 @@ def test_a_bad_value_is_caught_by_this_check(hello):
 
 def test_loading_the_local_tuned_module_gives_a_working_mpi(hello, tmp_path):
     site = sites.load_named("local")
-    script = "module load %s/%s >/dev/null && command -v mpirun && mpirun -np 2 %s" % (
+    script = "module load %s/%s >/dev/null && type -ap mpirun | head -2 && mpirun -np 2 %s" % (
         site.tuned_module,
         site.mpi_version,
         hello,
     )
     proc = lmod.shell(lmod.site_modulepaths(site, tmp_path, ROOT), script, **RUN_ENV)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == str(BIN / "mpirun")
+    # the module's launch check first (it runs the next one, silent here), then the MPI's own
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.endswith("/__%s.rules/bin/mpirun" % site.mpi_version) and second == str(
+        BIN / "mpirun"
+    )
+    assert "module reload" not in proc.stderr
     assert proc.stdout.count("of 2 sum 2") == 2
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores")
+def test_a_two_thread_rank_is_bound_to_two_cores(tmp_path):
+    """The placement a real Lmod load of a row that binds to cores sets (oci-bm-optimized3.36), given
+    to a real mpirun -n 1: one core for a single-threaded rank, both cores with OMP_NUM_THREADS=2
+    (selector.BINDING; PRRTE binds 1-2 ranks to a core by its own default)."""
+    site = sites.load_named("oci-bm-optimized3.36")
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    loads = lmod.load_many(
+        lmod.site_modulepaths(site, tmp_path, ROOT), module, [{}, {"OMP_NUM_THREADS": "2"}]
+    )
+    allowed = []
+    for got, _ in loads:
+        placement = {k: v for k, v in got.items() if k.startswith("PRTE_MCA_")}
+        proc = subprocess.run(
+            [str(BIN / "mpirun"), "-n", "1", "grep", "Cpus_allowed_list", "/proc/self/status"],
+            env=lmod.clean_env(PATH="%s:%s" % (BIN, os.environ["PATH"]), **RUN_ENV, **placement),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        allowed.append(proc.stdout.split()[-1])
+    assert loads[0][0]["PRTE_MCA_hwloc_default_binding_policy"] == "core"
+    assert re.fullmatch(r"[0-9]+", allowed[0]), allowed  # one core
+    with open("/proc/self/status") as fh:  # unbound: every core this test may use
+        assert allowed[1] == re.search(r"Cpus_allowed_list:\s*(\S+)", fh.read()).group(1)

@@ -43,13 +43,17 @@ def test_formats_default_to_lua_and_choose_the_files(tmp_path, monkeypatch):
     site = sites.load_named("oci-bm-standard-e6.256")
     assert site.module_formats == ("lua",)
     lua_only = render.render_site(site)
-    assert all(rel.endswith(".lua") for rel in lua_only)
+    launch = {k for k in lua_only if render.EXECUTABLE.search(k)}  # the launch checks: any format
+    assert len(launch) == len(selector.LAUNCHERS)
+    assert all(rel.endswith(".lua") for rel in set(lua_only) - launch)
     path = site_copy(
         tmp_path, monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [lua, tcl]\n"
     )
     both = render.render_site(sites.load_site(str(path)))
-    assert {k: v for k, v in both.items() if k.endswith(".lua")} == lua_only  # Lua unchanged
-    tcl = {k: v for k, v in both.items() if not k.endswith(".lua")}
+    assert {k: v for k, v in both.items() if k.endswith(".lua") or k in launch} == lua_only
+    tcl = {
+        k: v for k, v in both.items() if not k.endswith(".lua") and not render.EXECUTABLE.search(k)
+    }
     assert sorted(tcl) == [
         "oci-bm-standard-e6.256/openmpi-tuned/5.0.6",
         "oci-bm-standard-e6.256/openmpi/5.0.6",
@@ -58,7 +62,7 @@ def test_formats_default_to_lua_and_choose_the_files(tmp_path, monkeypatch):
     path = site_copy(
         tmp_path / "t", monkeypatch, "oci-bm-standard-e6.256", "\nmodule_formats: [tcl]\n"
     )
-    assert sorted(render.render_site(sites.load_site(str(path)))) == sorted(tcl)
+    assert sorted(render.render_site(sites.load_site(str(path)))) == sorted(set(tcl) | launch)
 
 
 def test_render_check_covers_tcl_and_finds_tcl_no_longer_rendered(run_cli, tmp_path):
@@ -88,15 +92,21 @@ def test_selectors_are_generated_from_the_one_description():
     """Every source and variable of selector.SOURCES appears, in order, in both generated chains,
     and the Python twin reads exactly those variables."""
     lua, tcl = selector.lua_chain(), selector.tcl_chain()
+    read = selector.variables()[len(selector.EXPLICIT) : -len(selector.THREAD_VARIABLES)]
     for text in (lua, tcl):
         where = [text.index('"%s"' % n if text is lua else " %s]" % n) for n, _ in selector.SOURCES]
         assert where == sorted(where)
-        for var in selector.variables()[len(selector.EXPLICIT) :]:
+        for var in read:
             assert var in text
+    for text in (selector.lua_threads(), selector.tcl_threads()):
+        assert [text.index(v) for v in selector.THREAD_VARIABLES] == sorted(
+            text.index(v) for v in selector.THREAD_VARIABLES
+        )
     site = sites.load_named("local")
     for fmt in site.module_formats:
         text = render.render_site(site)[render.module_path(site, site.tuned_module, fmt)]
         assert (lua if fmt == "lua" else tcl) in text
+        assert (selector.lua_threads() if fmt == "lua" else selector.tcl_threads()) in text
         assert str(selector.MAX_COUNT) in text and selector.EXPLICIT[0] in text
 
     class Spy(dict):
@@ -107,9 +117,11 @@ def test_selectors_are_generated_from_the_one_description():
     spy = Spy()
     spy.seen = []
     assert geometry.from_scheduler(spy) is None
-    assert spy.seen == [
+    assert geometry.threads(spy, 9) == 1
+    assert spy.seen[-len(selector.THREAD_VARIABLES) :] == selector.THREAD_VARIABLES
+    assert spy.seen[: -len(selector.THREAD_VARIABLES)] == [
         v
-        for v in selector.variables()[len(selector.EXPLICIT) :]
+        for v in read
         if v
         not in (
             "SLURM_NTASKS_PER_NODE",

@@ -99,7 +99,8 @@ def job_script(hello_path, pre=""):
             "module use %s" % shlex.quote(str(ROOT / "modulefiles" / SITE)),
             "module load %s" % MODULE,
             'echo "@@SELECTION $TUNEDMPI_SELECTION"',
-            'echo "@@MPIRUN $(command -v mpirun)"',
+            # the module's launch check first (selector.SEEN), then the MPI's own
+            'echo "@@MPIRUN $(type -ap mpirun | sed -n 2p)"',
             "mpirun %s  # no -np: the process count must come from the allocation"
             % shlex.quote(str(hello_path)),
             "",
@@ -973,3 +974,35 @@ def test_sweep_array_refused_by_sbatch_is_exit_2(cluster, tmp_path):
     assert "rerun" not in s.stderr and s.watcher.seen == {}, s.context()
     (cdir,) = store.campaigns(tmp_path / "store")
     assert record_files(cdir) == {} and not list(cdir.glob("s1/slurm-*.out"))
+
+
+@pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
+def test_a_module_loaded_at_login_says_so_in_the_job_and_module_reload_fixes_it(cluster, hello):
+    """The job's geometry at launch (selector.SEEN): sbatch exports the login shell, module and
+    all; the job's mpirun prints one line naming `module reload`, which selects the job's row."""
+    login = lmod.shell(
+        [ROOT / "modulefiles" / SITE], "module load %s >/dev/null 2>&1 && env -0" % MODULE
+    )
+    assert login.returncode == 0, login.stderr
+    env = dict(item.split("=", 1) for item in login.stdout.split("\0") if "=" in item)
+    assert "source=default" in env["TUNEDMPI_SELECTION"]
+    script = "\n".join(
+        [
+            "#!/bin/bash",
+            "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+            "mpirun %s 2>&1 | sed 's/^/@@RUN /'" % shlex.quote(str(hello)),
+            "source %s" % lmod.LMOD_INIT,
+            "module reload >/dev/null 2>&1",
+            'echo "@@RELOADED $TUNEDMPI_SELECTION"',
+            "mpirun %s 2>&1 | sed 's/^/@@AGAIN /'" % shlex.quote(str(hello)),
+            "",
+        ]
+    )
+    job_id, state, out = cluster.sbatch(script, "-N1", "--ntasks-per-node=1", env=env, timeout=60)
+    context = "job %s %s:\n%s\n%s" % (job_id, state, out, cluster.diagnostics())
+    assert state == "COMPLETED", context
+    said = [line for line in out.splitlines() if "run 'module reload' before mpirun" in line]
+    assert len(said) == 1 and "source=default" in said[0], context
+    assert " nodes=1 ppn=1 source=slurm " in out.split("@@RELOADED", 1)[1].split("\n")[0] + " "
+    again = [line for line in out.splitlines() if line.startswith("@@AGAIN ")]
+    assert again and not any("module reload" in line for line in again), context

@@ -1058,12 +1058,10 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
     assert (
         render.render_site(site)["%s/openmpi-tuned/%s.lua" % (name, version)] == text
     )  # the project's renderer
-    # the copy is byte for byte, except that a table with bands gets its rules folder pinned
+    # the copy is byte for byte, except that it names the side folder (rules files, launch
+    # check) beside the module render wrote
     assert spack_text == render.pin_rules_dir(text, rendered)
-    banded = bool(site.table and site.table.algorithm_bands())
-    assert bool(list(rendered.parent.glob("__*"))) == banded and (spack_text == text) == (
-        not banded
-    )
+    assert bool(list(rendered.parent.glob("__*"))) == bool(site.table) == (spack_text != text)
 
     # ... into its flat Core tree, where real Lmod loads it as openmpi-tuned/<version>
     core = spack_core(tmp_path, spack_text, version)
@@ -1084,7 +1082,10 @@ def test_spack_template_is_the_renderers_module_and_loads(pkg, name, tmp_path, m
         'module load openmpi-tuned/%s && echo "MPI_HOME=$MPI_HOME" && echo "PATH=$PATH"' % version,
     )
     assert "MPI_HOME=%s\n" % prefix in proc.stdout, proc.stderr
-    assert "PATH=%s/bin:" % prefix in proc.stdout, proc.stderr
+    # the MPI's bin/ first, after the module's launch check (selector.SEEN)
+    assert re.search(
+        r"PATH=([^:\n]*/__[^/:]*\.rules/bin:)?%s/bin:" % re.escape(prefix), proc.stdout
+    )
 
 
 def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_path):  # noqa: F811
@@ -1133,7 +1134,7 @@ def test_spack_install_puts_rules_files_where_its_module_finds_them(
     folder = rendered.parent / render.rules_dir(version)
     want = render.rules_files(site)
     assert want and sorted(p.name for p in folder.iterdir()) == sorted(
-        rel.rsplit("/", 1)[1] for rel in want
+        [rel.rsplit("/", 1)[1] for rel in want] + ["bin"]  # and the launch check (selector.SEEN)
     )
     for rel, text in want.items():
         installed = share / "modulefiles" / rel
@@ -1443,7 +1444,8 @@ def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
             "module -t avail 2>&1 | sed 's/^/AVAIL /'",
             "module load openmpi-tuned/5.0.8",
             'echo "SELECTION=$TUNEDMPI_SELECTION"',
-            'echo "MPIRUN=$(command -v mpirun)"',
+            # the MPI's own mpirun, after the module's launch check (render.EXECUTABLE)
+            "echo \"MPIRUN=$(type -ap mpirun | grep -v '/__[^/]*[.]rules/bin/' | head -1)\"",
             "mpirun --version 2>&1 | head -1 | sed 's/^/VERSION /'",
             "module load openmpi/5.0.8 2>&1",
             "module -t list 2>&1 | sed 's/^/LOADED /'",

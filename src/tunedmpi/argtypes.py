@@ -5,9 +5,9 @@ import math
 
 from tunedmpi.policy import POLICY
 
-MAX_COUNT = (
-    1000000  # modules/selector.MAX_COUNT, the modules' bound (test_files_safe keeps them equal)
-)
+# The largest count (nodes, ranks per node, repetitions) anything accepts: the CLI's counts and the
+# modules' geometry (modules/selector.py emits it into the Lua and Tcl twins).
+MAX_COUNT = 1000000
 MAX_TIMEOUT_S = 7 * 24 * 3600  # --timeout: a run longer than a week is a mistake, not a benchmark
 
 
@@ -70,4 +70,16 @@ def add_levels(p):
         type=number(0, 1),
         default=POLICY.alpha,
         help="significance level (default %g)" % POLICY.alpha,
+    )
+
+
+def add_wait(p):
+    """--wait of the commands that measure (bench/machine.py: one measurement per machine)."""
+    p.add_argument(
+        "--wait",
+        type=number(0, MAX_TIMEOUT_S, low_ok=True),
+        default=0.0,
+        metavar="SECONDS",
+        help="when another validate or sweep measures on this machine, wait this long for it "
+        "(default: refuse at once, naming it)",
     )

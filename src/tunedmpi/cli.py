@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
 from tunedmpi.errors import InputError, InputErrors, boundary
 from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
@@ -118,7 +118,12 @@ def cmd_render(args):
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
     if args.check:
-        stale = [rel for rel, text in files.items() if _read(out, rel) != text]
+        stale = [
+            rel
+            for rel, text in files.items()
+            if _read(out, rel) != text
+            or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
+        ]
         for rel in stale:
             print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
         for rel in gone:
@@ -146,6 +151,7 @@ def cmd_render(args):
         # in render_site's order: a site's new rules files before the module that names them ...
         write_all_or_none({"%s/%s" % (out, rel): text for rel, text in files.items()})
         for rel in files:
+            render.make_executable(os.path.join(out, rel))
             print("wrote %s/%s" % (out, rel))
         # ... and stale ones only once the module that no longer names them is in place.
         render.remove_stale_rules(out, gone)
@@ -227,18 +233,6 @@ def cmd_import_seed(args):
     from tunedmpi.importers import seed000
 
     return seed000.main([args.seed, args.out])
-
-
-def add_wait(p):
-    """--wait of the commands that measure (bench/machine.py: one measurement per machine)."""
-    p.add_argument(
-        "--wait",
-        type=number(0, MAX_TIMEOUT_S, low_ok=True),
-        default=0.0,
-        metavar="SECONDS",
-        help="when another validate or sweep measures on this machine, wait this long for it "
-        "(default: refuse at once, naming it)",
-    )
 
 
 def cmd_validate(args):
@@ -480,7 +474,6 @@ def _parser_validate(sub):
     from tunedmpi.acceptance import validate
 
     validate.add_arguments(p)
-    add_wait(p)
     p.set_defaults(func=cmd_validate)
 
 

@@ -40,13 +40,41 @@ local ROWS = {
     { 2, 1, 0, "none", { { "OMPI_MCA_mpi_yield_when_idle", "1" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["acc:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["allgather:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["allgather:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+  ["allreduce:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["allreduce:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+  ["alltoall:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["alltoall:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+  ["bcast:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["bcast:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+  ["fop:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["get:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["get:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+  ["put:1x2"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage transport: chosen over 5 candidate(s): pml=ucx_ucx_tls=self-posix.8382e47e, 14.6% less time than the baseline",
+  ["put:2x1"] = "campaign local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4, job-wide rule; stage idle: chosen over 1 candidate(s): mpi_yield_when_idle=1.1a6b4e6a, 99.4% less time than the baseline",
+}
+local ORIGIN = {
+  ["UCX_TLS"] = "the table\039s ucx_tls",
+  ["OMPI_MCA_pml"] = "the table\039s pml",
+  ["OMPI_MCA_pml_ucx_tls"] = "derived: pml ucx on a site without InfiniBand/RoCE disqualifies itself",
+  ["OMPI_MCA_pml_ucx_devices"] = "derived: pml ucx on a site without InfiniBand/RoCE disqualifies itself",
+  ["OMPI_MCA_mpi_yield_when_idle"] = "the table\039s Open MPI parameter of the same name",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_TLS", "OMPI_MCA_pml", "OMPI_MCA_pml_ucx_tls", "OMPI_MCA_pml_ucx_devices", "OMPI_MCA_mpi_yield_when_idle" }
+-- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
+-- "__", so nothing in it is listed or loadable), found from where this file is now: the
+-- installed tree can move. Rules files, and bin/ (the launch check). Python twin: explain.rules_path.
+local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 
 whatis("Name: openmpi-tuned/5.0.8")
 whatis("Description: Open MPI 5.0.8 with tuned defaults chosen by job geometry (site local)")
 whatis("Tuning table: tuning-tables/local/openmpi-5.0.8.yaml (tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4)")
-help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: imb: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-b9367e1be1); imb+osu: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-4e73d17310-imb); probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible) (campaign(s) local-2x1-8911a96cd4)\010  method:    staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 15 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass the per-benchmark rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores within host states, Holm over each benchmark\039s bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site local\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.8")
+help("openmpi-tuned/5.0.8 for site local (This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores).\010\010Tuning table: tuning-tables/local/openmpi-5.0.8.yaml\010  source:    tunedmpi sweep campaign(s) local-1x2-4e73d17310-imb, local-1x2-b9367e1be1, local-2x1-8911a96cd4\010  platform:  This build machine: PyPI Open MPI 5.0.8 wheel with UCX 1.18, no InfiniBand, 2 cores\010  benchmark: imb: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-b9367e1be1); imb+osu: IMB-MPI1 collectives and OSU one-sided tests (campaign(s) local-1x2-4e73d17310-imb); probe: IMB-MPI1 collectives and OSU one-sided tests (validate/probes, IMB/OSU-compatible) (campaign(s) local-2x1-8911a96cd4)\010  method:    staged search (transport -> ob1-limits -> ob1-single-copy -> ucx-thresholds -> one-sided -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; staged search (alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 15 interleaved repetitions per configuration; staged search (idle -> transport -> ob1-tcp -> ucx-inter -> alltoall-algorithm -> allgather-algorithm -> allreduce-algorithm -> bcast-algorithm), 5 interleaved repetitions per configuration; figure = drop max and min, mean of the rest; one job configuration for every operation: stage by stage, the lowest geometric mean over operations of the time relative to the stage\039s baseline among the configurations that pass the per-benchmark rule on every benchmark of the stage (no band loses, one wins: gain >= 5% and a Welch t test on per-run band scores within host states, Holm over each benchmark\039s bands, p < 0.05); per collective, coll_tuned algorithm bands: the per-size winner, kept where it beats Open MPI\039s own choice (Welch\039s t over the band, p x candidates, Holm, gain >= 5%)\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn). A rank\010of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.\010\010See the choice:   echo \036TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce)\010Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a\010                  variable you set before loading is kept (yours= in the selection)\010In a batch job:   load it in the job script, or run \039module reload\039 there: mpirun\010                  and srun say when the job differs from where it was loaded.\010Users\039 guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)\010Untuned baseline: module load openmpi/5.0.8")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -75,6 +103,8 @@ prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
 prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
+-- The launch check (selector.SEEN): its mpirun, mpiexec and srun come first on PATH.
+prepend_path("PATH", pathJoin(RULES_DIR, "bin"))
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
@@ -180,6 +210,28 @@ local function from_scheduler()
   return nil
 end
 
+-- What the row depends on, as the launch check reads it (selector.SEEN): NAME=value;...
+local function seen()
+  local parts = {}
+  for _, name in ipairs({ "TUNEDMPI_NODES", "TUNEDMPI_PPN", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_NODEFILE", "LSB_MCPU_HOSTS", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE", "TUNEDMPI_THREADS", "SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_PROFILE" }) do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. (v:gsub("[^A-Za-z0-9_.,()/%-]", "")) end
+  end
+  return table.concat(parts, ";")
+end
+
+-- Threads per rank (generated from selector.THREADS).
+local function threads(p)
+  local getenv = os.getenv
+  local t = count(getenv("TUNEDMPI_THREADS"))
+  if t then return t end
+  t = 1
+  t = math.max(t, count(getenv("SLURM_CPUS_PER_TASK")) or 1)
+  t = math.max(t, per_node(getenv("NCPUS"), p) or 1)
+  t = math.max(t, count(getenv("OMP_NUM_THREADS")) or 1)
+  return t
+end
+
 local function detect()
   local nodes, ppn, source = from_scheduler()
   if not nodes then nodes, ppn, source = DEFAULT_NODES, DEFAULT_PPN, "default" end
@@ -231,14 +283,19 @@ local function node_nps()
   return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
+-- A word from the environment as a message names it: only when it is a word, and cut, so
+-- whatever the environment holds is not echoed whole.
+local function shown(word)
+  local out = word:match("^[%w_]+$") or "?"
+  if #out > 40 then out = out:sub(1, 40) .. "..." end
+  return out
+end
+
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
-  local shown = profile:match("^[%w_]+$") or "?"
-  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
-  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  say("TUNEDMPI_PROFILE=" .. shown(profile) .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -252,16 +309,33 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
-  -- Trusted only while every variable of that row holds the row's value: the user's shell can
-  -- rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family swap the
-  -- other module's is already there.)
+  -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
+  -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
+  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
+  local marks = {}
+  if kr then
+    local left = kr:match(":left=([%w_,]*)$")
+    if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
+    if kr == ":unbound" then marks.unbound, kr = true, "" end
+    if kr ~= "" then kp = nil end
+  end
+  -- Trusted only while every variable load set from that row holds the row's value: the user's
+  -- shell can rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family
+  -- swap the other module's is already there.) Names load left alone are not asked.
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
     end
-    for _, kv in ipairs(row and row[5] or {}) do
-      if os.getenv(kv[1]) ~= kv[2] then row, kind = nil, nil end
+    local asked = {}
+    for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
+    for name in (marks.left or ""):gmatch("[^,]+") do asked[name] = nil end
+    if marks.unbound then
+      asked["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+      asked["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+      asked["PRTE_MCA_hwloc_default_binding_policy"] = nil
+    end
+    for name, value in pairs(asked) do
+      if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
@@ -273,16 +347,67 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. nps_note
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
+  local rules_note, rules_mark = "", ""
+  -- A rank of several threads is never bound to one core (selector.BINDING): placement is the launcher's.
+  local t = threads(ppn)
+  local threads_note, threaded_mark = "", ""
+  if t > 1 then threads_note = " threads=" .. t end
+  local unbound
+  if kind == "kept" then unbound = marks.unbound else unbound = t > 1 and set["PRTE_MCA_hwloc_default_binding_policy"] ~= nil end
+  if unbound then
+    set["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+    set["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+    set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
+    threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
+  end
+  -- Users in control (selector.SKIP): skipped names and values already set are left alone.
+  local left_note, left_mark = "", ""
+  if kind == "kept" then
+    for name in (marks.left or ""):gmatch("[^,]+") do set[name] = nil end
+  elseif not lost then
+    local words, known, unknown = {}, {}, {}
+    for _, name in ipairs(NAMES) do known[name] = true end
+    for w in (os.getenv("TUNEDMPI_SKIP") or ""):gmatch("[^,%s]+") do
+      words[w] = true
+      if not known[w] then unknown[#unknown + 1] = shown(w) end
+    end
+    if #unknown > 0 then
+      say("TUNEDMPI_SKIP: " .. table.concat(unknown, ", ") .. " not set by this module (ignored)")
+    end
+    local skipped, yours, left = {}, {}, {}
+    for _, name in ipairs(NAMES) do
+      if set[name] and words[name] then skipped[#skipped + 1] = name
+      elseif set[name] and (os.getenv(name) or "") ~= "" then yours[#yours + 1] = name end
+      if set[name] and (words[name] or (os.getenv(name) or "") ~= "") then left[#left + 1] = name end
+    end
+    for _, name in ipairs(left) do set[name] = nil end
+    if #skipped > 0 then left_note = " skip=" .. table.concat(skipped, ",") end
+    if #yours > 0 then left_note = left_note .. " yours=" .. table.concat(yours, ",") end
+    if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
+  end
+  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
+              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
+  keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

@@ -30,13 +30,34 @@ local ROWS = {
     { 2, 1, 0, "none", { { "OMPI_MCA_pml", "ucx" }, { "OMPI_MCA_osc", "ucx" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["acc:1x2"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), acc; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: slower (higher latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: slower (higher latency); (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: very slightly slower. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["acc:2x1"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), acc; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: slower (higher latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: slower (higher latency); (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: very slightly slower. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["fop:1x2"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), fop; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: slower (higher latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: slower (higher latency); (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: very slightly slower. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["fop:2x1"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), fop; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: slower (higher latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: slower (higher latency); (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: very slightly slower. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["get:1x2"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), get; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: faster (lower latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: faster (lower latency); summary of the UCX comparison: basic put/get performance seems to improve with the options",
+  ["get:2x1"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), get; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: faster (lower latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: faster (lower latency); summary of the UCX comparison: basic put/get performance seems to improve with the options",
+  ["get_acc:1x2"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), get_acc; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: neither faster nor slower; (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: neither faster nor slower; (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: faster. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["get_acc:2x1"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), get_acc; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: neither faster nor slower; (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: neither faster nor slower; (os3) hpcx/2.9.0 loaded, no mpirun options, against os0: faster. Page summary: \227\128\140get_acc_latency\227\129\160\227\129\145\233\171\152\233\128\159\229\140\150\227\128\130\228\187\150\227\129\175\227\129\187\227\130\147\227\129\174\227\130\143\227\129\154\227\129\139\227\129\171\228\189\142\233\128\159\229\140\150\239\188\136\227\129\187\227\129\188\229\144\140\227\129\152\227\128\129\232\170\164\229\183\174\239\188\159\239\188\137\227\128\141 (only get_acc faster; the others very slightly slower, almost the same, possibly noise)",
+  ["put:1x2"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), put; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: faster (lower latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: faster (lower latency); summary of the UCX comparison: basic put/get performance seems to improve with the options",
+  ["put:2x1"] = "study section UCX\227\129\174\229\138\185\230\158\156\227\129\171\227\129\164\227\129\132\227\129\166; graph pages (os2) and (os7), put; (os2) openmpi_cuda/4.1.2 + mpirun --mca pml ucx -mca osc ucx, against the os0 baseline: faster (lower latency); (os7) ucx_cuda/1.11.2 loaded + mpirun --mca pml ucx -mca osc ucx, against os0: faster (lower latency); summary of the UCX comparison: basic put/get performance seems to improve with the options",
+}
+local ORIGIN = {
+  ["OMPI_MCA_pml"] = "the table\039s pml",
+  ["OMPI_MCA_osc"] = "the table\039s osc",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "OMPI_MCA_pml", "OMPI_MCA_osc" }
+-- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
+-- "__", so nothing in it is listed or loadable), found from where this file is now: the
+-- installed tree can move. Rules files, and bin/ (the launch check). Python twin: explain.rules_path.
+local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 
 whatis("Name: openmpi_cuda-tuned/4.1.2")
 whatis("Description: Open MPI 4.1.2 with tuned defaults chosen by job geometry (site nagoya-flow-type2)")
 whatis("Tuning table: tuning-tables/nagoya-flow-type2/openmpi-4.1.2.yaml (\227\128\140\228\184\141\232\128\129\227\128\141 Type II\227\130\181\227\131\150\227\130\183\227\130\185\227\131\134\227\131\160\229\144\145\227\129\145MPI\231\146\176\229\162\131\227\129\174\230\149\180\229\130\153\227\129\171\227\129\164\227\129\132\227\129\166 (2022\229\185\1804\230\156\136 \230\155\180\230\150\176\231\137\136), Nagoya University supercomputer \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II (GPU) subsystem notes)")
-help("openmpi_cuda-tuned/4.1.2 for site nagoya-flow-type2 (Nagoya University Flow Type II (GPU) subsystem: openmpi_cuda/4.1.2 with ucx_cuda/1.11.2, HPC-X 2.9.0, CUDA 11.6.2).\010\010Tuning table: tuning-tables/nagoya-flow-type2/openmpi-4.1.2.yaml\010  source:    \227\128\140\228\184\141\232\128\129\227\128\141 Type II\227\130\181\227\131\150\227\130\183\227\130\185\227\131\134\227\131\160\229\144\145\227\129\145MPI\231\146\176\229\162\131\227\129\174\230\149\180\229\130\153\227\129\171\227\129\164\227\129\132\227\129\166 (2022\229\185\1804\230\156\136 \230\155\180\230\150\176\231\137\136), Nagoya University supercomputer \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II (GPU) subsystem notes\010  platform:  \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II subsystem (GPU nodes), Nagoya University. Node hardware (CPUs, sockets, GPUs, interconnect) is not described in the text beyond 1\227\130\189\227\130\177\227\131\131\227\131\136\229\134\133 / 2\227\130\189\227\130\177\227\131\131\227\131\136\233\150\147 / \227\131\142\227\131\188\227\131\137\233\150\147, i.e. at least 2 sockets per node.\010  benchmark: OSU Micro-Benchmarks (written \227\128\140OSU Micro-Benchmarkds\227\128\141 in the text) one-sided latency tests: put, get, acc, get_acc, fop (Accumulate / Get_accumulate / Fetch and Op \039with Active/Passive Synchronization\039); program names presumably osu_put_latency, osu_get_latency, osu_acc_latency, osu_get_acc_latency, osu_fop_latency (the text names only get_acc_latency); version not stated\010  method:    not stated: a single comparison read from graphs (latency, lower is better: latency\227\129\170\227\129\174\227\129\167\228\189\142\227\129\132\227\129\187\227\129\169\232\137\175\227\129\132), one verdict per operation (\233\171\152\233\128\159\229\140\150 / \228\189\142\233\128\159\229\140\150 / \227\129\169\227\129\161\227\130\137\227\129\168\227\130\130\232\168\128\227\129\136\227\129\170\227\129\132) summarising the three geometries; run counts and averaging not stated\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site nagoya-flow-type2\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: put); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi_cuda-untuned/4.1.2")
+help("openmpi_cuda-tuned/4.1.2 for site nagoya-flow-type2 (Nagoya University Flow Type II (GPU) subsystem: openmpi_cuda/4.1.2 with ucx_cuda/1.11.2, HPC-X 2.9.0, CUDA 11.6.2).\010\010Tuning table: tuning-tables/nagoya-flow-type2/openmpi-4.1.2.yaml\010  source:    \227\128\140\228\184\141\232\128\129\227\128\141 Type II\227\130\181\227\131\150\227\130\183\227\130\185\227\131\134\227\131\160\229\144\145\227\129\145MPI\231\146\176\229\162\131\227\129\174\230\149\180\229\130\153\227\129\171\227\129\164\227\129\132\227\129\166 (2022\229\185\1804\230\156\136 \230\155\180\230\150\176\231\137\136), Nagoya University supercomputer \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II (GPU) subsystem notes\010  platform:  \227\128\140\228\184\141\232\128\129\227\128\141 (Flow) Type II subsystem (GPU nodes), Nagoya University. Node hardware (CPUs, sockets, GPUs, interconnect) is not described in the text beyond 1\227\130\189\227\130\177\227\131\131\227\131\136\229\134\133 / 2\227\130\189\227\130\177\227\131\131\227\131\136\233\150\147 / \227\131\142\227\131\188\227\131\137\233\150\147, i.e. at least 2 sockets per node.\010  benchmark: OSU Micro-Benchmarks (written \227\128\140OSU Micro-Benchmarkds\227\128\141 in the text) one-sided latency tests: put, get, acc, get_acc, fop (Accumulate / Get_accumulate / Fetch and Op \039with Active/Passive Synchronization\039); program names presumably osu_put_latency, osu_get_latency, osu_acc_latency, osu_get_acc_latency, osu_fop_latency (the text names only get_acc_latency); version not stated\010  method:    not stated: a single comparison read from graphs (latency, lower is better: latency\227\129\170\227\129\174\227\129\167\228\189\142\227\129\132\227\129\187\227\129\169\232\137\175\227\129\132), one verdict per operation (\233\171\152\233\128\159\229\140\150 / \228\189\142\233\128\159\229\140\150 / \227\129\169\227\129\161\227\130\137\227\129\168\227\130\130\232\168\128\227\129\136\227\129\170\227\129\132) summarising the three geometries; run counts and averaging not stated\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 2 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn). A rank\010of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.\010\010See the choice:   echo \036TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: put)\010Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a\010                  variable you set before loading is kept (yours= in the selection)\010In a batch job:   load it in the job script, or run \039module reload\039 there: mpirun\010                  and srun say when the job differs from where it was loaded.\010Users\039 guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)\010Untuned baseline: module load openmpi_cuda-untuned/4.1.2")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -60,6 +81,8 @@ local base_holds = os.getenv("LMOD_FAMILY_MPI") == "openmpi_cuda"
 member("mpi", not base_holds)
 member("mpi_tuning", base_holds or os.getenv("LMOD_FAMILY_MPI_TUNING") ~= nil)
 
+-- The launch check (selector.SEEN): its mpirun, mpiexec and srun come first on PATH.
+prepend_path("PATH", pathJoin(RULES_DIR, "bin"))
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
@@ -165,6 +188,28 @@ local function from_scheduler()
   return nil
 end
 
+-- What the row depends on, as the launch check reads it (selector.SEEN): NAME=value;...
+local function seen()
+  local parts = {}
+  for _, name in ipairs({ "TUNEDMPI_NODES", "TUNEDMPI_PPN", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_NODEFILE", "LSB_MCPU_HOSTS", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE", "TUNEDMPI_THREADS", "SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_PROFILE" }) do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. (v:gsub("[^A-Za-z0-9_.,()/%-]", "")) end
+  end
+  return table.concat(parts, ";")
+end
+
+-- Threads per rank (generated from selector.THREADS).
+local function threads(p)
+  local getenv = os.getenv
+  local t = count(getenv("TUNEDMPI_THREADS"))
+  if t then return t end
+  t = 1
+  t = math.max(t, count(getenv("SLURM_CPUS_PER_TASK")) or 1)
+  t = math.max(t, per_node(getenv("NCPUS"), p) or 1)
+  t = math.max(t, count(getenv("OMP_NUM_THREADS")) or 1)
+  return t
+end
+
 local function detect()
   local nodes, ppn, source = from_scheduler()
   if not nodes then nodes, ppn, source = DEFAULT_NODES, DEFAULT_PPN, "default" end
@@ -216,14 +261,19 @@ local function node_nps()
   return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
+-- A word from the environment as a message names it: only when it is a word, and cut, so
+-- whatever the environment holds is not echoed whole.
+local function shown(word)
+  local out = word:match("^[%w_]+$") or "?"
+  if #out > 40 then out = out:sub(1, 40) .. "..." end
+  return out
+end
+
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
-  local shown = profile:match("^[%w_]+$") or "?"
-  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
-  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  say("TUNEDMPI_PROFILE=" .. shown(profile) .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -237,16 +287,33 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
-  -- Trusted only while every variable of that row holds the row's value: the user's shell can
-  -- rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family swap the
-  -- other module's is already there.)
+  -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
+  -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
+  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
+  local marks = {}
+  if kr then
+    local left = kr:match(":left=([%w_,]*)$")
+    if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
+    if kr == ":unbound" then marks.unbound, kr = true, "" end
+    if kr ~= "" then kp = nil end
+  end
+  -- Trusted only while every variable load set from that row holds the row's value: the user's
+  -- shell can rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family
+  -- swap the other module's is already there.) Names load left alone are not asked.
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
     end
-    for _, kv in ipairs(row and row[5] or {}) do
-      if os.getenv(kv[1]) ~= kv[2] then row, kind = nil, nil end
+    local asked = {}
+    for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
+    for name in (marks.left or ""):gmatch("[^,]+") do asked[name] = nil end
+    if marks.unbound then
+      asked["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+      asked["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+      asked["PRTE_MCA_hwloc_default_binding_policy"] = nil
+    end
+    for name, value in pairs(asked) do
+      if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
@@ -258,16 +325,67 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. nps_note
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
+  local rules_note, rules_mark = "", ""
+  -- A rank of several threads is never bound to one core (selector.BINDING): placement is the launcher's.
+  local t = threads(ppn)
+  local threads_note, threaded_mark = "", ""
+  if t > 1 then threads_note = " threads=" .. t end
+  local unbound
+  if kind == "kept" then unbound = marks.unbound else unbound = t > 1 and set["PRTE_MCA_hwloc_default_binding_policy"] ~= nil end
+  if unbound then
+    set["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+    set["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+    set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
+    threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
+  end
+  -- Users in control (selector.SKIP): skipped names and values already set are left alone.
+  local left_note, left_mark = "", ""
+  if kind == "kept" then
+    for name in (marks.left or ""):gmatch("[^,]+") do set[name] = nil end
+  elseif not lost then
+    local words, known, unknown = {}, {}, {}
+    for _, name in ipairs(NAMES) do known[name] = true end
+    for w in (os.getenv("TUNEDMPI_SKIP") or ""):gmatch("[^,%s]+") do
+      words[w] = true
+      if not known[w] then unknown[#unknown + 1] = shown(w) end
+    end
+    if #unknown > 0 then
+      say("TUNEDMPI_SKIP: " .. table.concat(unknown, ", ") .. " not set by this module (ignored)")
+    end
+    local skipped, yours, left = {}, {}, {}
+    for _, name in ipairs(NAMES) do
+      if set[name] and words[name] then skipped[#skipped + 1] = name
+      elseif set[name] and (os.getenv(name) or "") ~= "" then yours[#yours + 1] = name end
+      if set[name] and (words[name] or (os.getenv(name) or "") ~= "") then left[#left + 1] = name end
+    end
+    for _, name in ipairs(left) do set[name] = nil end
+    if #skipped > 0 then left_note = " skip=" .. table.concat(skipped, ",") end
+    if #yours > 0 then left_note = left_note .. " yours=" .. table.concat(yours, ",") end
+    if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
+  end
+  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
+              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
+  keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

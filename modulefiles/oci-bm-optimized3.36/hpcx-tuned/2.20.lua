@@ -64,13 +64,79 @@ local ROWS = {
     { 8, 36, 2, "none", { { "UCX_TLS", "self,sm,ud" }, { "UCX_RNDV_THRESH", "intra:16kb,inter:128kb" }, { "UCX_ZCOPY_THRESH", "128kb" }, { "SLURM_DISTRIBUTION", "block:cyclic" }, { "OMPI_MCA_coll_hcoll_enable", "1" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["allgather:1x8"] = "study section 1-1-2; UCC vs none: worse over almost the whole range; HCOLL vs none: worse over almost the whole range; UCC vs HCOLL: better from 4KB to 32KB; worse below that",
+  ["allgather:1x16"] = "study section 1-2-2; UCC vs none: no clear trend at >= 16KB; worse below that; HCOLL vs none: no clear trend at >= 32KB; worse over almost all of the range below that; UCC vs HCOLL: better from 4KB to 16KB; worse below that",
+  ["allgather:1x32"] = "study section 1-3-2; UCC vs none: worse from 128B to 512B; no clear trend elsewhere; HCOLL vs none: worse from 2KB to 8KB; no clear trend elsewhere; UCC vs HCOLL: worse from 128B to 512B; better from 2KB to 8KB",
+  ["allgather:1x36"] = "study section 1-4-2; UCC vs none: better at <= 64B; no clear trend elsewhere; HCOLL vs none: better at <= 1KB; no clear trend elsewhere; UCC vs HCOLL: better from 2KB to 8KB; worse below that",
+  ["allgather:2x8"] = "study section 2-1-2; UCC vs none: better over the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: mostly better at <= 16KB",
+  ["allgather:2x16"] = "study section 2-2-2; UCC vs none: better over the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: no clear trend over the whole range",
+  ["allgather:2x32"] = "study section 2-3-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1KB to 4KB and at <= 16B; worse from 64B to 512B",
+  ["allgather:2x36"] = "study section 2-4-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1KB to 4KB; worse from 64B to 512B",
+  ["allgather:4x8"] = "study section 3-1-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 128B to 1KB; better from 2KB to 8KB and at <= 64B",
+  ["allgather:4x16"] = "study section 3-2-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 64B to 512B; better at <= 16B",
+  ["allgather:4x32"] = "study section 3-3-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 32B to 512B",
+  ["allgather:4x36"] = "study section 3-4-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: no clear trend over the whole range",
+  ["allgather:8x8"] = "study section 4-1-2; UCC vs none: better at >= 64KB and at <= 32B; worse from 64B to 512B; HCOLL vs none: better at >= 64KB; UCC vs HCOLL: worse from 64B to 512B; better at <= 32B",
+  ["allgather:8x16"] = "study section 4-2-2; UCC vs none: better over almost the whole range; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 32B to 512B; better at <= 16B",
+  ["allgather:8x32"] = "study section 4-3-2; UCC vs none: better at >= 4KB and at <= 8B; worse from 16B to 1KB; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: better at <= 8B; worse from 16B to 512KB",
+  ["allgather:8x36"] = "study section 4-4-2; UCC vs none: worse from 16B to 256B; better elsewhere; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse from 16B to 256B",
+  ["allreduce:1x8"] = "study section 1-1-3; UCC vs none: better at >= 256KB; worse below that; HCOLL vs none: better over almost the whole range; UCC vs HCOLL: worse over almost the whole range",
+  ["allreduce:1x16"] = "study section 1-2-3; UCC vs none: better at >= 32KB; worse below that; HCOLL vs none: better at >= 32MB; worse at <= 4KB; UCC vs HCOLL: no clear trend at >= 8KB; worse below that",
+  ["allreduce:1x32"] = "study section 1-3-3; UCC vs none: better at >= 512KB; no clear trend below that; HCOLL vs none: better at >= 32MB and at <= 4KB; UCC vs HCOLL: worse at <= 4KB",
+  ["allreduce:1x36"] = "study section 1-4-3; UCC vs none: better at >= 128B; HCOLL vs none: better at >= 128KB and at <= 4KB; UCC vs HCOLL: no clear trend at >= 8KB; worse below that",
+  ["allreduce:2x8"] = "study section 2-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 128B to 512KB; no clear trend elsewhere",
+  ["allreduce:2x16"] = "study section 2-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 1MB to 16MB; better at <= 4KB",
+  ["allreduce:2x32"] = "study section 2-3-3; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 1MB to 16MB; mostly worse above that and below that",
+  ["allreduce:2x36"] = "study section 2-4-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: mostly better at >= 8KB; worse below that",
+  ["allreduce:4x8"] = "study section 3-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse from 128B to 4KB",
+  ["allreduce:4x16"] = "study section 3-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 2MB to 16MB; worse from 128B to 4KB",
+  ["allreduce:4x32"] = "study section 3-3-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better from 512KB to 16MB; worse at <= 4KB",
+  ["allreduce:4x36"] = "study section 3-4-3; UCC vs none: better over almost the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: mostly better at >= 8KB; worse below that",
+  ["allreduce:8x8"] = "study section 4-1-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 64MB",
+  ["allreduce:8x16"] = "study section 4-2-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 1MB; worse from 128B to 32KB",
+  ["allreduce:8x32"] = "study section 4-3-3; UCC vs none: better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: better at >= 512KB; mostly worse at <= 64KB",
+  ["allreduce:8x36"] = "study section 4-4-3; UCC vs none: mostly better over the whole range; HCOLL vs none: better over the whole range; UCC vs HCOLL: worse at <= 8KB",
+  ["alltoall:1x8"] = "study section 1-1-1; UCC vs none: worse at >= 32KB; no clear trend below that; HCOLL vs none: no clear trend over the whole range; UCC vs HCOLL: better at >= 32KB; no clear trend below that",
+  ["alltoall:1x16"] = "study section 1-2-1; UCC vs none: worse at >= 16KB; better below 128B; HCOLL vs none: no clear trend at >= 1KB; better below that; UCC vs HCOLL: worse at >= 32KB; no clear trend below that",
+  ["alltoall:1x32"] = "study section 1-3-1; UCC vs none: worse at >= 16KB and at <= 128B; HCOLL vs none: no clear trend at >= 2KB; mostly better below that; UCC vs HCOLL: worse at >= 16KB; no clear trend below that",
+  ["alltoall:1x36"] = "study section 1-4-1; UCC vs none: worse at >= 16KB; better at <= 128B; HCOLL vs none: worse at >= 128KB; mostly better at <= 1KB; UCC vs HCOLL: worse from 16KB to 128KB",
+  ["alltoall:2x8"] = "study section 2-1-1; UCC vs none: worse from 4KB to 256KB; mostly better at <= 256B; HCOLL vs none: mostly better at <= 256B; UCC vs HCOLL: mostly worse at <= 64KB",
+  ["alltoall:2x16"] = "study section 2-2-1; UCC vs none: better below 512B; no clear trend above that; HCOLL vs none: better below 512B; no clear trend above that; UCC vs HCOLL: mostly worse at <= 64KB",
+  ["alltoall:2x32"] = "study section 2-3-1; UCC vs none: better below 1KB; no clear trend above that; HCOLL vs none: better below 1KB; no clear trend above that; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:2x36"] = "study section 2-4-1; UCC vs none: better at <= 512B; HCOLL vs none: better at <= 512B; UCC vs HCOLL: mostly worse at <= 512B",
+  ["alltoall:4x8"] = "study section 3-1-1; UCC vs none: worse from 2KB to 64KB; better at <= 256B; HCOLL vs none: worse from 512B to 32KB; better below that; UCC vs HCOLL: mostly worse at <= 128B",
+  ["alltoall:4x16"] = "study section 3-2-1; UCC vs none: better at <= 1KB; HCOLL vs none: better at <= 1KB; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:4x32"] = "study section 3-3-1; UCC vs none: better at <= 512B; HCOLL vs none: better at <= 256B; UCC vs HCOLL: no clear trend over the whole range",
+  ["alltoall:4x36"] = "study section 3-4-1; UCC vs none: mostly better at <= 512B; HCOLL vs none: better at <= 512B; UCC vs HCOLL: mostly worse at <= 256B",
+  ["alltoall:8x8"] = "study section 4-1-1; UCC vs none: better at <= 1KB; HCOLL vs none: better at <= 1KB; UCC vs HCOLL: mostly worse at <= 128B",
+  ["alltoall:8x16"] = "study section 4-2-1; UCC vs none: better at <= 512B; HCOLL vs none: mostly better at <= 512B; UCC vs HCOLL: mostly worse at <= 2KB",
+  ["alltoall:8x32"] = "study section 4-3-1; UCC vs none: no clear trend over the whole range; HCOLL vs none: worse from 2KB to 64KB; better at <= 512B; UCC vs HCOLL: better from 256B to 16KB; mostly worse at <= 128B",
+  ["alltoall:8x36"] = "study section 4-4-1; UCC vs none: no clear trend over the whole range; HCOLL vs none: mostly worse at >= 1KB; worse below that; UCC vs HCOLL: mostly worse at <= 256B",
+}
+local ORIGIN = {
+  ["UCX_RNDV_THRESH"] = "the table\039s ucx_rndv_thresh (intra:/inter: form with UCX >= 1.17)",
+  ["SLURM_DISTRIBUTION"] = "the table\039s mapping, for srun",
+  ["OMPI_MCA_coll_hcoll_enable"] = "derived: HCOLL won most sizes of a collective, or none",
+  ["OMPI_MCA_coll_ucc_enable"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_priority"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_cts"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["UCC_CL_BASIC_TUNE"] = "derived: UCC declines the sizes it did not win (the table\039s choice)",
+  ["UCX_TLS"] = "the table\039s ucx_tls",
+  ["UCX_ZCOPY_THRESH"] = "the table\039s ucx_zcopy_thresh",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "SLURM_DISTRIBUTION", "OMPI_MCA_coll_hcoll_enable", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "UCX_TLS", "UCX_ZCOPY_THRESH" }
+-- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
+-- "__", so nothing in it is listed or loadable), found from where this file is now: the
+-- installed tree can move. Rules files, and bin/ (the launch check). Python twin: explain.rules_path.
+local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 
 whatis("Name: hpcx-tuned/2.20")
 whatis("Description: HPC-X 2.20 with tuned defaults chosen by job geometry (site oci-bm-optimized3.36)")
 whatis("Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml (OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137)")
-help("hpcx-tuned/2.20 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml\010  source:    OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\010  platform:  BM.Optimized3.36 (SMT disabled), cluster network (all 2+-node runs on instances under one leaf switch), Oracle Linux 8.10-based HPC cluster networking image No.12\010  benchmark: Intel MPI Benchmarks 2021.7 (IMB-MPI1)\010  method:    5 runs per case; drop the largest and smallest; arithmetic mean of the other 3\010\010HPC-X: the table was measured with Open MPI, not HPC-X; this module sets only the\010variables documented for what HPC-X ships (UCX, UCC, HCOLL, its Open MPI 4.1), each row\039s\010others are left out (docs/hpcx-sharp.md). Run validate/run.sh on the site before use.\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 36 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site oci-bm-optimized3.36\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load hpcx-untuned/2.20")
+help("hpcx-tuned/2.20 for site oci-bm-optimized3.36 (OCI BM.Optimized3.36 cluster (2 x 18-core Xeon, SMT off, RoCE cluster network), Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml\010  source:    OCI HPC tutorial: OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\010  platform:  BM.Optimized3.36 (SMT disabled), cluster network (all 2+-node runs on instances under one leaf switch), Oracle Linux 8.10-based HPC cluster networking image No.12\010  benchmark: Intel MPI Benchmarks 2021.7 (IMB-MPI1)\010  method:    5 runs per case; drop the largest and smallest; arithmetic mean of the other 3\010\010HPC-X: the table was measured with Open MPI, not HPC-X; this module sets only the\010variables documented for what HPC-X ships (UCX, UCC, HCOLL, its Open MPI 4.1), each row\039s\010others are left out (docs/hpcx-sharp.md). Run validate/run.sh on the site before use.\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 36 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn). A rank\010of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.\010\010See the choice:   echo \036TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce)\010Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a\010                  variable you set before loading is kept (yours= in the selection)\010In a batch job:   load it in the job script, or run \039module reload\039 there: mpirun\010                  and srun say when the job differs from where it was loaded.\010Users\039 guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)\010Untuned baseline: module load hpcx-untuned/2.20")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -94,6 +160,8 @@ local base_holds = os.getenv("LMOD_FAMILY_MPI") == "hpcx"
 member("mpi", not base_holds)
 member("mpi_tuning", base_holds or os.getenv("LMOD_FAMILY_MPI_TUNING") ~= nil)
 
+-- The launch check (selector.SEEN): its mpirun, mpiexec and srun come first on PATH.
+prepend_path("PATH", pathJoin(RULES_DIR, "bin"))
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
@@ -199,6 +267,28 @@ local function from_scheduler()
   return nil
 end
 
+-- What the row depends on, as the launch check reads it (selector.SEEN): NAME=value;...
+local function seen()
+  local parts = {}
+  for _, name in ipairs({ "TUNEDMPI_NODES", "TUNEDMPI_PPN", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_NODEFILE", "LSB_MCPU_HOSTS", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE", "TUNEDMPI_THREADS", "SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_PROFILE" }) do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. (v:gsub("[^A-Za-z0-9_.,()/%-]", "")) end
+  end
+  return table.concat(parts, ";")
+end
+
+-- Threads per rank (generated from selector.THREADS).
+local function threads(p)
+  local getenv = os.getenv
+  local t = count(getenv("TUNEDMPI_THREADS"))
+  if t then return t end
+  t = 1
+  t = math.max(t, count(getenv("SLURM_CPUS_PER_TASK")) or 1)
+  t = math.max(t, per_node(getenv("NCPUS"), p) or 1)
+  t = math.max(t, count(getenv("OMP_NUM_THREADS")) or 1)
+  return t
+end
+
 local function detect()
   local nodes, ppn, source = from_scheduler()
   if not nodes then nodes, ppn, source = DEFAULT_NODES, DEFAULT_PPN, "default" end
@@ -250,14 +340,19 @@ local function node_nps()
   return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
+-- A word from the environment as a message names it: only when it is a word, and cut, so
+-- whatever the environment holds is not echoed whole.
+local function shown(word)
+  local out = word:match("^[%w_]+$") or "?"
+  if #out > 40 then out = out:sub(1, 40) .. "..." end
+  return out
+end
+
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
-  local shown = profile:match("^[%w_]+$") or "?"
-  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
-  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  say("TUNEDMPI_PROFILE=" .. shown(profile) .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -271,16 +366,33 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
-  -- Trusted only while every variable of that row holds the row's value: the user's shell can
-  -- rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family swap the
-  -- other module's is already there.)
+  -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
+  -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
+  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
+  local marks = {}
+  if kr then
+    local left = kr:match(":left=([%w_,]*)$")
+    if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
+    if kr == ":unbound" then marks.unbound, kr = true, "" end
+    if kr ~= "" then kp = nil end
+  end
+  -- Trusted only while every variable load set from that row holds the row's value: the user's
+  -- shell can rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family
+  -- swap the other module's is already there.) Names load left alone are not asked.
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
     end
-    for _, kv in ipairs(row and row[5] or {}) do
-      if os.getenv(kv[1]) ~= kv[2] then row, kind = nil, nil end
+    local asked = {}
+    for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
+    for name in (marks.left or ""):gmatch("[^,]+") do asked[name] = nil end
+    if marks.unbound then
+      asked["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+      asked["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+      asked["PRTE_MCA_hwloc_default_binding_policy"] = nil
+    end
+    for name, value in pairs(asked) do
+      if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
@@ -292,16 +404,67 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. nps_note
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
+  local rules_note, rules_mark = "", ""
+  -- A rank of several threads is never bound to one core (selector.BINDING): placement is the launcher's.
+  local t = threads(ppn)
+  local threads_note, threaded_mark = "", ""
+  if t > 1 then threads_note = " threads=" .. t end
+  local unbound
+  if kind == "kept" then unbound = marks.unbound else unbound = t > 1 and set["PRTE_MCA_hwloc_default_binding_policy"] ~= nil end
+  if unbound then
+    set["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+    set["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+    set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
+    threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
+  end
+  -- Users in control (selector.SKIP): skipped names and values already set are left alone.
+  local left_note, left_mark = "", ""
+  if kind == "kept" then
+    for name in (marks.left or ""):gmatch("[^,]+") do set[name] = nil end
+  elseif not lost then
+    local words, known, unknown = {}, {}, {}
+    for _, name in ipairs(NAMES) do known[name] = true end
+    for w in (os.getenv("TUNEDMPI_SKIP") or ""):gmatch("[^,%s]+") do
+      words[w] = true
+      if not known[w] then unknown[#unknown + 1] = shown(w) end
+    end
+    if #unknown > 0 then
+      say("TUNEDMPI_SKIP: " .. table.concat(unknown, ", ") .. " not set by this module (ignored)")
+    end
+    local skipped, yours, left = {}, {}, {}
+    for _, name in ipairs(NAMES) do
+      if set[name] and words[name] then skipped[#skipped + 1] = name
+      elseif set[name] and (os.getenv(name) or "") ~= "" then yours[#yours + 1] = name end
+      if set[name] and (words[name] or (os.getenv(name) or "") ~= "") then left[#left + 1] = name end
+    end
+    for _, name in ipairs(left) do set[name] = nil end
+    if #skipped > 0 then left_note = " skip=" .. table.concat(skipped, ",") end
+    if #yours > 0 then left_note = left_note .. " yours=" .. table.concat(yours, ",") end
+    if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
+  end
+  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
+              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
+  keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

@@ -28,13 +28,46 @@ local ROWS = {
     { 1, 256, 4, "none", { { "UCX_RNDV_THRESH", "16kb" }, { "PRTE_MCA_rmaps_default_mapping_policy", "core" }, { "PRTE_MCA_rmaps_default_ranking_policy", "slot" }, { "PRTE_MCA_hwloc_default_binding_policy", "core" }, { "SLURM_DISTRIBUTION", "block:block" }, { "OMPI_MCA_coll_hcoll_enable", "1" }, { "HCOLL_ML_DISABLE_ALLGATHER", "1" }, { "HCOLL_ML_DISABLE_ALLTOALL", "1" }, { "OMPI_MCA_coll_ucc_enable", "1" }, { "OMPI_MCA_coll_ucc_priority", "100" }, { "OMPI_MCA_coll_ucc_cts", "allreduce" }, { "UCC_CL_BASIC_TUNE", "allreduce:0-4194303:0" } } },
   },
 }
+-- Each row's evidence (envmap.evidence) and what each name comes from (envmap.ORIGIN): module help.
+local EVIDENCE = {
+  ["allgather:1x32"] = "study section 1-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allgather:1x64"] = "study section 2-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best",
+  ["allgather:1x128"] = "study section 3-2; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allgather:1x256"] = "study section 4-2; no component: UCX_RNDV_THRESH has little influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 128KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x32"] = "study section 1-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x64"] = "study section 2-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 64KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x128"] = "study section 3-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 64KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["allreduce:1x256"] = "study section 4-3; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x32"] = "study section 1-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x64"] = "study section 2-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 32KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x128"] = "study section 3-1; no component: UCX_RNDV_THRESH has no influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+  ["alltoall:1x256"] = "study section 4-1; no component: UCX_RNDV_THRESH has little influence; UCC: UCX_RNDV_THRESH matters at middle message sizes (range not given); 16KB is best; HCOLL: UCX_RNDV_THRESH has little influence",
+}
+local ORIGIN = {
+  ["UCX_RNDV_THRESH"] = "the table\039s ucx_rndv_thresh (intra:/inter: form with UCX >= 1.17)",
+  ["OMPI_MCA_coll_hcoll_enable"] = "derived: HCOLL won most sizes of a collective, or none",
+  ["HCOLL_ML_DISABLE_ALLGATHER"] = "derived: HCOLL stays off for a collective that did not choose it",
+  ["HCOLL_ML_DISABLE_ALLTOALL"] = "derived: HCOLL stays off for a collective that did not choose it",
+  ["OMPI_MCA_coll_ucc_enable"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_priority"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["OMPI_MCA_coll_ucc_cts"] = "derived: UCC won some sizes of these collectives (the table\039s choice)",
+  ["UCC_CL_BASIC_TUNE"] = "derived: UCC declines the sizes it did not win (the table\039s choice)",
+  ["PRTE_MCA_rmaps_default_mapping_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["PRTE_MCA_rmaps_default_ranking_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["PRTE_MCA_hwloc_default_binding_policy"] = "the table\039s mapping (block: by core; cyclic: over NUMA nodes), for mpirun",
+  ["SLURM_DISTRIBUTION"] = "the table\039s mapping, for srun",
+}
 -- Every name any row sets. pushenv: unload gives back what the user or another module had.
 local NAMES = { "UCX_RNDV_THRESH", "OMPI_MCA_coll_hcoll_enable", "HCOLL_ML_DISABLE_ALLGATHER", "HCOLL_ML_DISABLE_ALLTOALL", "OMPI_MCA_coll_ucc_enable", "OMPI_MCA_coll_ucc_priority", "OMPI_MCA_coll_ucc_cts", "UCC_CL_BASIC_TUNE", "PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy", "PRTE_MCA_hwloc_default_binding_policy", "SLURM_DISTRIBUTION" }
+-- The side folder: __<version>.rules/ beside this file (Lmod never walks a name starting with
+-- "__", so nothing in it is listed or loadable), found from where this file is now: the
+-- installed tree can move. Rules files, and bin/ (the launch check). Python twin: explain.rules_path.
+local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))
 
 whatis("Name: openmpi-tuned/5.0.6")
 whatis("Description: Open MPI 5.0.6 with tuned defaults chosen by job geometry (site oci-bm-standard-e6.256)")
 whatis("Tuning table: tuning-tables/oci-bm-standard-e6.256/openmpi-5.0.6.yaml (OCI HPC \227\131\145\227\131\149\227\130\169\227\131\188\227\131\158\227\131\179\227\130\185\233\150\162\233\128\163Tips on Open MPI collective (MPI\233\155\134\229\144\136\233\128\154\228\191\161) performance on the bare-metal shape BM.Standard.E6.256. The seed text carries no title line and no URL; it is the BM.Standard.E6.256 counterpart of seed 000 (\227\128\140OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\227\128\141).)")
-help("openmpi-tuned/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.256 (2 x 128-core AMD EPYC), single-node jobs, Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-standard-e6.256/openmpi-5.0.6.yaml\010  source:    OCI HPC \227\131\145\227\131\149\227\130\169\227\131\188\227\131\158\227\131\179\227\130\185\233\150\162\233\128\163Tips on Open MPI collective (MPI\233\155\134\229\144\136\233\128\154\228\191\161) performance on the bare-metal shape BM.Standard.E6.256. The seed text carries no title line and no URL; it is the BM.Standard.E6.256 counterpart of seed 000 (\227\128\140OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\227\128\141).\010  platform:  BM.Standard.E6.256, bare metal with 5th-generation AMD EPYC processors (\231\172\1725\228\184\150\228\187\163 AMD EPYC \227\131\151\227\131\173\227\130\187\227\131\131\227\130\181), 1 node; NPS set in BIOS to NPS1 or NPS4 (both measured). The [\229\174\159\232\161\140\231\146\176\229\162\131] list of the seed text is empty (only its footnotes \226\128\1876 on the SMT setting and \226\128\1877 on the build guide survive), so core count, SMT setting and OS are not stated.\010  benchmark: Intel MPI Benchmarks (IMB-MPI1); version not stated in the seed text\010  method:    5 runs per test case; drop the largest and the smallest; arithmetic mean of the other 3 (\227\131\134\227\130\185\227\131\136\227\130\177\227\131\188\227\130\185\230\175\142\227\129\1715\229\155\158\229\174\159\230\150\189\227\129\151\227\128\129\227\129\157\227\129\174\230\156\128\229\164\167\229\128\164\227\129\168\230\156\128\229\176\143\229\128\164\227\130\146\233\153\164\227\129\1433\229\155\158\227\129\174\231\174\151\232\161\147\229\185\179\229\157\135). Procedure per case: UCX_RNDV_THRESH swept over auto, 4kb, 8kb, 16kb, 32kb, 64kb, 128kb for every NPS (and, from 64 ppn on, placement) and component; the best value fixed; at 32 ppn NPS x component then compared together; from 64 ppn on NPS x placement compared without a component, then the components compared at NPS4 with block placement.\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 256 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn).\010\010See the choice:   echo \036TUNEDMPI_SELECTION   or   tunedmpi explain --site oci-bm-standard-e6.256\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce); TUNEDMPI_VERBOSE=1 explains\010                  on stderr; set any variable after loading, or use mpirun -x / --mca.\010Untuned baseline: module load openmpi/5.0.6")
+help("openmpi-tuned/5.0.6 for site oci-bm-standard-e6.256 (OCI BM.Standard.E6.256 (2 x 128-core AMD EPYC), single-node jobs, Open MPI 5.0.6 with UCX, UCC and HCOLL).\010\010Tuning table: tuning-tables/oci-bm-standard-e6.256/openmpi-5.0.6.yaml\010  source:    OCI HPC \227\131\145\227\131\149\227\130\169\227\131\188\227\131\158\227\131\179\227\130\185\233\150\162\233\128\163Tips on Open MPI collective (MPI\233\155\134\229\144\136\233\128\154\228\191\161) performance on the bare-metal shape BM.Standard.E6.256. The seed text carries no title line and no URL; it is the BM.Standard.E6.256 counterpart of seed 000 (\227\128\140OpenMPI\227\129\174MPI\233\155\134\229\144\136\233\128\154\228\191\161\227\131\129\227\131\165\227\131\188\227\131\139\227\131\179\227\130\176\230\150\185\230\179\149\239\188\136BM.Optimized3.36\231\183\168\239\188\137\227\128\141).\010  platform:  BM.Standard.E6.256, bare metal with 5th-generation AMD EPYC processors (\231\172\1725\228\184\150\228\187\163 AMD EPYC \227\131\151\227\131\173\227\130\187\227\131\131\227\130\181), 1 node; NPS set in BIOS to NPS1 or NPS4 (both measured). The [\229\174\159\232\161\140\231\146\176\229\162\131] list of the seed text is empty (only its footnotes \226\128\1876 on the SMT setting and \226\128\1877 on the build guide survive), so core count, SMT setting and OS are not stated.\010  benchmark: Intel MPI Benchmarks (IMB-MPI1); version not stated in the seed text\010  method:    5 runs per test case; drop the largest and the smallest; arithmetic mean of the other 3 (\227\131\134\227\130\185\227\131\136\227\130\177\227\131\188\227\130\185\230\175\142\227\129\1715\229\155\158\229\174\159\230\150\189\227\129\151\227\128\129\227\129\157\227\129\174\230\156\128\229\164\167\229\128\164\227\129\168\230\156\128\229\176\143\229\128\164\227\130\146\233\153\164\227\129\1433\229\155\158\227\129\174\231\174\151\232\161\147\229\185\179\229\157\135). Procedure per case: UCX_RNDV_THRESH swept over auto, 4kb, 8kb, 16kb, 32kb, 64kb, 128kb for every NPS (and, from 64 ppn on, placement) and component; the best value fixed; at 32 ppn NPS x component then compared together; from 64 ppn on NPS x placement compared without a component, then the components compared at NPS4 with block placement.\010\010At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,\010PBS, LSF or Flux variables, else the site default (1 node(s) x 256 ppn), and sets the\010variables of the nearest measured row (node count on a log2 scale, then ppn). A rank\010of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.\010\010See the choice:   echo \036TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load\010Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>\010                  before module load (default profile: allreduce)\010Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a\010                  variable you set before loading is kept (yours= in the selection)\010In a batch job:   load it in the job script, or run \039module reload\039 there: mpirun\010                  and srun say when the job differs from where it was loaded.\010Users\039 guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)\010Untuned baseline: module load openmpi/5.0.6")
 
 -- Set name with pushenv, so unload gives back what was there before; a value with a newline
 -- cannot go back (Lmod would hand the shell broken code), so over one setenv, which unsets.
@@ -63,6 +96,8 @@ prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
 prepend_path("MANPATH", pathJoin(prefix, "share/man"))
 prepend_path("PKG_CONFIG_PATH", pathJoin(prefix, "lib/pkgconfig"))
 
+-- The launch check (selector.SEEN): its mpirun, mpiexec and srun come first on PATH.
+prepend_path("PATH", pathJoin(RULES_DIR, "bin"))
 
 local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
@@ -168,6 +203,28 @@ local function from_scheduler()
   return nil
 end
 
+-- What the row depends on, as the launch check reads it (selector.SEEN): NAME=value;...
+local function seen()
+  local parts = {}
+  for _, name in ipairs({ "TUNEDMPI_NODES", "TUNEDMPI_PPN", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS", "PBS_NUM_NODES", "PBS_NUM_PPN", "PBS_NODEFILE", "LSB_MCPU_HOSTS", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE", "TUNEDMPI_THREADS", "SLURM_CPUS_PER_TASK", "NCPUS", "OMP_NUM_THREADS", "TUNEDMPI_PROFILE" }) do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. (v:gsub("[^A-Za-z0-9_.,()/%-]", "")) end
+  end
+  return table.concat(parts, ";")
+end
+
+-- Threads per rank (generated from selector.THREADS).
+local function threads(p)
+  local getenv = os.getenv
+  local t = count(getenv("TUNEDMPI_THREADS"))
+  if t then return t end
+  t = 1
+  t = math.max(t, count(getenv("SLURM_CPUS_PER_TASK")) or 1)
+  t = math.max(t, per_node(getenv("NCPUS"), p) or 1)
+  t = math.max(t, count(getenv("OMP_NUM_THREADS")) or 1)
+  return t
+end
+
 local function detect()
   local nodes, ppn, source = from_scheduler()
   if not nodes then nodes, ppn, source = DEFAULT_NODES, DEFAULT_PPN, "default" end
@@ -219,14 +276,19 @@ local function node_nps()
   return math.floor(numa / SOCKETS)  -- an integer: Lua 5.3 would print 2/1 as "2.0"
 end
 
+-- A word from the environment as a message names it: only when it is a word, and cut, so
+-- whatever the environment holds is not echoed whole.
+local function shown(word)
+  local out = word:match("^[%w_]+$") or "?"
+  if #out > 40 then out = out:sub(1, 40) .. "..." end
+  return out
+end
+
 local profile = os.getenv("TUNEDMPI_PROFILE") or ""
 if profile == "" then
   profile = DEFAULT_PROFILE
 elseif not ROWS[profile] then
-  -- Named only when it is a word, and cut: whatever the environment holds is not echoed whole.
-  local shown = profile:match("^[%w_]+$") or "?"
-  if #shown > 40 then shown = shown:sub(1, 40) .. "..." end
-  say("TUNEDMPI_PROFILE=" .. shown .. " has no table rows here; using " .. DEFAULT_PROFILE)
+  say("TUNEDMPI_PROFILE=" .. shown(profile) .. " has no table rows here; using " .. DEFAULT_PROFILE)
   profile = DEFAULT_PROFILE
 end
 
@@ -240,16 +302,33 @@ else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
   local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
-  local kp, kn, kq = kept:match("^([%w_]+):(%d+)x(%d+)$")
-  -- Trusted only while every variable of that row holds the row's value: the user's shell can
-  -- rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family swap the
-  -- other module's is already there.)
+  -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
+  -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
+  local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
+  local marks = {}
+  if kr then
+    local left = kr:match(":left=([%w_,]*)$")
+    if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
+    if kr == ":unbound" then marks.unbound, kr = true, "" end
+    if kr ~= "" then kp = nil end
+  end
+  -- Trusted only while every variable load set from that row holds the row's value: the user's
+  -- shell can rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family
+  -- swap the other module's is already there.) Names load left alone are not asked.
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
     end
-    for _, kv in ipairs(row and row[5] or {}) do
-      if os.getenv(kv[1]) ~= kv[2] then row, kind = nil, nil end
+    local asked = {}
+    for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
+    for name in (marks.left or ""):gmatch("[^,]+") do asked[name] = nil end
+    if marks.unbound then
+      asked["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+      asked["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+      asked["PRTE_MCA_hwloc_default_binding_policy"] = nil
+    end
+    for name, value in pairs(asked) do
+      if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end
@@ -261,16 +340,67 @@ else
   if row[3] > 0 and have and have ~= row[3] then
     nps_note = " nps=table:" .. row[3] .. ",node:" .. have
   end
-  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
-              " component=" .. row[4] .. nps_note
   local set = {}
   for _, kv in ipairs(row[5]) do set[kv[1]] = kv[2] end
+  local rules_note, rules_mark = "", ""
+  -- A rank of several threads is never bound to one core (selector.BINDING): placement is the launcher's.
+  local t = threads(ppn)
+  local threads_note, threaded_mark = "", ""
+  if t > 1 then threads_note = " threads=" .. t end
+  local unbound
+  if kind == "kept" then unbound = marks.unbound else unbound = t > 1 and set["PRTE_MCA_hwloc_default_binding_policy"] ~= nil end
+  if unbound then
+    set["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+    set["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+    set["PRTE_MCA_hwloc_default_binding_policy"] = "none"
+    threads_note, threaded_mark = threads_note .. " placement=launcher", ":unbound"
+  end
+  -- Users in control (selector.SKIP): skipped names and values already set are left alone.
+  local left_note, left_mark = "", ""
+  if kind == "kept" then
+    for name in (marks.left or ""):gmatch("[^,]+") do set[name] = nil end
+  elseif not lost then
+    local words, known, unknown = {}, {}, {}
+    for _, name in ipairs(NAMES) do known[name] = true end
+    for w in (os.getenv("TUNEDMPI_SKIP") or ""):gmatch("[^,%s]+") do
+      words[w] = true
+      if not known[w] then unknown[#unknown + 1] = shown(w) end
+    end
+    if #unknown > 0 then
+      say("TUNEDMPI_SKIP: " .. table.concat(unknown, ", ") .. " not set by this module (ignored)")
+    end
+    local skipped, yours, left = {}, {}, {}
+    for _, name in ipairs(NAMES) do
+      if set[name] and words[name] then skipped[#skipped + 1] = name
+      elseif set[name] and (os.getenv(name) or "") ~= "" then yours[#yours + 1] = name end
+      if set[name] and (words[name] or (os.getenv(name) or "") ~= "") then left[#left + 1] = name end
+    end
+    for _, name in ipairs(left) do set[name] = nil end
+    if #skipped > 0 then left_note = " skip=" .. table.concat(skipped, ",") end
+    if #yours > 0 then left_note = left_note .. " yours=" .. table.concat(yours, ",") end
+    if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
+  end
+  selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
+              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2])
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
+  keep("TUNEDMPI_SEEN", seen())
+  -- module help: this shell's row, its evidence and where each value comes from.
+  if mode() == "help" then
+    local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
+    for _, name in ipairs(NAMES) do
+      if set[name] then
+        local text = ORIGIN[name]
+        if threaded_mark ~= "" and name == "PRTE_MCA_hwloc_default_binding_policy" then text = "threads per rank above 1: placement left to the launcher, never one core" end
+        why[#why + 1] = "  " .. name .. "=" .. set[name] .. ": " .. text
+      end
+    end
+    help(table.concat(why, "\n"))
+  end
   if verbose or kind == "extrapolated" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")

@@ -24,7 +24,7 @@ from typing import List, Optional
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -633,6 +633,7 @@ def add_arguments(p):
         "--sbatch-args",
         help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
     )
+    add_wait(p)
 
 
 def options_from_args(args):

@@ -115,6 +115,14 @@ class MPI:
         }
 
 
+# Sets $p to the MPI's own mpirun: the first on PATH that is no tuned module's launch check
+# (render.EXECUTABLE, which runs the next one), so two modules of one MPI share one mpirun.
+OWN_MPIRUN = (
+    "p=; while IFS= read -r c; do case $c in */__*.rules/bin/mpirun) ;; "
+    "*) p=$c; break ;; esac; done < <(type -ap mpirun); "
+)
+
+
 def lmod_init():
     for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(
         LMOD_INITS
@@ -266,9 +274,9 @@ class Runner:
         CannotRun, in one line naming the module, when it has no mpirun or an unknown one."""
         mark = "__TUNEDMPI_MPI__"
         body = (
-            'echo %s; p=$(command -v mpirun) || p=; echo "$p"; [ -n "$p" ] && readlink -f "$p" || '
-            "echo; command -v mpicc || echo; echo %s; "
-            '[ -n "$p" ] && mpirun --version 2>&1 | head -n 40 || true' % (mark, mark)
+            "echo %s; %s"
+            'echo "$p"; [ -n "$p" ] && readlink -f "$p" || echo; command -v mpicc || echo; echo %s; '
+            '[ -n "$p" ] && "$p" --version 2>&1 | head -n 40 || true' % (mark, OWN_MPIRUN, mark)
         )
         code, out, timed_out, _ = shell(self.script(module, [], body), self.env, 60)
         parts = out.split(mark)
@@ -337,9 +345,10 @@ class Runner:
         )
         mark = "__PROBE_PATHS__"
         body = (
-            "echo %s; command -v mpicc || echo; command -v mpirun || echo; command -v IMB-MPI1 || echo; "
+            "echo %s; command -v mpicc || echo; %s"
+            'echo "$p"; command -v IMB-MPI1 || echo; '
             "for d in $(echo \"$PATH\" | tr ':' ' '); do "
-            '[ -x "$d/osu_put_latency" ] && echo "$d" && break; done; echo' % mark
+            '[ -x "$d/osu_put_latency" ] && echo "$d" && break; done; echo' % (mark, OWN_MPIRUN)
         )
         code, out, _, _ = shell(self.script(mpi_module, extra, body), self.env, 120)
         if code != 0 or mark not in out:

@@ -310,3 +310,47 @@ def row_env(site, table, nodes, ppn, profile):
     if site.mpi_flavour == "hpcx":
         env, notes = hpcx_env(env, notes)
     return env, comp, values.get("nps"), notes
+
+
+# Where each variable a row sets comes from (explain and module help show it beside the value):
+# the table's knob, or what it is derived from. Names ending in "_" are prefixes; first match wins.
+ORIGIN = (
+    ("UCX_TLS", "the table's ucx_tls"),
+    ("UCX_RNDV_THRESH", "the table's ucx_rndv_thresh (intra:/inter: form with UCX >= 1.17)"),
+    ("UCX_ZCOPY_THRESH", "the table's ucx_zcopy_thresh"),
+    ("PRTE_MCA_", "the table's mapping (block: by core; cyclic: over NUMA nodes), for mpirun"),
+    ("SLURM_DISTRIBUTION", "the table's mapping, for srun"),
+    ("OMPI_MCA_pml_ucx_", "derived: pml ucx on a site without InfiniBand/RoCE disqualifies itself"),
+    ("OMPI_MCA_pml", "the table's pml"),
+    ("OMPI_MCA_osc", "the table's osc"),
+    ("OMPI_MCA_smsc", "the table's smsc (single copy)"),
+    ("OMPI_MCA_btl_vader_single_copy_mechanism", "the table's smsc (single copy, Open MPI 4)"),
+    ("OMPI_MCA_coll_ucc_", "derived: UCC won some sizes of these collectives (the table's choice)"),
+    ("UCC_CL_BASIC_TUNE", "derived: UCC declines the sizes it did not win (the table's choice)"),
+    ("OMPI_MCA_coll_hcoll_enable", "derived: HCOLL won most sizes of a collective, or none"),
+    ("HCOLL_ML_DISABLE_", "derived: HCOLL stays off for a collective that did not choose it"),
+    ("OMPI_MCA_coll_tuned_", "derived: the row's coll_tuned algorithm bands (its rules file)"),
+    ("OMPI_MCA_", "the table's Open MPI parameter of the same name"),
+)
+
+
+def origin(name):
+    """What the variable ``name`` comes from (ORIGIN), or "" for a name it does not know."""
+    for key, text in ORIGIN:
+        if name == key or (key.endswith("_") and name.startswith(key)):
+            return text
+    return ""
+
+
+def evidence(table, case, limit=3):
+    """A row's evidence in one line: its case's section (campaign or study section) and at most
+    ``limit`` measured gains (a tuned table's stages that chose, at this geometry) or findings."""
+    head = "%dx%d stage " % (case.nodes, case.ppn)
+    gains = [
+        n[len(head) - len("stage ") :]
+        for n in table.provenance.get("notes") or []
+        if isinstance(n, str) and n.startswith(head) and ": chosen" in n
+    ]
+    found = [f.en or f.text for f in case.findings if f.en or f.text]
+    where = case.section if case.section.startswith("campaign") else "study section " + case.section
+    return "; ".join([where] + (gains or found)[:limit])

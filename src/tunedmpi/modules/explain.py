@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 from tunedmpi import paths
 from tunedmpi.files import read_text
-from tunedmpi.modules import geometry, selector
+from tunedmpi.modules import envmap, geometry, selector
 from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
 
 
@@ -76,6 +76,26 @@ def shown_profile(profile):
     return profile[:cut] + "..." if len(profile) > cut else profile
 
 
+def users_choice(env, values, names, messages):
+    """selector.SKIP and values already set: drop those names from ``values``; returns the
+    selection's note and TUNEDMPI_ROW's mark, and adds a message on words that name nothing."""
+    words = re.findall(r"[^,%s]+" % re.escape(selector.BLANKS), env.get(selector.SKIP) or "")
+    unknown = [shown_profile(w) for w in words if w not in names]
+    if unknown:
+        messages.append(
+            "%s: %s not set by this module (ignored)" % (selector.SKIP, ", ".join(unknown))
+        )
+    skipped = [n for n in names if n in values and n in words]
+    yours = [n for n in names if n in values and n not in words and env.get(n)]
+    for name in skipped + yours:
+        del values[name]
+    note = "".join(
+        " %s=%s" % (k, ",".join(v)) for k, v in (("skip", skipped), ("yours", yours)) if v
+    )
+    left = [n for n in names if n in skipped or n in yours]
+    return note, (selector.LEFT_MARK + ",".join(left) if left else "")
+
+
 def select(site, env, module_file=None):
     """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
 
@@ -126,7 +146,18 @@ def select(site, env, module_file=None):
                 "the coll_tuned rules file %s is missing: Open MPI keeps its own algorithm "
                 "choices (re-render with tunedmpi render, or reinstall the module)" % path
             )
-    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s" % (
+    threads = geometry.threads(env, geo.ppn)
+    threads_note = threaded_mark = ""
+    if threads > 1:
+        threads_note = " threads=%d" % threads
+        if selector.BINDING[0] in values:  # selector.BINDING: placement is the launcher's
+            for name in selector.UNPLACED:
+                values.pop(name, None)
+            values[selector.BINDING[0]] = selector.BINDING[1]
+            threads_note += " placement=launcher"
+            threaded_mark = selector.THREADED_MARK
+    left_note, left_mark = users_choice(env, values, names, messages)
+    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s%s%s" % (
         match.nodes,
         match.ppn,
         match.kind,
@@ -134,11 +165,26 @@ def select(site, env, module_file=None):
         row["component"],
         rules_note,
         nps_note,
+        threads_note,
+        left_note,
     )
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s:%dx%d%s" % (profile, match.nodes, match.ppn, rules_mark)
+    out["TUNEDMPI_ROW"] = "%s:%dx%d%s%s%s" % (
+        profile,
+        match.nodes,
+        match.ppn,
+        rules_mark,
+        threaded_mark,
+        left_mark,
+    )
+    out[selector.SEEN] = geometry.seen(env)
+    why = ["This shell: " + selection, "  evidence: " + row["evidence"]]
+    for name, value in out.items():
+        if name in names:
+            text = selector.BINDING_WHY if threaded_mark and name == selector.BINDING[0] else None
+            why.append("  %s=%s: %s" % (name, value, text or envmap.origin(name)))
     messages += row["notes"]
     return {
         "env": out,
@@ -147,11 +193,13 @@ def select(site, env, module_file=None):
         "messages": messages,
         "geometry": geo,
         "match": match,
+        "why": why,
     }
 
 
 def describe(result):
     lines = ["TUNEDMPI_SELECTION=%s" % result["selection"]]
     lines += ["%s=%s" % kv for kv in result["env"].items()]
+    lines += ["# " + w.strip() for w in result.get("why", [])[1:]]  # row, evidence, origin
     lines += ["# " + m for m in result["messages"]]
     return "\n".join(lines) + "\n"

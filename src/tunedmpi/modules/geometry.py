@@ -100,8 +100,8 @@ def per_node(text, nodes):
 HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.HOSTS
 
 
-def _value(expr, env, nodes):
-    """One expression of selector.SOURCES on ``env``: a count or None."""
+def _value(expr, env, nodes, ppn=None):
+    """One expression of selector.SOURCES or THREADS on ``env``: a count or None."""
     if expr[0] == "first":
         for e in expr[1:]:
             value = _value(e, env, nodes)
@@ -113,7 +113,7 @@ def _value(expr, env, nodes):
         return count(text)
     if expr[0] == "tasks":
         return max_tasks_per_node(text)
-    return per_node(text, nodes)  # "per_node"
+    return per_node(text, ppn if expr[0] == "per_rank" else nodes)
 
 
 def from_scheduler(env):
@@ -148,6 +148,23 @@ def detect(env, default_nodes, default_ppn):
             "explicit" if (exp_nodes and exp_ppn) or source == "default" else "explicit+" + source
         )
     return Geometry(nodes, ppn, source)
+
+
+def threads(env, ppn):
+    """Threads per rank at ``ppn`` (selector.THREADS): the explicit count, else the largest found, else 1."""
+    explicit = count(env.get(selector.THREADS_EXPLICIT))
+    if explicit:
+        return explicit
+    return max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
+
+
+def seen(env):
+    """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
+    parts = []
+    for name in selector.seen_variables():
+        if env.get(name):
+            parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
+    return ";".join(parts)
 
 
 @dataclass

@@ -184,22 +184,10 @@ def source(checkout, site, table, installer):
     return out
 
 
-def _site_doc(
-    checkout,
-    site,
-    installer,
-    mpi_prefix,
-    base_module,
-    ucx_version,
-    modules,
-    formats,
-    mpi_version,
-    name,
-    pinned_copy,
-    mpi_level,
-):
+def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     """(the site's site.yaml, its config derived for the build), refused (InputError) when the
-    site is missing or the build asks for another version, module name or format."""
+    site is missing or the build asks for another version, module name or format. build:
+    derive's (mpi_prefix, base_module, ucx_version, modules, formats, mpi_level)."""
     words = INSTALLERS[installer]
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
@@ -221,17 +209,7 @@ def _site_doc(
             "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"),
         )
     # read as every project file is (yamlsrc: anchors refused, errors name file and line)
-    doc = derive(
-        yamlsrc.load(src).data or {},
-        checkout,
-        installer,
-        mpi_prefix,
-        base_module,
-        ucx_version,
-        modules,
-        formats,
-        mpi_level,
-    )
+    doc = derive(yamlsrc.load(src).data or {}, checkout, installer, *build)
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
@@ -277,20 +255,8 @@ def install(
     paths.safe_name(site, "--site", "site")
     checkout = os.path.realpath(str(checkout))
     share = os.path.abspath(str(share))
-    src, doc = _site_doc(
-        checkout,
-        site,
-        installer,
-        mpi_prefix,
-        base_module,
-        ucx_version,
-        modules,
-        formats,
-        mpi_version,
-        name,
-        pinned_copy,
-        mpi_level,
-    )
+    build = (mpi_prefix, base_module, ucx_version, modules, formats, mpi_level)
+    src, doc = _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy)
     want = doc["mpi"]["version"]
 
     # 2-4. every input checked, in a staged project root, before anything is written to <share>
@@ -320,6 +286,7 @@ def install(
     gone = render.stale_rules(out, loaded, rendered_files)
     write_all_or_none(files)  # everything or nothing: a failed install leaves <share> as it was
     for path in files:
+        render.make_executable(path)  # the launch checks
         log("wrote %s" % path)
     render.remove_stale_rules(out, gone)
     return {

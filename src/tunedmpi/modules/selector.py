@@ -12,10 +12,12 @@ nearest-row choice (NEAREST). tests/test_modules_conformance.py and tests/test_m
 hold all three equal on the same grid of environments.
 """
 
+from tunedmpi import argtypes
+
 # A count is 1 to MAX_DIGITS decimal digits (leading zeros are decimal: Tcl would read "010" as
 # octal, so the Tcl twin scans it as %d) with a value in 1..MAX_COUNT; anything else is absent.
 MAX_DIGITS = 7
-MAX_COUNT = 1000000
+MAX_COUNT = argtypes.MAX_COUNT
 # What trims a line and separates words (a host file's lines, LSF's list): Lua's %s in the C
 # locale, exactly; Python's str.split()/strip() would also take \x1c-\x1f and Unicode spaces.
 BLANKS = " \t\n\v\f\r"
@@ -45,6 +47,11 @@ def tasks(var):
 def per_node(var):
     """The variable (a count of processes) divided by the way's node count, rounded up."""
     return ("per_node", var)
+
+
+def per_rank(var):
+    """The variable (a count of cores on a host) divided by the geometry's ppn, rounded up."""
+    return ("per_rank", var)
 
 
 def first(*exprs):
@@ -97,8 +104,27 @@ SOURCES = (
 NEAREST = (("nodes", "log2"), ("ppn", "linear"))
 
 
+# Threads per rank (the cores a rank needs): THREADS_EXPLICIT, else the largest of THREADS, else 1.
+# Slurm's cpus-per-task; PBS Pro's NCPUS (the cores of the job's chunk on a host) over the ppn;
+# OMP_NUM_THREADS, as the user, PBS Pro (ompthreads), LSF or Flux set it.
+THREADS_EXPLICIT = "TUNEDMPI_THREADS"
+THREADS = (count("SLURM_CPUS_PER_TASK"), per_rank("NCPUS"), count("OMP_NUM_THREADS"))
+# A rank of more than one thread is never bound to one core. PRRTE takes PE=n per job only (as
+# PRTE_MCA_rmaps_default_mapping_policy, Open MPI 5.0.8's mpirun exits 213: "cannot be the default
+# setting") and binds 1-2 ranks to a core by default; so when a row sets the placement (BINDING),
+# the module leaves its mapping and ranking (UNPLACED) unset and sets BINDING to none: placement is
+# the launcher's (srun binds cpus-per-task cores; mpirun --map-by slot:PE=n per job). TUNEDMPI_ROW
+# carries THREADED_MARK so that unload undoes what load set.
+BINDING = ("PRTE_MCA_hwloc_default_binding_policy", "none")
+UNPLACED = ("PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy")
+THREADED_MARK = ":unbound"
+BINDING_WHY = "threads per rank above 1: placement left to the launcher, never one core"
+THREAD_VARIABLES = [THREADS_EXPLICIT] + [e[1] for e in THREADS]
+
+
 def variables():
-    """Every environment variable the rule reads (for tests and docs)."""
+    """Every environment variable the rule reads (for tests and docs): EXPLICIT, the sources', then
+    THREAD_VARIABLES."""
     out = list(EXPLICIT)
 
     def walk(expr):
@@ -116,7 +142,33 @@ def variables():
     for _, ways in SOURCES:
         for way in ways:
             walk(way)
-    return out
+    return out + THREAD_VARIABLES
+
+
+# Users in control: a name in SKIP (words separated by "," or blanks) is left alone, and so is
+# a name that already has a value when the module loads: the user's (or an earlier module's) wins.
+# TUNEDMPI_SELECTION names both (skip=..., yours=...); TUNEDMPI_ROW records them after LEFT_MARK
+# so that unload leaves them too. A word of SKIP that names nothing this module sets is ignored,
+# and the load says so (a word shown as an unknown profile is: PROFILE_SHOWN).
+SKIP = "TUNEDMPI_SKIP"
+LEFT_MARK = ":left="
+
+# The launch check (docs/design.md, "The job's geometry at launch"): the module records in SEEN
+# what it read (each variable of seen_variables() that is set, as NAME=value, joined by ";",
+# values kept to SEEN_CHARS: the record is data, never code); the mpirun, mpiexec and srun of
+# LAUNCH_DIR in the module's side folder rebuild it from the environment they run in and, when it
+# differs (a login row inherited by a job, a job step, threads set after the load), say so in one
+# line that names the fix (module reload), then run the real command.
+SEEN = "TUNEDMPI_SEEN"
+SEEN_CHARS = "A-Za-z0-9_.,()/-"  # a bracket class in Python, Tcl and tr; Lua: SEEN_LUA
+SEEN_LUA = "[^A-Za-z0-9_.,()/%-]"
+LAUNCHERS = ("mpirun", "mpiexec", "srun")
+LAUNCH_DIR = "bin"
+
+
+def seen_variables():
+    """What the row depends on: the rule's variables and TUNEDMPI_PROFILE."""
+    return variables() + ["TUNEDMPI_PROFILE"]
 
 
 # --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
@@ -125,6 +177,7 @@ _LUA = {
     "count": 'count(getenv("%s"))',
     "tasks": 'max_tasks_per_node(getenv("%s"))',
     "per_node": 'per_node(getenv("%s"), n)',
+    "per_rank": 'per_node(getenv("%s"), p)',
 }
 _LUA_HOSTS = {"nodefile": "read_nodefile", "slots": "lsf_hosts"}
 
@@ -149,12 +202,26 @@ def lua_chain():
     return "\n".join(lines + ["  return nil", "end"])
 
 
+def lua_threads():
+    """The Lua function threads(p): threads per rank at ppn p."""
+    lines = [
+        "local function threads(p)",
+        "  local getenv = os.getenv",
+        '  local t = count(getenv("%s"))' % THREADS_EXPLICIT,
+        "  if t then return t end",
+        "  t = 1",
+    ]
+    lines += ["  t = math.max(t, %s or 1)" % _lua_expr(e) for e in THREADS]
+    return "\n".join(lines + ["  return t", "end"])
+
+
 # --- Tcl (Environment Modules): primitives in render/templates/tuned.tcl.j2 -------------------
 
 _TCL = {
     "count": "[tm_count [tm_getenv %s]]",
     "tasks": "[tm_tasks [tm_getenv %s]]",
     "per_node": "[tm_per_node [tm_getenv %s] $n]",
+    "per_rank": "[tm_per_node [tm_getenv %s] $p]",
 }
 _TCL_HOSTS = {"nodefile": "tm_nodefile", "slots": "tm_slots"}
 
@@ -181,12 +248,26 @@ def tcl_chain():
     return "\n".join(lines + ["   return {}", "}"])
 
 
+def tcl_threads():
+    """The Tcl proc tm_threads p: threads per rank at ppn p."""
+    lines = [
+        "proc tm_threads {p} {",
+        "   set t [tm_count [tm_getenv %s]]" % THREADS_EXPLICIT,
+        '   if {$t ne ""} {return $t}',
+        "   set t 1",
+    ]
+    for e in THREADS:
+        lines.append("   set v %s" % _tcl_expr(e))
+        lines.append('   if {$v ne "" && $v > $t} {set t $v}')
+    return "\n".join(lines + ["   return $t", "}"])
+
+
 def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
     import re
 
     ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-    names = variables() + [name for name, _ in SOURCES]
+    names = variables() + [name for name, _ in SOURCES] + list(UNPLACED) + [BINDING[0]]
     bad = [n for n in names if not ident.match(n)]
     if bad:
         raise ValueError("selector names must be plain identifiers: %r" % bad)

@@ -244,12 +244,9 @@ def _check(ck, doc, path):
     if not ck.mapping(doc, (), "a site config"):
         return None
     ck.unknown_keys(doc, TOP_KEYS, (), "the site config")
-    if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(
-            ("schema",),
-            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-            "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION,
-        )
+    ck.schema_version(
+        doc, SCHEMA_VERSION, "write schema: %d (site-configs/README.md)" % SCHEMA_VERSION
+    )
     name = ck.text(doc, "site", ())
     folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
     if name and (not schema.NAME.match(name) or name != folder):

@@ -58,6 +58,74 @@ class Space:
         return out
 
 
+def _stage(ck, raw, i, benches, names, site):
+    """stages[i] of a knob space as a Stage, or None when it is not a mapping; problems go to ck,
+    and its name to `names` (each must be unique)."""
+    kp = ("stages", i)
+    if not ck.mapping(raw, kp, "a stage"):
+        return None
+    ck.unknown_keys(raw, STAGE_KEYS, kp, "a stage")
+    name = ck.text(raw, "name", kp)
+    if name and (not schema.NAME.match(name) or name in names):
+        ck.err(
+            kp + ("name",),
+            "stage name %r must be a plain, unique name" % name,
+            "use lower-case letters, digits, - and _",
+        )
+    names.add(name)
+    only = raw.get("only")
+    if only is not None and (not isinstance(only, list) or any(b not in benches for b in only)):
+        ck.err(
+            kp + ("only",),
+            "only must list benchmarks of this space",
+            "e.g. only: [allreduce]",
+        )
+        only = None
+    knobs = OrderedDict()
+    rk = ck.mapping(raw.get("knobs"), kp + ("knobs",), "knobs") or {}
+    if not rk:
+        ck.err(
+            kp + ("knobs",),
+            "a stage needs at least one knob",
+            "add knobs: {pml: [default, ucx]}",
+        )
+    for knob, values in rk.items():
+        vkp = kp + ("knobs", knob)
+        if not isinstance(values, list) or len(values) < 2:
+            ck.err(vkp, "give a list of at least 2 values", "e.g. %s: [default, ...]" % knob)
+            continue
+        norm = []
+        for v in values:
+            nv = v if v == DEFAULT else ck.knob(knob, v, vkp, site.ucx_version)
+            if nv in norm:
+                ck.err(vkp, "value %r is listed twice" % (v,), "list each value once")
+            norm.append(nv)
+        knobs[knob] = norm
+    per = [k for k in knobs if per_collective(k)]
+    if per and len(per) != len(knobs):
+        ck.err(
+            kp + ("knobs",),
+            "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
+            % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
+            "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands",
+        )
+    elif len({collective_of(k) for k in per}) > 1:
+        ck.err(
+            kp + ("knobs",),
+            "the stage's coll_tuned knobs are about several collectives",
+            "give each collective its own stage (only: [<its benchmark>])",
+        )
+    stage_set = raw.get("set")
+    if stage_set is not None and stage_set not in suites.SETS:
+        ck.err(
+            kp + ("set",),
+            "set must be one of %s, not %r" % (", ".join(suites.SETS), stage_set),
+            "leave it out (the space's set) or write set: full",
+        )
+        stage_set = None
+    return Stage(name, knobs, only, stage_set)
+
+
 def load_space(path, site):
     src = yamlsrc.load(path)
     ck = schema.Checker(src)
@@ -65,12 +133,9 @@ def load_space(path, site):
     space = None
     if ck.mapping(doc, (), "a knob space"):
         ck.unknown_keys(doc, TOP_KEYS, (), "the knob space")
-        if doc.get("schema") != SCHEMA_VERSION:
-            ck.err(
-                ("schema",),
-                "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-                "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION,
-            )
+        ck.schema_version(
+            doc, SCHEMA_VERSION, "write schema: %d (docs/regenerate.md)" % SCHEMA_VERSION
+        )
         benches = doc.get("benchmarks")
         if (
             not isinstance(benches, list)
@@ -127,73 +192,9 @@ def load_space(path, site):
             raw_stages = []
         names = set()
         for i, raw in enumerate(raw_stages):
-            kp = ("stages", i)
-            if not ck.mapping(raw, kp, "a stage"):
-                continue
-            ck.unknown_keys(raw, STAGE_KEYS, kp, "a stage")
-            name = ck.text(raw, "name", kp)
-            if name and (not schema.NAME.match(name) or name in names):
-                ck.err(
-                    kp + ("name",),
-                    "stage name %r must be a plain, unique name" % name,
-                    "use lower-case letters, digits, - and _",
-                )
-            names.add(name)
-            only = raw.get("only")
-            if only is not None and (
-                not isinstance(only, list) or any(b not in benches for b in only)
-            ):
-                ck.err(
-                    kp + ("only",),
-                    "only must list benchmarks of this space",
-                    "e.g. only: [allreduce]",
-                )
-                only = None
-            knobs = OrderedDict()
-            rk = ck.mapping(raw.get("knobs"), kp + ("knobs",), "knobs") or {}
-            if not rk:
-                ck.err(
-                    kp + ("knobs",),
-                    "a stage needs at least one knob",
-                    "add knobs: {pml: [default, ucx]}",
-                )
-            for knob, values in rk.items():
-                vkp = kp + ("knobs", knob)
-                if not isinstance(values, list) or len(values) < 2:
-                    ck.err(
-                        vkp, "give a list of at least 2 values", "e.g. %s: [default, ...]" % knob
-                    )
-                    continue
-                norm = []
-                for v in values:
-                    nv = v if v == DEFAULT else ck.knob(knob, v, vkp, site.ucx_version)
-                    if nv in norm:
-                        ck.err(vkp, "value %r is listed twice" % (v,), "list each value once")
-                    norm.append(nv)
-                knobs[knob] = norm
-            per = [k for k in knobs if per_collective(k)]
-            if per and len(per) != len(knobs):
-                ck.err(
-                    kp + ("knobs",),
-                    "the stage mixes per-collective knobs (%s) with job-wide ones (%s)"
-                    % (", ".join(per), ", ".join(k for k in knobs if k not in per)),
-                    "give coll_tuned knobs a stage of their own: tune turns that stage into per-size bands",
-                )
-            elif len({collective_of(k) for k in per}) > 1:
-                ck.err(
-                    kp + ("knobs",),
-                    "the stage's coll_tuned knobs are about several collectives",
-                    "give each collective its own stage (only: [<its benchmark>])",
-                )
-            stage_set = raw.get("set")
-            if stage_set is not None and stage_set not in suites.SETS:
-                ck.err(
-                    kp + ("set",),
-                    "set must be one of %s, not %r" % (", ".join(suites.SETS), stage_set),
-                    "leave it out (the space's set) or write set: full",
-                )
-                stage_set = None
-            stages.append(Stage(name, knobs, only, stage_set))
+            stage = _stage(ck, raw, i, benches, names, site)
+            if stage is not None:
+                stages.append(stage)
         if not ck.errors:
             what = {"space": doc, "program": PROGRAM}
             digest = hashlib.sha256(

@@ -275,53 +275,9 @@ def run_sweep(
             if array:
                 submit_array(ctx, stage, plan, sbatch_args)
             else:
-                total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
-                # interleaved: every configuration per repetition
-                for rep in range(1, sp.repetitions + 1):
-                    for config, benches in (
-                        plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
-                    ):
-                        n = measure_config(ctx, stage, config, benches, rep)
-                        done += 1
-                        progress(
-                            done,
-                            total,
-                            stage_started,
-                            "stage %s rep %d/%d %s: %s"
-                            % (
-                                stage.name,
-                                rep,
-                                sp.repetitions,
-                                store.config_id(config),
-                                "%d run(s) measured" % n if n else "already in the store",
-                            ),
-                        )
+                _measure_stage(ctx, stage, plan)
             _, records = store.load_campaign(cdir)
-            missing = [
-                (store.config_id(c), rep)
-                for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
-            ]
-            if missing:
-                job = ctx.get("arrays", {}).get(stage.name)
-                where = (
-                    (
-                        " after array job %s (tasks cancelled, failed or killed; their output: %s)"
-                        % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
-                    )
-                    if job
-                    else ""
-                )
-                raise CannotRun(
-                    "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
-                    "rerun the same command to finish them (finished runs are kept)"
-                    % (
-                        len(missing),
-                        len({cid for cid, _ in missing}),
-                        stage.name,
-                        *missing[0],
-                        where,
-                    )
-                )
+            _refuse_missing(ctx, stage, plan)
             geo_data = choice.collect(records).get((nodes, ppn), {})
             job, decided = choice.job_step(geo_data, stage.name, list(stage.knobs), job)
             ch = decided["chosen"]
@@ -334,31 +290,91 @@ def run_sweep(
                     "chosen": ch["config_id"] if ch else None,
                 }
             )
-            if any(choice.per_collective(k) for k in stage.knobs):
-                sys.stderr.write(
-                    "sweep: stage %s measured per size (tune makes its bands)\n" % stage.name
-                )
-            else:
-                why = (
-                    "%s beat its score but did not pass against it"
-                    % decided["unproven"]["config_id"]
-                    if decided.get("unproven")
-                    else "no candidate passed and beat it"
-                )
-                sys.stderr.write(
-                    "sweep: after stage %s, the job configuration: %s\n"
-                    % (
-                        stage.name,
-                        "%s (%.1f%% less time than the baseline)"
-                        % (ch["config_id"], (1 - ch["score"]) * 100)
-                        if ch
-                        else "unchanged, %s (%s)" % (store.config_id(job), why),
-                    )
-                )
+            _say_job(stage, decided, job)
         meta["stages"] = history
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         store.save_campaign(cdir, meta)
         return cdir, job
+
+
+def _measure_stage(ctx, stage, plan):
+    """Every run of a stage's plan here, interleaved: every configuration per repetition, in each
+    repetition's shuffled order; runs already in the store are kept."""
+    cdir, sp = ctx["dir"], ctx["space"]
+    total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
+    # interleaved: every configuration per repetition
+    for rep in range(1, sp.repetitions + 1):
+        for config, benches in (
+            plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
+        ):
+            n = measure_config(ctx, stage, config, benches, rep)
+            done += 1
+            progress(
+                done,
+                total,
+                stage_started,
+                "stage %s rep %d/%d %s: %s"
+                % (
+                    stage.name,
+                    rep,
+                    sp.repetitions,
+                    store.config_id(config),
+                    "%d run(s) measured" % n if n else "already in the store",
+                ),
+            )
+
+
+def _refuse_missing(ctx, stage, plan):
+    """CannotRun when runs of the stage are missing (an array's tasks failed or were killed)."""
+    cdir, sp = ctx["dir"], ctx["space"]
+    missing = [
+        (store.config_id(c), rep)
+        for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
+    ]
+    if missing:
+        job = ctx.get("arrays", {}).get(stage.name)
+        where = (
+            (
+                " after array job %s (tasks cancelled, failed or killed; their output: %s)"
+                % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
+            )
+            if job
+            else ""
+        )
+        raise CannotRun(
+            "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
+            "rerun the same command to finish them (finished runs are kept)"
+            % (
+                len(missing),
+                len({cid for cid, _ in missing}),
+                stage.name,
+                *missing[0],
+                where,
+            )
+        )
+
+
+def _say_job(stage, decided, job):
+    """The job configuration after a stage, on stderr."""
+    ch = decided["chosen"]
+    if any(choice.per_collective(k) for k in stage.knobs):
+        sys.stderr.write("sweep: stage %s measured per size (tune makes its bands)\n" % stage.name)
+    else:
+        why = (
+            "%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
+            if decided.get("unproven")
+            else "no candidate passed and beat it"
+        )
+        sys.stderr.write(
+            "sweep: after stage %s, the job configuration: %s\n"
+            % (
+                stage.name,
+                "%s (%.1f%% less time than the baseline)"
+                % (ch["config_id"], (1 - ch["score"]) * 100)
+                if ch
+                else "unchanged, %s (%s)" % (store.config_id(job), why),
+            )
+        )
 
 
 def submit_array(ctx, stage, plan, sbatch_args):

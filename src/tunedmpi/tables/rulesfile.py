@@ -498,6 +498,97 @@ def _algorithm_number(collective, value, names):
     return None
 
 
+def _band_row(where, coll, i, band, names, last, rules, vinfo):
+    """(Band, algorithm number, Open MPI msgsize, lo) of band `i` of a collective, checked;
+    last: the previous band's lo."""
+    v = vinfo[0]
+    key = "%s band %d" % (coll, i)
+    if isinstance(band, (tuple, list)):
+        band = Band(*band)
+    elif isinstance(band, dict):
+        band = Band(**band)
+    if not isinstance(band, Band):
+        raise InputError(
+            where,
+            None,
+            key,
+            "%r is not a Band" % (band,),
+            "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
+        )
+    try:
+        lo = parse_size(band.lo)
+    except SizeError as exc:
+        raise InputError(where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
+    if i == 1 and lo != 0:
+        raise InputError(
+            where,
+            None,
+            key + " lo",
+            "the first band starts at %d, not 0 (Open MPI "
+            "drops a file whose first message size is not 0)" % lo,
+            "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)",
+        )
+    if last is not None and lo <= last:
+        raise InputError(
+            where,
+            None,
+            key + " lo",
+            "bands must ascend: %d after %d" % (lo, last),
+            "sort the bands by lo and merge duplicates",
+        )
+    if MESSAGE_SIZE[coll][0] is None and i > 1:
+        raise InputError(
+            where,
+            None,
+            key,
+            "%s has one rule per communicator size: Open MPI's "
+            "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
+            "give %s a single band at 0" % coll,
+        )
+    alg = _algorithm_number(coll, band.algorithm, names)
+    if alg is None:
+        raise InputError(
+            where,
+            None,
+            key + " algorithm",
+            "%s has no algorithm %r in Open MPI %s" % (coll, band.algorithm, ".".join(map(str, v))),
+            "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
+        )
+    for name in ("segsize", "faninout"):
+        val = getattr(band, name)
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise InputError(
+                where,
+                None,
+                "%s %s" % (key, name),
+                "%s must be a whole number, not %r" % (name, val),
+                "give a number of %s" % ("bytes" if name == "segsize" else "children"),
+            )
+    mr = band.max_requests
+    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
+        raise InputError(
+            where,
+            None,
+            key + " max_requests",
+            "max_requests must be a whole number or None, not %r" % (mr,),
+            "give a number of requests, or None",
+        )
+    crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
+    bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
+    if bad:
+        raise InputError(where, None, "%s %s" % (key, bad[0]), bad[1], bad[2])
+    msg = message_size(coll, lo, rules.comm_size)
+    if msg > LONG_MAX:
+        raise InputError(
+            where,
+            None,
+            key + " lo",
+            "%d bytes x %d ranks overflows Open MPI's reader" % (lo, rules.comm_size),
+            "give a smaller band start",
+        )
+    return band, alg, msg, lo
+
+
 def _validated(rules, vinfo):
     """[(collective, [(band, algorithm number, Open MPI msgsize)])] in COLLTYPE order, or InputError."""
     v, algs, _ = vinfo
@@ -546,93 +637,7 @@ def _validated(rules, vinfo):
         names = {0: "ignore", **algs[coll]}
         rows, last = [], None
         for i, band in enumerate(bands, 1):
-            key = "%s band %d" % (coll, i)
-            if isinstance(band, (tuple, list)):
-                band = Band(*band)
-            elif isinstance(band, dict):
-                band = Band(**band)
-            if not isinstance(band, Band):
-                raise InputError(
-                    where,
-                    None,
-                    key,
-                    "%r is not a Band" % (band,),
-                    "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
-                )
-            try:
-                lo = parse_size(band.lo)
-            except SizeError as exc:
-                raise InputError(
-                    where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB"
-                )
-            if i == 1 and lo != 0:
-                raise InputError(
-                    where,
-                    None,
-                    key + " lo",
-                    "the first band starts at %d, not 0 (Open MPI "
-                    "drops a file whose first message size is not 0)" % lo,
-                    "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)",
-                )
-            if last is not None and lo <= last:
-                raise InputError(
-                    where,
-                    None,
-                    key + " lo",
-                    "bands must ascend: %d after %d" % (lo, last),
-                    "sort the bands by lo and merge duplicates",
-                )
-            if MESSAGE_SIZE[coll][0] is None and i > 1:
-                raise InputError(
-                    where,
-                    None,
-                    key,
-                    "%s has one rule per communicator size: Open MPI's "
-                    "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
-                    "give %s a single band at 0" % coll,
-                )
-            alg = _algorithm_number(coll, band.algorithm, names)
-            if alg is None:
-                raise InputError(
-                    where,
-                    None,
-                    key + " algorithm",
-                    "%s has no algorithm %r in Open MPI %s"
-                    % (coll, band.algorithm, ".".join(map(str, v))),
-                    "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
-                )
-            for name in ("segsize", "faninout"):
-                val = getattr(band, name)
-                if isinstance(val, bool) or not isinstance(val, int):
-                    raise InputError(
-                        where,
-                        None,
-                        "%s %s" % (key, name),
-                        "%s must be a whole number, not %r" % (name, val),
-                        "give a number of %s" % ("bytes" if name == "segsize" else "children"),
-                    )
-            mr = band.max_requests
-            if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-                raise InputError(
-                    where,
-                    None,
-                    key + " max_requests",
-                    "max_requests must be a whole number or None, not %r" % (mr,),
-                    "give a number of requests, or None",
-                )
-            crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
-            bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
-            if bad:
-                raise InputError(where, None, "%s %s" % (key, bad[0]), bad[1], bad[2])
-            msg = message_size(coll, lo, rules.comm_size)
-            if msg > LONG_MAX:
-                raise InputError(
-                    where,
-                    None,
-                    key + " lo",
-                    "%d bytes x %d ranks overflows Open MPI's reader" % (lo, rules.comm_size),
-                    "give a smaller band start",
-                )
+            band, alg, msg, lo = _band_row(where, coll, i, band, names, last, rules, vinfo)
             rows.append((band, alg, msg, lo))
             last = lo
         out.append((coll, rows))
@@ -748,15 +753,8 @@ _NUMBER = re.compile(r"^(0|[1-9][0-9]*)\Z")
 _VERSION_LINE = re.compile(r"^rule-file-version-([0-9]+)[ \t]*(#.*)?\Z")
 
 
-def check(source, mpi_version, name=None):
-    """Parse a rules file strictly; return a RulesFile or raise InputError (file, line, key, fix).
-
-    ``source``: the text (str), or a path (os.PathLike) to read. Refuses anything Open MPI would
-    read differently from how it looks (hex/octal spellings, stray characters, counts that do not
-    match), that it would drop silently (first message size not 0, too many collectives, a
-    version line it does not know), that its look-up would never reach (unsorted or duplicate
-    sizes, unreachable entries) or that would fail at run time (unknown algorithm numbers,
-    two_proc beyond 2 ranks), and tuning fields the chosen algorithm ignores."""
+def _text_of(source, name):
+    """(text, name) of check()'s source: the text itself, or the file a path names."""
     if isinstance(source, os.PathLike):
         name = name or str(source)
         try:
@@ -775,14 +773,11 @@ def check(source, mpi_version, name=None):
         raise TypeError(
             "check() takes the text (str) or a path (os.PathLike), not %r" % type(source)
         )
-    vinfo = _version(mpi_version)
-    v, algs, _ = vinfo
-    vtext = ".".join(map(str, v))
+    return text, name
 
-    def fail(line, key, problem, fix):
-        raise InputError(name, line, key, problem, fix)
 
-    raw = text.split("\n")
+def _version_line(raw, text, v, vtext, fail):
+    """(rule file version, index of the first line after it) of a rules file's lines."""
     version, start = 1, 0
     if "\r" in text:
         fail(
@@ -816,6 +811,11 @@ def check(source, mpi_version, name=None):
                 "write rule-file-version-2, or no version line",
             )
         start = 1
+    return version, start
+
+
+def _records(raw, start, fail):
+    """[(line number, [numbers])] of the lines from `start`, comments and blanks left out."""
     records = []  # (line number, [numbers])
     for i in range(start, len(raw)):
         body = raw[i].split("#", 1)[0]
@@ -840,6 +840,141 @@ def check(source, mpi_version, name=None):
                 "write whole numbers in decimal without leading zeros; comments start with #",
             )
         records.append((i + 1, [int(t) for t in tokens]))
+    return records
+
+
+def _msg_rules(take, fail, coll, key, nms, version):
+    """The `nms` message-size rules of one communicator size, checked in order."""
+    rules = []
+    for j in range(nms):
+        rline, nums = take(
+            key + " rule",
+            "msgsize algorithm faninout segsize",
+            (4, 5 if version > 1 else 4),
+        )
+        msg, alg, fan, seg = nums[:4]
+        mr = nums[4] if len(nums) > 4 else None
+        rkey = "%s msg %d" % (key, msg)
+        if j == 0 and msg != 0:
+            fail(
+                rline,
+                rkey,
+                "the first message size is %d, not 0: Open MPI drops the whole file" % msg,
+                "start every communicator size with a rule for message size 0",
+            )
+        if rules and msg <= rules[-1].msgsize:
+            fail(
+                rline,
+                rkey,
+                "message sizes must ascend: %d after %d (Open MPI stops at the "
+                "first larger size)" % (msg, rules[-1].msgsize),
+                "sort the rules, no duplicates",
+            )
+        if msg > LONG_MAX:
+            fail(rline, rkey, "%d overflows Open MPI's reader" % msg, "give a smaller size")
+        if MESSAGE_SIZE[coll][0] is None and j > 0:
+            fail(
+                rline,
+                rkey,
+                "%s's message size is %s: a second rule is %s"
+                % (
+                    coll,
+                    MESSAGE_SIZE[coll][1],
+                    "never used"
+                    if coll in ("alltoallv", "barrier")
+                    else "chosen by the datatype, not the message length",
+                ),
+                "give %s a single rule at message size 0" % coll,
+            )
+        rules.append(MsgRule(msg, alg, fan, seg, mr, rline))
+    return tuple(rules)
+
+
+def _comm_heads(take, fail, coll, ncs, version):
+    """[(line, communicator size, its message-size rules)] of one collective's `ncs` sizes."""
+    heads = []
+    for _ in range(ncs):
+        cline, (csize,) = take("%s comm size" % coll, "a communicator size")
+        if heads and csize <= heads[-1][1]:
+            fail(
+                cline,
+                "%s comm size" % coll,
+                "communicator sizes must ascend: %d after %d (Open "
+                "MPI takes the last size <= the communicator's and stops at the first larger)"
+                % (csize, heads[-1][1]),
+                "sort the communicator sizes, no duplicates",
+            )
+        if csize > LONG_MAX:
+            fail(
+                cline,
+                "%s comm size" % coll,
+                "%d overflows Open MPI's reader" % csize,
+                "give a real size",
+            )
+        key = "%s comm %d" % (coll, csize)
+        mline, (nms,) = take(key + " message sizes count", "the number of message sizes")
+        if nms < 1:
+            fail(
+                mline,
+                key + " message sizes count",
+                "no message sizes for communicator size %d" % csize,
+                "give at least the rule for message size 0",
+            )
+        rules = _msg_rules(take, fail, coll, key, nms, version)
+        heads.append((cline, csize, tuple(rules)))
+    return heads
+
+
+def _comm_entries(coll, heads, vinfo, fail):
+    """The CommRules of one collective from its [(line, comm size, rules)], each rule checked
+    against the algorithm table of the communicator sizes it serves."""
+    sizes = [h[1] for h in heads]
+    entries = []
+    for i, (cline, csize, rules) in enumerate(heads):
+        crange = _comm_range(sizes, i)
+        if crange[1] is not None and crange[0] > crange[1] and len(heads) > 1:
+            fail(
+                cline,
+                "%s comm %d" % (coll, csize),
+                "this entry serves no communicator (tuned runs "
+                "on 2 or more ranks and the next entry starts at %d)" % sizes[i + 1],
+                "remove the entry, or give it a size that some communicator has",
+            )
+        for r in rules:
+            bad = _rule_problem(
+                coll, r.algorithm, r.segsize, r.faninout, r.max_requests, vinfo, crange
+            )
+            if bad:
+                fail(
+                    r.line,
+                    "%s comm %d msg %d %s" % (coll, csize, r.msgsize, bad[0]),
+                    bad[1],
+                    bad[2],
+                )
+        entries.append(CommRule(csize, rules, cline))
+    return entries
+
+
+def check(source, mpi_version, name=None):
+    """Parse a rules file strictly; return a RulesFile or raise InputError (file, line, key, fix).
+
+    ``source``: the text (str), or a path (os.PathLike) to read. Refuses anything Open MPI would
+    read differently from how it looks (hex/octal spellings, stray characters, counts that do not
+    match), that it would drop silently (first message size not 0, too many collectives, a
+    version line it does not know), that its look-up would never reach (unsorted or duplicate
+    sizes, unreachable entries) or that would fail at run time (unknown algorithm numbers,
+    two_proc beyond 2 ranks), and tuning fields the chosen algorithm ignores."""
+    text, name = _text_of(source, name)
+    vinfo = _version(mpi_version)
+    v, algs, _ = vinfo
+    vtext = ".".join(map(str, v))
+
+    def fail(line, key, problem, fix):
+        raise InputError(name, line, key, problem, fix)
+
+    raw = text.split("\n")
+    version, start = _version_line(raw, text, v, vtext, fail)
+    records = _records(raw, start, fail)
     pos = [0]
 
     def take(key, what, width=(1, 1)):
@@ -908,101 +1043,8 @@ def check(source, mpi_version, name=None):
                 "no communicator sizes for %s" % coll,
                 "give at least one, or leave the collective out",
             )
-        heads = []
-        for _ in range(ncs):
-            cline, (csize,) = take("%s comm size" % coll, "a communicator size")
-            if heads and csize <= heads[-1][1]:
-                fail(
-                    cline,
-                    "%s comm size" % coll,
-                    "communicator sizes must ascend: %d after %d (Open "
-                    "MPI takes the last size <= the communicator's and stops at the first larger)"
-                    % (csize, heads[-1][1]),
-                    "sort the communicator sizes, no duplicates",
-                )
-            if csize > LONG_MAX:
-                fail(
-                    cline,
-                    "%s comm size" % coll,
-                    "%d overflows Open MPI's reader" % csize,
-                    "give a real size",
-                )
-            key = "%s comm %d" % (coll, csize)
-            mline, (nms,) = take(key + " message sizes count", "the number of message sizes")
-            if nms < 1:
-                fail(
-                    mline,
-                    key + " message sizes count",
-                    "no message sizes for communicator size %d" % csize,
-                    "give at least the rule for message size 0",
-                )
-            rules = []
-            for j in range(nms):
-                rline, nums = take(
-                    key + " rule",
-                    "msgsize algorithm faninout segsize",
-                    (4, 5 if version > 1 else 4),
-                )
-                msg, alg, fan, seg = nums[:4]
-                mr = nums[4] if len(nums) > 4 else None
-                rkey = "%s msg %d" % (key, msg)
-                if j == 0 and msg != 0:
-                    fail(
-                        rline,
-                        rkey,
-                        "the first message size is %d, not 0: Open MPI drops the whole file" % msg,
-                        "start every communicator size with a rule for message size 0",
-                    )
-                if rules and msg <= rules[-1].msgsize:
-                    fail(
-                        rline,
-                        rkey,
-                        "message sizes must ascend: %d after %d (Open MPI stops at the "
-                        "first larger size)" % (msg, rules[-1].msgsize),
-                        "sort the rules, no duplicates",
-                    )
-                if msg > LONG_MAX:
-                    fail(rline, rkey, "%d overflows Open MPI's reader" % msg, "give a smaller size")
-                if MESSAGE_SIZE[coll][0] is None and j > 0:
-                    fail(
-                        rline,
-                        rkey,
-                        "%s's message size is %s: a second rule is %s"
-                        % (
-                            coll,
-                            MESSAGE_SIZE[coll][1],
-                            "never used"
-                            if coll in ("alltoallv", "barrier")
-                            else "chosen by the datatype, not the message length",
-                        ),
-                        "give %s a single rule at message size 0" % coll,
-                    )
-                rules.append(MsgRule(msg, alg, fan, seg, mr, rline))
-            heads.append((cline, csize, tuple(rules)))
-        sizes = [h[1] for h in heads]
-        entries = []
-        for i, (cline, csize, rules) in enumerate(heads):
-            crange = _comm_range(sizes, i)
-            if crange[1] is not None and crange[0] > crange[1] and len(heads) > 1:
-                fail(
-                    cline,
-                    "%s comm %d" % (coll, csize),
-                    "this entry serves no communicator (tuned runs "
-                    "on 2 or more ranks and the next entry starts at %d)" % sizes[i + 1],
-                    "remove the entry, or give it a size that some communicator has",
-                )
-            for r in rules:
-                bad = _rule_problem(
-                    coll, r.algorithm, r.segsize, r.faninout, r.max_requests, vinfo, crange
-                )
-                if bad:
-                    fail(
-                        r.line,
-                        "%s comm %d msg %d %s" % (coll, csize, r.msgsize, bad[0]),
-                        bad[1],
-                        bad[2],
-                    )
-            entries.append(CommRule(csize, rules, cline))
+        heads = _comm_heads(take, fail, coll, ncs, version)
+        entries = _comm_entries(coll, heads, vinfo, fail)
         out[coll] = tuple(entries)
     if pos[0] < len(records):
         line, _ = records[pos[0]]

@@ -159,6 +159,11 @@ class Checker:
                     "remove it or use one of: %s" % ", ".join(sorted(allowed)),
                 )
 
+    def schema_version(self, doc, want, fix):
+        """The document's `schema:` must be `want`; fix: where to write it (the doc's README)."""
+        if doc.get("schema") != want:
+            self.err(("schema",), "schema must be %d, not %r" % (want, doc.get("schema")), fix)
+
     def mapping(self, value, keypath, what):
         if not isinstance(value, dict):
             self.err(
@@ -238,12 +243,11 @@ def _check_table(ck, doc):
     if not ck.mapping(doc, root, "a tuning table"):
         return None
     ck.unknown_keys(doc, TOP_KEYS, root, "the table")
-    if doc.get("schema") != SCHEMA_VERSION:
-        ck.err(
-            ("schema",),
-            "schema must be %d, not %r" % (SCHEMA_VERSION, doc.get("schema")),
-            "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION,
-        )
+    ck.schema_version(
+        doc,
+        SCHEMA_VERSION,
+        "write schema: %d as the first line (tuning-tables/README.md)" % SCHEMA_VERSION,
+    )
     platform = ck.text(doc, "platform", root)
     if platform and not NAME.match(platform):
         ck.err(
@@ -659,6 +663,169 @@ def _algorithm_number(value, names):
     return None
 
 
+def _band_range(ck, rb, bkp, i, expect):
+    """(from, to, where the next band must start) of an algorithm band, the bands' continuity
+    checked; expect: where this band must start, "end" after to: null, None when unknown."""
+    lo = hi = False
+    for key in ("from", "to"):
+        if key not in rb:
+            ck.err(
+                bkp + (key,),
+                "missing key '%s'" % key,
+                "give every band from: and to: (to: null on the last band)",
+            )
+    if "from" in rb:
+        lo = ck.size(rb["from"], bkp + ("from",))
+    if "to" in rb:
+        hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
+    empty = isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
+    if empty:
+        ck.err(
+            bkp,
+            "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
+            "'to' is exclusive and must be larger than 'from'",
+        )
+    elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
+        if expect == "end":
+            ck.err(
+                bkp + ("from",),
+                "a band after the band that reaches to: null",
+                "only the last band may have to: null; give the one before an upper end",
+            )
+        elif i == 0 and lo != 0:
+            ck.err(
+                bkp + ("from",),
+                "the first band starts at %s, not 0" % format_size(lo),
+                "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
+            )
+        elif lo > expect:
+            ck.err(
+                bkp + ("from",),
+                "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
+                "start this band where the previous one ends (from: %s)" % format_size(expect),
+            )
+        elif lo < expect:
+            ck.err(
+                bkp + ("from",),
+                "overlaps the previous band, which ends at %s" % format_size(expect),
+                "start this band where the previous one ends (from: %s)" % format_size(expect),
+            )
+    expect = (
+        "end"
+        if hi is None
+        else (hi if isinstance(hi, int) and not isinstance(hi, bool) and not empty else None)
+    )
+    return lo, hi, expect
+
+
+def _band_algorithm(ck, rb, bkp, coll, names, version, ranks, geometry):
+    """An algorithm band's algorithm number, or None (problems go to ck)."""
+    listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
+    nodes, ppn = geometry
+    alg = None
+    if "algorithm" not in rb:
+        ck.err(
+            bkp + ("algorithm",),
+            "missing key 'algorithm'",
+            "give its number or name: %s" % listing,
+        )
+    else:
+        alg = _algorithm_number(rb["algorithm"], names)
+        if alg is None:
+            ck.err(
+                bkp + ("algorithm",),
+                "%s has no algorithm %r in Open MPI %s" % (coll, rb["algorithm"], version),
+                "use a number or name of: %s" % listing,
+            )
+        elif (coll, alg) in rulesfile.TWO_PROC and ranks != 2:
+            ck.err(
+                bkp + ("algorithm",),
+                "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
+                "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
+                % (coll, alg, names[alg], nodes, ppn, ranks),
+                "choose another algorithm for this band",
+            )
+    return alg
+
+
+def _whole(value, lo, hi):
+    """A whole number (not a bool) from lo to hi."""
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+
+
+def _band_tuning(ck, rb, bkp, coll, alg, names, version, vt):
+    """(segsize, faninout, max_requests) of an algorithm band, each checked against what the
+    algorithm takes in this Open MPI version."""
+    used = rulesfile.takes(coll, alg, version) if alg is not None else None
+    label = "%s %d (%s)" % (coll, alg, names[alg]) if alg is not None else coll
+    seg, fan, mr = 0, 0, None
+    if "segsize" in rb:
+        value = ck.size(rb["segsize"], bkp + ("segsize",))
+        if value is False:
+            pass
+        elif used is not None and "segsize" not in used:
+            ck.err(
+                bkp + ("segsize",),
+                "%s does not segment: segsize would be ignored" % label,
+                "remove segsize from this band",
+            )
+        elif value > rulesfile.INT_MAX:
+            ck.err(
+                bkp + ("segsize",),
+                "segsize %d is out of range" % value,
+                "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX),
+            )
+        else:
+            seg = value
+    if used is not None and "faninout" in used and "faninout" not in rb:
+        ck.err(
+            bkp,
+            "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
+            "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT,
+        )
+    if "faninout" in rb:
+        value = rb["faninout"]
+        if used is not None and "faninout" not in used:
+            ck.err(
+                bkp + ("faninout",),
+                "%s takes no fan-out: faninout would be ignored" % label,
+                "remove faninout from this band",
+            )
+        elif not _whole(value, 1, rulesfile.MAX_FANINOUT):
+            ck.err(
+                bkp + ("faninout",),
+                "faninout must be a whole number from 1 to %d, not %r"
+                % (rulesfile.MAX_FANINOUT, value),
+                "write e.g. faninout: 2",
+            )
+        else:
+            fan = value
+    if "max_requests" in rb:
+        value = rb["max_requests"]
+        if not _whole(value, 0, rulesfile.INT_MAX):
+            ck.err(
+                bkp + ("max_requests",),
+                "max_requests must be a whole number >= 0, not %r" % (value,),
+                "write e.g. max_requests: 8 (0 = no limit)",
+            )
+        elif used is not None and "max_requests" not in used:
+            ck.err(
+                bkp + ("max_requests",),
+                "%s takes no max requests: it would be ignored" % label,
+                "remove max_requests from this band",
+            )
+        elif vt < rulesfile.VERSION_LINE_SINCE:
+            ck.err(
+                bkp + ("max_requests",),
+                "Open MPI %s reads no max requests from a rules file "
+                "(that came in 5.0.7)" % version,
+                "remove max_requests from this band",
+            )
+        else:
+            mr = value
+    return seg, fan, mr
+
+
 def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     """A collective's coll_tuned algorithm per message-size band, checked against the algorithm
     table of the table's Open MPI version (tunedmpi.tables.rulesfile): what render turns into the
@@ -703,7 +870,6 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     except InputError as exc:
         ck.err(kp, exc.problem, exc.fix)
         return []
-    listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
     first_error = len(ck.errors)
     out, expect = [], 0  # expect: where the next band must start; "end"; None = unknown
     for i, rb in enumerate(raw):
@@ -712,156 +878,9 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
             expect = None
             continue
         ck.unknown_keys(rb, ALGORITHM_BAND_KEYS, bkp, "an algorithm band")
-        lo = hi = False
-        for key in ("from", "to"):
-            if key not in rb:
-                ck.err(
-                    bkp + (key,),
-                    "missing key '%s'" % key,
-                    "give every band from: and to: (to: null on the last band)",
-                )
-        if "from" in rb:
-            lo = ck.size(rb["from"], bkp + ("from",))
-        if "to" in rb:
-            hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
-        empty = (
-            isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
-        )
-        if empty:
-            ck.err(
-                bkp,
-                "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
-                "'to' is exclusive and must be larger than 'from'",
-            )
-        elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
-            if expect == "end":
-                ck.err(
-                    bkp + ("from",),
-                    "a band after the band that reaches to: null",
-                    "only the last band may have to: null; give the one before an upper end",
-                )
-            elif i == 0 and lo != 0:
-                ck.err(
-                    bkp + ("from",),
-                    "the first band starts at %s, not 0" % format_size(lo),
-                    "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
-                )
-            elif lo > expect:
-                ck.err(
-                    bkp + ("from",),
-                    "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
-                    "start this band where the previous one ends (from: %s)" % format_size(expect),
-                )
-            elif lo < expect:
-                ck.err(
-                    bkp + ("from",),
-                    "overlaps the previous band, which ends at %s" % format_size(expect),
-                    "start this band where the previous one ends (from: %s)" % format_size(expect),
-                )
-        expect = (
-            "end"
-            if hi is None
-            else (hi if isinstance(hi, int) and not isinstance(hi, bool) and not empty else None)
-        )
-
-        alg = None
-        if "algorithm" not in rb:
-            ck.err(
-                bkp + ("algorithm",),
-                "missing key 'algorithm'",
-                "give its number or name: %s" % listing,
-            )
-        else:
-            alg = _algorithm_number(rb["algorithm"], names)
-            if alg is None:
-                ck.err(
-                    bkp + ("algorithm",),
-                    "%s has no algorithm %r in Open MPI %s" % (coll, rb["algorithm"], version),
-                    "use a number or name of: %s" % listing,
-                )
-            elif (coll, alg) in rulesfile.TWO_PROC and ranks != 2:
-                ck.err(
-                    bkp + ("algorithm",),
-                    "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
-                    "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
-                    % (coll, alg, names[alg], nodes, ppn, ranks),
-                    "choose another algorithm for this band",
-                )
-        used = rulesfile.takes(coll, alg, version) if alg is not None else None
-        label = "%s %d (%s)" % (coll, alg, names[alg]) if alg is not None else coll
-        seg, fan, mr = 0, 0, None
-        if "segsize" in rb:
-            value = ck.size(rb["segsize"], bkp + ("segsize",))
-            if value is False:
-                pass
-            elif used is not None and "segsize" not in used:
-                ck.err(
-                    bkp + ("segsize",),
-                    "%s does not segment: segsize would be ignored" % label,
-                    "remove segsize from this band",
-                )
-            elif value > rulesfile.INT_MAX:
-                ck.err(
-                    bkp + ("segsize",),
-                    "segsize %d is out of range" % value,
-                    "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX),
-                )
-            else:
-                seg = value
-        if used is not None and "faninout" in used and "faninout" not in rb:
-            ck.err(
-                bkp,
-                "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
-                "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT,
-            )
-        if "faninout" in rb:
-            value = rb["faninout"]
-            if used is not None and "faninout" not in used:
-                ck.err(
-                    bkp + ("faninout",),
-                    "%s takes no fan-out: faninout would be ignored" % label,
-                    "remove faninout from this band",
-                )
-            elif (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not 1 <= value <= rulesfile.MAX_FANINOUT
-            ):
-                ck.err(
-                    bkp + ("faninout",),
-                    "faninout must be a whole number from 1 to %d, not %r"
-                    % (rulesfile.MAX_FANINOUT, value),
-                    "write e.g. faninout: 2",
-                )
-            else:
-                fan = value
-        if "max_requests" in rb:
-            value = rb["max_requests"]
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not 0 <= value <= rulesfile.INT_MAX
-            ):
-                ck.err(
-                    bkp + ("max_requests",),
-                    "max_requests must be a whole number >= 0, not %r" % (value,),
-                    "write e.g. max_requests: 8 (0 = no limit)",
-                )
-            elif used is not None and "max_requests" not in used:
-                ck.err(
-                    bkp + ("max_requests",),
-                    "%s takes no max requests: it would be ignored" % label,
-                    "remove max_requests from this band",
-                )
-            elif vt < rulesfile.VERSION_LINE_SINCE:
-                ck.err(
-                    bkp + ("max_requests",),
-                    "Open MPI %s reads no max requests from a rules file "
-                    "(that came in 5.0.7)" % version,
-                    "remove max_requests from this band",
-                )
-            else:
-                mr = value
+        lo, hi, expect = _band_range(ck, rb, bkp, i, expect)
+        alg = _band_algorithm(ck, rb, bkp, coll, names, version, nodes * ppn, (nodes, ppn))
+        seg, fan, mr = _band_tuning(ck, rb, bkp, coll, alg, names, version, vt)
         if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
             out.append(
                 AlgorithmBand(
