@@ -513,3 +513,69 @@ def test_lsf_host_names_that_differ_as_bytes_mean_the_same_in_every_twin(tmp_pat
             assert got == dict(want["env"], TUNEDMPI_SELECTION=want["selection"]), (name, err)
     assert explain.select(site, envs[0], module_file)["geometry"].source == "default"
     assert explain.select(site, envs[1], module_file)["geometry"].nodes == 2
+
+
+# ---- item 10: the Tcl twin's unload takes no empty or cut TUNEDMPI_SAVED for the whole record ----
+
+CUTS = {
+    "empty": "export TUNEDMPI_SAVED=",
+    "cut": 'set -- $TUNEDMPI_SAVED; shift 2; export TUNEDMPI_SAVED="$*"',  # still a Tcl dict
+}
+
+
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_tcl_unload_with_an_empty_or_cut_record_leaves_nothing_set(tmp_path, cut):
+    import envmodules
+    from test_modules_conformance import load_mpi
+    from test_modules_tcl import dumps, env_dump, names, tcl_tree
+
+    if not envmodules.available():
+        pytest.skip("needs Environment Modules (tools/system-packages.sh test)")
+    site, paths, _ = tcl_tree(load_mpi("oci-bm-optimized3.36", "openmpi-tuned"), tmp_path)
+    tuned, _ = names(site)
+    steps = ["export TUNEDMPI_NODES=2 TUNEDMPI_PPN=8", env_dump("before")]
+    steps += ["module load " + tuned, env_dump("loaded"), CUTS[cut]]
+    steps += ["module unload " + tuned, env_dump("after")]
+    proc = envmodules.shell(paths, "\n".join(steps))
+    assert proc.returncode == 0, proc.stderr
+    got = dumps(proc.stdout)
+    assert len(set(got["loaded"]) - set(got["before"])) > 3  # the row set several variables
+    assert got["after"] == got["before"]
+
+
+def test_lmod_unload_does_not_trust_a_rewritten_row(tmp_path):
+    """TUNEDMPI_ROW rewritten to another valid row between load and unload: unload still undoes
+    what load set, and a variable of that other row the user set after the load stays."""
+    import re
+
+    import lmod
+    from test_modules_conformance import load_mpi
+    from test_modules_hygiene import blocks, env_block, modules
+    from tunedmpi.modules import explain
+
+    if not lmod.available():
+        pytest.skip("needs Lmod")
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    here = {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "8"}
+    a = explain.select(site, here)
+    for nodes, ppn in [(16, 36), (8, 36), (4, 36), (2, 36), (1, 36), (1, 8), (1, 16), (2, 16)]:
+        b = explain.select(site, {"TUNEDMPI_NODES": str(nodes), "TUNEDMPI_PPN": str(ppn)})
+        mine = sorted(set(b["env"]) - set(a["env"]))
+        if mine:
+            break
+    row, profile = re.search(r" row=(\d+x\d+) match=\S+ profile=(\S+) ", b["selection"]).groups()
+    tuned, _ = modules(site)
+    steps = ["export TUNEDMPI_NODES=2 TUNEDMPI_PPN=8", env_block("before"), "module load " + tuned]
+    steps += ["export TUNEDMPI_ROW=%s:%s %s=mine" % (profile, row, mine[0])]
+    steps += ["module unload " + tuned, env_block("after")]
+    proc = lmod.shell(lmod.site_modulepaths(site, tmp_path, ROOT), "\n".join(steps))
+    assert proc.returncode == 0, proc.stderr
+    got = blocks(proc.stdout)
+    assert got["after"] == dict(got["before"], **{mine[0]: "mine"})
+
+
+def test_the_command_lines_count_bound_is_the_modules():
+    from tunedmpi import argtypes
+    from tunedmpi.modules import selector
+
+    assert argtypes.MAX_COUNT == selector.MAX_COUNT

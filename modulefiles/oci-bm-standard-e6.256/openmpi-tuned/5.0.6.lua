@@ -312,9 +312,23 @@ else
     if kr == ":unbound" then marks.unbound, kr = true, "" end
     if kr ~= "" then kp = nil end
   end
+  -- Trusted only while every variable load set from that row holds the row's value: the user's
+  -- shell can rewrite TUNEDMPI_ROW to another valid row. (Not TUNEDMPI_SELECTION: in a family
+  -- swap the other module's is already there.) Names load left alone are not asked.
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
+    end
+    local asked = {}
+    for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
+    for name in (marks.left or ""):gmatch("[^,]+") do asked[name] = nil end
+    if marks.unbound then
+      asked["PRTE_MCA_rmaps_default_mapping_policy"] = nil
+      asked["PRTE_MCA_rmaps_default_ranking_policy"] = nil
+      asked["PRTE_MCA_hwloc_default_binding_policy"] = nil
+    end
+    for name, value in pairs(asked) do
+      if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
   if not row then row, kind = choose(rows, nodes, ppn) end

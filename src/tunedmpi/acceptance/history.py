@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results, validate
-from tunedmpi.errors import InputError, printable
+from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
 
@@ -238,7 +238,7 @@ def load(paths, site=None):
             if d.resolve() not in seen:
                 seen.add(d.resolve())
                 found.append(d)
-    campaigns = []
+    campaigns, refused = [], []
     for d in found:
         why = validate.incomplete(d)
         if why:  # killed or interrupted: said, not silently skipped
@@ -248,13 +248,17 @@ def load(paths, site=None):
             continue
         try:
             c = load_campaign(d)
-        except InputError as exc:  # one unreadable campaign (or a newer schema) is left out, said
-            sys.stderr.write("history: %s: left out\n" % exc.format())
+        except InputError as exc:  # an unreadable campaign (or a newer schema): left out, said
+            refused.append(exc)
             continue
         if c is None:
             sys.stderr.write("history: %s could not run (no data): left out\n" % d)
         elif site is None or c.series[0] == site:
             campaigns.append(c)
+    if not campaigns and refused:  # nothing else to show: the refusal itself is the error
+        raise refused[0] if len(refused) == 1 else InputErrors(refused)
+    for exc in refused:
+        sys.stderr.write("history: %s: left out\n" % exc.format())
     if not campaigns:
         raise InputError(
             " ".join(map(str, paths)),
