@@ -186,8 +186,8 @@ def source(checkout, site, table, installer):
 
 def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     """(the site's site.yaml, its config derived for the build), refused (InputError) when the
-    site is missing or the build asks for another version, module name or format. build:
-    derive's (mpi_prefix, base_module, ucx_version, modules, formats, mpi_level)."""
+    site is missing or the build asks for another version, module name or format. build: derive's
+    keyword options (mpi_prefix, base_module, ucx_version, modules, formats, mpi_level)."""
     words = INSTALLERS[installer]
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
@@ -209,7 +209,7 @@ def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
             "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"),
         )
     # read as every project file is (yamlsrc: anchors refused, errors name file and line)
-    doc = derive(yamlsrc.load(src).data or {}, checkout, installer, *build)
+    doc = derive(yamlsrc.load(src).data or {}, checkout, installer, **build)
     want = doc["mpi"]["version"]
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
@@ -237,25 +237,20 @@ def install(
     site,
     share,
     installer,
-    mpi_prefix=None,
-    base_module=None,
-    ucx_version=None,
-    modules=None,
-    formats=None,
     mpi_version=None,
     name=None,
     pinned_copy=None,
-    mpi_level=None,
     log=print,
+    **build,
 ):
     """Install ``site`` of ``checkout`` into ``share`` (<prefix>/share/tunedmpi), as described
-    above. Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
+    above; ``build``: derive's keyword options (the build's MPI prefix or module, UCX, ...).
+    Returns {"site", "table", "version", "rendered": the tuned Lua module, "copy"}.
     Raises InputError (file, key, problem, fix) before writing anything when the build and the
     site do not match."""
     paths.safe_name(site, "--site", "site")
     checkout = os.path.realpath(str(checkout))
     share = os.path.abspath(str(share))
-    build = (mpi_prefix, base_module, ucx_version, modules, formats, mpi_level)
     src, doc = _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy)
     want = doc["mpi"]["version"]
 
