@@ -509,6 +509,10 @@ def test_spack_yaml_structure(name, pkg):
     level = {"hierarchy:": ["mpi"], "filter_hierarchy_specs": {"openmpi-tuned": ["mpi"]}}
     tree = {k: lm[k] for k in ("hierarchy:", "filter_hierarchy_specs") if k in lm}
     assert tree == (level if name == "local-source" else flat)
+    if tree == level:
+        # Spack's module of a core compiler unlocks Core itself (spack/spack#33069); with an MPI
+        # level that loop empties `module spider`'s "load openmpi first" lines (seen with Lmod 8.6)
+        assert set(lm["core_compilers"]) <= set(lm.get("exclude", []))
     assert lm["core_compilers"] and lm["hash_length"] == 0 and lm["hide_implicits"] is True
     assert lm["projections"] == {"all": "{name}/{version}"}
     assert lm["openmpi"] == {"template": BASELINE_TEMPLATE}
@@ -1465,3 +1469,67 @@ def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
     loaded = [line[7:].strip() for line in out.splitlines() if line.startswith("LOADED ")]
     assert loaded == ["openmpi/5.0.8"], out  # family("mpi"): the swap happened
     assert "AFTER=unset" in out
+
+
+def _mpi_hierarchy(text):
+    """The local environment with local-source's module layout: an MPI level, openmpi-tuned
+    beside openmpi at Core (hierarchy:: [mpi] and filter_hierarchy_specs, docs/spack.md)."""
+    flat = re.compile(r"^( *)hierarchy:: \[\].*$", re.M)
+    assert len(flat.findall(text)) == 1, "local's spack.yaml.in no longer has hierarchy:: []"
+    return flat.sub(
+        lambda m: (
+            "%shierarchy:: [mpi]\n%sfilter_hierarchy_specs:\n%s  openmpi-tuned: [mpi]"
+            % ((m.group(1),) * 3)
+        ),
+        text,
+    )
+
+
+@needs_spack
+@needs_lmod
+def test_spack_mpi_hierarchy_keeps_the_mpi_level_through_swaps(tmp_path):
+    """With Spack's MPI hierarchy, Spack's own layout (read by the package at install time) puts
+    the tuned module at Core beside openmpi and makes it unlock the folder openmpi's module
+    unlocks; a module there (IMB, OSU in local-source) stays loaded, not inactive, through
+    openmpi-tuned -> openmpi -> openmpi-tuned swaps, and the tuned variables come and go."""
+    env_dir = make_env("local", tmp_path / "env")
+    (env_dir / "spack.yaml").write_text(_mpi_hierarchy(spack_text("local")))
+    opt, modroot = tmp_path / "opt", tmp_path / "lmod"
+    config = [
+        "-c",
+        "config:install_tree:root:%s" % opt,
+        "-c",
+        "modules:default:roots:lmod:%s" % modroot,
+    ]
+    proc = spack(env_dir, *config, "install")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (core,) = list(modroot.glob("*/Core"))
+    unlocks = re.compile(r'^prepend_path\("MODULEPATH", "([^"]+)"\)', re.M)
+    (level,) = unlocks.findall((core / "openmpi" / "5.0.8.lua").read_text())
+    assert re.fullmatch(re.escape(str(core.parent)) + r"/openmpi/5\.0\.8-[a-z0-9]{7}/Core", level)
+    assert unlocks.findall((core / "openmpi-tuned" / "5.0.8.lua").read_text()) == [level]
+    os.makedirs(os.path.join(level, "bench"))
+    Path(level, "bench", "1.0.lua").write_text('setenv("BENCH", "on")\n')
+    script = "\n".join(
+        [
+            "module load openmpi-tuned/5.0.8 bench/1.0",
+            'echo "TUNED OMPI_MCA_pml=${OMPI_MCA_pml:-unset} BENCH=${BENCH:-unset}"',
+            "module load openmpi/5.0.8 2>&1",
+            'echo "BASE OMPI_MCA_pml=${OMPI_MCA_pml:-unset} BENCH=${BENCH:-unset}"',
+            "module -t list 2>&1 | sed 's/^/BASE-LOADED /'",
+            "module load openmpi-tuned/5.0.8 2>&1",
+            'echo "BACK OMPI_MCA_pml=${OMPI_MCA_pml:-unset} BENCH=${BENCH:-unset}"',
+            "module -t list 2>&1 | sed 's/^/BACK-LOADED /'",
+        ]
+    )
+    out = lmod.shell([core], script)
+    text = out.stdout + out.stderr
+    assert "TUNED OMPI_MCA_pml=ucx BENCH=on" in text, text
+    assert "BASE OMPI_MCA_pml=unset BENCH=on" in text, text
+    assert "BACK OMPI_MCA_pml=ucx BENCH=on" in text, text
+    assert "Inactive" not in text, text
+    for tag, mpi in (("BASE", "openmpi/5.0.8"), ("BACK", "openmpi-tuned/5.0.8")):
+        loaded = [
+            ln.split(None, 1)[1] for ln in text.splitlines() if ln.startswith(tag + "-LOADED ")
+        ]
+        assert sorted(loaded) == sorted([mpi, "bench/1.0"]), text
