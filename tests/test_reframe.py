@@ -278,3 +278,17 @@ def test_references_fail_the_losing_bands_by_reframes_own_rule(tmp_path, archive
     )
     assert sorted(records) == sorted(bands)
     assert {r["results"] for r in records.values()} == {str(results.parent)}
+
+
+def test_an_inconclusive_campaign_is_skipped_with_its_reason(tmp_path):
+    """A campaign too noisy to decide (32 undecided ties, judged again with -S reanalyse: nothing is
+    measured) is INCONCLUSIVE: ReFrame skips the test with the reason instead of failing it."""
+    unpack_archive("validate-local-source-20261126T231944Z", tmp_path / "archive")
+    src = tmp_path / "archive" / "validate-results" / "local-source-20261126T231944Z"
+    proc = reframe("local.py", tmp_path, lmod.clean_env(), ["-S", "reanalyse=%s" % src])
+    context = proc.stdout[-6000:] + proc.stderr[-2000:]
+    (results,) = kept(tmp_path, "results.json")
+    assert json.loads(results.read_text())["verdict"] == "INCONCLUSIVE", context
+    assert (
+        proc.returncode == 0 and "SKIP" in proc.stdout and "verdict INCONCLUSIVE" in proc.stdout
+    ), context
