@@ -76,6 +76,7 @@ def test_a_noisy_campaign_that_failed_for_want_of_a_decision_is_now_inconclusive
     """Its 32 bands are all undecided ties (a busy host, 5 pairs): before issue 40 FAIL, exit 1."""
     code, res, junit, report = reanalyse(run_cli, tmp_path, NOISY)
     assert (code, res["verdict"], res["exit_code"]) == (4, "INCONCLUSIVE", 4)
+    assert "too noisy" in res["verdict_means"]
     bands = sized(res)
     assert bands and all(b["verdict"] == "tie" for b in bands)
     assert any(b["undecided"] for b in bands)

@@ -552,6 +552,7 @@ def analyse(opts, runs, records, design=None, extend=None):
         bands=outcome.bands,
         per_size=per_size,
         verdict=verdict if any_data else "COULD-NOT-RUN",
+        verdict_means=report.MEANS.get(verdict) if any_data else None,
         family=results.family_of(outcome.bands),
         exit_code=exit_code,
         host_state={
