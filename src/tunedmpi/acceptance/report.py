@@ -143,7 +143,8 @@ def undecided_rows(results):
         "",
         "Too noisy to decide at these pairs. Noise: the SD of a run's log band score within each "
         "module; pairs needed: per module, for 80 %% power to find a %.0f %% difference at "
-        "%.2g / %d tests (unpaired normal model; more than 200: >200)." % (tol * 100, alpha, tests),
+        "%.2g / %d tests (unpaired normal model; more than 1000: >1000)."
+        % (tol * 100, alpha, tests),
         "",
         "| benchmark | band | runs (baseline+tuned) | noise (SD) | pairs needed |",
         "|---|---|---|---:|---:|",
@@ -156,7 +157,7 @@ def undecided_rows(results):
             resid += [(x - mean) ** 2 for x in logs]
         dof = len(b["baseline_band"]) + len(b["tuned_band"]) - 2
         sd = math.sqrt(sum(resid) / dof) if dof > 0 else None
-        need = None if sd is None else power.reps_needed(sd, 1 + tol, alpha, tests)
+        need = None if sd is None else power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
         out.append(
             "| %s | %s | %d+%d | %s | %s |"
             % (
@@ -165,7 +166,7 @@ def undecided_rows(results):
                 len(b["baseline_band"]),
                 len(b["tuned_band"]),
                 "-" if sd is None else "%.3f" % sd,
-                "-" if sd is None else need or ">200",
+                "-" if sd is None else need or ">1000",
             )
         )
     return out + [""]
