@@ -315,3 +315,5 @@ def test_the_campaign_is_judged_as_one_family_with_its_looks(tmp_path, monkeypat
     assert r["tests"] == 4 and r["n"] == 8 and r["any"] <= 0.1
     assert r["win_all"] == 1.0 and min(r["caught"].values()) >= 0.8
     assert r["any"] == pytest.approx(r["fail"] + r["pass_"])
+    # A/A: NO-GAIN and INCONCLUSIVE are no false call; INCONCLUSIVE's share is among the rest
+    assert 0 <= r["inconclusive"] <= 1 - r["any"] + 1e-12

@@ -423,7 +423,7 @@ def test_reliability_and_module_verdict():
     R = stats.BandResult
     tie, win, lose = (R("b", "x", [], 1.0, 1.0, v, "") for v in ("tie", "win", "lose"))
     assert stats.module_verdict([tie, win]) == "PASS"
-    assert stats.module_verdict([tie, tie]) == "FAIL"  # not better anywhere: no reason to ship it
+    assert stats.module_verdict([tie, tie]) == "NO-GAIN"  # shown equal: no reason to ship it
     assert stats.module_verdict([win, lose]) == "FAIL"
     assert stats.module_verdict([R("b", "x", [], None, None, "no-data", "")]) == "NO-DATA"
 

@@ -776,14 +776,25 @@ def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_r
     return BandResult(benchmark, "reliability", [], None, None, verdict, reason)
 
 
+# The module's verdicts, one meaning each (validate/README.md; validate.EXIT_CODES gives each its
+# exit code): PASS a band wins and none loses; FAIL a band loses (a regression); NO-GAIN no band
+# wins or loses and none is undecided (shown equivalent within the tolerance: do not ship it);
+# INCONCLUSIVE none wins or loses and some band is undecided (too noisy to say); NO-DATA nothing
+# compared.
+PASS, FAIL, NO_GAIN, INCONCLUSIVE, NO_DATA = "PASS", "FAIL", "NO-GAIN", "INCONCLUSIVE", "NO-DATA"
+
+
 def module_verdict(results):
-    """PASS when no band loses and at least one wins; FAIL otherwise; NO-DATA when nothing compared."""
-    verdicts = [r.verdict for r in results if r.verdict != "no-data"]
+    """PASS, FAIL, NO-GAIN, INCONCLUSIVE or NO-DATA (above) from the bands' verdicts."""
+    decided = [r for r in results if r.verdict != "no-data"]
+    verdicts = [r.verdict for r in decided]
     if not verdicts:
-        return "NO-DATA"
+        return NO_DATA
     if "lose" in verdicts:
-        return "FAIL"
-    return "PASS" if "win" in verdicts else "FAIL"
+        return FAIL
+    if "win" in verdicts:
+        return PASS
+    return INCONCLUSIVE if any(r.undecided for r in decided) else NO_GAIN
 
 
 def relative_times(baseline_reps, candidate_reps, metric):

@@ -18,8 +18,9 @@ report.md, junit.xml, logs/). This file only reads that results.json:
 - references: per system:partition, every band the campaign decided gets (1.0, the tolerance's
   loss edge) as its reference, so a gain below 1 / (1 + tolerance) fails by ReFrame's own rule
   (and shows in `reframe --performance-report`); a band too noisy to decide gets none;
-- pass/fail: the module verdict of validate (PASS: no band loses, at least one wins). A FAIL fails
-  the test in its performance stage, after the gains are logged, naming the bands that lose.
+- pass/fail: the module verdict of validate (PASS: a band wins, none loses). FAIL and NO-GAIN fail
+  the test in its performance stage, after the gains are logged, naming the bands that lose;
+  INCONCLUSIVE (too noisy to decide) skips it with that reason.
 
 Variables (`-S name=value`): site, module, baseline, modulepath, full, benchmarks, repetitions,
 extend, probes, nodes, ppn, run_timeout, tolerance, alpha, validate_sh, reanalyse. Details:
@@ -179,7 +180,14 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
     @run_after("performance")
     def module_verdict(self):
         res = self.results()
-        if res["verdict"] != "PASS":
+        if res["verdict"] == "INCONCLUSIVE":  # too noisy to say: not a regression, not a pass
+            self.results("stagedir")
+            self.skip(
+                "tuned module %s: verdict INCONCLUSIVE (no band wins or loses, some undecided: "
+                "too noisy; the pairs a decision needs are in the report); report: %s"
+                % (res["modules"]["tuned"], os.path.join(self.results_dir, "report.md"))
+            )
+        if res["verdict"] != "PASS":  # FAIL (a band loses) and NO-GAIN (shown equal: no benefit)
             self.results("stagedir")
             lost = [
                 "%s %s: %s" % (b["benchmark"], b["band"], b["reason"])

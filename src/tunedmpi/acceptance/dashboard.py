@@ -18,7 +18,17 @@ from urllib.parse import quote
 
 from tunedmpi.files import write_atomic
 
-VERDICT_CLASS = {"win": "win", "tie": "tie", "lose": "lose", "PASS": "pass", "FAIL": "fail"}
+# band verdicts, then module verdicts (stats.module_verdict): NO-GAIN reads as a failure (do not
+# ship), INCONCLUSIVE as a warning (too noisy to say)
+VERDICT_CLASS = {
+    "win": "win",
+    "tie": "tie",
+    "lose": "lose",
+    "PASS": "pass",
+    "FAIL": "fail",
+    "NO-GAIN": "fail",
+    "INCONCLUSIVE": "inconclusive",
+}
 SPARK = (18, 28, 1.25)  # px per campaign, height, least gain at the top edge (inverse: bottom)
 
 TEMPLATE = """{% macro spark(points) %}<svg width="{{ points.width }}" height="{{ points.height }}"
@@ -37,6 +47,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; white-space: nowrap; }
 .win { background: #c8f0c8; } .tie { background: #eee; } .lose { background: #f6c0c0; }
 .pass { color: #060; font-weight: bold; } .fail { color: #a00; font-weight: bold; }
+.inconclusive { color: #a60; font-weight: bold; }
 .other { color: #850; font-weight: bold; }
 td.drift { outline: 3px solid #d00; outline-offset: -3px; }
 .alert { background: #fdd; border: 2px solid #d00; padding: .5em; margin: .5em 0; }

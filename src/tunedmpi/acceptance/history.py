@@ -63,6 +63,7 @@ class Band:
     metric: Optional[str] = None
     baseline: list = field(default_factory=list)  # per-run {size: value} of the benchmark
     tuned: list = field(default_factory=list)
+    undecided: bool = False  # a tie whose interval reaches beyond the tolerance (module_verdict)
 
 
 @dataclass
@@ -191,7 +192,14 @@ def load_campaign(directory):
     for b in rows:
         metric, base, tuned = data.get(b["benchmark"], (None, [], []))
         bands[(b["benchmark"], b["band"])] = Band(
-            b["gain"], b["verdict"], b.get("p_value"), list(b["sizes"]), metric, base, tuned
+            b["gain"],
+            b["verdict"],
+            b.get("p_value"),
+            list(b["sizes"]),
+            metric,
+            base,
+            tuned,
+            bool(b.get("undecided")),
         )
     verdict = stats.module_verdict(list(bands.values())) if rejudged else res["verdict"]
     if rejudged and verdict != res["verdict"]:

@@ -888,9 +888,11 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
 
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
     """The campaign's error rates over `draws` drawn campaigns: A/A (false FAIL: a band loses;
-    false PASS: a band wins and none loses), every band at `gain` (P(PASS), each band's power),
-    and, for each band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the
-    power to catch a real loss among real wins; a FAIL for want of a win is not counted)."""
+    false PASS: a band wins and none loses; NO-GAIN and INCONCLUSIVE are no false call there, and
+    `inconclusive` is the share of INCONCLUSIVE: too noisy to show the modules equal), every band
+    at `gain` (P(PASS), each band's power; NO-GAIN or INCONCLUSIVE there is a miss), and, for each
+    band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the power to catch a
+    real loss among real wins)."""
     n = camp.design.final if len(camp.reps) >= camp.design.final else camp.design.first
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
     c = dict(
@@ -899,6 +901,7 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
         any=0,
         extended=0,
         win_all=0,
+        inconclusive=0,
         n=n,
         tests=len(keys),
         bench_false=OrderedDict((b, 0) for b in camp.benches),
@@ -916,6 +919,7 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
         c["fail"] += lose
         c["pass_"] += not lose and "win" in verdicts.values()
         c["any"] += any(v in ("win", "lose") for v in verdicts.values())
+        c["inconclusive"] += stats.module_verdict(list(res.values())) == stats.INCONCLUSIVE
         c["extended"] += ext
         for b in camp.benches:
             c["bench_false"][b] += any(
@@ -931,7 +935,7 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
             c["caught"][k] += any(r.verdict == "lose" for r in res.values())
             c["lost"][k] += res[k].verdict == "lose"
             c["level"][k].append(res[k].level)
-    for key in ("fail", "pass_", "any", "extended", "win_all"):
+    for key in ("fail", "pass_", "any", "extended", "win_all", "inconclusive"):
         c[key] /= float(draws)
     for key in ("bench_false", "power", "caught", "lost"):
         c[key] = OrderedDict((k, v / float(draws)) for k, v in c[key].items())
@@ -1190,22 +1194,22 @@ def _render_campaigns(st):
         "residuals, so both sides are the same module) drawn in random order and judged as "
         "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
         "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
-        "band judged win and none lose (should be <= alpha together). Power: every band %.2fx "
-        "(P(PASS)); and the scenario that matters for the module rule: **one band truly %.0f%% "
-        "slower, every other band %.2fx**: P(FAIL by a loss), min over the bands (a FAIL for want "
-        "of a win is not counted: a module that only ties FAILs anyway).\n\n"
-        % (gain, (1 - LOSS) * 100, gain),
+        "band judged win and none lose (should be <= alpha together); NO-GAIN and INCONCLUSIVE "
+        "are right there, INCONCLUSIVE (some band undecided) is the A/A share too noisy to show "
+        "the modules equal. Power: every band %.2fx (P(PASS); NO-GAIN or INCONCLUSIVE is a miss); "
+        "and **one band truly %.0f%% slower, every other band %.2fx**: P(FAIL by a loss), min over "
+        "the bands.\n\n" % (gain, (1 - LOSS) * 100, gain),
         "| campaign | procedure | tests | pairs drawn (of) | A/A false FAIL | A/A false PASS "
-        "| A/A any false | 95%% MC | all %.2fx: PASS "
+        "| A/A any false | 95%% MC | A/A INCONCLUSIVE | all %.2fx: PASS "
         "| one band %.2fx, rest %.2fx: FAIL by a loss, min (band) / median "
-        "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n"
+        "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n"
         % (gain, LOSS, gain),
     ]
     for camp, r in st.campaigns:
         mc = 1.96 * math.sqrt(max(r["any"] * (1 - r["any"]), 0.25 / draws) / draws)
         worst = min(r["caught"], key=r["caught"].get)
         out.append(
-            "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f (%s %s) / %.2f "
+            "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f | %.2f (%s %s) / %.2f "
             "| %.2f |\n"
             % (
                 camp.name,
@@ -1218,6 +1222,7 @@ def _render_campaigns(st):
                 r["pass_"],
                 r["any"],
                 mc,
+                r["inconclusive"],
                 r["win_all"],
                 r["caught"][worst],
                 worst[0],

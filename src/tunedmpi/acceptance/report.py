@@ -3,6 +3,7 @@
 Everything is derived from results.json alone, so a report can be rewritten from it.
 """
 
+import math
 import sys
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -86,6 +87,89 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False, fam
         "case; otherwise it is a **tie** (undecided when its interval still reaches beyond the tolerance)."
         % (compared, holm_text, looks, tolerance * 100)
     )
+
+
+# What each module verdict means (report.md's verdict line; stats.module_verdict decides it)
+MEANS = {
+    stats.PASS: "a band wins and none loses",
+    stats.FAIL: "a band loses: a regression",
+    stats.NO_GAIN: "no band wins or loses, every band shown equal within the tolerance: "
+    "no benefit, do not ship it",
+    stats.INCONCLUSIVE: "no band wins or loses, and some are undecided: too noisy to say "
+    "(see Undecided bands)",
+}
+
+
+def _sized(results):
+    return [b for b in results["bands"] if b["band"] != "reliability" and b["verdict"] != "no-data"]
+
+
+def tally(results):
+    """The report's first line, e.g. `PASS: 10 win · 0 lose · 12 tie (3 undecided) · 15+15 pairs ·
+    12 min` (size bands; reliability only when a module failed more; pairs: look 1 + extension)."""
+    bands = _sized(results)
+    n = {v: sum(1 for b in bands if b["verdict"] == v) for v in ("win", "lose", "tie")}
+    parts = [
+        "%d win" % n["win"],
+        "%d lose" % n["lose"],
+        "%d tie (%d undecided)" % (n["tie"], sum(1 for b in bands if b.get("undecided"))),
+    ]
+    rel = [b for b in results["bands"] if b["band"] == "reliability" and b["verdict"] != "tie"]
+    if rel:
+        parts.append(
+            "reliability %s" % ", ".join("%s %s" % (b["benchmark"], b["verdict"]) for b in rel)
+        )
+    design = results.get("design") or {}
+    first = design.get("first", results.get("repetitions") or 0)
+    more = design.get("final", first) - first if design.get("extended") else 0
+    parts.append(("%d+%d pairs" % (first, more)) if more else "%d pairs" % first)
+    parts.append("%.0f min" % ((results.get("elapsed_s") or 0) / 60.0))
+    return "%s: %s" % (results["verdict"], " · ".join(parts))
+
+
+def undecided_rows(results):
+    """For each undecided band: the measured noise (SD of a run's log band score, within each
+    module) and the pairs per module a decision would need: 80 % power to find a difference of the
+    tolerance at Holm's first level over the campaign's tests (power.reps_needed, unpaired)."""
+    from tunedmpi.acceptance import power
+
+    bands = [b for b in _sized(results) if b.get("undecided")]
+    if not bands:
+        return []
+    tol, alpha = results["tolerance"], results["alpha"]
+    tests = (results.get("family") or {}).get("tests") or len(_sized(results))
+    out = [
+        "## Undecided bands",
+        "",
+        "Too noisy to decide at these pairs. Noise: the SD of a run's log band score within each "
+        "module; pairs needed: per module, for 80 %% power to find a %.0f %% difference at "
+        "%.2g / %d tests (unpaired normal model; more than 1000: >1000)."
+        % (tol * 100, alpha, tests),
+        "",
+        "| benchmark | band | runs (baseline+tuned) | noise (SD) | pairs needed |",
+        "|---|---|---|---:|---:|",
+    ]
+    for b in bands:
+        resid = []
+        for side in (b["baseline_band"], b["tuned_band"]):
+            logs = [math.log(v) for v in side if v > 0]
+            mean = sum(logs) / len(logs) if logs else 0.0
+            resid += [(x - mean) ** 2 for x in logs]
+        dof = len(b["baseline_band"]) + len(b["tuned_band"]) - 2
+        sd = math.sqrt(sum(resid) / dof) if dof > 0 else None
+        need = None if sd is None else power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
+        out.append(
+            "| %s | %s | %d+%d | %s | %s |"
+            % (
+                b["benchmark"],
+                b["band"],
+                len(b["baseline_band"]),
+                len(b["tuned_band"]),
+                "-" if sd is None else "%.3f" % sd,
+                "-" if sd is None else need or ">1000",
+            )
+        )
+    return out + [""]
 
 
 def _fmt(v, digits=2):
@@ -204,7 +288,10 @@ def markdown(results):
             "# Validation: %s vs %s"
             % tuple(titled(results, role) for role in ("tuned", "baseline")),
             "",
-            "**Verdict: %s** (exit %d)" % (results["verdict"], results["exit_code"]),
+            tally(results),
+            "",
+            "**Verdict: %s** (exit %d): %s"
+            % (results["verdict"], results["exit_code"], MEANS.get(results["verdict"], "")),
             "",
             "| | |",
             "|---|---|",
@@ -251,10 +338,12 @@ def markdown(results):
             results.get("family"),
         ),
         "A failed or crashed run counts in the `reliability` row: the module with fewer failures wins it.",
-        "The module **PASSes** when no band loses and at least one wins. Details: validate/README.md.",
+        "The module: **PASS** a band wins, none loses; **FAIL** a band loses; **NO-GAIN** every band "
+        "a decided tie; **INCONCLUSIVE** no win or loss, some band undecided. Details: validate/README.md.",
         "",
     ]
     out += ["## Verdict per benchmark and band", "", verdict_table(results), ""]
+    out += undecided_rows(results)
     out += host_state(results)
     failed = [r for r in results["runs"] if r["status"] != "ok"]
     if failed:
@@ -341,36 +430,11 @@ def host_state(results):
             "| %s | %s | %d |"
             % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0))
         )
-    out += [
-        "",
-        "Gain per state (seed figures of the runs in that state; - : fewer than 2 runs of a module):",
-        "",
-        "| benchmark | band | all runs | %s | held equal |" % " | ".join(STATES),
-        "|---|---|---:|" + "---:|" * len(STATES) + "---|",
-    ]
+    rows = []
     for b in results["bands"]:
         data = results["per_size"].get(b["benchmark"], {})
         if not b["sizes"] or not data.get("metric") or "host_states" not in data:
             continue
-        cells = []
-        for state in STATES:
-            pick = {
-                role: [
-                    p for p, label in zip(data[role], data["host_states"][role]) if label == state
-                ]
-                for role in ("baseline", "tuned")
-            }
-            rel = (
-                stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
-                if min(len(v) for v in pick.values()) >= 2
-                else {}
-            )
-            gain = stats.geomean([1 / rel[s] for s in b["sizes"] if s in rel])
-            cells.append(
-                "-"
-                if gain is None
-                else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"]))
-            )
         held = (
             "yes"
             if b.get("host_strata")
@@ -378,17 +442,44 @@ def host_state(results):
             if b.get("pairs")
             else "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
         )
-        out.append(
-            "| %s | %s | %s | %s | %s |"
-            % (
-                b["benchmark"],
-                b["band"],
-                "-" if b["gain"] is None else "%.3fx" % b["gain"],
-                " | ".join(cells),
-                held,
-            )
-        )
+        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
+        rows.append(([b["benchmark"], b["band"], gain] + _state_cells(b, data), held))
+    # the "held equal" column only when the bands differ in it; else said once
+    same = len({held for _, held in rows}) <= 1
+    out += [
+        "",
+        "Gain per state (seed figures of the runs in that state; - : fewer than 2 runs of a module)%s:"
+        % ("; host state held equal in every band: %s" % rows[0][1] if same and rows else ""),
+        "",
+        "| benchmark | band | all runs | %s |%s"
+        % (" | ".join(STATES), "" if same else " held equal |"),
+        "|---|---|---:|" + "---:|" * len(STATES) + ("" if same else "---|"),
+    ]
+    for cells, held in rows:
+        out.append("| %s |" % " | ".join(cells + ([] if same else [held])))
     return out + [""]
+
+
+def _state_cells(b, data):
+    """The band's gain within each host state ('-': fewer than 2 runs of a module in it)."""
+    cells = []
+    for state in STATES:
+        pick = {
+            role: [p for p, label in zip(data[role], data["host_states"][role]) if label == state]
+            for role in ("baseline", "tuned")
+        }
+        rel = (
+            stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
+            if min(len(v) for v in pick.values()) >= 2
+            else {}
+        )
+        gain = stats.geomean([1 / rel[s] for s in b["sizes"] if s in rel])
+        cells.append(
+            "-"
+            if gain is None
+            else "%.3fx (%d+%d)" % (gain, len(pick["baseline"]), len(pick["tuned"]))
+        )
+    return cells
 
 
 def module_variables(results):
@@ -502,7 +593,9 @@ def write_plots(outdir, results):
 
 
 def junit(results):
-    """One test case per benchmark x band: lose = failure, no-data = skipped, win/tie = pass."""
+    """One test case per benchmark x band (lose = failure, no-data = skipped, win/tie = pass), then
+    one for the module's verdict: FAIL and NO-GAIN a failure, INCONCLUSIVE (and no verdict) a
+    skipped case, each with its reason; PASS passes."""
     cases = []
     for b in results["bands"]:
         body = ""
@@ -516,8 +609,21 @@ def junit(results):
             '  <testcase classname=%s name=%s time="0">%s</testcase>'
             % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body)
         )
-    fails = sum(1 for b in results["bands"] if b["verdict"] == "lose")
-    skips = sum(1 for b in results["bands"] if b["verdict"] == "no-data")
+    verdict = results["verdict"]
+    why = "%s: %s" % (tally(results), MEANS.get(verdict, "no verdict"))
+    module = (
+        "<system-out>%s</system-out>" % escape(why)
+        if verdict == stats.PASS
+        else "<failure message=%s/>" % quoteattr(why)
+        if verdict in (stats.FAIL, stats.NO_GAIN)
+        else "<skipped message=%s/>" % quoteattr(why)
+    )
+    cases.append(
+        '  <testcase classname="validate" name=%s time="0">%s</testcase>'
+        % (quoteattr("module verdict"), module)
+    )
+    fails = sum(1 for c in cases if "<failure " in c)
+    skips = sum(1 for c in cases if "<skipped " in c)
     name = "validate %s %s vs %s" % (
         results["site"],
         results["modules"]["tuned"],

@@ -122,7 +122,15 @@ def family_of(bands):
     }
 
 
-VERDICT_FIELDS = ("bands", "per_size", "verdict", "family", "exit_code", "host_state")
+VERDICT_FIELDS = (
+    "bands",
+    "per_size",
+    "verdict",
+    "verdict_means",
+    "family",
+    "exit_code",
+    "host_state",
+)
 
 
 @dataclass
@@ -137,6 +145,9 @@ class Results:
     exit_code: int
     family: Optional[dict] = None
     host_state: Optional[dict] = None
+    # what `verdict` means (PASS, FAIL, NO-GAIN, INCONCLUSIVE: validate/README.md; exit_code is its
+    # code); absent in files from before issue 40, whose FAIL also stood for both of the last two
+    verdict_means: Optional[str] = None
     tool: str = "tunedmpi validate"
     schema_version: int = SCHEMA
     site: Optional[str] = None

@@ -33,7 +33,14 @@ from tunedmpi.files import copy_tree, read_text
 from tunedmpi.modules import geometry, sites
 from tunedmpi.policy import POLICY
 
-EXIT_PASS, EXIT_FAIL, EXIT_CANNOT = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_CANNOT, EXIT_NO_GAIN, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
+# Each module verdict (stats.module_verdict) its own exit code; 2 is "could not run" (and NO-DATA).
+EXIT_CODES = {
+    stats.PASS: EXIT_PASS,
+    stats.FAIL: EXIT_FAIL,
+    stats.NO_GAIN: EXIT_NO_GAIN,
+    stats.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+}
 
 
 # The host state of every run is measured and reported, but the verdict's tests do not hold it
@@ -540,11 +547,12 @@ def analyse(opts, runs, records, design=None, extend=None):
     # module does is a result (reliability), not a failure to validate.
     any_data = any(r.status == "ok" for r in final.values())
     verdict = outcome.verdict
-    exit_code = EXIT_CANNOT if not any_data else (EXIT_PASS if verdict == "PASS" else EXIT_FAIL)
+    exit_code = EXIT_CODES.get(verdict, EXIT_CANNOT) if any_data else EXIT_CANNOT
     return results.Results(
         bands=outcome.bands,
         per_size=per_size,
         verdict=verdict if any_data else "COULD-NOT-RUN",
+        verdict_means=report.MEANS.get(verdict) if any_data else None,
         family=results.family_of(outcome.bands),
         exit_code=exit_code,
         host_state={
@@ -776,7 +784,7 @@ def submit(args):
         "validate: job %s finished (sbatch exit %d, validation exit %s)\n"
         % (job_id, proc.returncode, "none" if code is None else code)
     )
-    if code not in (EXIT_PASS, EXIT_FAIL, EXIT_CANNOT):
+    if code not in set(EXIT_CODES.values()) | {EXIT_CANNOT}:
         raise CannotRun(
             "job %s ended without a verdict (%s); see `scontrol show job %s` and %s"
             % (
