@@ -10,6 +10,16 @@ sys.path.insert(0, str(ROOT / "tools"))  # slurmcluster: the test (and `make clu
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
+
+def _verdict_exits():
+    from tunedmpi.acceptance.validate import EXIT_CODES
+
+    return frozenset(EXIT_CODES.values())
+
+
+# validate's exit codes that carry a verdict, whichever (2 is could not run)
+VERDICT_EXITS = _verdict_exits()
+
 # The seed documents (the team's studies, shared/seeds/ on its machines) are not in this repository:
 # a test that reads one finds it in the folder this variable names, and skips without it. Nothing
 # outside the checkout is read unless a variable names it.

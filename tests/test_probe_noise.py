@@ -40,7 +40,14 @@ import warnings
 import pytest
 
 import lmod
-from conftest import FIXTURES, PROBE_BENCHMARKS, PROBE_REPETITIONS, ROOT, probe_campaign_run
+from conftest import (
+    FIXTURES,
+    PROBE_BENCHMARKS,
+    PROBE_REPETITIONS,
+    ROOT,
+    VERDICT_EXITS,
+    probe_campaign_run,
+)
 
 MPIRUN = ROOT / ".venv" / "bin" / "mpirun"
 REAL = FIXTURES / "campaigns" / "local-quick-imb-osu.json"
@@ -109,7 +116,7 @@ def real():
 
 def checked(proc, dirs):
     """The results.json of one quick probe campaign (conftest's options), checked complete."""
-    assert proc.returncode in (0, 1) and len(dirs) == 1, (  # 0/1: a verdict; 2: could not run
+    assert proc.returncode in VERDICT_EXITS and len(dirs) == 1, (  # 2: could not run
         "validate/run.sh --probes exited %d\n%s" % (proc.returncode, proc.stderr[-3000:])
     )
     results = json.loads((dirs[0] / "results.json").read_text())
