@@ -1425,16 +1425,18 @@ def test_spack_installs_local_env_and_its_module_loads(tmp_path, monkeypatch):
 
     prefix = Path(spack(env_dir, *config, "location", "-i", "openmpi-tuned").stdout.strip())
     share = prefix / "share" / "tunedmpi"
-    installed = (share / "modulefiles" / "local" / "openmpi-tuned" / "5.0.8.lua").read_text()
+    installed_file = share / "modulefiles" / "local" / "openmpi-tuned" / "5.0.8.lua"
+    installed = installed_file.read_text()
     (core,) = list(modroot.glob("*/Core"))
     spack_module = (core / "openmpi-tuned" / "5.0.8.lua").read_text()
-    assert spack_module == installed  # the template passes it through
+    # the template passes it through, its side folder (rules files, launch checks) named absolutely
+    assert spack_module == render.pin_rules_dir(installed, installed_file)
 
     # ... and it is exactly what the project's renderer makes of the installed site config
     monkeypatch.setenv("TUNEDMPI_ROOT", str(share))
     site = sites.load_site(str(share / "site-configs" / "local" / "site.yaml"))
     assert site.prefix == str(ROOT / ".venv")
-    assert render.render_site(site)["local/openmpi-tuned/5.0.8.lua"] == spack_module
+    assert render.render_site(site)["local/openmpi-tuned/5.0.8.lua"] == installed
     source = json.loads((share / "SOURCE.json").read_text())
     assert (
         source["checkout"] == str(ROOT)
