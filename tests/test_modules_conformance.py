@@ -1,6 +1,7 @@
 """Conformance: for hundreds of (geometry, environment) cases over every shipped site, real Lmod's
 `module load` yields exactly the environment `tunedmpi explain` (the Python twin) predicts."""
 
+import dataclasses
 import os
 import random
 import time
@@ -10,7 +11,7 @@ import pytest
 import envmodules
 import lmod
 from conftest import ROOT
-from tunedmpi.modules import explain, selector, sites
+from tunedmpi.modules import explain, render, selector, sites
 
 pytestmark = pytest.mark.skipif(
     not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"
@@ -191,3 +192,86 @@ def test_an_unknown_profile_is_named_cut_in_every_twin(tmp_path):
             assert said in explain.select(site, env, module_file)["messages"]
             assert said in " ".join(err.split()), (name, err)
             assert long[: selector.PROFILE_SHOWN + 1] not in err, name
+
+
+# A site of two node types (site.yaml node_types), rendered into a test tree: not a shipped site.
+TWO_PARTITIONS = ROOT / "tests" / "fixtures" / "sites" / "two-partitions" / "site.yaml"
+PARTITION_VARIABLES = [var for _, var in selector.PARTITIONS] + ["SITE_PARTITION"]
+PARTITION_VALUES = [
+    "cpu",
+    "debug",
+    "large",
+    "large.long",
+    "gpu",
+    "LARGE",
+    "large;x",
+    "large ",
+    "$(id)",
+]
+
+
+def two_partitions(tmp_path, fmt):
+    """The two-node-type site rendered in format ``fmt`` into tmp_path/mf: (site, modulepaths,
+    the tuned module's file, its name)."""
+    site = dataclasses.replace(sites.load_site(str(TWO_PARTITIONS)), module_formats=(fmt,))
+    for rel, text in render.render_site(site).items():
+        path = tmp_path / "mf" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        render.make_executable(path)
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    return (
+        site,
+        [tmp_path / "mf" / site.name],
+        explain.modulefile(site, tmp_path / "mf", fmt),
+        module,
+    )
+
+
+def partition_cases(tmp_path):
+    """Each partition variable alone with each value (the node types' partitions, unknown and
+    hostile ones), none, two at once, TUNEDMPI_NODE_TYPE good and bad, then the geometry grid with
+    partition variables drawn at random."""
+    out = [{}]
+    out += [{var: value} for var in PARTITION_VARIABLES for value in PARTITION_VALUES]
+    out += [
+        {"SLURM_JOB_PARTITION": "debug", "PBS_QUEUE": "large"},
+        {"SLURM_JOB_PARTITION": "gpu", "LSB_QUEUE": "large.long"},
+        {"TUNEDMPI_NODE_TYPE": "large"},
+        {"TUNEDMPI_NODE_TYPE": "cpu", "SLURM_JOB_PARTITION": "large"},
+        {"TUNEDMPI_NODE_TYPE": "bogus", "SLURM_JOB_PARTITION": "large"},
+        {"TUNEDMPI_NODE_TYPE": "large;x"},
+    ]
+    rng = random.Random("two-partitions")
+    for env in cases(rng, tmp_path, ["allreduce", "bcast", "bogus"], 40):
+        for var in rng.sample(PARTITION_VARIABLES, rng.randrange(3)):
+            env[var] = rng.choice(PARTITION_VALUES)
+        out.append(env)
+    return out
+
+
+def test_a_two_partition_site_loads_in_lmod_what_explain_predicts(tmp_path):
+    """Every partition variable and none: real Lmod loads the row of the node type `tunedmpi
+    explain` picks (TUNEDMPI_SELECTION, TUNEDMPI_ROW and TUNEDMPI_SEEN name it), and says the
+    same of a TUNEDMPI_NODE_TYPE that names no node type."""
+    site, paths, module_file, module = two_partitions(tmp_path, "lua")
+    envs = partition_cases(tmp_path)
+    assert_node_types_conform(site, module_file, envs, lmod.load_many(paths, module, envs))
+
+
+def assert_node_types_conform(site, module_file, envs, results):
+    """Each load equals explain's prediction and says its TUNEDMPI_NODE_TYPE message; the grid
+    reached each node type from each of its sources (the default only for the default)."""
+    picked, said = set(), 0
+    for env, (got, err) in zip(envs, results):
+        want = explain.select(site, env, module_file)
+        assert got == expected(env, want), (env, err)
+        note = explain.node_type_message(site, env)
+        if note:
+            assert note in " ".join(err.split()), (env, err)
+            said += 1
+        assert "error" not in err.lower(), (env, err)
+        picked.add(want["selection"].split()[1])
+    sources = [source for source, _ in site.node_type_variables()] + ["explicit"]
+    want = {"node_type=%s:%s" % (t, s) for t in ("cpu", "large") for s in sources}
+    assert picked == want | {"node_type=cpu:default"} and said >= 2

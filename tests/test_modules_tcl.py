@@ -13,7 +13,16 @@ import pytest
 import envmodules
 import lmod
 from conftest import ROOT
-from test_modules_conformance import CASES_PER_SITE, cases, expected, load_mpi, mpis
+from test_modules_conformance import (
+    CASES_PER_SITE,
+    assert_node_types_conform,
+    cases,
+    expected,
+    load_mpi,
+    mpis,
+    partition_cases,
+    two_partitions,
+)
 from tunedmpi.modules import explain, render, selector, sites
 
 pytestmark = pytest.mark.skipif(not envmodules.available(), reason=envmodules.WHY_MISSING)
@@ -349,3 +358,14 @@ def test_hpcx_and_open_mpi_switch_cleanly(tmp_path):
     assert "TUNEDMPI_TEST_BASE_PREFIX" not in got["ompi_again"]
     assert got["ompi_again"] == got["ompi"]
     assert got["end"] == got["start"]
+
+
+def test_a_two_partition_site_loads_in_environment_modules_what_explain_predicts(tmp_path):
+    """The Lua test's grid of partition variables: real Environment Modules loads the row of the
+    node type `tunedmpi explain` picks, for each partition variable and for none."""
+    site, paths, module_file, module = two_partitions(tmp_path, "tcl")
+    paths += envmodules.site_modulepaths(site, tmp_path, ROOT)[1:]
+    envs = partition_cases(tmp_path)
+    results = envmodules.load_many(paths, module, envs)
+    assert_node_types_conform(site, module_file, envs, results)
+    assert not any("ERROR" in err for _, err in results)

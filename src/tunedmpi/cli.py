@@ -183,6 +183,8 @@ def cmd_explain(args):
         env["TUNEDMPI_PPN"] = str(args.ppn)
     if args.profile:
         env["TUNEDMPI_PROFILE"] = args.profile
+    if args.node_type:
+        env["TUNEDMPI_NODE_TYPE"] = args.node_type
     result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
     return EXIT_OK
@@ -456,6 +458,7 @@ def _parser_explain(sub):
     p.add_argument("--nodes", type=whole(1))
     p.add_argument("--ppn", type=whole(1))
     p.add_argument("--profile")
+    p.add_argument("--node-type", help="a node type of the site's node_types (else by partition)")
     p.add_argument(
         "--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)"
     )

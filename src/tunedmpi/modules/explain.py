@@ -96,14 +96,43 @@ def users_choice(env, values, names, messages):
     return note, (selector.LEFT_MARK + ",".join(left) if left else "")
 
 
+def node_type_message(site, env):
+    """The load's message on a TUNEDMPI_NODE_TYPE that names no node type of ``site``, or None."""
+    wanted = env.get(selector.NODE_TYPE_EXPLICIT) or ""
+    if not wanted or geometry.node_type(env, site)[1] == "explicit":
+        return None
+    return "%s=%s is no node type here (%s)" % (
+        selector.NODE_TYPE_EXPLICIT,
+        shown_profile(wanted),
+        ", ".join(nt.name for nt in site.node_types),
+    )
+
+
+def _of_node_type(site, env, messages):
+    """(the Site of the node type the rule picks, its note in the selection, TUNEDMPI_ROW's
+    prefix, the node-type variables of the launch check's record); a site of one node type as is."""
+    if not site.node_types:
+        return site, "", "", ()
+    name, source = geometry.node_type(env, site)
+    note = node_type_message(site, env)
+    messages += [note] if note else []
+    return (
+        site.of_type(name),
+        " node_type=%s:%s" % (name, source),
+        name + selector.NODE_TYPE_MARK,
+        site.node_type_variables(),
+    )
+
+
 def select(site, env, module_file=None):
     """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
 
     ``module_file``: the tuned module's path as Lmod would load it (its rules files are found
     beside it); default: the one `tunedmpi render` writes in this checkout (modulefile())."""
+    messages = []
+    site, type_note, row_mark, seen_vars = _of_node_type(site, env, messages)
     geo = geometry.detect(env, site.default_nodes, site.default_ppn)
     data, names = rows_for(site) if site.table else ({}, [])
-    messages = []
     profile = env.get("TUNEDMPI_PROFILE") or ""
     if profile == "":
         profile = site.default_profile
@@ -113,7 +142,13 @@ def select(site, env, module_file=None):
             % (shown_profile(profile), site.default_profile)
         )
         profile = site.default_profile
-    head = "site=%s nodes=%d ppn=%d source=%s" % (site.name, geo.nodes, geo.ppn, geo.source)
+    head = "site=%s%s nodes=%d ppn=%d source=%s" % (
+        site.name,
+        type_note,
+        geo.nodes,
+        geo.ppn,
+        geo.source,
+    )
     out = OrderedDict()
     if profile not in data:
         selection = (
@@ -171,7 +206,8 @@ def select(site, env, module_file=None):
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s:%dx%d%s%s%s" % (
+    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s%s%s" % (
+        row_mark,
         profile,
         match.nodes,
         match.ppn,
@@ -179,7 +215,7 @@ def select(site, env, module_file=None):
         threaded_mark,
         left_mark,
     )
-    out[selector.SEEN] = geometry.seen(env)
+    out[selector.SEEN] = geometry.seen(env, seen_vars)
     why = ["This shell: " + selection, "  evidence: " + row["evidence"]]
     for name, value in out.items():
         if name in names:

@@ -158,10 +158,31 @@ def threads(env, ppn):
     return max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
 
 
-def seen(env):
+_PLAIN = re.compile(r"[%s]{1,%d}\Z" % (selector.PLAIN_CHARS, selector.PLAIN_MAX))
+
+
+def plain(text):
+    """An environment string as a name the node-type rule compares (selector.PLAIN_CHARS), else None."""
+    return text if text and _PLAIN.match(text) else None
+
+
+def node_type(env, site):
+    """(node type, source) of a site of several node types, by selector's node-type rule."""
+    wanted = plain(env.get(selector.NODE_TYPE_EXPLICIT))
+    if wanted in [nt.name for nt in site.node_types]:
+        return wanted, "explicit"
+    partition = {p: nt.name for nt in site.node_types for p in nt.partitions}
+    for source, var in site.node_type_variables():
+        value = plain(env.get(var))
+        if value in partition:
+            return partition[value], source
+    return site.default_node_type, "default"
+
+
+def seen(env, node_type_variables=()):
     """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
     parts = []
-    for name in selector.seen_variables():
+    for name in selector.seen_variables(node_type_variables):
         if env.get(name):
             parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
     return ";".join(parts)

@@ -166,9 +166,31 @@ LAUNCHERS = ("mpirun", "mpiexec", "srun")
 LAUNCH_DIR = "bin"
 
 
-def seen_variables():
-    """What the row depends on: the rule's variables and TUNEDMPI_PROFILE."""
-    return variables() + ["TUNEDMPI_PROFILE"]
+# One site, several node types (site.yaml node_types): the node type is chosen before the row.
+# NODE_TYPE_EXPLICIT naming a node type wins; else the first of PARTITIONS, then the site's own
+# variable (node_types.variable, source "site"), whose value is a partition some node type lists;
+# else the site's default node type. Only a plain name (PLAIN_CHARS, at most PLAIN_MAX) compares:
+# any other value is no partition. TUNEDMPI_ROW starts with "<node type>@" for unload.
+NODE_TYPE_EXPLICIT = "TUNEDMPI_NODE_TYPE"
+PARTITIONS = (("slurm", "SLURM_JOB_PARTITION"), ("pbs", "PBS_QUEUE"), ("lsf", "LSB_QUEUE"))
+PLAIN_CHARS = "A-Za-z0-9_.-"  # a bracket class in Python and Tcl; Lua: PLAIN_LUA
+PLAIN_LUA = "^[A-Za-z0-9_.%-]+$"
+PLAIN_MAX = 64
+NODE_TYPE_MARK = "@"
+
+
+def node_type_variables(site_variable=None):
+    """(source, variable) of the partition sources in priority order, the site's own last."""
+    return list(PARTITIONS) + ([("site", site_variable)] if site_variable else [])
+
+
+def seen_variables(node_type_variables=()):
+    """What the row depends on: the rule's variables and TUNEDMPI_PROFILE; on a site of several
+    node types also NODE_TYPE_EXPLICIT and ``node_type_variables`` (the launch check's record)."""
+    extra = (
+        [NODE_TYPE_EXPLICIT] + [v for _, v in node_type_variables] if node_type_variables else []
+    )
+    return variables() + ["TUNEDMPI_PROFILE"] + extra
 
 
 # --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
@@ -213,6 +235,29 @@ def lua_threads():
     ]
     lines += ["  t = math.max(t, %s or 1)" % _lua_expr(e) for e in THREADS]
     return "\n".join(lines + ["  return t", "end"])
+
+
+def lua_node_type(site_variable):
+    """The Lua function node_type(): (node type, source) by the rule above; TYPES, PARTITION and
+    DEFAULT_TYPE are the module's data."""
+    lines = [
+        "local function plain(s)",
+        '  if type(s) == "string" and #s <= %d and s:match("%s") then return s end'
+        % (
+            PLAIN_MAX,
+            PLAIN_LUA,
+        ),
+        "  return nil",
+        "end",
+        "local function node_type()",
+        "  local getenv = os.getenv",
+        '  local v = plain(getenv("%s"))' % NODE_TYPE_EXPLICIT,
+        '  if v and TYPES[v] then return v, "explicit" end',
+    ]
+    for source, var in node_type_variables(site_variable):
+        lines.append('  v = plain(getenv("%s"))' % var)
+        lines.append('  if v and PARTITION[v] then return PARTITION[v], "%s" end' % source)
+    return "\n".join(lines + ['  return DEFAULT_TYPE, "default"', "end"])
 
 
 # --- Tcl (Environment Modules): primitives in render/templates/tuned.tcl.j2 -------------------
@@ -262,12 +307,35 @@ def tcl_threads():
     return "\n".join(lines + ["   return $t", "}"])
 
 
+def tcl_node_type(site_variable):
+    """The Tcl proc tm_node_type: {node type, source} by the rule above; TYPES, PARTITION and
+    DEFAULT_TYPE are the module's globals."""
+    lines = [
+        "proc tm_plain {s} {",
+        "   if {[string length $s] <= %d && [regexp {^[%s]+$} $s]} {return $s}"
+        % (PLAIN_MAX, PLAIN_CHARS),
+        '   return ""',
+        "}",
+        "proc tm_node_type {} {",
+        "   set v [tm_plain [tm_getenv %s]]" % NODE_TYPE_EXPLICIT,
+        '   if {$v ne "" && [dict exists $::TYPES $v]} {return [list $v explicit]}',
+    ]
+    for source, var in node_type_variables(site_variable):
+        lines.append("   set v [tm_plain [tm_getenv %s]]" % var)
+        lines.append(
+            '   if {$v ne "" && [dict exists $::PARTITION $v]} '
+            "{return [list [dict get $::PARTITION $v] %s]}" % source
+        )
+    return "\n".join(lines + ["   return [list $::DEFAULT_TYPE default]", "}"])
+
+
 def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
     import re
 
     ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
     names = variables() + [name for name, _ in SOURCES] + list(UNPLACED) + [BINDING[0]]
+    names += [NODE_TYPE_EXPLICIT] + [n for pair_ in PARTITIONS for n in pair_]
     bad = [n for n in names if not ident.match(n)]
     if bad:
         raise ValueError("selector names must be plain identifiers: %r" % bad)

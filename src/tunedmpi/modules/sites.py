@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from tunedmpi import paths, yamlsrc
 from tunedmpi.errors import InputError, InputErrors, printable
+from tunedmpi.modules import selector
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
@@ -38,6 +39,7 @@ TOP_KEYS = {
     "peers",
     "notes",
     "hierarchy",
+    "node_types",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -61,6 +63,16 @@ class Peer:
     prefix: str
     description: str
     pypi: List[str] = field(default_factory=list)  # what `make peers` installs into prefix
+
+
+@dataclass
+class NodeType:
+    """One node type of a site (site.yaml node_types.types): the partitions that select it and the
+    site as this node type sees it (its table, hardware, default geometry and profile)."""
+
+    name: str
+    partitions: List[str]
+    site: "Site"
 
 
 @dataclass
@@ -96,6 +108,12 @@ class Site:
     # In an MPI module hierarchy (site.yaml hierarchy.mpi_level): the MODULEPATH folder of the
     # packages built with this MPI, which tuned and baseline add as the site's MPI module does.
     mpi_level: Optional[str] = None
+    # Several node types (site.yaml node_types): each a Site of its own table and hardware with
+    # node_type set; the module picks one at load (selector.PARTITIONS). [] for one node type.
+    node_types: List["NodeType"] = field(default_factory=list)
+    default_node_type: Optional[str] = None
+    node_type_variable: Optional[str] = None  # the site's own variable, compared as a partition
+    node_type: Optional[str] = None  # on a node type's Site: its name
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -104,6 +122,16 @@ class Site:
     @property
     def version(self):
         return self.mpi_version
+
+    def node_type_variables(self):
+        """(source, variable) the module reads to pick a node type; [] for one node type."""
+        if not self.node_types:
+            return []
+        return selector.node_type_variables(self.node_type_variable)
+
+    def of_type(self, name):
+        """The Site of node type ``name``."""
+        return next(nt.site for nt in self.node_types if nt.name == name)
 
 
 def _printable(ck, text, keypath, label):
@@ -126,29 +154,34 @@ def load_site(path):
     return site
 
 
-def _table_of(ck, doc):
-    """(table reference, the loaded table or None) of a site config; problems go to ck."""
+def _table_of(ck, doc, at=()):
+    """(table reference, the loaded table or None) of a site config (or of a node type at keypath
+    ``at``); problems go to ck."""
     table = None
     ref = doc.get("table")
     if "table" not in doc:
-        ck.err(("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
+        ck.err(
+            at + ("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null"
+        )
     elif ref is not None:
         if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+\Z", ref):
             ck.err(
-                ("table",),
+                at + ("table",),
                 "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
                 "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6",
             )
         else:
             tpath = paths.tables_dir() / (ref + ".yaml")
             if not tpath.is_file():
-                ck.err(("table",), "no table %s" % tpath, "create it or name an existing table")
+                ck.err(
+                    at + ("table",), "no table %s" % tpath, "create it or name an existing table"
+                )
             else:
                 try:
                     table = schema.load_table(str(tpath))
                 except (InputError, InputErrors) as exc:
                     ck.err(
-                        ("table",),
+                        at + ("table",),
                         "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
                         "run tunedmpi check %s" % tpath,
                     )
@@ -338,6 +371,9 @@ def _check(ck, doc, path):
         peers=peers,
         mpi_level=mpi_level,
     )
+    _node_types(ck, doc, site)
+    if ck.errors:
+        return None
     if hpcx:
         # The same site, table, geometry rule and module formats; HPC-X's own MPI, UCX and names
         # (flat: the MPI level is the site's Open MPI's).
@@ -345,6 +381,130 @@ def _check(ck, doc, path):
             site, mpi_flavour="hpcx", hpcx=None, peers=[], mpi_level=None, **hpcx
         )
     return site
+
+
+NODE_TYPES_KEYS = {"default", "variable", "types"}
+NODE_TYPE_KEYS = {"name", "table", "partitions", "hardware", "default_geometry", "default_profile"}
+NODE_TYPE_NAME = re.compile(r"^[A-Za-z0-9_]{1,40}\Z")  # a word: TUNEDMPI_ROW, the load's messages
+PARTITION = re.compile(r"^[%s]{1,%d}\Z" % (selector.PLAIN_CHARS, selector.PLAIN_MAX))
+ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _node_types(ck, doc, site):
+    """The `node_types:` block (several node types, one table each, picked at load by partition):
+    sets site.node_types, default_node_type and node_type_variable; problems go to ck."""
+    if doc.get("node_types") is None:
+        return
+    at = ("node_types",)
+    block = ck.mapping(doc["node_types"], at, "node_types") or {}
+    ck.unknown_keys(block, NODE_TYPES_KEYS, at, "node_types")
+    if doc.get("hpcx") is not None:
+        ck.err(at, "a site of several node types has no hpcx: block", "give HPC-X its own site")
+    variable = block.get("variable")
+    if variable is not None and (not isinstance(variable, str) or not ENV_VAR.match(variable)):
+        ck.err(
+            at + ("variable",),
+            "variable %r is not an environment variable name" % (variable,),
+            "name the variable your site sets to a partition name (e.g. SITE_PARTITION), or leave it out",
+        )
+        variable = None
+    items = block.get("types")
+    if not isinstance(items, list) or not items:
+        ck.err(
+            at + ("types",),
+            "node_types.types must be a list of node types",
+            "e.g. types: [{name: cpu, partitions: [cpu]}, "
+            "{name: gpu, table: <platform>/<mpi>-<version>, partitions: [gpu]}]",
+        )
+        return
+    owner, out = {}, []
+    for i, item in enumerate(items):
+        where = at + ("types", i)
+        one = ck.mapping(item, where, "node_types.types[%d]" % i)
+        if one is None:
+            continue
+        ck.unknown_keys(one, NODE_TYPE_KEYS, where, "a node type")
+        name = one.get("name")
+        if not isinstance(name, str) or not NODE_TYPE_NAME.match(name):
+            ck.err(where + ("name",), "node type name %r is not a word" % (name,), "e.g. name: gpu")
+            continue
+        if name in [nt.name for nt in out]:
+            ck.err(where + ("name",), "node type %s is named twice" % name, "name each once")
+        parts = one.get("partitions", [])
+        if not isinstance(parts, list):
+            ck.err(where + ("partitions",), "partitions must be a list", "e.g. partitions: [gpu]")
+            parts = []
+        for j, part in enumerate(parts):
+            if not isinstance(part, str) or not PARTITION.match(part):
+                ck.err(
+                    where + ("partitions", j),
+                    "partition %r is not a plain name" % (part,),
+                    "letters, digits and _ . -, at most %d" % selector.PLAIN_MAX,
+                )
+            elif part in owner:
+                ck.err(
+                    where + ("partitions", j),
+                    "duplicate partition %s: node types %s and %s list it"
+                    % (part, owner[part], name),
+                    "list each partition under one node type",
+                )
+            else:
+                owner[part] = name
+        sub = _node_type_site(ck, one, where, site, name)
+        out.append(NodeType(name, [p for p in parts if owner.get(p) == name], sub))
+    default = block.get("default")
+    if default not in [nt.name for nt in out]:
+        ck.err(
+            at + ("default",),
+            "missing or unknown default node type %r" % (default,),
+            "write default: <the node type of login nodes and unlisted partitions>, one of: %s"
+            % ", ".join(nt.name for nt in out),
+        )
+    site.node_types, site.default_node_type, site.node_type_variable = out, default, variable
+
+
+def _node_type_site(ck, one, where, site, name):
+    """The Site as node type ``name`` sees it: its own table, hardware, default_geometry and
+    default_profile where it gives them, else the site's."""
+    ref, table, before = site.table_ref, site.table, len(ck.errors)
+    if "table" in one:
+        ref, table = _table_of(ck, one, where)
+    if table is None and len(ck.errors) == before:
+        ck.err(where + ("table",), "node type %s has no table" % name, "name its table")
+    if table and table.mpi_version != site.mpi_version:
+        ck.err(
+            where + ("table",),
+            "its table's Open MPI %s is not mpi.version %s" % (table.mpi_version, site.mpi_version),
+            "name a table measured with Open MPI %s" % site.mpi_version,
+        )
+    sockets, dn, dp = site.sockets, site.default_nodes, site.default_ppn
+    if "hardware" in one:
+        hw = ck.mapping(one["hardware"], where + ("hardware",), "hardware") or {}
+        ck.unknown_keys(
+            hw, {"sockets", "cores_per_socket", "cpu"}, where + ("hardware",), "hardware"
+        )
+        sockets = ck.positive_int(hw, "sockets", where + ("hardware",))
+    if "default_geometry" in one:
+        geo = ck.mapping(one["default_geometry"], where + ("default_geometry",), "default_geometry")
+        dn = ck.positive_int(geo or {}, "nodes", where + ("default_geometry",))
+        dp = ck.positive_int(geo or {}, "ppn", where + ("default_geometry",))
+    profile = one.get("default_profile", site.default_profile)
+    if profile not in schema.OPERATIONS:
+        ck.err(
+            where + ("default_profile",),
+            "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
+            "name an operation, or leave it out for the site's",
+        )
+    return dataclasses.replace(
+        site,
+        table_ref=ref,
+        table=table,
+        sockets=sockets,
+        default_nodes=dn,
+        default_ppn=dp,
+        default_profile=profile,
+        node_type=name,
+    )
 
 
 def _hierarchy(ck, doc):
