@@ -61,9 +61,20 @@ def cmd_check(args):
             % (t.path, t.platform, t.name, len(t.cases), nset)
         )
     for site in loaded:
+        tables = "table %s" % site.table_ref
+        if site.node_types:
+            tables = "node types " + ", ".join(
+                "%s (%s%s)"
+                % (
+                    nt.name,
+                    nt.site.table_ref,
+                    ", default" if nt.name == site.default_node_type else "",
+                )
+                for nt in site.node_types
+            )
         print(
-            "ok  %s: site %s, %s %s, table %s"
-            % (site.path, site.name, site.mpi_flavour, site.mpi_version, site.table_ref)
+            "ok  %s: site %s, %s %s, %s"
+            % (site.path, site.name, site.mpi_flavour, site.mpi_version, tables)
         )
     return EXIT_OK
 

@@ -331,7 +331,7 @@ class Checker:
     # (b) every name envmap can emit
     def envmap(self, site):
         seen, pairs, lacking = set(), 0, OrderedDict()
-        for mpi in site.mpis():
+        for mpi in [nt.site for nt in site.node_types] or site.mpis():
             where = "envmap (site %s, %s %s)" % (site.name, LABEL[mpi.mpi_flavour], mpi.mpi_version)
             for why, env in emitted(mpi):
                 for name, value in env.items():

@@ -474,6 +474,9 @@ def _help(site, tuned, rules=False, fmt="lua"):
             "variables of the nearest measured row (node count on a log2 scale, then ppn). A rank",
             "of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.",
             "",
+        ]
+        lines += _node_types_help(site)
+        lines += [
             "See the choice:   echo $TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load",
             "Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>",
             "                  before module load (default profile: %s)" % site.default_profile,
@@ -508,6 +511,31 @@ def _help(site, tuned, rules=False, fmt="lua"):
             )
         ]
     return "\n".join(lines)
+
+
+def _node_types_help(site):
+    """module help's lines on a site's node types (none for one node type)."""
+    if not site.node_types:
+        return []
+    lines = [
+        "Node types, each its own table: %s."
+        % "; ".join(
+            "%s (%s%s)"
+            % (
+                nt.name,
+                "default" if nt.name == site.default_node_type else "",
+                ("; " if nt.name == site.default_node_type and nt.partitions else "")
+                + ("partitions " + ", ".join(nt.partitions) if nt.partitions else ""),
+            )
+            for nt in site.node_types
+        )
+    ]
+    lines += [
+        "Chosen by %s; TUNEDMPI_NODE_TYPE=<name> overrides."
+        % ", ".join(var for _, var in site.node_type_variables()),
+        "",
+    ]
+    return lines
 
 
 def module_path(site, name, fmt, version=None):
