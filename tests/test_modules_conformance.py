@@ -230,9 +230,13 @@ def two_partitions(tmp_path, fmt):
 
 def partition_cases(tmp_path):
     """Each partition variable alone with each value (the node types' partitions, unknown and
-    hostile ones), none, two at once, TUNEDMPI_NODE_TYPE good and bad, then the geometry grid with
-    partition variables drawn at random."""
+    hostile ones: code for the shell, Tcl and Lua patterns, a newline, 10,000 characters), none,
+    two at once, TUNEDMPI_NODE_TYPE good and bad, then the geometry grid with partition variables
+    drawn at random. Nothing in them may run: tmp_path/ran must not appear."""
+    ran = tmp_path / "ran"
+    hostile = ["[exec touch %s]" % ran, "$(touch %s)" % ran, "`touch %s`" % ran, "%a", "large\n"]
     out = [{}]
+    out += [{var: value} for var in PARTITION_VARIABLES for value in hostile + ["l" * 10000]]
     out += [{var: value} for var in PARTITION_VARIABLES for value in PARTITION_VALUES]
     out += [
         {"SLURM_JOB_PARTITION": "debug", "PBS_QUEUE": "large"},
@@ -241,6 +245,8 @@ def partition_cases(tmp_path):
         {"TUNEDMPI_NODE_TYPE": "cpu", "SLURM_JOB_PARTITION": "large"},
         {"TUNEDMPI_NODE_TYPE": "bogus", "SLURM_JOB_PARTITION": "large"},
         {"TUNEDMPI_NODE_TYPE": "large;x"},
+        {"TUNEDMPI_NODE_TYPE": "x" * 10000, "PBS_QUEUE": "large"},
+        {"TUNEDMPI_NODE_TYPE": "[exec touch %s]" % ran},
     ]
     rng = random.Random("two-partitions")
     for env in cases(rng, tmp_path, ["allreduce", "bcast", "bogus"], 40):
@@ -257,6 +263,7 @@ def test_a_two_partition_site_loads_in_lmod_what_explain_predicts(tmp_path):
     site, paths, module_file, module = two_partitions(tmp_path, "lua")
     envs = partition_cases(tmp_path)
     assert_node_types_conform(site, module_file, envs, lmod.load_many(paths, module, envs))
+    assert not (tmp_path / "ran").exists()
 
 
 def assert_node_types_conform(site, module_file, envs, results):

@@ -369,3 +369,4 @@ def test_a_two_partition_site_loads_in_environment_modules_what_explain_predicts
     results = envmodules.load_many(paths, module, envs)
     assert_node_types_conform(site, module_file, envs, results)
     assert not any("ERROR" in err for _, err in results)
+    assert not (tmp_path / "ran").exists()
