@@ -15,7 +15,7 @@ import envmodules
 import lmod
 from conftest import FIXTURES, ROOT
 from test_modules_conformance import TWO_PARTITIONS, two_partitions
-from tunedmpi.modules import explain, render, sites
+from tunedmpi.modules import explain, install, render, sites
 
 BIN = ROOT / ".venv" / "bin"
 TEXT = TWO_PARTITIONS.read_text(encoding="utf-8")
@@ -213,3 +213,25 @@ def test_explain_prints_the_node_type(run_cli, monkeypatch, tmp_path):
     code, out, _ = run_cli("explain", "--site", "two-partitions", "--node-type", "cpu")
     assert code == 0 and "node_type=cpu:explicit nodes=1 ppn=36" in out
     assert "TUNEDMPI_ROW=cpu@allreduce:1x36" in out
+
+
+def test_install_module_brings_every_node_types_table(tmp_path):
+    """Spack's and EasyBuild's install routine copies each node type's table with the site config,
+    so the installed module holds both node types' rows."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(TWO_PARTITIONS.parent, checkout / "site-configs" / "two-partitions")
+    for ref in ("oci-bm-optimized3.36", "oci-bm-standard-e6.256"):
+        shutil.copytree(ROOT / "tuning-tables" / ref, checkout / "tuning-tables" / ref)
+    share = tmp_path / "prefix" / "share" / "tunedmpi"
+    got = install.install(
+        str(checkout),
+        "two-partitions",
+        str(share),
+        "spack",
+        mpi_prefix="/opt/ompi",
+        log=lambda _: None,
+    )
+    for ref in ("oci-bm-optimized3.36", "oci-bm-standard-e6.256"):
+        assert (share / "tuning-tables" / ref / "openmpi-5.0.6.yaml").is_file()
+    text = open(got["rendered"]).read()
+    assert '["large"] = { 1, 256, "allreduce", 2, {' in text and '["large.long"] = "large"' in text

@@ -26,6 +26,7 @@ its table checked and rendered in a temporary project root), then everything is 
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -232,6 +233,31 @@ def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     return src, doc
 
 
+def _tables_of(src, doc):
+    """The tables a site config (``src``) names: its own and its node types'
+    (node_types.types[].table), each <platform>/<name> of plain words."""
+    refs = [doc.get("table")]
+    block = doc.get("node_types")
+    for one in (block.get("types") if isinstance(block, dict) else None) or []:
+        refs.append(one.get("table") if isinstance(one, dict) else None)
+    out = []
+    for ref in refs:
+        if ref is None or ref in out:
+            continue
+        if not isinstance(ref, str) or not re.match(
+            r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*\Z", ref
+        ):
+            raise InputError(
+                src,
+                None,
+                "table",
+                "table %r is not <platform>/<mpi>-<version>" % (ref,),
+                "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6",
+            )
+        out.append(ref)
+    return out
+
+
 def install(
     checkout,
     site,
@@ -258,13 +284,13 @@ def install(
     conf = os.path.join(share, "site-configs", site, "site.yaml")
     table = doc.get("table")
     files = {conf: yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
-    if table:
-        tsrc = os.path.join(checkout, "tuning-tables", table + ".yaml")
+    for ref in _tables_of(src, doc):
+        tsrc = os.path.join(checkout, "tuning-tables", ref + ".yaml")
         if not os.path.isfile(tsrc):
             raise InputError(
                 src, None, "table", "no table %s" % tsrc, "create it or name an existing table"
             )
-        tdst = os.path.join(share, "tuning-tables", table + ".yaml")
+        tdst = os.path.join(share, "tuning-tables", ref + ".yaml")
         files[tdst] = read_text(tsrc)
     loaded, rendered_files = _checked_render(files, share)
     out = os.path.join(share, "modulefiles")
