@@ -179,10 +179,10 @@ def node_type(env, site):
     return site.default_node_type, "default"
 
 
-def seen(env, node_type_variables=()):
+def seen(env, partition_sources=()):
     """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
     parts = []
-    for name in selector.seen_variables(node_type_variables):
+    for name in selector.seen_variables(partition_sources):
         if env.get(name):
             parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
     return ";".join(parts)

@@ -184,12 +184,11 @@ def node_type_variables(site_variable=None):
     return list(PARTITIONS) + ([("site", site_variable)] if site_variable else [])
 
 
-def seen_variables(node_type_variables=()):
+def seen_variables(partition_sources=()):
     """What the row depends on: the rule's variables and TUNEDMPI_PROFILE; on a site of several
-    node types also NODE_TYPE_EXPLICIT and ``node_type_variables`` (the launch check's record)."""
-    extra = (
-        [NODE_TYPE_EXPLICIT] + [v for _, v in node_type_variables] if node_type_variables else []
-    )
+    node types also NODE_TYPE_EXPLICIT and the variables of ``partition_sources`` (its
+    node_type_variables())."""
+    extra = [NODE_TYPE_EXPLICIT] + [v for _, v in partition_sources] if partition_sources else []
     return variables() + ["TUNEDMPI_PROFILE"] + extra
 
 
