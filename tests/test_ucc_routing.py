@@ -123,7 +123,7 @@ def test_tune_turns_a_stage_of_ucc_algorithms_into_a_choice_the_schema_takes(tmp
         "sra": {"pml": "ucx", "coll_allreduce_component": "ucc@sra_knomial"},
     }
     geo = {
-        ("allreduce-ucc", cid): {"config": cfg, "bench": {"allreduce": ("t_avg", [], 0)}}
+        ("allreduce-ucc", cid): {"config": cfg, "bench": {"allreduce": ("latency_us", [], 0)}}
         for cid, cfg in cfgs.items()
     }
     knobs = ["coll_allreduce_component"]
@@ -150,6 +150,31 @@ def test_tune_turns_a_stage_of_ucc_algorithms_into_a_choice_the_schema_takes(tmp
         else:  # allgather's algorithm, not allreduce's
             with pytest.raises(Exception, match="unknown component 'ucc@ring'.*ucc@sra_knomial"):
                 schema.load_table(str(path))
+
+
+def test_tune_takes_a_collectives_component_stage_with_the_most_candidates():
+    """The main campaign's allreduce-component (none or ucc) and a later campaign's allreduce-ucc
+    (UCC's algorithms too) both measured allreduce: the wider stage decides, whatever the order."""
+    from tunedmpi.stats import RunPoints
+
+    def runs(t):
+        return [RunPoints({1024: t + r / 100, 2048: t + r / 100}) for r in range(3)]
+
+    stages, geo = [], {}
+    for stage, values in (
+        ("allreduce-component", ["ucc"]),
+        ("allreduce-ucc", ["ucc", "ucc@knomial", "ucc@sra_knomial"]),
+    ):
+        stages.append((stage, ["coll_allreduce_component"]))
+        for cid, cfg in [("baseline", {}), ("job", {"pml": "ucx"})] + [
+            (v, {"pml": "ucx", "coll_allreduce_component": v}) for v in values
+        ]:
+            geo[(stage, cid)] = {
+                "config": cfg,
+                "bench": {"allreduce": ("latency_us", runs(2.0), 0)},
+            }
+    got = tune.size_bands(geo, stages, "allreduce", {"pml": "ucx"}, components=True)
+    assert got["stage"] == "allreduce-ucc"
 
 
 def table_text(case):
