@@ -112,6 +112,56 @@ def test_a_misspelt_name_or_value_in_a_shipped_module_fails(tmp_path):
     assert not [p for p in got if "modulefiles/local/openmpi/" in p]
 
 
+def test_an_unknown_ucc_algorithm_in_a_module_fails_naming_file_key_and_fix(tmp_path):
+    """UCC ignores an algorithm it lacks (TL_UCP logs an error, the collective runs UCC's default):
+    the check refuses every '@<algorithm>' of a tuning string that `ucc_info -A` does not list."""
+    shutil.copytree(str(ROOT / "modulefiles" / "local-source"), str(tmp_path / "local-source"))
+    lua = tmp_path / "local-source" / "openmpi-tuned" / "5.0.6.lua"
+    token = "allreduce:1023-65535:@knomial#allreduce:65535-inf:@sra_knomal"
+    lua.write_text(
+        lua.read_text().replace('{ "OMPI_MCA_pml", "ucx" }', '{ "UCC_TL_UCP_TUNE", "%s" }' % token)
+    )
+    got = problems(knownparams.check(["local-source"], root=tmp_path))
+    want = (
+        "modulefiles/local-source/openmpi-tuned/5.0.6.lua: UCC_TL_UCP_TUNE=%s: UCC (no version "
+        "named) has no algorithm allreduce@sra_knomal (it lists: " % token
+    )
+    hits = [p for p in got if p.startswith(want)]
+    assert hits and "fix: choose one of those" in hits[0], got
+    assert "allreduce@sra_knomial" in hits[0] and "@knomial " not in hits[0].split("(it")[0]
+    # every algorithm tables may choose is one UCC 1.3.0 lists (no note: envmap emits them all)
+    report = knownparams.check(["local-source"])
+    assert report.ok() and not [n for n in report.notes if "UCC_TL_UCP_TUNE" in n], report.notes
+
+
+UCC_INFO_A = """cl/hier algorithms:
+  Allreduce
+    0 :              rab : intra-node reduce, followed by inter-node allreduce
+tl/ucp algorithms:
+  Allreduce
+    0 :          knomial : recursive knomial with arbitrary radix (optimized for latency)
+    1 :      sra_knomial : recursive knomial scatter-reduce followed by knomial allgather
+  Reduce_scatter
+    0 :             ring : O(N) ring
+"""
+
+
+def test_the_importer_keeps_uccs_algorithms_per_tuning_string(tmp_path):
+    names = paramlists.ucc_algorithms(UCC_INFO_A)
+    assert names == {
+        "UCC_CL_HIER_TUNE": ("algorithms", frozenset({"allreduce@rab"})),
+        "UCC_TL_UCP_TUNE": (
+            "algorithms",
+            frozenset({"allreduce@knomial", "allreduce@sra_knomial", "reduce_scatter@ring"}),
+        ),
+    }
+    path = tmp_path / "ucc-9.9.txt"
+    path.write_text(paramlists.render("ucc", "9.9", names, [("date", "2026-01-01")]))
+    assert paramlists.read(path).names == names
+    shipped = paramlists.read(LISTS / "ucc-1.3.0.txt").names["UCC_TL_UCP_TUNE"]
+    assert {"allreduce@sra_knomial", "bcast@dbt", "alltoall@bruck"} <= shipped[1]
+
+
 def test_values_follow_what_the_library_does():
     known = knownparams.resolve("openmpi", "5.0.8")
     smsc = known.lookup("OMPI_MCA_smsc")[0]

@@ -8,11 +8,12 @@ import pytest
 
 import lmod
 from conftest import FIXTURES, ROOT, unpack_archive
-from tunedmpi.bench import store
+from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import space, sweep
 from tunedmpi.tables import schema
+from tunedmpi.tables.knobs import UCC_ALGORITHMS
 
 TINY = """schema: 1
 benchmarks: [allreduce, put_latency]
@@ -62,6 +63,30 @@ def test_the_local_space_loads():
     sp = space.load_space(str(ROOT / "site-configs/local/space.yaml"), sites.load_named("local"))
     assert [s.name for s in sp.stages][:2] == ["transport", "ob1-limits"]
     assert len(sp.combinations(sp.stages[0])) == 6 and sp.combinations(sp.stages[0])[0] == {}
+
+
+def test_the_ucc_space_offers_every_ucc_algorithm_per_collective_from_1kb_to_1mb():
+    """site-configs/local-source/space-ucc.yaml (issue 41): per collective, on the table's job row,
+    Open MPI's own, UCC's default and each of UCC's algorithms, 30 repetitions, IMB from 1 KB."""
+    site = sites.load_named("local-source")
+    sp = space.load_space(str(ROOT / "site-configs/local-source/space-ucc.yaml"), site)
+    assert (sp.set_name, sp.repetitions) == ("mid", 30)
+    assert sp.job == site.table.case(1, 2, "allreduce").settings["none"]
+    for st, coll in zip(sp.stages, ("alltoall", "allgather", "allreduce", "bcast")):
+        assert st.only == [coll] and st.knobs == {
+            "coll_%s_component" % coll: ["default", "ucc"]
+            + ["ucc@" + a for a in UCC_ALGORITHMS[coll]]
+        }
+    args = suites.imb_args(suites.SETS["mid"], 2, 1.0)
+    assert args[:2] == ["-msglog", "10:20"] and suites.imb_args(suites.SETS["full"], 2, 1.0)[1] == (
+        "0:20"
+    )
+
+
+def test_local_source_has_the_local_sites_peers():
+    """validate --site local-source --baseline intel-mpi/2021.18.1 (or mpich/5.0.2) finds them
+    where `make peers` installs them."""
+    assert sites.load_named("local-source").peers == sites.load_named("local").peers
 
 
 def test_a_space_narrowed_to_some_stages_or_other_repetitions_is_a_campaign_of_its_own(tmp_path):

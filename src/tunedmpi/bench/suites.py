@@ -32,7 +32,8 @@ BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
 # ../shared/fixtures/README.md); both are written into every command and report.
 WINDOW, SYNC = "allocate", "flush"
 
-# Per set: IMB sizes (log2), repetitions per size and seconds per size; OSU sizes, iterations, warm-up.
+# Per set: IMB sizes (log2, from msglog_min: default 0), repetitions and seconds per size; OSU
+# sizes, iterations, warm-up.
 SETS = {
     "quick": dict(
         msglog=16,
@@ -69,6 +70,9 @@ SETS = {
         osu_bw_warmup=None,
     ),
 }
+# full's settings from 1 KB on (IMB -msglog 10:20): the middle bands, where a campaign aims at
+# 1 KB - 1 MB alone (site-configs/local-source/space-ucc.yaml)
+SETS["mid"] = dict(SETS["full"], msglog_min=10)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,7 @@ def imb_args(settings, np, mem_gb):
     # IMB reads "2.3G" as 2.3 and ignores the G: write a number
     args = [
         "-msglog",
-        "0:%d" % settings["msglog"],
+        "%d:%d" % (settings.get("msglog_min", 0), settings["msglog"]),
         "-npmin",
         str(np),
         "-iter",

@@ -6,6 +6,8 @@ module and its Python twin cannot disagree on values. Facts behind each rule: do
 
 from collections import OrderedDict
 
+from tunedmpi.tables.knobs import base_component
+
 # Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
 WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
 
@@ -53,7 +55,7 @@ def dominant_component(case, available):
     best = max(votes.values()) if votes else 0
     winners = [c for c, v in votes.items() if v == best]
     comp = winners[0] if len(winners) == 1 else "none"
-    return comp if comp in available else "none"
+    return comp if base_component(comp) in available else "none"
 
 
 def gaps(bands):
@@ -147,11 +149,12 @@ def knob_env(site, values, multi_node):
         if knob.startswith("coll_tuned_"):
             env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
             env["OMPI_MCA_" + knob] = str(values[knob])
-    # A sweep's component stage: UCC runs these collectives at every size (a table routes per size
-    # with its `choice`: row_env).
-    ucc = sorted(c for c in UCC_CTS_NAMES if values.get("coll_%s_component" % c) == "ucc")
+    # A sweep's component stage: UCC runs these collectives at every size, with UCC's default
+    # algorithm or the one named (a table routes per size with its `choice`: row_env).
+    comps = {c: values.get("coll_%s_component" % c) or "none" for c in UCC_CTS_NAMES}
+    ucc = sorted(c for c, v in comps.items() if base_component(v) == "ucc")
     if ucc and "ucc" in site.components:
-        env.update(ucc_env(ucc))
+        env.update(ucc_env(ucc, algorithms=[(c, 0, None, comps[c]) for c in ucc]))
     elif ucc:
         notes.append(
             "UCC not set for %s: the site's MPI has no UCC (site.yaml components)" % ", ".join(ucc)
@@ -164,22 +167,24 @@ def knob_env(site, values, multi_node):
 UCC_SIZE_PER_RANK = ("alltoall", "allgather")
 
 
-def ucc_token(coll, lo, hi, ranks):
-    """UCC's tuning token declining coll from lo to hi (exclusive; None: no end), table sizes. UCC
-    matches a size against the first range whose inclusive end reaches it (ucc_coll_score_map.c:
-    start <= size <= end), and a range it splits starts where the one before ends, so a range that
-    must catch size S starts at S - 1."""
+def ucc_token(coll, lo, hi, ranks, setting="0"):
+    """UCC's tuning token for coll from lo to hi (exclusive; None: no end), table sizes: score 0
+    (declined) or "@<algorithm>". UCC matches a size against the first range whose inclusive end
+    reaches it (ucc_coll_score_map.c: start <= size <= end), and a range it splits starts where
+    the one before ends, so a range that must catch size S starts at S - 1."""
     scale = ranks if coll in UCC_SIZE_PER_RANK else 1
     start = max(lo * scale - 1, 0)
-    return "%s:%d-%s:0" % (coll, start, "inf" if hi is None else hi * scale - 1)
+    return "%s:%d-%s:%s" % (coll, start, "inf" if hi is None else hi * scale - 1, setting)
 
 
-def ucc_env(collectives, declined=(), ranks=1):
+def ucc_env(collectives, declined=(), ranks=1, algorithms=()):
     """UCC for these collectives (Open MPI's coll_ucc_cts) and, where it should run only some
     sizes, UCC's own tuning string declining the others: ``declined`` = [(collective, lo, hi)],
     hi exclusive (None: no end), for a job of ``ranks`` ranks. Score 0 disables UCC's basic CL for
     that collective and range (ucc_info -c: UCC_CL_BASIC_TUNE), so UCC answers "not supported"
-    and Open MPI's coll_ucc hands the call to the component below it (coll_tuned)."""
+    and Open MPI's coll_ucc hands the call to the component below it (coll_tuned).
+    ``algorithms`` = [(collective, lo, hi, component)]: where a component names one of UCC's
+    algorithms (ucc@<name>), TL/UCP's tuning string (UCC_TL_UCP_TUNE) selects it there."""
     env = OrderedDict()
     env["OMPI_MCA_coll_ucc_enable"] = "1"
     # UCC's priority (10) is below tuned (30) and han (35): without this it is never used.
@@ -187,6 +192,13 @@ def ucc_env(collectives, declined=(), ranks=1):
     env["OMPI_MCA_coll_ucc_cts"] = ",".join(collectives)  # only these go to UCC
     if declined:
         env["UCC_CL_BASIC_TUNE"] = "#".join(ucc_token(c, lo, hi, ranks) for c, lo, hi in declined)
+    chosen = [
+        ucc_token(c, lo, hi, ranks, "@" + comp.split("@", 1)[1])
+        for c, lo, hi, comp in algorithms
+        if "@" in comp
+    ]
+    if chosen:
+        env["UCC_TL_UCP_TUNE"] = "#".join(chosen)
     return env
 
 
@@ -293,12 +305,17 @@ def row_env(site, table, nodes, ppn, profile):
     # (HCOLL_ML_DISABLE_<COLL>, HCOLL_DISABLE) keeps it off for the measured ones that did not.
     has = set(site.components)
     ucc_bands = {
-        case.collective: [(ch.band.lo, ch.band.hi) for ch in case.choice if ch.component == "ucc"]
+        case.collective: [
+            (ch.band.lo, ch.band.hi, ch.component)
+            for ch in case.choice
+            if base_component(ch.component) == "ucc"
+        ]
         for case in table.cases
         if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES
     }
     ucc_colls = sorted(c for c, bands in ucc_bands.items() if bands)
-    declined = [(c, lo, hi) for c in ucc_colls for lo, hi in gaps(ucc_bands[c])]
+    declined = [(c, lo, hi) for c in ucc_colls for lo, hi in gaps([b[:2] for b in ucc_bands[c]])]
+    algorithms = [(c,) + band for c in ucc_colls for band in ucc_bands[c]]
     hcoll_colls = sorted(c for c, k in comps.items() if k == "hcoll")
     if "hcoll" in has and comps:
         env["OMPI_MCA_coll_hcoll_enable"] = "1" if hcoll_colls else "0"
@@ -306,7 +323,7 @@ def row_env(site, table, nodes, ppn, profile):
             for coll in sorted(c for c in comps if c not in hcoll_colls):
                 env[HCOLL_DISABLE % coll.upper()] = "1"
     if "ucc" in has and ucc_colls:
-        env.update(ucc_env(ucc_colls, declined, nodes * ppn))
+        env.update(ucc_env(ucc_colls, declined, nodes * ppn, algorithms))
     if site.mpi_flavour == "hpcx":
         env, notes = hpcx_env(env, notes)
     return env, comp, values.get("nps"), notes
@@ -327,6 +344,7 @@ ORIGIN = (
     ("OMPI_MCA_btl_vader_single_copy_mechanism", "the table's smsc (single copy, Open MPI 4)"),
     ("OMPI_MCA_coll_ucc_", "derived: UCC won some sizes of these collectives (the table's choice)"),
     ("UCC_CL_BASIC_TUNE", "derived: UCC declines the sizes it did not win (the table's choice)"),
+    ("UCC_TL_UCP_TUNE", "derived: UCC's algorithm where one of them won (the table's choice)"),
     ("OMPI_MCA_coll_hcoll_enable", "derived: HCOLL won most sizes of a collective, or none"),
     ("HCOLL_ML_DISABLE_", "derived: HCOLL stays off for a collective that did not choose it"),
     ("OMPI_MCA_coll_tuned_", "derived: the row's coll_tuned algorithm bands (its rules file)"),

@@ -208,6 +208,22 @@ def check_value(value, kind, known):
     what, legal = kind
     if what == "deprecated":
         return "deprecated in %s" % known.label()
+    if what == "algorithms":
+        # a UCC tuning string: tokens joined by '#', an algorithm as a token's '@' field
+        used = {
+            "%s@%s" % (token.split(":", 1)[0], field[1:])
+            for token in value.split("#")
+            for field in token.split(":")
+            if field.startswith("@")
+        }
+        bad = sorted(used - legal)
+        if bad:
+            return (
+                "%s has no algorithm %s (it lists: %s; fix: choose one of those in the table, or "
+                "import the build's list with tunedmpi import-params)"
+                % (known.label(), ", ".join(bad), " ".join(sorted(legal)))
+            )
+        return None
     if what == "list":
         if value.startswith("^"):
             return None

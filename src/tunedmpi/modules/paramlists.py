@@ -12,10 +12,12 @@ One file per library and version, known-params/<library>-<version>.txt, written 
     OMPI_MCA_pml list: cm monitoring ob1 ucx v
     OMPI_MCA_pml_ucx_tls
     UCX_MEM_CUDA_RELOC deprecated
+    UCC_TL_UCP_TUNE algorithms: allreduce@knomial allreduce@sra_knomial ...
 
 A variable per line, sorted; after it what the library lists of its values: ``list:`` a comma
 list of these names (Open MPI's components of a framework, UCX's transports), ``one-of:`` one of
-these enumerator values (the number or the name), ``deprecated``: still read, with a warning.
+these enumerator values (the number or the name), ``algorithms:`` the <collective>@<algorithm>
+a UCC tuning string may select (`ucc_info -A`), ``deprecated``: still read, with a warning.
 Only the values that matter are kept (components, coll_tuned algorithms, UCX_TLS), so the files
 stay small and diffs between builds read as what changed.
 """
@@ -42,7 +44,8 @@ class ParamList:
     library: str
     version: str
     path: str
-    # name -> None, ("list", names), ("one-of", {value: label}) or ("deprecated", None)
+    # name -> None, ("list", names), ("one-of", {value: label}), ("algorithms", names) or
+    # ("deprecated", None)
     names: Dict[str, Optional[Tuple[str, object]]]
     header: Dict[str, List[str]] = field(default_factory=dict)
 
@@ -82,8 +85,8 @@ def read(path):
             names[name] = None
         elif rest == ["deprecated"]:
             names[name] = ("deprecated", None)
-        elif rest[0] == "list:":
-            names[name] = ("list", frozenset(rest[1:]))
+        elif rest[0] in ("list:", "algorithms:"):
+            names[name] = (rest[0][:-1], frozenset(rest[1:]))
         elif rest[0] == "one-of:":
             names[name] = (
                 "one-of",
@@ -95,7 +98,8 @@ def read(path):
                 n,
                 name,
                 "unknown word %r after the name" % rest[0],
-                "write NAME, NAME list: ..., NAME one-of: N=name ... or NAME deprecated",
+                "write NAME, NAME list: ..., NAME one-of: N=name ..., NAME algorithms: ... "
+                "or NAME deprecated",
             )
     for key in ("library", "version"):
         if not header.get(key):
@@ -125,9 +129,9 @@ def render(library, version, names, header):
             out.append(name)
         elif kind[0] == "deprecated":
             out.append("%s deprecated" % name)
-        elif kind[0] == "list":
+        elif kind[0] in ("list", "algorithms"):
             # "list:" alone: none
-            out.append(("%s list: %s" % (name, " ".join(sorted(kind[1])))).rstrip())
+            out.append(("%s %s: %s" % (name, kind[0], " ".join(sorted(kind[1])))).rstrip())
         else:
             out.append(
                 "%s one-of: %s"
@@ -285,6 +289,31 @@ def ucx_transports(text):
     return frozenset(tls)
 
 
+_ALG_SECTION = re.compile(r"^([a-z]+)/([a-z0-9_]+) algorithms:\s*\Z")
+_ALG_COLL = re.compile(r"^  ([A-Za-z_]+)\s*\Z")
+_ALG_LINE = re.compile(r"^    [0-9]+ :\s+([a-z0-9_]+) :")
+
+
+def ucc_algorithms(text):
+    """{UCC_<CL|TL>_<NAME>_TUNE: ("algorithms", {"allreduce@knomial", ...})} from `ucc_info -A`:
+    what each component's tuning string may select with "@<algorithm>"."""
+    out, var, coll = {}, None, None
+    for line in text.splitlines():
+        m = _ALG_SECTION.match(line)
+        if m:
+            var = "UCC_%s_%s_TUNE" % (m.group(1).upper(), m.group(2).upper())
+            out[var] = ("algorithms", set())
+            continue
+        m = _ALG_COLL.match(line)
+        if m:
+            coll = m.group(1).lower()
+            continue
+        m = _ALG_LINE.match(line)
+        if m and var and coll:
+            out[var][1].add("%s@%s" % (coll, m.group(1)))
+    return {k: (kind, frozenset(v)) for k, (kind, v) in out.items()}
+
+
 def ucx_version(text):
     """'1.18.1' from `ucx_info -v` ('# Library version: 1.18.1', or '# Version 1.13.1' before 1.16)."""
     m = re.search(r"^# (?:Library version:|Version) ([0-9][0-9.]*)", text, re.M)
@@ -385,13 +414,16 @@ def import_install(where, out=None, build=None, date=None):
     if ucc:
         version = ucc_version(_run([str(ucc), "-v"]))
         cmd = [str(ucc), "-c", "-a", "-f"]
+        names = config_names(_run(cmd))
+        names.update(ucc_algorithms(_run([str(ucc), "-A"])))
         header = [
             ("build", build),
             ("command", "%s -v" % ucc),
             ("command", " ".join(cmd)),
+            ("command", "%s -A" % ucc),
             ("date", date),
         ]
-        written.append(_write("ucc", version, config_names(_run(cmd)), header, out))
+        written.append(_write("ucc", version, names, header, out))
     if not written:
         raise InputError(
             str(where),

@@ -129,8 +129,11 @@ def size_bands(
     """Bands for one collective from its per-collective stage, measured on top of the job
     configuration, or None. Also the per-size relative time of the chosen bands (for regret).
     confirm_geo: a confirmation campaign's data at this geometry, on which the bands are tested.
-    components: from its component stage (none or UCC per size) instead of its algorithm stage."""
-    for name, knobs in stages:
+    components: from its component stage (none or UCC per size) instead of its algorithm stage.
+    Where several such stages measured it (a later campaign with more candidates, e.g. UCC's
+    algorithms), the one with the most configurations decides; the first of those in stage order."""
+    size = {name: len({cid for st, cid in geo_data if st == name}) for name, _ in stages}
+    for name, knobs in sorted(stages, key=lambda st: -size[st[0]]):
         per = [k for k in knobs if choice.per_collective(k) and choice.collective_of(k) == coll]
         if not per or len(per) != len(knobs) or any(map(choice.is_component, per)) != components:
             continue

@@ -187,6 +187,28 @@ _algorithm = _count(
 
 
 COMPONENTS = ("none", "ucc", "hcoll")
+# UCC's own algorithms per collective (TL/UCP of UCC 1.3.0, `ucc_info -A`): a component value
+# "ucc@<algorithm>" runs the collective in UCC with that algorithm (UCC_TL_UCP_TUNE), "ucc" with
+# UCC's default choice. known-params checks each against the build's list. Not alltoall's
+# onesided: it needs a global work buffer Open MPI's coll/ucc does not pass ("TL_UCP ERROR global
+# work buffer not provided"), so every call falls back to Open MPI's own.
+UCC_ALGORITHMS = {
+    "alltoall": ("pairwise", "bruck"),
+    "allgather": ("knomial", "ring", "neighbor"),
+    "allreduce": ("knomial", "sra_knomial"),
+    "bcast": ("knomial", "sag_knomial", "dbt"),
+}
+
+
+def components_of(collective):
+    """The component values legal for one collective: COMPONENTS and its UCC algorithms."""
+    return COMPONENTS + tuple("ucc@" + a for a in UCC_ALGORITHMS.get(collective, ()))
+
+
+def base_component(component):
+    """ucc@knomial -> ucc: the component that runs it (site.yaml's components name these)."""
+    return component.split("@", 1)[0]
+
 
 KNOBS = {
     "ucx_tls": ucx_tls,
@@ -224,14 +246,16 @@ KNOBS = {
     # ranks that wait call sched_yield() instead of spinning, so whatever else needs that core runs
     "mpi_yield_when_idle": _flag("mpi_yield_when_idle"),
     # Which component runs one collective (a sweep's per-collective component stage; a table says
-    # it per message size with a case's `choice`): Open MPI's own (none) or UCC. Per collective, as
-    # Open MPI routes it (coll_ucc_cts); where UCC runs only some sizes, UCC's own tuning string
-    # declines the others (modules/envmap.py).
+    # it per message size with a case's `choice`): Open MPI's own (none), UCC, or one of UCC's
+    # algorithms (ucc@<name>). Per collective, as Open MPI routes it (coll_ucc_cts); where UCC runs
+    # only some sizes, UCC's own tuning strings decline the others (modules/envmap.py).
     **{
         "coll_%s_component" % c: _choice(
-            "coll_%s_component" % c, ("none", "ucc"), "use none (Open MPI's own collectives) or ucc"
+            "coll_%s_component" % c,
+            tuple(v for v in components_of(c) if v != "hcoll"),  # HCOLL: a case's settings only
+            "use none (Open MPI's own collectives), ucc or ucc@<one of UCC's algorithms>",
         )
-        for c in ("alltoall", "allgather", "allreduce", "bcast")
+        for c in UCC_ALGORITHMS
     },
     "coll_tuned_alltoall_algorithm": _algorithm,
     "coll_tuned_allgather_algorithm": _algorithm,

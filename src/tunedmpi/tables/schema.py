@@ -461,8 +461,9 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
             )
         for comp, values in (sets or {}).items():
             skp = kp + ("settings", comp)
-            if comp not in knobs.COMPONENTS:
-                ck.err(skp, "unknown component '%s'" % comp, "use none, ucc or hcoll")
+            if comp not in knobs.components_of(coll):
+                fix = "use one of: %s" % ", ".join(knobs.components_of(coll))
+                ck.err(skp, "unknown component '%s'" % comp, fix)
                 continue
             if coll in ONE_SIDED and comp != "none":
                 ck.err(
