@@ -87,6 +87,18 @@ def test_check_checks_site_configs_as_site_configs(run_cli, tmp_path):
     assert "Open MPI 5.0.8" in err and "version: 5.0.8" in err  # both versions, and the fix
 
 
+def test_check_skips_hidden_folders_such_as_a_spack_environment(run_cli, tmp_path):
+    """A site folder's `.spack-env/` (Spack's view, its own repo.yaml files) is not a table."""
+    site = tmp_path / "local-source"
+    (site / ".spack-env" / "view").mkdir(parents=True)
+    (site / ".spack-env" / "view" / "repo.yaml").write_text("repo:\n  namespace: builtin\n")
+    (site / "site.yaml").write_text(
+        (ROOT / "site-configs" / "local-source" / "site.yaml").read_text()
+    )
+    code, out, err = run_cli("check", site)
+    assert code == 0 and "repo.yaml" not in out + err and "site local-source" in out, out + err
+
+
 def test_shipped_tables_pass_check(run_cli):
     code, out, err = run_cli("check", ROOT / "tuning-tables")
     assert code == 0, err

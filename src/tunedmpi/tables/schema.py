@@ -951,12 +951,13 @@ def _check_forced_beside_bands(ck, indexed):
 
 
 def find_tables(paths):
-    """Expand files and directories into the list of table files (``*.yaml`` except README-like)."""
+    """Expand files and directories into the list of table files (``*.yaml`` except README-like).
+    Hidden folders are not walked: a site's `.spack-env/` holds Spack's own YAML (its view)."""
     found = []
     for p in paths:
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
-                dirs.sort()
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     if name.endswith((".yaml", ".yml")):
                         found.append(os.path.join(root, name))
