@@ -18,7 +18,8 @@ campaign: Holm's step-down over every benchmark x band test keeps the chance of 
 loss anywhere in the campaign at alpha (`judge_family`; tune and history judge one benchmark's
 bands as a family). Optionally the campaign has two looks (`Design`): undecided benchmarks get one
 extension to twice the repetitions, and Pocock boundaries keep the overall error at alpha across
-both looks.
+both looks; a budget campaign (`Design.budgeted`) has up to K looks fixed in advance, each at
+alpha / K (Bonferroni over looks).
 
 A band wins when the test rejects "no difference" at its level, the test's estimate says the tuned
 module is better and the reported gain (seed figures) is at least the tolerance; it loses in the

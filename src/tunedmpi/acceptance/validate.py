@@ -1,6 +1,7 @@
 """`tunedmpi validate`: rerun the benchmarks with the untuned baseline (A) and the tuned module (B),
 in counterbalanced pairs (A B, B A, ...), and decide with statistics (stats.py) whether the tuned
-module wins, measuring more repetitions once where a band is still undecided.
+module wins, measuring more repetitions where a band is still undecided (once, or with --budget /
+--max-pairs at the looks of a budget design, stats.Design.budgeted).
 
 Every run is made by the shared runner (bench/runner.py): a fresh shell that purges modules and
 loads exactly one MPI module, so nothing leaks between A and B; its command, the variables the
@@ -250,7 +251,8 @@ def campaign(opts):
     Repetitions 1..n: every run of the plan, the two modules in counterbalanced order (ABBA: an
     effect of running second cancels instead of always favouring one module). Then, with the
     extension on, the runs of benchmarks that still have an undecided band are measured again up to
-    2n repetitions, once, and judged at the second look of the group-sequential design (stats.py)."""
+    2n repetitions, once, and judged at the second look of the group-sequential design (stats.py);
+    a budget design measures them look after look while a band is undecided and time is left."""
     runner, sides, notes = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
     return guarded(outdir, lambda: _campaign(opts, runner, sides, notes, outdir))
