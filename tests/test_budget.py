@@ -207,7 +207,7 @@ def test_a_real_budget_campaign_records_its_looks_and_is_reanalysed_alike(tmp_pa
     )
     made = design["looks"]
     assert made[0] == {"look": 1, "pairs": 3, "alpha": 0.025, "runs": ["put_latency"]}
-    assert max(r["rep"] for r in res["runs"]) == made[-1]["pairs"]
+    assert max(r["rep"] for r in res["runs"]) == made[-1]["pairs"] == design["final"]
     assert design["stopped"] == ("last look" if len(made) == 2 else "every band decided")
     bands = [b for b in res["bands"] if b["band"] != "reliability"]
     assert {b["look"] for b in bands} <= set(range(1, len(made) + 1))
@@ -231,3 +231,14 @@ def test_a_real_budget_campaign_records_its_looks_and_is_reanalysed_alike(tmp_pa
     assert design["stopped"].startswith("budget: look 2") or design["stopped"] == (
         "every band decided"
     )
+
+
+def test_a_damaged_schedule_is_one_error_naming_the_key():
+    from tunedmpi.acceptance import results
+    from tunedmpi.errors import InputError
+
+    good = {"first": 5, "final": 10, "schedule": [5, 10, 20]}  # stopped at look 2 of 3
+    assert results.design_from(good) == stats.Design.budgeted(5, 20)
+    for bad in ([5, "10"], [10, 5], [5, 20], "5,10", [4, 10]):
+        with pytest.raises(InputError, match="design.schedule"):
+            results.design_from(dict(good, schedule=bad), "x/results.json")

@@ -56,19 +56,22 @@ def looks_of(res):
 
 def design_from(looks, path="results.json"):
     """The stats.Design a campaign's looks (looks_of) were judged by: a budget design's schedule
-    (whole numbers rising from first to final), else its first look and its extension."""
+    (whole numbers rising from first, holding final: the last look made), else its first look and
+    its extension."""
     schedule = looks.get("schedule")
-    if schedule is not None and not (
+    if schedule is None:
+        return stats.Design(looks["first"], looks["final"])
+    if not (
         isinstance(schedule, list)
         and all(type(n) is int and n > 0 for n in schedule)
         and schedule == sorted(set(schedule))
         and schedule[:1] == [looks["first"]]
-        and schedule[-1:] == [looks["final"]]
+        and looks["final"] in schedule
     ):
         raise InputError(
-            path, None, "design.schedule", "not rising whole numbers from first to final", FIX
+            path, None, "design.schedule", "not rising whole numbers from first, holding final", FIX
         )
-    return stats.Design(looks["first"], looks["final"], tuple(schedule) if schedule else None)
+    return stats.Design(schedule[0], schedule[-1], tuple(schedule))
 
 
 def check_runs(doc, path, mappings=()):

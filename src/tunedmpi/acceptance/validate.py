@@ -448,11 +448,12 @@ def _look_record(design, alpha, look, runs):
 
 
 def _design_record(design, extended, looks, stopped, budget_s):
-    """results.json's "design" (results.looks_of); a budget design adds its schedule, rule, each
-    look made, the budget and why the looks stopped."""
+    """results.json's "design" (results.looks_of): first and final (a budget design's: the last
+    look made) repetitions; a budget design adds its schedule, rule, each look made, the budget and
+    why the looks stopped."""
     out = {
         "first": design.first,
-        "final": design.final,
+        "final": looks[-1]["pairs"] if design.schedule else design.final,
         "extended": [r.name for r in extended],
         "order": "counterbalanced (ABBA)",
     }
