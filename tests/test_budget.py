@@ -153,6 +153,10 @@ def test_power_simulates_the_budget_design_and_its_a_a_rate_stays_within_alpha(t
     assert max(looks) > 1  # the draws are extended: later looks are simulated, not skipped
     text = power.render(power.compute([tmp_path], draws=10, repetitions=5, max_pairs=30))
     assert "budget: looks at 5/10/20/30 while undecided; Bonferroni level 0.0125 per look" in text
+    from tunedmpi.errors import InputError
+
+    with pytest.raises(InputError, match="--max-repetitions"):  # two looks or a budget: one
+        power.compute([tmp_path], draws=10, repetitions=5, final=10, max_pairs=30)
 
 
 needs_mpi = [

@@ -847,7 +847,7 @@ def _campaign_draw(camp, rng, n):
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
     """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
-    family), the runs of the undecided benchmarks extended once when the draw holds their runs.
+    family), the runs of the undecided benchmarks extended at each look the draw holds runs for.
     gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
     draw. Returns ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
@@ -1220,7 +1220,8 @@ def _render_campaigns(st):
         "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
         "residuals, so both sides are the same module) drawn in random order and judged as "
         "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
-        "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
+        "benchmarks extended at the design's looks (once; with --max-pairs look after look while "
+        "undecided). A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
         "band judged win and none lose (should be <= alpha together); NO-GAIN and INCONCLUSIVE "
         "are right there, INCONCLUSIVE (some band undecided) is the A/A share too noisy to show "
         "the modules equal. Power: every band %.2fx (P(PASS); NO-GAIN or INCONCLUSIVE is a miss); "
