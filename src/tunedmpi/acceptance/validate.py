@@ -695,7 +695,7 @@ def add_arguments(p):
         type=duration,
         metavar="TIME",
         help="e.g. 45m: while a band is undecided, measure more pairs (looks at %d, %d, %d ... x "
-        "the first look's, alpha split over them) as long as the next look ends within TIME"
+        "the first look's, alpha split over them), each only if predicted to end within TIME"
         % tuple(POLICY.budget_growth**k for k in range(3)),
     )
     p.add_argument(
