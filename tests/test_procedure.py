@@ -77,6 +77,7 @@ def test_validate_and_power_judge_the_same_runs_alike(first, seed):
 
     def extend(
         undecided,
+        look,
     ):  # the runs are measured already: validate's choice of what to judge again
         asked.append(sorted(undecided))
         again = {run.name for run in runs if set(run.expect) & set(undecided)}
@@ -106,7 +107,9 @@ def test_what_is_judged_at_look_2_is_what_was_measured_again():
     runs, records = campaign(design.final, 3)
     opts = validate.Options(site="local", tuned="t/1", baseline="b/1", repetitions=5)
     asked = []
-    out = validate.analyse(opts, runs, records, design, lambda u: asked.append(u) or ["allreduce"])
+    out = validate.analyse(
+        opts, runs, records, design, lambda u, look: asked.append(u) or ["allreduce"]
+    )
     assert "bcast" not in asked[0] and "allreduce" in asked[0]
     looks = {b.benchmark: b.look for b in out.bands if b.band == "<=1KB"}
     assert looks == {"allreduce": 2, "bcast": 1, "put_latency": 1, "get_latency": 1}

@@ -325,7 +325,7 @@ def test_the_second_look_judges_only_extended_benchmarks_on_all_their_runs():
     records = [rec(run.name, role, k) for k in range(1, 6) for run in runs for role in ROLES]
     asked = []
 
-    def extend(undecided):  # validate measures the runs of the undecided benchmarks again
+    def extend(undecided, look):  # validate measures the runs of the undecided benchmarks again
         asked.append(undecided)
         records.extend(rec("put_latency", role, k) for k in range(6, 11) for role in ROLES)
         return ["put_latency"]

@@ -57,6 +57,23 @@ def number(low, high=None, low_ok=False):
     return parse
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text):
+    """argparse type: a time such as 45m, 2h, 90s or 600 (seconds), above 0 and at most a week."""
+    unit = DURATION_UNITS.get(text[-1:].lower())
+    try:
+        value = float(text[:-1] if unit else text) * (unit or 1)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            "%r is not a time such as 45m, 2h or 90s (above 0, at most a week)" % text
+        )
+    return value
+
+
 def add_levels(p):
     """--tolerance and --alpha, the verdict's levels (validate, power), defaults from POLICY."""
     p.add_argument(

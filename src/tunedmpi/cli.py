@@ -370,6 +370,7 @@ def cmd_power(args):
         seed=args.seed,
         alpha=args.alpha,
         tolerance=args.tolerance,
+        max_pairs=args.max_pairs,
     )
 
 
@@ -601,6 +602,13 @@ def _parser_power(sub):
         type=whole(2),
         help="runs per module after the one extension (default %d x --repetitions; equal: no "
         "extension)" % POLICY.extension_factor,
+    )
+    p.add_argument(
+        "--max-pairs",
+        type=whole(2),
+        metavar="N",
+        help="simulate validate --max-pairs N (--budget's looks; a draw holds at most the "
+        "campaign's pairs)",
     )
     p.add_argument(
         "--draws", type=whole(10), default=200, help="resampled campaigns per pool (default 200)"

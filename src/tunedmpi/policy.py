@@ -22,6 +22,10 @@ class Policy:
     # sets stay unpaired.
     first_look: MappingProxyType = field(default_factory=lambda: _per_set(5, 5, 15))
     extension_factor: int = 2  # the one extension measures undecided benchmarks up to this x look 1
+    # validate --budget/--max-pairs: looks at look 1's pairs times 1, 2, 4, ... (stats.Design.budgeted),
+    # this many looks without --max-pairs; alpha is split evenly over the looks
+    budget_growth: int = 2
+    budget_looks: int = 5
     # the seed figure drops the largest and the smallest run; with 2 a t test cannot decide
     min_pairs: int = 3
     # The crossover test from this many pairs at the first look: with fewer it has half the unpaired

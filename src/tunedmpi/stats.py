@@ -18,7 +18,8 @@ campaign: Holm's step-down over every benchmark x band test keeps the chance of 
 loss anywhere in the campaign at alpha (`judge_family`; tune and history judge one benchmark's
 bands as a family). Optionally the campaign has two looks (`Design`): undecided benchmarks get one
 extension to twice the repetitions, and Pocock boundaries keep the overall error at alpha across
-both looks.
+both looks; a budget campaign (`Design.budgeted`) has up to K looks fixed in advance, each at
+alpha / K (Bonferroni over looks).
 
 A band wins when the test rejects "no difference" at its level, the test's estimate says the tuned
 module is better and the reported gain (seed figures) is at least the tolerance; it loses in the
@@ -28,7 +29,7 @@ mirror case; it ties otherwise.
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from tunedmpi.policy import POLICY
 
@@ -394,19 +395,59 @@ class Design:
     """Group-sequential plan: `first` repetitions, then at most one extension to `final` for the
     benchmarks with an undecided band. Both looks use Pocock's constant nominal level, computed for
     the information fraction first/final, so the two looks together reject a true null with
-    probability alpha (less when a benchmark is not extended)."""
+    probability alpha (less when a benchmark is not extended).
+
+    A budget campaign (validate --budget/--max-pairs, `budgeted`) has a `schedule` instead: the
+    repetitions of every look, fixed before the first, each look testing at alpha / its number of
+    looks (Bonferroni over looks: valid whatever the looks' dependence and wherever the budget
+    stops, since every look's test is exact at its fixed size and a look not made spends nothing)."""
 
     first: int = POLICY.first_look["quick"]
     final: int = POLICY.looks(POLICY.first_look["quick"])[1]
+    schedule: Optional[Tuple[int, ...]] = None
+
+    @classmethod
+    def budgeted(cls, first, max_pairs=None):
+        """Looks at first, then doubling (POLICY.budget_growth) up to max_pairs, the last look
+        (default: POLICY.budget_looks looks)."""
+        cap = max_pairs or first * POLICY.budget_growth ** (POLICY.budget_looks - 1)
+        sizes = [first]
+        while sizes[-1] < cap:
+            sizes.append(min(sizes[-1] * POLICY.budget_growth, cap))
+        return cls(first, sizes[-1], tuple(sizes))
+
+    def sizes(self):
+        """Repetitions per module at each look."""
+        if self.schedule:
+            return self.schedule
+        return (self.first, self.final) if self.final > self.first else (self.first,)
 
     def level(self, alpha, look):
-        """Nominal two-sided level at look 1 or 2 for overall level alpha."""
+        """Nominal two-sided level at a look for overall level alpha."""
+        if self.schedule:
+            return alpha / len(self.schedule)
         if self.final <= self.first:
             return alpha
         return _pocock_nominal(round(alpha, 12), self.first / float(self.final))
 
     def levels(self, alpha=POLICY.alpha):
-        return self.level(alpha, 1), self.level(alpha, 2)
+        return tuple(self.level(alpha, k + 1) for k in range(len(self.sizes())))
+
+    def describe(self, alpha):
+        """The looks as reports name them."""
+        if self.schedule:
+            return (
+                "up to %d looks at %s runs per module while a band is undecided, within the "
+                "budget (Bonferroni over looks: level %.3g per look)"
+                % (len(self.schedule), "/".join(map(str, self.schedule)), self.level(alpha, 1))
+            )
+        if self.final <= self.first:
+            return "one look"
+        return (
+            "two looks: %d runs per module, then one extension to %d runs for benchmarks with an "
+            "undecided band (Pocock levels %.3g per look)"
+            % (self.first, self.final, self.level(alpha, 1))
+        )
 
 
 # ---- verdicts --------------------------------------------------------------------------------
@@ -523,6 +564,7 @@ def test_bands(
     previous=None,
     strata=None,
     pairs=None,
+    look=None,
 ):
     """Each band's test, not yet decided: [(BandResult, TestResult or None)], None for bands
     without data and for bands rejected at look 1 (kept as they were).
@@ -534,13 +576,17 @@ def test_bands(
     as pairs: the test is then the `crossover` test over them (strata are not used; runs without
     their pair are left out and counted in the reason).
     design: look 1, or look 2 when `previous` holds this benchmark's look-1 results (bands
-    decided significant at look 1 keep that result). Each band's `test` names the test its p came
+    decided significant at look 1 keep that result); `look` names a later look of a budget design,
+    `previous` then holding the benchmark's bands at the look before. Each band's `test` names the test its p came
     from: the crossover test only where a band had its pairs (2 of each order), else the test
     within host states only where states were held equal, else the test over all runs.
     """
     sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
-    look = None if design is None else (2 if previous is not None else 1)
+    if design is None:
+        look = None
+    elif look is None:
+        look = 2 if previous is not None else 1
     before = {r.band: r for r in (previous or []) if r.benchmark == benchmark}
     out = []  # (band, its test result: None when there is nothing to decide)
     # the name a band gets before it is tested (no-data bands); each tested band's comes from its test
@@ -681,12 +727,12 @@ def judge_family(
     return [r for r, _ in tested]
 
 
-def extension(band_results, design):
-    """{benchmark: [undecided bands]} that would profit from the one extension to design.final
-    repetitions; empty once look 2 has been made (the extension is bounded to one)."""
+def extension(band_results, design, look=1):
+    """{benchmark: [undecided bands]} judged at `look` that the design's next look would measure
+    again; empty after its last look."""
     out = {}
     for r in band_results:
-        if r.undecided and r.look == 1 and design is not None and design.final > design.first:
+        if r.undecided and r.look == look and design is not None and look < len(design.sizes()):
             out.setdefault(r.benchmark, []).append(r.band)
     return out
 
@@ -697,19 +743,22 @@ CAMPAIGN, PER_BENCHMARK = "campaign", "benchmark"  # Procedure.scope: what one H
 @dataclass
 class Outcome:
     """What the Procedure decided, as data: every band at its last look (reliability bands too,
-    when the test gave them), the look-1 bands, the benchmarks judged again at look 2, the verdict."""
+    when the test gave them), the look-1 bands, the benchmarks judged again at any later look,
+    those judged at each look after the first, the verdict."""
 
     bands: List[BandResult]
     look1: List[BandResult]
     extended: List[str]
     verdict: str
+    later: List[List[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Procedure:
-    """The verdict's procedure, written once: look 1 -> the one extension -> look 2 -> Holm family
-    -> module verdict. validate runs it on measured runs, power on drawn ones, compare_bands (tune,
-    history) makes one look of its per-benchmark variant.
+    """The verdict's procedure, written once: look 1 -> extension -> the next look -> ... (two
+    looks, or a budget design's schedule) -> Holm family -> module verdict. validate runs it on
+    measured runs, power on drawn ones, compare_bands (tune, history) makes one look of its
+    per-benchmark variant.
 
     scope CAMPAIGN (validate): one family of every benchmark x band, so the chance of any false win
     or loss in the campaign is alpha; PER_BENCHMARK: each benchmark's bands a family of their own."""
@@ -720,8 +769,8 @@ class Procedure:
     scope: str = CAMPAIGN
 
     def look(self, tested, previous=None):
-        """Decide `tested` (test_bands' pairs, in order) at one look; previous: the look-1 bands at
-        look 2 (judge_family). Returns the bands in the order given."""
+        """Decide `tested` (test_bands' pairs, in order) at one look; previous: every band at the
+        look before (judge_family). Returns the bands in the order given."""
         if self.scope == CAMPAIGN:
             return judge_family(tested, self.tolerance, self.alpha, self.design, previous)
         by = {}
@@ -735,21 +784,28 @@ class Procedure:
 
     def run(self, benchmarks, test, extend=None):
         """The whole procedure. test(benchmark, look, previous) -> test_bands' list for that
-        benchmark on the runs of `look` (1: the first look's; 2: all), previous its look-1 bands at
-        look 2. extend(undecided {benchmark: bands}) -> the benchmarks measured again (validate
-        measures their runs; default: the undecided ones); called only when the design has a
-        second look. Returns an Outcome."""
+        benchmark on the runs of `look` (design.sizes()[look - 1] repetitions), previous its bands
+        at the look before. extend(undecided {benchmark: bands}, look) -> the benchmarks measured
+        up to that look (validate measures their runs; default: the undecided ones); called while
+        the design has a next look; none measured ends the looks (all decided, a budget spent). Returns an Outcome."""
         one = self.look([t for b in benchmarks for t in test(b, 1, None)])
         final = {(r.benchmark, r.band): r for r in one}
-        again = []
-        if self.design is not None and self.design.final > self.design.first:
-            undecided = extension(one, self.design)
-            again = list(undecided) if extend is None else list(extend(undecided))
-        if again:
-            tested = [t for b in again for t in test(b, 2, [r for r in one if r.benchmark == b])]
-            final.update(((r.benchmark, r.band), r) for r in self.look(tested, one))
+        later = []
+        looks = len(self.design.sizes()) if self.design is not None else 1
+        for look in range(2, looks + 1):
+            undecided = extension(list(final.values()), self.design, look - 1)
+            again = list(undecided) if extend is None else list(extend(undecided, look))
+            if not again:
+                break
+            before = list(final.values())
+            tested = [
+                t for b in again for t in test(b, look, [r for r in before if r.benchmark == b])
+            ]
+            final.update(((r.benchmark, r.band), r) for r in self.look(tested, before))
+            later.append(again)
         bands = list(final.values())
-        return Outcome(bands, one, again, module_verdict(bands))
+        extended = list(dict.fromkeys(b for again in later for b in again))
+        return Outcome(bands, one, extended, module_verdict(bands), later)
 
 
 def pair_order(rep, run_index=0):

@@ -123,7 +123,7 @@ def _validate_source(path):
         runs,
         False,
         aa=bool(mods) and mods.get("baseline") == mods.get("tuned"),
-        design=looks and stats.Design(looks["first"], looks["final"]),
+        design=looks and results.design_from(looks, path / "results.json"),
     )
 
 
@@ -644,10 +644,9 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
     an undecided band asks for it and the draw holds the runs; with `states` (each side's runs'
     host states) within host states, and with `pairs` (test_bands' pairs of base and tuned) by the
     crossover test. Returns ({band: verdict}, extended, look-1 estimates)."""
-    first = design.first if design else len(base)
 
     def test(bench, look, previous):
-        n = first if look == 1 else len(base)
+        n = design.sizes()[look - 1] if design else len(base)
         strata = None
         if states is not None:
             strata = stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
@@ -660,10 +659,11 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
             previous=previous,
             strata=strata,
             pairs=None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n],
+            look=look,
         )
 
-    def extend(undecided):
-        return list(undecided) if len(base) >= design.final else []
+    def extend(undecided, look):
+        return list(undecided) if len(base) >= design.sizes()[look - 1] else []
 
     out = stats.Procedure(design, tolerance, alpha, stats.PER_BENCHMARK).run(
         [pool.bench], test, extend
@@ -711,9 +711,9 @@ def study(
     within host states where the pool has them, by the crossover test where the design pairs
     (pool.by_crossover), as validate judges."""
     need = 1 if pool.paired else 2  # units per repetition of both sides
-    per_side = design.final if design and len(pool.units) >= need * design.final else repetitions
+    per_side = drawn(design, len(pool.units) // need) if design else repetitions
     pairs = None
-    two_looks = design is not None and per_side == design.final and design.final > design.first
+    two_looks = design is not None and per_side > design.first
     use_design = design if design is not None else None
     false = extended = 0
     wins = OrderedDict((b, 0) for b in pool.bands)
@@ -847,14 +847,14 @@ def _campaign_draw(camp, rng, n):
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
     """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
-    family), the runs of the undecided benchmarks extended once when the draw holds their runs.
+    family), the runs of the undecided benchmarks extended at each look the draw holds runs for.
     gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
     draw. Returns ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
     n = len(next(iter(draw.values()))[0])
 
     def test(bench, look, previous):
-        upto = design.first if look == 1 else n
+        upto = design.sizes()[look - 1]
         metric, bands = camp.benches[bench]
         own = tuple(sorted((b, g) for (bn, b), g in gains.items() if bn == bench))
         key = (bench, upto, own)
@@ -870,20 +870,28 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
                 design=design,
                 previous=None if look == 1 else [],
                 pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
+                look=look,
             )
-        # the cache holds look 2 without look 1's rejections: those are final, as test_bands keeps them
+        # the cache holds later looks without earlier rejections: those are final, as test_bands keeps them
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
         return [
             (kept[r.band], None) if r.band in kept else (dataclasses.replace(r), res)
             for r, res in cache[key]
         ]
 
-    def extend(undecided):  # as validate: every benchmark of a run that holds an undecided one
+    def extend(undecided, look):  # as validate: every benchmark of a run holding an undecided one
         runs = {camp.run_of[b] for b in undecided}
-        return [b for b in camp.benches if camp.run_of[b] in runs] if n >= design.final else []
+        fits = n >= design.sizes()[look - 1]  # a draw too short for the look: a budget spent
+        return [b for b in camp.benches if camp.run_of[b] in runs] if fits else []
 
     out = stats.Procedure(design, tolerance, alpha).run(list(camp.benches), test, extend)
     return {(r.benchmark, r.band): r for r in out.bands}, bool(out.extended)
+
+
+def drawn(design, held):
+    """Repetitions a draw takes: the design's last look that `held` repetitions hold (the looks
+    beyond are not made, as when validate's budget stops them)."""
+    return max([k for k in design.sizes() if k <= held] or [design.first])
 
 
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
@@ -893,7 +901,7 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
     at `gain` (P(PASS), each band's power; NO-GAIN or INCONCLUSIVE there is a miss), and, for each
     band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the power to catch a
     real loss among real wins)."""
-    n = camp.design.final if len(camp.reps) >= camp.design.final else camp.design.first
+    n = drawn(camp.design, len(camp.reps))
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
     c = dict(
         fail=0,
@@ -970,6 +978,11 @@ def describe_design(design, alpha):
         if design.final > design.first
         else " (one look)"
     )
+    if design.schedule:  # validate --budget/--max-pairs
+        looks = " (budget: looks at %s while undecided; Bonferroni level %.4f per look)" % (
+            "/".join(map(str, design.schedule)),
+            design.level(alpha, 1),
+        )
     if stats.paired(design):
         return "crossover test, %d pairs%s" % (design.first, looks)
     return "unpaired test, %d runs per module%s" % (
@@ -1028,9 +1041,19 @@ def compute(
     seed=1,
     alpha=POLICY.alpha,
     tolerance=POLICY.tolerance,
+    max_pairs=None,
 ):
-    """The Study of these directories (InputError on bad input)."""
+    """The Study of these directories (InputError on bad input). max_pairs: simulate validate
+    --max-pairs (a budget design from each campaign's first look, or --repetitions)."""
     sources = load(paths)
+    if max_pairs is not None and final is not None:
+        raise InputError(
+            "--max-pairs",
+            None,
+            None,
+            "with --max-repetitions",
+            "give one: --max-pairs simulates a budget campaign, --max-repetitions two looks",
+        )
     if repetitions is None and final is not None:
         raise InputError(
             "--max-repetitions",
@@ -1044,6 +1067,10 @@ def compute(
     if repetitions is not None:
         looks = POLICY.looks(repetitions)[1] if final is None else final
         design = stats.Design(repetitions, max(repetitions, looks))
+    if max_pairs is not None:  # a time budget only stops looks sooner: no more false verdicts
+        design = design and stats.Design.budgeted(repetitions, max_pairs)
+        for src in sources:
+            src.design = stats.Design.budgeted((src.design or DEFAULT_DESIGN).first, max_pairs)
 
     def design_of(src):
         return design or src.design or DEFAULT_DESIGN
@@ -1193,7 +1220,8 @@ def _render_campaigns(st):
         "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
         "residuals, so both sides are the same module) drawn in random order and judged as "
         "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
-        "benchmarks extended once. A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
+        "benchmarks extended at the design's looks (once; with --max-pairs look after look while "
+        "undecided). A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
         "band judged win and none lose (should be <= alpha together); NO-GAIN and INCONCLUSIVE "
         "are right there, INCONCLUSIVE (some band undecided) is the A/A share too noisy to show "
         "the modules equal. Power: every band %.2fx (P(PASS); NO-GAIN or INCONCLUSIVE is a miss); "

@@ -9,7 +9,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from tunedmpi import stats
-from tunedmpi.acceptance.results import ROLES
+from tunedmpi.acceptance.results import ROLES, design_from
 from tunedmpi.atomic import write_atomic, write_atomic_with
 from tunedmpi.policy import POLICY
 
@@ -50,12 +50,7 @@ def describe_method(tolerance, alpha, design=None, host=False, paired=False, fam
     """The verdict's method in a few sentences (report.md's Method section); host: the comparison
     held the host state equal (host_strata); paired: the crossover test over the pairs was used;
     family: results.json's "family" (None: results from before it, a family per benchmark)."""
-    looks = (
-        "one look"
-        if design is None
-        else "two looks: %d runs per module, then one extension to %d runs for benchmarks with an undecided band "
-        "(Pocock levels %.3g per look)" % (design.first, design.final, design.level(alpha, 1))
-    )
+    looks = "one look" if design is None else design.describe(alpha)
     within = (
         ""
         if not host
@@ -321,7 +316,7 @@ def markdown(results):
     out.append("")
     out += module_variables(results)
     design = results.get("design")
-    design = stats.Design(design["first"], design["final"]) if design else None
+    design = design_from(design) if design else None
     out += [
         "## Method",
         "",

@@ -54,6 +54,26 @@ def looks_of(res):
     }
 
 
+def design_from(looks, path="results.json"):
+    """The stats.Design a campaign's looks (looks_of) were judged by: a budget design's schedule
+    (whole numbers rising from first, holding final: the last look made), else its first look and
+    its extension."""
+    schedule = looks.get("schedule")
+    if schedule is None:
+        return stats.Design(looks["first"], looks["final"])
+    if not (
+        isinstance(schedule, list)
+        and all(type(n) is int and n > 0 for n in schedule)
+        and schedule == sorted(set(schedule))
+        and schedule[:1] == [looks["first"]]
+        and looks["final"] in schedule
+    ):
+        raise InputError(
+            path, None, "design.schedule", "not rising whole numbers from first, holding final", FIX
+        )
+    return stats.Design(schedule[0], schedule[-1], tuple(schedule))
+
+
 def check_runs(doc, path, mappings=()):
     """The format version, then the shape of what power and --reanalyse read from a results.json
     (its runs, their series, the modules, and the top-level `mappings` the caller reads): a damaged
@@ -154,7 +174,9 @@ class Results:
     modules: Optional[dict] = None
     tolerance: Optional[float] = None
     alpha: Optional[float] = None
-    design: Optional[dict] = None  # {"first", "final", "extended", "order"} (looks_of)
+    # {"first", "final", "extended", "order"} (looks_of); a budget design's also "schedule",
+    # "rule", "looks" (look, pairs, alpha, runs of each look made), "budget_s", "stopped"
+    design: Optional[dict] = None
     runs: List[RunRecord] = field(default_factory=list)
     started: Optional[str] = None
     finished: Optional[str] = None

@@ -1,6 +1,7 @@
 """`tunedmpi validate`: rerun the benchmarks with the untuned baseline (A) and the tuned module (B),
 in counterbalanced pairs (A B, B A, ...), and decide with statistics (stats.py) whether the tuned
-module wins, measuring more repetitions once where a band is still undecided.
+module wins, measuring more repetitions where a band is still undecided (once, or with --budget /
+--max-pairs at the looks of a budget design, stats.Design.budgeted).
 
 Every run is made by the shared runner (bench/runner.py): a fresh shell that purges modules and
 loads exactly one MPI module, so nothing leaks between A and B; its command, the variables the
@@ -24,7 +25,7 @@ from typing import List, Optional
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
@@ -66,6 +67,8 @@ class Options:
     geometry_source: str = "default"
     repetitions: int = POLICY.first_look["quick"]  # pairs at look 1 (options_from_args: the set's)
     extend: bool = True
+    budget_s: Optional[float] = None  # --budget: measure undecided bands until decided, this long
+    max_pairs: Optional[int] = None  # --max-pairs: the same, up to this many pairs
     timeout: float = POLICY.timeout_s["quick"]
     retries: int = POLICY.retries
     tolerance: float = POLICY.tolerance
@@ -74,6 +77,26 @@ class Options:
     force_probes: bool = False
     out: str = "validate-results"
     modulepaths: List[str] = field(default_factory=list)
+
+
+def design_of(opts):
+    """The campaign's looks: with --budget or --max-pairs a budget design (stats.Design.budgeted),
+    else the first look and the one extension."""
+    if opts.budget_s or opts.max_pairs:
+        return stats.Design.budgeted(opts.repetitions, opts.max_pairs)
+    return stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
+
+
+def predicted_s(records, todo, more, elapsed_s):
+    """Seconds `more` repetitions of the runs `todo` would take, from their wall times so far
+    (per repetition, retries included), scaled by the campaign's elapsed over its wall time (the
+    module shells around each run)."""
+    wall = sum(r.wall_s for r in records) or 1.0
+    total = 0.0
+    for run in todo:
+        mine = [r for r in records if r.run == run.name]
+        total += sum(r.wall_s for r in mine) / max(1, len({r.rep for r in mine}))
+    return total * more * elapsed_s / wall
 
 
 def run_once(runner, binaries, run, role, module, rep, logdir):
@@ -228,7 +251,8 @@ def campaign(opts):
     Repetitions 1..n: every run of the plan, the two modules in counterbalanced order (ABBA: an
     effect of running second cancels instead of always favouring one module). Then, with the
     extension on, the runs of benchmarks that still have an undecided band are measured again up to
-    2n repetitions, once, and judged at the second look of the group-sequential design (stats.py)."""
+    2n repetitions, once, and judged at the second look of the group-sequential design (stats.py);
+    a budget design measures them look after look while a band is undecided and time is left."""
     runner, sides, notes = prepare(opts)
     outdir = new_results_dir(opts.out, opts.site)
     return guarded(outdir, lambda: _campaign(opts, runner, sides, notes, outdir))
@@ -264,8 +288,18 @@ def _announce(opts, design, sides, notes, outdir):
             opts.ppn,
             opts.set_name,
             opts.repetitions,
-            " (+ up to %d for undecided bands)" % (design.final - design.first)
-            if opts.extend
+            " (+ up to %d for undecided bands%s)"
+            % (
+                design.final - design.first,
+                ", looks at %s, budget %s"
+                % (
+                    "/".join(map(str, design.sizes())),
+                    "%gs" % opts.budget_s if opts.budget_s else "none",
+                )
+                if design.schedule
+                else "",
+            )
+            if design.final > design.first
             else "",
             "benchmarks: "
             + (
@@ -297,7 +331,7 @@ def _campaign(opts, runner, sides, notes, outdir):
         role: runner.placement(module, sides[role].modules, sides[role].flavour)
         for role, module in module_of.items()
     }
-    design = stats.Design(*POLICY.looks(opts.repetitions, opts.extend))
+    design = design_of(opts)
     started, t0 = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     records = []
     _announce(opts, design, sides, notes, outdir)
@@ -331,23 +365,39 @@ def _campaign(opts, runner, sides, notes, outdir):
 
     measure_reps(runs, 1, design.first)
     extended = []
+    looks = [_look_record(design, opts.alpha, 1, runs)]
+    stopped = []
 
-    def extend(undecided):
-        """The one extension: every run holding an undecided benchmark, measured up to design.final."""
-        extended.extend(run for run in runs if set(run.expect) & set(undecided))
-        if extended:
-            sys.stderr.write(
-                "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
-                % (
-                    design.first,
-                    "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
-                    design.first + 1,
-                    design.final,
-                    ", ".join(r.name for r in extended),
-                )
+    def extend(undecided, look):
+        """The next look: every run holding an undecided benchmark, measured up to the look's
+        repetitions, if the budget's time allows it."""
+        todo = [run for run in runs if set(run.expect) & set(undecided)]
+        done, upto = design.sizes()[look - 2], design.sizes()[look - 1]
+        if not todo:
+            return []
+        elapsed = time.monotonic() - started
+        need = predicted_s(records, todo, upto - done, elapsed)
+        if opts.budget_s and elapsed + need > opts.budget_s:
+            stopped.append(
+                "budget: look %d (%d repetitions) would end at %.0fs of %gs"
+                % (look, upto, elapsed + need, opts.budget_s)
             )
-            measure_reps(extended, design.first + 1, design.final)
-        return [bench for run in extended for bench in run.expect]
+            sys.stderr.write("validate: %s; judged at look %d\n" % (stopped[-1], look - 1))
+            return []
+        sys.stderr.write(
+            "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
+            % (
+                done,
+                "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
+                done + 1,
+                upto,
+                ", ".join(r.name for r in todo),
+            )
+        )
+        measure_reps(todo, done + 1, upto)
+        extended.extend(run for run in todo if run not in extended)
+        looks.append(_look_record(design, opts.alpha, look, todo))
+        return [bench for run in todo for bench in run.expect]
 
     judged = analyse(opts, runs, records, design, extend)
     judged = replace(
@@ -371,12 +421,7 @@ def _campaign(opts, runner, sides, notes, outdir):
         tolerance=opts.tolerance,
         alpha=opts.alpha,
         suite=binaries.suite,
-        design={
-            "first": design.first,
-            "final": design.final,
-            "extended": [r.name for r in extended],
-            "order": "counterbalanced (ABBA)",
-        },
+        design=_design_record(design, extended, looks, stopped, opts.budget_s),
         # the tuned module's (both modules' when they are one MPI); each side's in `sides`
         binaries={k: v for k, v in asdict(binaries).items() if k not in ("suite", "mpi")},
         commands={r.name: " ".join(runner.mpirun_line(r, binaries.flavour)) for r in runs},
@@ -390,6 +435,38 @@ def _campaign(opts, runner, sides, notes, outdir):
         runs=records,
     )
     return report.write_all(outdir, judged), outdir
+
+
+def _look_record(design, alpha, look, runs):
+    """results.json's record of one look: its number, repetitions, level and the runs measured."""
+    return {
+        "look": look,
+        "pairs": design.sizes()[look - 1],
+        "alpha": design.level(alpha, look),
+        "runs": [r.name for r in runs],
+    }
+
+
+def _design_record(design, extended, looks, stopped, budget_s):
+    """results.json's "design" (results.looks_of): first and final (a budget design's: the last
+    look made) repetitions; a budget design adds its schedule, rule, each look made, the budget and
+    why the looks stopped."""
+    out = {
+        "first": design.first,
+        "final": looks[-1]["pairs"] if design.schedule else design.final,
+        "extended": [r.name for r in extended],
+        "order": "counterbalanced (ABBA)",
+    }
+    if design.schedule:
+        last = len(looks) == len(design.schedule)
+        out.update(
+            schedule=list(design.schedule),
+            rule="Bonferroni over looks",
+            looks=looks,
+            budget_s=budget_s,
+            stopped=stopped[0] if stopped else "last look" if last else "every band decided",
+        )
+    return out
 
 
 def reanalyse(source, out):
@@ -434,9 +511,14 @@ def reanalyse(source, out):
         alpha=res.alpha,
     )
     looks = results.looks_of(res.to_json())
-    design = stats.Design(looks["first"], looks["final"])
-    again = [b for run in runs if run.name in looks["extended"] for b in run.expect]
-    judged = analyse(opts, runs, res.runs, design, lambda undecided: again)
+    design = results.design_from(looks, src / "results.json")
+    # what each later look measured: a budget design records it per look, two looks as "extended"
+    measured = {k["look"]: k["runs"] for k in looks.get("looks", [])} or {2: looks["extended"]}
+
+    def again(undecided, look):
+        return [b for run in runs if run.name in measured.get(look, ()) for b in run.expect]
+
+    judged = analyse(opts, runs, res.runs, design, again)
     outdir = new_results_dir(out, res.site, str(src / "results.json"))
     verdict = {f: getattr(judged, f) for f in results.VERDICT_FIELDS}
     rejudged = replace(
@@ -497,7 +579,7 @@ def analyse(opts, runs, records, design=None, extend=None):
     paired = stats.paired(design)
 
     def test(bench, look, previous):
-        final, first = attempts(records, design.first if look == 1 and design else None)
+        final, first = attempts(records, design.sizes()[look - 1] if design else None)
         reps, used = _sides(final, run_of[bench], bench)
         series = [r.series[bench] for recs in used.values() for r in recs]
         pts = {role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()}
@@ -518,6 +600,7 @@ def analyse(opts, runs, records, design=None, extend=None):
                 design=design,
                 previous=previous,
                 pairs=pairs,
+                look=look,
             )
         failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
         counts = [n for role in ROLES for n in (failed[role], len(reps[role]))]
@@ -607,6 +690,21 @@ def add_arguments(p):
         help="no second look: do not measure up to %d x the repetitions for undecided bands"
         % POLICY.extension_factor,
     )
+    p.add_argument(
+        "--budget",
+        type=duration,
+        metavar="TIME",
+        help="e.g. 45m: while a band is undecided, measure more pairs (looks at %d, %d, %d ... x "
+        "the first look's, alpha split over them), each only if predicted to end within TIME"
+        % tuple(POLICY.budget_growth**k for k in range(3)),
+    )
+    p.add_argument(
+        "--max-pairs",
+        type=whole(1),
+        metavar="N",
+        help="the same, the last look at N pairs (default with --budget: %d x the first look's)"
+        % POLICY.budget_growth ** (POLICY.budget_looks - 1),
+    )
     p.add_argument("--benchmarks", help="comma list, e.g. allreduce,put_latency (default: all)")
     p.add_argument("--out", default="validate-results", help="parent of the new results directory")
     p.add_argument(
@@ -685,6 +783,13 @@ def options_from_args(args):
                 set_name,
             )
         )
+    if (args.budget or args.max_pairs) and args.no_extend:
+        raise CannotRun("--budget/--max-pairs measure more pairs; --no-extend forbids it: drop one")
+    if args.max_pairs is not None and args.max_pairs < repetitions:
+        raise CannotRun(
+            "--max-pairs %d: fewer than the %d pairs of the first look; give --max-pairs %d or more"
+            % (args.max_pairs, repetitions, repetitions)
+        )
     return Options(
         site=site.name,
         tuned=tuned,
@@ -695,6 +800,8 @@ def options_from_args(args):
         geometry_source=source,
         repetitions=repetitions,
         extend=not args.no_extend,
+        budget_s=args.budget,
+        max_pairs=args.max_pairs,
         timeout=args.timeout or POLICY.timeout_s[set_name],
         retries=args.retries,
         tolerance=args.tolerance,
