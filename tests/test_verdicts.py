@@ -92,6 +92,11 @@ def test_a_noisy_campaign_that_failed_for_want_of_a_decision_is_now_inconclusive
         res["elapsed_s"] / 60,
     )
     assert "## Undecided bands" in report and "pairs needed" in report
+    # host too noisy: its runs' median per-size CV (35 %) is above POLICY.noisy_cv, said at the top
+    assert res["noise"]["too_noisy"] and 0.3 < res["noise"]["median_cv"] < 0.4
+    assert lines[4].startswith(
+        "**Host too noisy**: the runs' median per-size CV is 35 % (above 30 %)"
+    )
     # the host state note, once for the whole table instead of once per band
     assert report.count(validate.HOST_NOTE) == 1 and "| held equal |" not in report
 
@@ -106,6 +111,9 @@ def test_the_same_runs_shown_equal_within_a_wide_tolerance_are_no_gain(run_cli, 
     assert counts(junit) == (1, 0)
     assert "no benefit" in module_case(junit).find("failure").get("message")
     assert report.splitlines()[2].startswith("NO-GAIN: 0 win · 0 lose · ")
+    # a quiet host's campaign (median per-size CV 20 %): no noise warning
+    assert res["noise"]["median_cv"] < 0.25 and not res["noise"]["too_noisy"]
+    assert "Host too noisy" not in report
 
 
 def test_a_losing_campaign_fails_with_a_failure_per_losing_band(run_cli, tmp_path):

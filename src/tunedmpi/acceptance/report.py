@@ -127,6 +127,18 @@ def tally(results):
     return "%s: %s" % (results["verdict"], " · ".join(parts))
 
 
+def noise_warning(results):
+    """A bold warning under the tally when results.json's `noise` says the host was too noisy."""
+    noise = results.get("noise") or {}
+    if not noise.get("too_noisy"):
+        return []
+    return [
+        "**Host too noisy**: the runs' median per-size CV is %.0f %% (above %.0f %%): verdicts here "
+        "are weak; rerun on a quiet host." % (noise["median_cv"] * 100, noise["threshold"] * 100),
+        "",
+    ]
+
+
 def undecided_rows(results):
     """For each undecided band: the measured noise (SD of a run's log band score, within each
     module) and the pairs per module a decision would need: 80 % power to find a difference of the
@@ -290,6 +302,9 @@ def markdown(results):
             "",
             tally(results),
             "",
+        ]
+        + noise_warning(results)
+        + [
             "**Verdict: %s** (exit %d): %s"
             % (results["verdict"], results["exit_code"], MEANS.get(results["verdict"], "")),
             "",

@@ -555,6 +555,7 @@ def analyse(opts, runs, records, design=None, extend=None):
         verdict_means=report.MEANS.get(verdict) if any_data else None,
         family=results.family_of(outcome.bands),
         exit_code=exit_code,
+        noise=results.noise_of(per_size),
         host_state={
             "slow_above_ns": slow_above,
             "slow_factor": stats.SLOW_FACTOR,
