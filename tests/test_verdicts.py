@@ -140,3 +140,39 @@ def test_a_passing_campaign_is_green_and_says_its_held_equal_sentence_once(run_c
     # every band held the host state equal by its pairs: said once, not a column of one sentence
     assert "| held equal |" not in report
     assert report.count("held equal in every band: by pairs (crossover test)") == 1
+
+
+def colour_pixels(png, colour):
+    """How many pixels of the PNG are (nearly) this matplotlib colour."""
+    import matplotlib.colors
+    import matplotlib.image
+
+    img = matplotlib.image.imread(png)[..., :3]
+    want = matplotlib.colors.to_rgb(colour)
+    return int((abs(img - want).max(axis=-1) < 0.03).sum())
+
+
+def test_plots_mark_each_band_edge_and_verdict(run_cli, tmp_path):
+    """The losing campaign's plots: each judged band shaded in its verdict's colour between dashed
+    edges, its verdict and gain written at the top; a benchmark with a losing band has red in its
+    PNG, one without has none."""
+    from tunedmpi.acceptance import report
+
+    unpack_archive(INTEL[0], tmp_path / "a")
+    run_cli("validate", "--reanalyse", tmp_path / "a" / INTEL[1], "--out", tmp_path / "out")
+    (outdir,) = (tmp_path / "out").glob("*/")
+    res = json.loads((outdir / "results.json").read_text())
+    red = report.MARK_COLOURS["lose"]
+    seen = set()
+    for bench, rel in res["plots"].items():
+        marks = report.band_marks(res, bench)
+        bands = [b for b in sized(res) if b["benchmark"] == bench]
+        assert len(marks) == len(bands) > 0
+        for (lo, hi, label, colour), b in zip(marks, bands):
+            word = "undecided" if b["undecided"] else b["verdict"]
+            assert (lo, hi) == (b["sizes"][0] or b["sizes"][1], b["sizes"][-1])
+            assert label == "%s %.2fx" % (word, b["gain"]) and colour == report.MARK_COLOURS[word]
+        loses = any(b["verdict"] == "lose" for b in bands)
+        seen.add(loses)
+        assert (colour_pixels(outdir / rel, red) > 20) == loses, bench
+    assert seen == {True, False}  # both kinds of plot were checked

@@ -554,8 +554,48 @@ def save_png(fig, path):
         pyplot().close(fig)
 
 
+# A band's verdict on the plots: its colour and its word (an undecided tie shows as undecided)
+MARK_COLOURS = {"win": "tab:green", "lose": "tab:red", "tie": "tab:gray", "undecided": "tab:orange"}
+
+
+def band_marks(results, bench):
+    """[(first size, last size, label, colour)] of the benchmark's judged size bands, e.g.
+    (2048, 65536, "win 1.23x", "tab:green"): what write_plots shades and names per band."""
+    marks = []
+    for b in _sized(results):
+        sizes = [s for s in b["sizes"] if s > 0]
+        if b["benchmark"] != bench or not sizes:
+            continue
+        word = "undecided" if b.get("undecided") else b["verdict"]
+        gain = "" if b["gain"] is None else " %.2fx" % b["gain"]
+        marks.append((sizes[0], sizes[-1], word + gain, MARK_COLOURS.get(word, "tab:gray")))
+    return marks
+
+
+def mark_bands(ax, marks):
+    """Shade each band in its verdict's colour between dashed edges (halfway, on the log axis, to
+    the next size) and write its verdict and gain at the top."""
+    for lo, hi, label, colour in marks:
+        left, right = lo / math.sqrt(2), hi * math.sqrt(2)
+        ax.axvspan(left, right, color=colour, alpha=0.15, lw=0)
+        for edge in (left, right):
+            ax.axvline(edge, color="black", ls="--", lw=0.6, alpha=0.6)
+        ax.text(
+            math.sqrt(left * right),
+            0.98,
+            label,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="top",
+            fontsize=7,
+            color=colour,
+            fontweight="bold",
+        )
+
+
 def write_plots(outdir, results):
-    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded."""
+    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded, and
+    each size band's edges and verdict (mark_bands)."""
     plt = pyplot()
     if plt is None:
         return {}
@@ -591,6 +631,7 @@ def write_plots(outdir, results):
             )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        mark_bands(ax, band_marks(results, bench))
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(UNIT[data["metric"]])
         label = " [probe]" if data.get("suite") == "probe" else ""
