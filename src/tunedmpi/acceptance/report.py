@@ -100,14 +100,15 @@ MEANS = {
 }
 
 
-def _sized(results):
+def sized_bands(results):
+    """The bands judged over message sizes (no reliability row, no band without data)."""
     return [b for b in results["bands"] if b["band"] != "reliability" and b["verdict"] != "no-data"]
 
 
 def tally(results):
     """The report's first line, e.g. `PASS: 10 win · 0 lose · 12 tie (3 undecided) · 15+15 pairs ·
     12 min` (size bands; reliability only when a module failed more; pairs: look 1 + extension)."""
-    bands = _sized(results)
+    bands = sized_bands(results)
     n = {v: sum(1 for b in bands if b["verdict"] == v) for v in ("win", "lose", "tie")}
     parts = [
         "%d win" % n["win"],
@@ -145,11 +146,11 @@ def undecided_rows(results):
     tolerance at Holm's first level over the campaign's tests (power.reps_needed, unpaired)."""
     from tunedmpi.acceptance import power
 
-    bands = [b for b in _sized(results) if b.get("undecided")]
+    bands = [b for b in sized_bands(results) if b.get("undecided")]
     if not bands:
         return []
     tol, alpha = results["tolerance"], results["alpha"]
-    tests = (results.get("family") or {}).get("tests") or len(_sized(results))
+    tests = (results.get("family") or {}).get("tests") or len(sized_bands(results))
     out = [
         "## Undecided bands",
         "",
@@ -562,7 +563,7 @@ def band_marks(results, bench):
     """[(first size, last size, label, colour)] of the benchmark's judged size bands, e.g.
     (2048, 65536, "win 1.23x", "tab:green"): what write_plots shades and names per band."""
     marks = []
-    for b in _sized(results):
+    for b in sized_bands(results):
         sizes = [s for s in b["sizes"] if s > 0]
         if b["benchmark"] != bench or not sizes:
             continue

@@ -639,6 +639,12 @@ def add_arguments(p):
         "this version's method, into a new directory under --out",
     )
     p.add_argument(
+        "--rows",
+        metavar="all|NxP,...",
+        help="validate every row (nodes x ppn) of the site's table, or these, each as its own "
+        "validate (with --submit: its own job); one summary and the worst row's exit code",
+    )
+    p.add_argument(
         "--sbatch-args",
         help="extra sbatch options with --submit; write --sbatch-args='--time=30 ...'",
     )
