@@ -90,7 +90,7 @@ def without(argv, options):
 
 def run_row(argv, row, out):
     """One row by the single-row validate (a child validate/run.sh; its output passes through).
-    Returns (exit code, the last line it wrote to stderr)."""
+    Returns (exit code, its last "cannot run" line, else its first line on stderr)."""
     cmd = [str(paths.project_root() / "validate" / "run.sh")] + argv
     cmd += ["--nodes", str(row[0]), "--ppn", str(row[1]), "--out", str(out)]
     sys.stderr.write("validate --rows: row %dx%d: %s\n" % (row + (" ".join(cmd),)))
@@ -98,7 +98,8 @@ def run_row(argv, row, out):
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
         for line in proc.stderr:
             sys.stderr.write(line)
-            last = line.strip() or last
+            if line.startswith("validate: cannot run:") or not last:  # why a row could not run
+                last = line.strip()
     return proc.returncode, last
 
 
