@@ -85,6 +85,17 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
     assert (campaign / validate.STATUS).read_text().startswith("complete: COULD-NOT-RUN")
     assert proc.stdout.rstrip().endswith("(2 rows; summary: %s/summary.md)" % campaign)
 
+    # history reads a rows campaign's rows (its own directory has no results.json)
+    hist = subprocess.run(
+        [str(ROOT / ".venv/bin/tunedmpi"), "history", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert hist.returncode == 0 and "incomplete" not in hist.stderr, hist.stderr
+    assert "_1x2_quick_probe" in hist.stdout, hist.stdout
+
     # --reanalyse of the rows campaign judges 1x2 again; 2x1 stays could-not-run
     again = subprocess.run(
         [str(RUN), "--reanalyse", str(campaign), "--out", str(tmp_path / "again")],
