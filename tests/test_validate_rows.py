@@ -40,6 +40,14 @@ def test_rows_are_the_tables_and_a_row_it_lacks_is_refused_naming_them():
         assert "give --rows all or a comma list of the table's rows: 1x2,2x1" in str(err.value)
 
 
+def test_each_row_runs_without_the_rows_options_even_abbreviated():
+    argv = ["--row", "all", "--probes", "--out=x", "--nod", "2", "--ppn=1", "--sbatch-args=--x=1"]
+    assert rows.without(argv, {"--rows", "--out", "--nodes", "--ppn"}) == [
+        "--probes",
+        "--sbatch-args=--x=1",
+    ]
+
+
 def validate_rows(tmp_path, *args):
     proc = subprocess.run(
         [str(RUN), "--out", str(tmp_path / "out")] + list(args),
@@ -111,3 +119,9 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
     rejudged = json.loads((new / redo["rows"][0]["dir"] / "results.json").read_text())
     assert rejudged["reanalysed_from"] == str((campaign / one["dir"]).resolve())
     assert redo["rows"][1] == two
+
+
+def test_rows_with_a_geometry_is_refused(run_cli, tmp_path):
+    code, out, err = run_cli("validate", "--rows", "all", "--ppn", "2", "--out", tmp_path)
+    assert code == 2 and out == "" and list(tmp_path.iterdir()) == []
+    assert "--rows sets --nodes and --ppn per row: drop them, or validate one row" in err

@@ -76,14 +76,19 @@ def parse_rows(text, site):
 
 
 def without(argv, options):
-    """argv without these options (each takes a value: `--opt V` or `--opt=V`)."""
+    """argv without these options, each taking a value (`--opt V`, `--opt=V`), also as argparse's
+    abbreviations (`--row all`): a child left with --rows would run every row again."""
+
+    def named(word):
+        return word.startswith("--") and any(o.startswith(word) for o in options)
+
     out, skip = [], False
     for a in argv:
         if skip:
             skip = False
-        elif a in options:
+        elif named(a):
             skip = True
-        elif a.split("=", 1)[0] not in options:
+        elif not ("=" in a and named(a.split("=", 1)[0])):
             out.append(a)
     return out
 
@@ -133,6 +138,8 @@ def row_record(row, folder, code, why, campaign):
 
 def run_rows(args):
     """`validate --rows`: each row by the single-row validate, then the summary; the exit code."""
+    if args.nodes or args.ppn:
+        raise CannotRun("--rows sets --nodes and --ppn per row: drop them, or validate one row")
     site = sites.load_named(args.site or os.environ.get("TUNEDMPI_SITE") or "local")
     rows = parse_rows(args.rows, site)
     campaign = validate.new_results_dir(args.out, site.name + "-rows")
