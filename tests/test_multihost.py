@@ -336,3 +336,16 @@ def test_validate_rows_submit_runs_each_row_on_its_own_geometry(cluster, tmp_pat
     summary = (campaign / "summary.md").read_text()
     assert "| row | allreduce <=1KB | allreduce 1KB-64KB |" in summary, summary
     assert "| 2x1 | " in summary and (campaign / "rows-heatmap.png").is_file()
+
+
+def test_shared_cores_give_each_host_every_core(tmp_path):
+    """`up --shared-cores` (make cluster-up SHARED_CORES=1): each host has all of this machine's
+    cores, so a 2-core machine can hold a row of 2 ranks on one host (the local table's 1x2)."""
+    cores = sorted(os.sched_getaffinity(0))
+    shared = slurm.Cluster(tmp_path, hosts=2, shared_cores=True)
+    assert shared.cpus == len(cores) and list(shared.cores.values()) == [cores, cores]
+    split = slurm.Cluster(tmp_path, hosts=2)
+    if len(cores) >= 2:
+        assert split.cpus == len(cores) // 2 and not set(split.cores[split.nodes[0]]) & set(
+            split.cores[split.nodes[1]]
+        )

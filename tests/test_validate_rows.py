@@ -27,6 +27,7 @@ needs_mpi = pytest.mark.skipif(
 def test_the_worst_row_decides_in_the_stated_order():
     assert rows.worst([0, 4, 3]) == 3 and rows.worst([4, 0]) == 4 and rows.worst([0, 0]) == 0
     assert rows.worst([3, 1, 4]) == 1 and rows.worst([1, 2, 0]) == 2
+    assert rows.worst(code for code in (4, 0)) == 4  # a generator, as write_summary gives it
     assert rows.ORDER == "COULD-NOT-RUN 2 > FAIL 1 > NO-GAIN 3 > INCONCLUSIVE 4 > PASS 0"
 
 

@@ -40,7 +40,8 @@ ORDER = " > ".join("%s %d" % (VERDICT_OF[c], c) for c in SEVERITY)
 
 def worst(codes):
     """The campaign's exit code: the first of SEVERITY among the rows' codes (2 for none)."""
-    return next((c for c in SEVERITY if c in set(codes)), validate.EXIT_CANNOT)
+    codes = set(codes)
+    return next((c for c in SEVERITY if c in codes), validate.EXIT_CANNOT)
 
 
 def table_rows(site):
