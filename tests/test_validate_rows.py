@@ -126,3 +126,17 @@ def test_rows_with_a_geometry_is_refused(run_cli, tmp_path):
     code, out, err = run_cli("validate", "--rows", "all", "--ppn", "2", "--out", tmp_path)
     assert code == 2 and out == "" and list(tmp_path.iterdir()) == []
     assert "--rows sets --nodes and --ppn per row: drop them, or validate one row" in err
+
+
+def test_reanalyse_refuses_a_summary_leading_outside_its_campaign(run_cli, tmp_path):
+    """A damaged or hostile results-rows.json: a row's folder outside the campaign, or a row that is
+    no whole number, is exit 2 naming the file and key, and nothing is written."""
+    src = tmp_path / "local-rows-x"
+    src.mkdir()
+    bad = {"dir": "../../etc"}, {"nodes": "1/../..", "ppn": 2}
+    for extra in bad:
+        row = dict({"row": "1x2", "nodes": 1, "ppn": 2}, **extra)
+        (src / rows.SUMMARY).write_text(json.dumps({"site": "local", "rows": [row]}))
+        code, out, err = run_cli("validate", "--reanalyse", src, "--out", tmp_path / "out")
+        assert code == 2 and not (tmp_path / "out").exists(), err
+        assert "results-rows.json" in err and ("rows[].dir" in err or "whole numbers" in err), err

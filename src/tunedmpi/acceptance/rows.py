@@ -157,6 +157,13 @@ def run_rows(args):
     return finish(*validate.guarded(campaign, work))
 
 
+def _whole(*numbers):
+    """The row (nodes, ppn) when both are whole numbers of 1 or more, else TypeError."""
+    if not all(type(n) is int and n >= 1 for n in numbers):
+        raise TypeError("rows[].nodes and rows[].ppn must be whole numbers of 1 or more")
+    return numbers
+
+
 def is_rows_campaign(directory):
     """Whether a directory is a --rows campaign (it has results-rows.json)."""
     return (Path(directory) / SUMMARY).is_file()
@@ -168,8 +175,11 @@ def reanalyse(source, out):
     src = Path(source)
     try:
         old = json.loads(read_text(src / SUMMARY))
-        old_rows = [(r, (r["nodes"], r["ppn"])) for r in old["rows"]]
+        old_rows = [(r, _whole(r["nodes"], r["ppn"])) for r in old["rows"]]
         site = old["site"]
+        for r in old["rows"]:  # a row's folder is read from, never outside the campaign
+            if r.get("dir") is not None:
+                paths.inside(src, src / str(r["dir"]), src / SUMMARY, "rows[].dir")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRun(
             "%s: not a validate --rows summary (%s); give a directory validate --rows wrote"
@@ -183,7 +193,7 @@ def reanalyse(source, out):
             if not record.get("dir"):
                 records.append(record)
                 continue
-            folder = campaign / "rows" / record["row"]
+            folder = campaign / "rows" / ("%dx%d" % row)
             res, _ = validate.reanalyse(src / record["dir"], folder)
             records.append(row_record(row, folder, res["exit_code"], "", campaign))
         return write_summary(campaign, site, records, str(src.resolve())), campaign
