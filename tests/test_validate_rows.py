@@ -82,6 +82,7 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
     )
     assert "--nodes 2: outside a job only this machine runs" in two["reason"]
     summary = (campaign / "summary.md").read_text()
+    assert ("(**host too noisy**)" in summary) == one["noise"]["too_noisy"]
     assert "| row | put_latency <=1KB | put_latency 1KB-64KB |" in summary
     assert "| 2x1 | - | - |" in summary and "![rows x bands](rows-heatmap.png)" in summary
     assert (campaign / "rows-heatmap.png").read_bytes()[:4] == b"\x89PNG"

@@ -273,7 +273,8 @@ def markdown(doc, heatmap):
                 r["row"],
                 r["verdict"],
                 r["exit_code"],
-                r.get("tally") or r.get("reason", "").replace("|", "/"),
+                (r.get("tally") or r.get("reason", "").replace("|", "/"))
+                + (" (**host too noisy**)" if (r.get("noise") or {}).get("too_noisy") else ""),
                 "[report.md](%s/report.md)" % r["dir"] if r.get("dir") else "-",
             )
         )
