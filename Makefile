@@ -59,7 +59,7 @@ test: system-packages-test $(BIN)/tunedmpi peers mca-params  ## the whole test s
 CLUSTER ?= /tmp/tunedmpi-cluster
 HOSTS   ?= 2
 cluster-up: system-packages-test $(BIN)/tunedmpi   ## start $(HOSTS) hosts + slurmctld in $(CLUSTER)
-	$(PYTHON) tools/slurmcluster.py up --hosts $(HOSTS) $(CLUSTER)
+	$(PYTHON) tools/slurmcluster.py up --hosts $(HOSTS) $(if $(SHARED_CORES),--shared-cores) $(CLUSTER)
 
 cluster-shell:                   ## a shell on its login host (sbatch, validate/run.sh --submit, ...)
 	$(PYTHON) tools/slurmcluster.py shell $(CLUSTER)

@@ -306,3 +306,46 @@ def test_down_after_the_caller_died_leaves_nothing(tmp_path):
     assert [n for n, pid in state["pids"].items() if pid_alive(pid)] == []
     assert not set(state["netns"]) & set(slurm.namespaces())
     assert root_links() == links and not (tmp_path / slurm.STATE_FILE).exists()
+
+
+@needs_mpi
+def test_validate_rows_submit_runs_each_row_on_its_own_geometry(cluster, tmp_path):
+    """validate --rows all --submit (issue 40 item 4) on the two hosts with the local table's rows:
+    each row its own job of its geometry. 2x1 runs across both hosts; 1x2 needs 2 CPUs on one host,
+    which a 2-core machine split into 2 hosts has not, so Slurm refuses it and that row could not
+    run: one summary, the worst row's exit code, 2."""
+    from tunedmpi.acceptance import rows
+
+    out = tmp_path / "results"
+    argv = [str(ROOT / "validate" / "run.sh"), "--rows", "all", "--submit", "--short"]
+    argv += ["--repetitions", "3", "--no-extend", "--benchmarks", "allreduce", "--out", str(out)]
+    s = watched(cluster, Watcher(cluster), cluster.client(argv), tmp_path, timeout=600)
+    ctx = s.context()
+    (campaign,) = out.glob("local-rows-*")
+    doc = json.loads((campaign / "results-rows.json").read_text())
+    one, two = doc["rows"]
+    assert (one["row"], two["row"]) == ("1x2", "2x1"), ctx
+    assert s.returncode == doc["exit_code"] == rows.worst([one["exit_code"], two["exit_code"]])
+    if cluster.cpus < 2:
+        assert one["exit_code"] == 2 and "sbatch did not submit the job" in one["reason"], ctx
+    assert two["exit_code"] in VERDICT_EXITS, (two, ctx)
+    res = json.loads((campaign / two["dir"] / "results.json").read_text())
+    assert res["geometry"] == {"nodes": 2, "ppn": 1, "np": 2, "source": "explicit"}, ctx
+    both = sorted(cluster.nodes)
+    assert res["placement"]["tuned"]["collectives"] == both, res["placement"]
+    summary = (campaign / "summary.md").read_text()
+    assert "| row | allreduce <=1KB | allreduce 1KB-64KB |" in summary, summary
+    assert "| 2x1 | " in summary and (campaign / "rows-heatmap.png").is_file()
+
+
+def test_shared_cores_give_each_host_every_core(tmp_path):
+    """`up --shared-cores` (make cluster-up SHARED_CORES=1): each host has all of this machine's
+    cores, so a 2-core machine can hold a row of 2 ranks on one host (the local table's 1x2)."""
+    cores = sorted(os.sched_getaffinity(0))
+    shared = slurm.Cluster(tmp_path, hosts=2, shared_cores=True)
+    assert shared.cpus == len(cores) and list(shared.cores.values()) == [cores, cores]
+    split = slurm.Cluster(tmp_path, hosts=2)
+    if len(cores) >= 2:
+        assert split.cpus == len(cores) // 2 and not set(split.cores[split.nodes[0]]) & set(
+            split.cores[split.nodes[1]]
+        )

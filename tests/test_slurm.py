@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -590,6 +591,39 @@ def test_submit_refused_by_sbatch_is_exit_2(cluster, tmp_path):
     ), s.context()
     assert s.stdout == "" and s.watcher.seen == {}, s.context()
     assert list((tmp_path / "results").iterdir()) == []  # no job script left behind
+
+
+@needs_validate
+def test_rows_submit_runs_each_row_as_its_own_job_of_its_geometry(cluster, tmp_path):
+    """validate --rows all --submit (issue 40 item 4) on this one-node cluster: 1x2 runs as a job of
+    1 node x 2 tasks; 2x1's job of 2 nodes pends here for ever until scancel (as an admin would), so
+    that row could not run and the campaign's one exit code is 2 whatever the noise made of 1x2."""
+    out = tmp_path / "results"
+    argv = [RUN, "--rows", "all", "--submit", "--repetitions", "3", "--no-extend"]
+    argv += ["--benchmarks", "put_latency", "--out", out]
+
+    def cancel_two_nodes(watcher, proc):
+        for jid, job in list(watcher.last.items()):
+            if job.get("NumNodes", "").startswith("2") and job.get("JobState") == "PENDING":
+                cluster.run("scancel", jid)
+                return True
+        return False
+
+    s = watched(cluster, Watcher(cluster), argv, tmp_path, cancel_two_nodes, timeout=240)
+    jobs = {job["NumNodes"].split("-")[0]: (jid, job) for jid, job in s.watcher.last.items()}
+    assert sorted(jobs) == ["1", "2"], s.context()
+    assert jobs["1"][1]["NumTasks"] == "2" and jobs["2"][1]["JobState"] == "CANCELLED", s.context()
+    (campaign,) = out.glob("local-rows-*")
+    doc = json.loads((campaign / "results-rows.json").read_text())
+    one, two = doc["rows"]
+    assert s.returncode == doc["exit_code"] == 2 and one["exit_code"] in VERDICT_EXITS, s.context()
+    assert one["dir"].startswith("rows/1x2/local-") and two["verdict"] == "COULD-NOT-RUN"
+    assert (campaign / "rows" / "1x2" / ("slurm-%s.out" % jobs["1"][0])).is_file()
+    assert "job %s ended without a verdict" % jobs["2"][0] in two["reason"], s.context()
+    assert [x.get("name").split(":")[0] for x in ET.parse(campaign / "junit.xml").getroot()] == [
+        "row 1x2",
+        "row 2x1",
+    ]
 
 
 def _pending(watcher):

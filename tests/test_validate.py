@@ -150,7 +150,13 @@ def test_report_plots_and_junit(campaign):
     _, outdir, r = campaign
     md = (outdir / "report.md").read_text()
     assert "**Verdict: %s**" % r["verdict"] in md and "probes** (validate/probes)" in md
-    assert md.count("| allreduce | ") == 5  # verdicts (3 rows) and gains per host state (2)
+    # verdicts (3 rows), gains per host state (2) and a row per undecided band (noise decides)
+    undecided = sum(1 for b in r["bands"] if b["benchmark"] == "allreduce" and b.get("undecided"))
+    assert md.count("| allreduce | ") == 5 + undecided
+    # the noise: the runs' median per-size CV, warned about under the tally above the threshold
+    noise = r["noise"]
+    assert noise["threshold"] == 0.30 and noise["too_noisy"] == (noise["median_cv"] > 0.30)
+    assert ("\n**Host too noisy**: " in md) == noise["too_noisy"]
     assert "## Host state" in md and "| module | fast | slow | changed | not known |" in md
     envs = {
         x["role"]: {k: v for k, v in x["env"].items() if not k.startswith("TUNEDMPI_")}

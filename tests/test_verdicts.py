@@ -92,6 +92,11 @@ def test_a_noisy_campaign_that_failed_for_want_of_a_decision_is_now_inconclusive
         res["elapsed_s"] / 60,
     )
     assert "## Undecided bands" in report and "pairs needed" in report
+    # host too noisy: its runs' median per-size CV (35 %) is above POLICY.noisy_cv, said at the top
+    assert res["noise"]["too_noisy"] and 0.3 < res["noise"]["median_cv"] < 0.4
+    assert lines[4].startswith(
+        "**Host too noisy**: the runs' median per-size CV is 35 % (above 30 %)"
+    )
     # the host state note, once for the whole table instead of once per band
     assert report.count(validate.HOST_NOTE) == 1 and "| held equal |" not in report
 
@@ -106,6 +111,9 @@ def test_the_same_runs_shown_equal_within_a_wide_tolerance_are_no_gain(run_cli, 
     assert counts(junit) == (1, 0)
     assert "no benefit" in module_case(junit).find("failure").get("message")
     assert report.splitlines()[2].startswith("NO-GAIN: 0 win · 0 lose · ")
+    # a quiet host's campaign (median per-size CV 20 %): no noise warning
+    assert res["noise"]["median_cv"] < 0.25 and not res["noise"]["too_noisy"]
+    assert "Host too noisy" not in report
 
 
 def test_a_losing_campaign_fails_with_a_failure_per_losing_band(run_cli, tmp_path):
@@ -132,3 +140,39 @@ def test_a_passing_campaign_is_green_and_says_its_held_equal_sentence_once(run_c
     # every band held the host state equal by its pairs: said once, not a column of one sentence
     assert "| held equal |" not in report
     assert report.count("held equal in every band: by pairs (crossover test)") == 1
+
+
+def colour_pixels(png, colour):
+    """How many pixels of the PNG are (nearly) this matplotlib colour."""
+    import matplotlib.colors
+    import matplotlib.image
+
+    img = matplotlib.image.imread(png)[..., :3]
+    want = matplotlib.colors.to_rgb(colour)
+    return int((abs(img - want).max(axis=-1) < 0.03).sum())
+
+
+def test_plots_mark_each_band_edge_and_verdict(run_cli, tmp_path):
+    """The losing campaign's plots: each judged band shaded in its verdict's colour between dashed
+    edges, its verdict and gain written at the top; a benchmark with a losing band has red in its
+    PNG, one without has none."""
+    from tunedmpi.acceptance import report
+
+    unpack_archive(INTEL[0], tmp_path / "a")
+    run_cli("validate", "--reanalyse", tmp_path / "a" / INTEL[1], "--out", tmp_path / "out")
+    (outdir,) = (tmp_path / "out").glob("*/")
+    res = json.loads((outdir / "results.json").read_text())
+    red = report.MARK_COLOURS["lose"]
+    seen = set()
+    for bench, rel in res["plots"].items():
+        marks = report.band_marks(res, bench)
+        bands = [b for b in sized(res) if b["benchmark"] == bench]
+        assert len(marks) == len(bands) > 0
+        for (lo, hi, label, colour), b in zip(marks, bands):
+            word = "undecided" if b["undecided"] else b["verdict"]
+            assert (lo, hi) == (b["sizes"][0] or b["sizes"][1], b["sizes"][-1])
+            assert label == "%s %.2fx" % (word, b["gain"]) and colour == report.MARK_COLOURS[word]
+        loses = any(b["verdict"] == "lose" for b in bands)
+        seen.add(loses)
+        assert (colour_pixels(outdir / rel, red) > 20) == loses, bench
+    assert seen == {True, False}  # both kinds of plot were checked

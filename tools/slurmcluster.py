@@ -248,7 +248,7 @@ def _end(pid, alive, term_wait=15, kill_wait=5):
 class Cluster:
     """A running cluster; see start()."""
 
-    def __init__(self, root, hosts=0):
+    def __init__(self, root, hosts=0, shared_cores=False):
         self.root = Path(root)
         self.conf = self.root / "slurm.conf"
         self.munge_socket = None
@@ -267,8 +267,8 @@ class Cluster:
                 + [(n, "%s.%d" % (SUBNET, 11 + i)) for i, n in enumerate(self.nodes)]
             )
             # each host its own share of the cores, as nodes do not share cores; with fewer cores
-            # than hosts they all share all of them
-            share = len(cores) // hosts
+            # than hosts, or shared_cores (a node of several CPUs on a small machine), all of them
+            share = 0 if shared_cores else len(cores) // hosts
             self.cores = {
                 n: (cores[i * share : (i + 1) * share] if share else cores)
                 for i, n in enumerate(self.nodes)
@@ -673,7 +673,7 @@ class Cluster:
         )
 
 
-def start(tmpdir, hosts=0):
+def start(tmpdir, hosts=0, shared_cores=False):
     """Start munged, slurmctld and slurmd under tmpdir (`hosts` namespace hosts, or this machine as
     the one node); return the Cluster once every node is idle. On any failure what was already
     started is stopped and removed, and SlurmError (with logs) is raised."""
@@ -686,7 +686,7 @@ def start(tmpdir, hosts=0):
     if hosts and cannot_make_hosts():
         raise SlurmError(cannot_make_hosts())
     t0 = time.monotonic()
-    cluster = Cluster(tmpdir, hosts)
+    cluster = Cluster(tmpdir, hosts, shared_cores)
     (cluster.root / "log").mkdir(parents=True, exist_ok=True)
     try:
         cluster._start_munge()
@@ -748,6 +748,11 @@ def main(argv=None):
     up_p.add_argument(
         "--hosts", type=int, default=2, help="namespace hosts (0: this machine as the one node)"
     )
+    up_p.add_argument(
+        "--shared-cores",
+        action="store_true",
+        help="every host gets all of this machine's cores (default: a share each)",
+    )
     up_p.add_argument("dir")
     sh_p = sub.add_parser("shell", help="a shell (or CMD) on the login host of the cluster in DIR")
     sh_p.add_argument("dir")
@@ -764,7 +769,7 @@ def main(argv=None):
             )
         root.mkdir(parents=True, exist_ok=True)
         try:
-            cluster = start(root, args.hosts)
+            cluster = start(root, args.hosts, args.shared_cores)
         except SlurmError as exc:
             sys.exit("slurmcluster: %s" % exc)
         print(

@@ -249,12 +249,18 @@ def cmd_import_seed(args):
 
 
 def cmd_validate(args):
-    from tunedmpi.acceptance import validate
+    from tunedmpi.acceptance import rows, validate
     from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
 
     try:
         with validate.signals_interrupt():
+            if args.rows or (args.reanalyse and rows.is_rows_campaign(args.reanalyse)):
+                return (
+                    rows.reanalyse(args.reanalyse, args.out)
+                    if args.reanalyse
+                    else rows.run_rows(args)
+                )
             if args.submit:
                 return validate.submit(args)
             if args.reanalyse:

@@ -16,6 +16,9 @@ def _per_set(quick, short, full):
 class Policy:
     alpha: float = 0.05  # the chance of any false win or loss in a family
     tolerance: float = 0.05  # the smallest gain (and loss) that counts
+    # "host too noisy" (report.md, results.json `noise`) above this median per-size CV of the runs
+    # (stats.median_cv): quiet archived campaigns measured 0.18-0.22, busy ones 0.35-0.39
+    noisy_cv: float = 0.30
     # Pairs per module at the first look, per set (--repetitions overrides). --full starts at
     # paired_min so its first look is judged by the crossover test (validate/README.md, "Why
     # --full defaults to 15 pairs"); on 5 pairs that test has 3 degrees of freedom, so the quick

@@ -219,6 +219,25 @@ def resolution_floor(reps, sizes, all_reps):
     return total / len(sizes) ** 2
 
 
+def median_cv(series):
+    """The runs' noise: the median, over every (benchmark, module, message size) with 2 or more
+    runs, of the coefficient of variation (SD / mean) of the runs' figures; None when none has.
+    series: lists of runs, each {size: figure}."""
+    cvs = []
+    for reps in series:
+        for size in common_sizes(reps, []) if len(reps) >= 2 else ():
+            values = [r[size] for r in reps]
+            mean = sum(values) / len(values)
+            if mean > 0:
+                var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+                cvs.append(math.sqrt(var) / mean)
+    if not cvs:
+        return None
+    cvs.sort()
+    mid = len(cvs) // 2
+    return cvs[mid] if len(cvs) % 2 else (cvs[mid - 1] + cvs[mid]) / 2
+
+
 # ---- the host's state ------------------------------------------------------------------------
 # The runner records a cache-line round trip between two CPUs just before and after every run
 # (bench/probes.py, probe_host). A host can have slow spells that slow every run in them, under

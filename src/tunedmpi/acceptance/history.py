@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results, validate
+from tunedmpi.acceptance.rows import SUMMARY as ROWS_SUMMARY
 from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
@@ -208,6 +209,8 @@ def load_campaign(directory):
 
 
 def _result_dirs(path, depth):
+    if (path / ROWS_SUMMARY).is_file():  # a validate --rows campaign: its rows' campaigns
+        return _result_dirs(path / "rows", 2)
     if (path / "results.json").is_file() or validate.incomplete(path):
         return [path]
     if depth == 0 or not path.is_dir():

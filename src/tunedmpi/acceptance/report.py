@@ -95,14 +95,15 @@ MEANS = {
 }
 
 
-def _sized(results):
+def sized_bands(results):
+    """The bands judged over message sizes (no reliability row, no band without data)."""
     return [b for b in results["bands"] if b["band"] != "reliability" and b["verdict"] != "no-data"]
 
 
 def tally(results):
     """The report's first line, e.g. `PASS: 10 win · 0 lose · 12 tie (3 undecided) · 15+15 pairs ·
     12 min` (size bands; reliability only when a module failed more; pairs: look 1 + extension)."""
-    bands = _sized(results)
+    bands = sized_bands(results)
     n = {v: sum(1 for b in bands if b["verdict"] == v) for v in ("win", "lose", "tie")}
     parts = [
         "%d win" % n["win"],
@@ -122,17 +123,29 @@ def tally(results):
     return "%s: %s" % (results["verdict"], " · ".join(parts))
 
 
+def noise_warning(results):
+    """A bold warning under the tally when results.json's `noise` says the host was too noisy."""
+    noise = results.get("noise") or {}
+    if not noise.get("too_noisy"):
+        return []
+    return [
+        "**Host too noisy**: the runs' median per-size CV is %.0f %% (above %.0f %%): verdicts here "
+        "are weak; rerun on a quiet host." % (noise["median_cv"] * 100, noise["threshold"] * 100),
+        "",
+    ]
+
+
 def undecided_rows(results):
     """For each undecided band: the measured noise (SD of a run's log band score, within each
     module) and the pairs per module a decision would need: 80 % power to find a difference of the
     tolerance at Holm's first level over the campaign's tests (power.reps_needed, unpaired)."""
     from tunedmpi.acceptance import power
 
-    bands = [b for b in _sized(results) if b.get("undecided")]
+    bands = [b for b in sized_bands(results) if b.get("undecided")]
     if not bands:
         return []
     tol, alpha = results["tolerance"], results["alpha"]
-    tests = (results.get("family") or {}).get("tests") or len(_sized(results))
+    tests = (results.get("family") or {}).get("tests") or len(sized_bands(results))
     out = [
         "## Undecided bands",
         "",
@@ -285,6 +298,9 @@ def markdown(results):
             "",
             tally(results),
             "",
+        ]
+        + noise_warning(results)
+        + [
             "**Verdict: %s** (exit %d): %s"
             % (results["verdict"], results["exit_code"], MEANS.get(results["verdict"], "")),
             "",
@@ -534,8 +550,48 @@ def save_png(fig, path):
         pyplot().close(fig)
 
 
+# A band's verdict on the plots: its colour and its word (an undecided tie shows as undecided)
+MARK_COLOURS = {"win": "tab:green", "lose": "tab:red", "tie": "tab:gray", "undecided": "tab:orange"}
+
+
+def band_marks(results, bench):
+    """[(first size, last size, label, colour)] of the benchmark's judged size bands, e.g.
+    (2048, 65536, "win 1.23x", "tab:green"): what write_plots shades and names per band."""
+    marks = []
+    for b in sized_bands(results):
+        sizes = [s for s in b["sizes"] if s > 0]
+        if b["benchmark"] != bench or not sizes:
+            continue
+        word = "undecided" if b.get("undecided") else b["verdict"]
+        gain = "" if b["gain"] is None else " %.2fx" % b["gain"]
+        marks.append((sizes[0], sizes[-1], word + gain, MARK_COLOURS.get(word, "tab:gray")))
+    return marks
+
+
+def mark_bands(ax, marks):
+    """Shade each band in its verdict's colour between dashed edges (halfway, on the log axis, to
+    the next size) and write its verdict and gain at the top."""
+    for lo, hi, label, colour in marks:
+        left, right = lo / math.sqrt(2), hi * math.sqrt(2)
+        ax.axvspan(left, right, color=colour, alpha=0.15, lw=0)
+        for edge in (left, right):
+            ax.axvline(edge, color="black", ls="--", lw=0.6, alpha=0.6)
+        ax.text(
+            math.sqrt(left * right),
+            0.98,
+            label,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="top",
+            fontsize=7,
+            color=colour,
+            fontweight="bold",
+        )
+
+
 def write_plots(outdir, results):
-    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded."""
+    """One PNG per benchmark: figure per size for both modules, with the min-max spread shaded, and
+    each size band's edges and verdict (mark_bands)."""
     plt = pyplot()
     if plt is None:
         return {}
@@ -571,6 +627,7 @@ def write_plots(outdir, results):
             )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        mark_bands(ax, band_marks(results, bench))
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(UNIT[data["metric"]])
         label = " [probe]" if data.get("suite") == "probe" else ""

@@ -16,6 +16,7 @@ from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
+from tunedmpi.policy import POLICY
 
 # The format of results.json (its top-level "schema_version"). Readers (history, validate
 # --reanalyse, power, regret) refuse any other version rather than guess at it; a file without the
@@ -142,6 +143,18 @@ def family_of(bands):
     }
 
 
+def noise_of(per_size):
+    """results.json's "noise": the runs' median per-size CV (stats.median_cv) and whether it is
+    above POLICY.noisy_cv, which report.md then says near its top ("host too noisy")."""
+    cv = stats.median_cv(data[role] for data in per_size.values() for role in ROLES)
+    return {
+        "measure": "median over benchmarks, modules and sizes of the runs' CV (SD / mean)",
+        "median_cv": cv,
+        "threshold": POLICY.noisy_cv,
+        "too_noisy": cv is not None and cv > POLICY.noisy_cv,
+    }
+
+
 VERDICT_FIELDS = (
     "bands",
     "per_size",
@@ -150,6 +163,7 @@ VERDICT_FIELDS = (
     "family",
     "exit_code",
     "host_state",
+    "noise",
 )
 
 
@@ -165,6 +179,7 @@ class Results:
     exit_code: int
     family: Optional[dict] = None
     host_state: Optional[dict] = None
+    noise: Optional[dict] = None  # noise_of; absent in files from before it
     # what `verdict` means (PASS, FAIL, NO-GAIN, INCONCLUSIVE: validate/README.md; exit_code is its
     # code); absent in files from before issue 40, whose FAIL also stood for both of the last two
     verdict_means: Optional[str] = None

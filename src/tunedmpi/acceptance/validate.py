@@ -638,6 +638,7 @@ def analyse(opts, runs, records, design=None, extend=None):
         verdict_means=report.MEANS.get(verdict) if any_data else None,
         family=results.family_of(outcome.bands),
         exit_code=exit_code,
+        noise=results.noise_of(per_size),
         host_state={
             "slow_above_ns": slow_above,
             "slow_factor": stats.SLOW_FACTOR,
@@ -734,6 +735,12 @@ def add_arguments(p):
         metavar="DIR",
         help="run nothing: judge the runs of an earlier result DIR again with "
         "this version's method, into a new directory under --out",
+    )
+    p.add_argument(
+        "--rows",
+        metavar="all|NxP,...",
+        help="validate every row (nodes x ppn) of the site's table, or these, each as its own "
+        "validate (with --submit: its own job); one summary and the worst row's exit code",
     )
     p.add_argument(
         "--sbatch-args",
