@@ -552,7 +552,10 @@ def build_table(
 
 def _dump(doc):
     class Dumper(yaml.SafeDumper):
-        pass
+        # A value shared by several cases (one algorithm list for every band of a collective) is
+        # written out each time: tables refuse anchors and aliases (yamlsrc).
+        def ignore_aliases(self, data):
+            return True
 
     Dumper.add_representer(
         OrderedDict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items())
@@ -564,12 +567,16 @@ def _dump(doc):
 
 
 def diff(old, new):
-    """Readable changes between two tables, case by case: job-wide settings and bands."""
+    """Readable changes between two tables, case by case: job-wide settings, algorithm bands and
+    components (the case's `choice`)."""
 
     def cases(t):
         return (
             {
-                (c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _bands_text(c))
+                (c.nodes, c.ppn, c.collective): (
+                    c.settings.get("none", {}),
+                    _bands_text(c) + _choice_text(c),
+                )
                 for c in t.cases
             }
             if t
@@ -603,6 +610,14 @@ def _bands_text(case):
             "/%s" % format_size(b.segsize) if b.segsize else "",
         )
         for b in case.bands
+    )
+
+
+def _choice_text(case):
+    if not case.choice:
+        return ""
+    return "; components " + ", ".join(
+        "%s+:%s" % (format_size(c.band.lo) if c.band.lo else "0", c.component) for c in case.choice
     )
 
 

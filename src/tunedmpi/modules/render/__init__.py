@@ -23,8 +23,9 @@ from tunedmpi.tables import rulesfile
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-# '#': UCC's tuning strings separate their tokens with it (envmap.ucc_env); inert in both quotings.
-ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#-]*\Z")
+# '#': UCC's tuning strings separate their tokens with it, '@' names an algorithm in them
+# (envmap.ucc_env); both inert in both quotings.
+ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#@-]*\Z")
 _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
 # Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
 _TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
@@ -120,7 +121,7 @@ def _checked(site, name, value, where):
             where[0],
             where[1],
             "refusing to render %s=%r into a modulefile" % (name, value),
-            "values may hold only letters, digits and _ . , : ^ + / # -",
+            "values may hold only letters, digits and _ . , : ^ + / # @ -",
         )
     return str(value)
 
