@@ -2,6 +2,7 @@
 tune a table from the store, and ingest real IMB logs. Checks the table written, not which
 configuration wins (that depends on machine noise)."""
 
+import copy
 import subprocess
 
 import pytest
@@ -579,3 +580,24 @@ def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_
     )
     assert again.returncode == 2 and "was started with --confirm" in again.stderr, again.stderr
     assert sorted(p.name for p in started.iterdir()) == ["campaign.json"]
+
+
+def test_tune_names_a_component_change_and_writes_no_yaml_aliases():
+    """Before: a table whose only change was its UCC choice printed "(no change in chosen
+    settings)", and one list object shared by two cases was dumped as a YAML alias, which the
+    table's own check refuses (tune exited 2 on the UCC campaign)."""
+    from tunedmpi.regenerate import tune
+
+    committed = schema.load_table(str(ROOT / "tuning-tables/local-source/openmpi-5.0.6.yaml"))
+    assert any(c.choice for c in committed.cases)  # the UCC algorithm bands of issue 41
+    bare = copy.deepcopy(committed)
+    for c in bare.cases:
+        c.choice = []
+    lines = tune.diff(bare, committed)
+    assert any(
+        "1x2 allreduce" in ln and "2kb+:ucc@knomial" in ln and "128kb+:ucc@sra_knomial" in ln
+        for ln in lines
+    ), lines
+    shared = ["same", "list"]
+    text = tune._dump({"a": shared, "b": shared})
+    assert "&" not in text and "*" not in text and text.count("- same") == 2
