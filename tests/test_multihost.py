@@ -284,7 +284,7 @@ def test_sweep_array_tasks_span_the_hosts(cluster, tmp_path):
     assert len(recs) == 4 and {(r["nodes"], r["ppn"]) for r in recs} == {(2, 1)}, recs[:1]
 
 
-def test_down_after_the_caller_died_leaves_nothing(tmp_path):
+def test_down_after_the_caller_died_leaves_nothing_and_up_again_reuses_the_directory(tmp_path):
     """`up` in a process that then exits (as a crashed test or a closed terminal leaves it): `down`
     from another process stops every daemon and removes every namespace."""
     links = root_links()
@@ -306,6 +306,16 @@ def test_down_after_the_caller_died_leaves_nothing(tmp_path):
     assert [n for n, pid in state["pids"].items() if pid_alive(pid)] == []
     assert not set(state["netns"]) & set(slurm.namespaces())
     assert root_links() == links and not (tmp_path / slurm.STATE_FILE).exists()
+    # `make cluster-down` then `make cluster-up` use the same directory: the stopped cluster's
+    # files (its munge key above all) must not stop the new one
+    again = subprocess.run(
+        tool + ["up", "--hosts", "2", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    down = subprocess.run(
+        tool + ["down", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert down.returncode == 0 and "nothing left" in down.stdout, down.stdout + down.stderr
 
 
 @needs_mpi

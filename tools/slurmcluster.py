@@ -486,9 +486,13 @@ class Cluster:
 
     def _start_munge(self):
         mdir = self.root / "munge"
-        mdir.mkdir()
+        if mdir.is_symlink():
+            raise SlurmError("%s is a symbolic link: remove it (the cluster makes its own)" % mdir)
+        mdir.mkdir(exist_ok=True)  # a stopped cluster's directory is reused (make cluster-down + up)
         mdir.chmod(0o755)  # munged wants its socket's directory searchable by all
         key = mdir / "munge.key"
+        if key.exists() or key.is_symlink():
+            key.unlink()  # the stopped cluster's key: mungekey --create refuses to overwrite
         subprocess.run(
             [which("mungekey"), "--create", "--keyfile=%s" % key],
             check=True,
