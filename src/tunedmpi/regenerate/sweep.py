@@ -262,10 +262,11 @@ def run_sweep(
             if old
             else order
         )
-        store.save_campaign(cdir, meta)
-        ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
+        # saved before the first run: tune needs the space's job even from an interrupted campaign
         job, history = dict(sp.job or {}), []
         meta["job_start"] = dict(job)
+        store.save_campaign(cdir, meta)
+        ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
         for stage in sp.stages:
             plan = stage_plan(sp, stage, job)
             sys.stderr.write(
