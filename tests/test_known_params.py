@@ -372,3 +372,25 @@ def test_open_mpi_4_gets_the_names_it_reads():
         and env["OMPI_MCA_smsc"] == "^cma,xpmem,knem,accelerator"
     )
     assert env["PRTE_MCA_rmaps_default_mapping_policy"] == "numa"
+
+
+@pytest.mark.parametrize(
+    "tls,multi_node,is_set",
+    [
+        ("self,posix", False, True),  # shared memory: meaningful on one node
+        ("self,posix", True, True),
+        ("self,tcp", True, True),  # sockets: every site's nodes have them
+        ("self,tcp,posix", True, True),
+        ("self,tcp", False, False),  # one node of this site needs no sockets table row
+        ("rc,self,posix", True, False),  # RDMA: only where the site has that network
+        ("^tcp", True, False),
+    ],
+)
+def test_ucx_tls_is_set_where_the_sites_nodes_have_those_transports(tls, multi_node, is_set):
+    """Issue 41: a 2 x 1 space gives UCX (UCC's transport) `self,tcp` on local-source, a site without
+    an RDMA network: namespace hosts share a kernel, and UCX would take them for one node."""
+    site = sites.load_named("local-source")
+    assert not site.network_transports
+    env, notes = envmap.knob_env(site, {"ucx_tls": tls}, multi_node)
+    assert (env.get("UCX_TLS") == tls) == is_set, (env, notes)
+    assert is_set or [n for n in notes if n.startswith("UCX_TLS %s not set" % tls)], notes

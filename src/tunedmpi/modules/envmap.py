@@ -88,6 +88,8 @@ def open_mpi_4(site):
 
 # UCX transports that stay inside a node: a UCX_TLS made only of these is meaningful on one node.
 SHARED_MEMORY_TLS = {"self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "mm"}
+# UCX's sockets, which every site's nodes have (network_transports is about RDMA: rc, ud, dc)
+SOCKET_TLS = {"tcp"}
 
 
 def knob_env(site, values, multi_node):
@@ -95,8 +97,10 @@ def knob_env(site, values, multi_node):
     env = OrderedDict()
     notes = []
     tls = values.get("ucx_tls")
-    local_only = tls and set(tls.lstrip("^").split(",")) <= SHARED_MEMORY_TLS
-    if tls and (local_only or (multi_node and site.network_transports)):
+    names = set(tls.lstrip("^").split(",")) if tls else set()
+    local_only = tls and names <= SHARED_MEMORY_TLS
+    sockets = tls and not tls.startswith("^") and names <= SHARED_MEMORY_TLS | SOCKET_TLS
+    if tls and (local_only or (multi_node and (sockets or site.network_transports))):
         env["UCX_TLS"] = tls
     elif tls:
         notes.append(
