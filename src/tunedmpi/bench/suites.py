@@ -73,6 +73,10 @@ SETS = {
 # full's settings from 1 KB on (IMB -msglog 10:20): the middle bands, where a campaign aims at
 # 1 KB - 1 MB alone (site-configs/local-source/space-ucc.yaml)
 SETS["mid"] = dict(SETS["full"], msglog_min=10)
+# short's iterations to full's 1 MB: a campaign between the namespace hosts that reaches the large
+# band, where the untuned baseline (spinning ranks) would spend minutes per run at full's
+# (site-configs/local-source/space-2x1-ucc.yaml)
+SETS["short-1mb"] = dict(SETS["short"], msglog=20, osu_max=1 << 20)
 
 
 @dataclass(frozen=True)
