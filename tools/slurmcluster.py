@@ -488,7 +488,8 @@ class Cluster:
         mdir = self.root / "munge"
         if mdir.is_symlink():
             raise SlurmError("%s is a symbolic link: remove it (the cluster makes its own)" % mdir)
-        mdir.mkdir(exist_ok=True)  # a stopped cluster's directory is reused (make cluster-down + up)
+        # a stopped cluster's directory is reused (make cluster-down, then cluster-up)
+        mdir.mkdir(exist_ok=True)
         mdir.chmod(0o755)  # munged wants its socket's directory searchable by all
         key = mdir / "munge.key"
         if key.exists() or key.is_symlink():
