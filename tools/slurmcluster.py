@@ -492,8 +492,7 @@ class Cluster:
         mdir.mkdir(exist_ok=True)
         mdir.chmod(0o755)  # munged wants its socket's directory searchable by all
         key = mdir / "munge.key"
-        if key.exists() or key.is_symlink():
-            key.unlink()  # the stopped cluster's key: mungekey --create refuses to overwrite
+        key.unlink(missing_ok=True)  # a stopped cluster's key: mungekey --create won't overwrite
         subprocess.run(
             [which("mungekey"), "--create", "--keyfile=%s" % key],
             check=True,

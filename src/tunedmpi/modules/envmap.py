@@ -98,8 +98,9 @@ def knob_env(site, values, multi_node):
     notes = []
     tls = values.get("ucx_tls")
     names = set(tls.lstrip("^").split(",")) if tls else set()
-    local_only = tls and names <= SHARED_MEMORY_TLS
-    sockets = tls and not tls.startswith("^") and names <= SHARED_MEMORY_TLS | SOCKET_TLS
+    local_only = names <= SHARED_MEMORY_TLS
+    # sockets join every site's nodes; RDMA transports only a site whose network has them
+    sockets = names <= SHARED_MEMORY_TLS | SOCKET_TLS and not (tls or "").startswith("^")
     if tls and (local_only or (multi_node and (sockets or site.network_transports))):
         env["UCX_TLS"] = tls
     elif tls:

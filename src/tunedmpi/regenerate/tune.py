@@ -575,7 +575,7 @@ def diff(old, new):
             {
                 (c.nodes, c.ppn, c.collective): (
                     c.settings.get("none", {}),
-                    _bands_text(c) + _choice_text(c),
+                    _per_size_text(c),
                 )
                 for c in t.cases
             }
@@ -599,25 +599,20 @@ def diff(old, new):
     return lines or ["(no change in chosen settings)"]
 
 
-def _bands_text(case):
-    if not case.bands:
-        return ""
-    return "; bands " + ", ".join(
-        "%s+:%s%s"
-        % (
-            format_size(b.lo) if b.lo else "0",
-            b.name,
-            "/%s" % format_size(b.segsize) if b.segsize else "",
+def _per_size_text(case):
+    """A case's algorithm bands and components (UCC per size), each as "<from>+:<what>"."""
+
+    def listed(label, pairs):
+        return "; %s " % label + ", ".join(
+            "%s+:%s" % (format_size(lo) if lo else "0", what) for lo, what in pairs
         )
-        for b in case.bands
-    )
 
-
-def _choice_text(case):
-    if not case.choice:
-        return ""
-    return "; components " + ", ".join(
-        "%s+:%s" % (format_size(c.band.lo) if c.band.lo else "0", c.component) for c in case.choice
+    bands = [
+        (b.lo, b.name + ("/%s" % format_size(b.segsize) if b.segsize else "")) for b in case.bands
+    ]
+    choice = [(c.band.lo, c.component) for c in case.choice or ()]
+    return (listed("bands", bands) if bands else "") + (
+        listed("components", choice) if choice else ""
     )
 
 
