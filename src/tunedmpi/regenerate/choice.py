@@ -249,3 +249,36 @@ def job_configuration(geo_data, stages, tolerance=POLICY.tolerance, alpha=POLICY
         job, decided = job_step(geo_data, name, knobs, job, tolerance, alpha)
         steps.append(decided)
     return job, steps
+
+
+def losses(geo_data, config, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
+    """[(stage, BandResult)] of every band of any benchmark in which ``config`` lost to the MPI's
+    defaults, in each stage that measured both (the per-benchmark rule, as the stage's choice)."""
+    out = []
+    for (st, cid), e in sorted(geo_data.items()):
+        base = geo_data.get((st, "baseline"))
+        if cid == "baseline" or e["config"] != config or not base:
+            continue
+        benches = [b for b in sorted(base["bench"]) if b in e["bench"]]
+        out += [
+            (st, r) for r in judge(base, e, benches, tolerance, alpha)[3] if r.verdict == "lose"
+        ]
+    return out
+
+
+def never_worse(geo_data, steps, job, start=None, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
+    """(configuration, [(rejected configuration, its losses)]): ``job`` when it lost no band of any
+    benchmark in any stage that measured it; else the latest configuration before it on the job
+    rule's path (after each stage, back to ``start``) that lost nowhere; else the MPI's defaults.
+    A job-wide knob that wins small messages can lose large ones in a later stage's runs, where
+    the stage that chose it did not look (issue 49: pml ucx at allgather 64 KB - 1 MB)."""
+    path = [dict(start or {})] + [dict(s["chosen"]["config"]) for s in steps if s["chosen"]]
+    rejected = []
+    for cfg in [dict(job)] + path[::-1]:
+        if any(cfg == r for r, _ in rejected):
+            continue
+        lost = losses(geo_data, cfg, tolerance, alpha) if cfg else []
+        if not lost:
+            return cfg, rejected
+        rejected.append((cfg, lost))
+    return {}, rejected

@@ -208,8 +208,9 @@ def decide(
 ):
     """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from;
     ``confirm_geo``: confirmation runs at this geometry (they test bands and choose nothing)."""
-    job, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
-    out = OrderedDict([("job", dict(op="job", config=job, steps=steps))])
+    chosen, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
+    job, rejected = choice.never_worse(geo_data, steps, chosen, start, tolerance, alpha)
+    out = OrderedDict([("job", dict(op="job", config=job, steps=steps, rejected=rejected))])
     for op in OPERATIONS:
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
@@ -289,6 +290,19 @@ def _job_notes(d):
                 % step["candidates"]
             )
         notes.append("stage %s: %s" % (step["stage"], what))
+    for cfg, lost in d.get("rejected", ()):
+        notes.append(
+            "never worse: %s not used: it lost to the MPI's defaults in %s; kept %s, which loses no "
+            "band of any benchmark in any stage that measured it"
+            % (
+                _knob_text(cfg),
+                "; ".join(
+                    "%s %s x%.2f (stage %s)" % (r.benchmark, r.band, r.gain or 0, st)
+                    for st, r in lost
+                ),
+                _knob_text(d["config"]),
+            )
+        )
     return notes
 
 
@@ -472,7 +486,9 @@ def build_table(
                 "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
                 "baseline among the configurations that pass the per-benchmark rule on every benchmark of the "
                 "stage (no band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores within "
-                "host states, Holm over each benchmark's bands, p < %g); per collective, coll_tuned "
+                "host states, Holm over each benchmark's bands, p < %g), kept only if it loses no band of any "
+                "benchmark against the MPI's defaults in any stage that measured it (never worse; else the "
+                "latest configuration before it that loses nowhere, else the defaults); per collective, coll_tuned "
                 "algorithm bands: the per-size winner, kept where it beats Open MPI's own choice (Welch's t "
                 "over the band, p x candidates, Holm, gain >= %s%%)%s"
                 % (
