@@ -47,7 +47,9 @@ def _unlink(path):
 
 
 def _text(text):
-    return lambda fh: fh.write(text.encode("utf-8"))
+    """A writer of ``text`` (str, as UTF-8) or ``bytes`` (as they are: a kept copy byte for byte)."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
+    return lambda fh: fh.write(data)
 
 
 def write_atomic(path, text):
@@ -90,7 +92,7 @@ def replaced_by(path, mode=0o644):
 
 
 def write_all_or_none(files):
-    """Write {path: text} so that either every file is replaced or none is: each is first written
+    """Write {path: text or bytes} so that either every file is replaced or none is: each is first written
     whole to its temporary file (where a full disk or a permission shows), and only when all are
     there are they renamed into place, in the given order. A failure removes every temporary file
     and raises OutputError; the old files stay. (A process killed during the renames, which need

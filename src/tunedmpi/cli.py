@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, number, whole
+from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
 from tunedmpi.errors import InputError, InputErrors, boundary
 from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
@@ -112,13 +112,10 @@ def cmd_tables(args):
     return EXIT_OK
 
 
-RENDER_WAIT_S = 60  # a render takes seconds: a second one waits for the first, then renders
-
-
 def cmd_render(args):
     import os
 
-    from tunedmpi.atomic import locked, stray_temps, write_all_or_none
+    from tunedmpi.atomic import stray_temps
     from tunedmpi.modules import render, sites
 
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
@@ -153,25 +150,8 @@ def cmd_render(args):
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
-    # One render at a time per folder: a second waits (renders take seconds), then sees the first's
-    # files. Every file is written whole before any replaces its old one (atomic.write_all_or_none):
-    # a full disk or an unwritable folder leaves the old modules, all of them.
-    with locked(os.path.join(out, ".tunedmpi-render.lock"), "modulefiles %s" % out, RENDER_WAIT_S):
-        strays = [t for site in loaded for t in stray_temps(os.path.join(out, site.name))]
-        gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
-        # in render_site's order: a site's new rules files before the module that names them ...
-        write_all_or_none({"%s/%s" % (out, rel): text for rel, text in files.items()})
-        for rel in files:
-            render.make_executable(os.path.join(out, rel))
-            print("wrote %s/%s" % (out, rel))
-        # ... and stale ones only once the module that no longer names them is in place.
-        render.remove_stale_rules(out, gone)
-        for rel in gone:
-            print("removed %s/%s" % (out, rel))
-        for path in strays:
-            if os.path.exists(path):
-                os.unlink(path)
-                print("removed %s (a killed render's temporary file)" % path)
+    for line in render.write(loaded, files, out):
+        print(line)
     return EXIT_OK
 
 
@@ -305,6 +285,12 @@ def cmd_sweep(args):
         args.repetitions,
         args.stage,
     )
+    if args.plan:
+        from tunedmpi.regenerate import plan
+
+        laid = plan.sweep_plan(site, sp, args.nodes, args.ppn, _store(args), name=args.campaign)
+        print("\n".join(plan.describe(laid, site, args.nodes, args.ppn)))
+        return EXIT_OK
     try:
         with machine.measuring(args.wait) if not args.slurm_array else contextlib.nullcontext():
             cdir, job = sweep.run_sweep(
@@ -329,6 +315,39 @@ def cmd_sweep(args):
         % (cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults")
     )
     print("next: tunedmpi tune --site %s" % site.name)
+    return EXIT_OK
+
+
+def cmd_retune(args):
+    from tunedmpi.bench import machine
+    from tunedmpi.bench.runner import CannotRun
+    from tunedmpi.modules import sites
+    from tunedmpi.regenerate import retune
+
+    site = sites.load_named(args.site)
+    try:
+        quiet = args.plan or args.slurm_array
+        with contextlib.nullcontext() if quiet else machine.measuring(args.wait):
+            return retune.retune(site, args, _store(args))
+    except CannotRun as exc:
+        print("retune: %s" % exc, file=sys.stderr)
+        return EXIT_INPUT
+
+
+def cmd_promote(args):
+    from tunedmpi.modules import revisions, sites
+
+    code, lines = revisions.promote(sites.load_named(args.site), args.results)
+    for line in lines:
+        print(line, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def cmd_rollback(args):
+    from tunedmpi.modules import revisions, sites
+
+    for line in revisions.rollback(sites.load_named(args.site)):
+        print(line)
     return EXIT_OK
 
 
@@ -534,8 +553,57 @@ def _parser_sweep(sub):
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
     p.add_argument("--retries", type=whole(0), default=POLICY.retries)
     p.add_argument("--modulepath", action="append")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the stages, runs and estimated time; measure nothing",
+    )
     add_wait(p)
     p.set_defaults(func=cmd_sweep)
+
+
+def _parser_loop(sub):
+    """retune, promote, rollback: the closed loop (docs/regenerate.md)."""
+    p = sub.add_parser(
+        "retune",
+        allow_abbrev=False,
+        help="sweep only what can change the bands a validate campaign lost, tune and render a candidate",
+    )
+    p.add_argument("--site", required=True)
+    p.add_argument(
+        "--from", dest="from_dir", metavar="DIR", help="the validate campaign (default: the newest)"
+    )
+    p.add_argument("--results", default="validate-results", help="where validate campaigns are")
+    p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
+    p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
+    p.add_argument("--repetitions", type=whole(2), help="repetitions per configuration")
+    p.add_argument(
+        "--plan", action="store_true", help="print the plan and its estimate; measure nothing"
+    )
+    p.add_argument(
+        "--budget",
+        type=duration,
+        metavar="TIME",
+        help="refuse a plan estimated above TIME, e.g. 45m",
+    )
+    p.add_argument(
+        "--no-validate", action="store_true", help="render the candidate, do not validate it"
+    )
+    p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
+    p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
+    add_wait(p)
+    p.set_defaults(func=cmd_retune)
+    p = sub.add_parser("promote", help="make the site's candidate the default (no band may lose)")
+    p.add_argument("--site", required=True)
+    p.add_argument(
+        "--results", metavar="DIR", help="the candidate's validate campaign (default: the newest)"
+    )
+    p.set_defaults(func=cmd_promote)
+    p = sub.add_parser(
+        "rollback", help="restore the table and modules promote replaced, byte for byte"
+    )
+    p.add_argument("--site", required=True)
+    p.set_defaults(func=cmd_rollback)
 
 
 def _parser_sweep_task(sub):
@@ -811,6 +879,7 @@ def build_parser():
         _parser_validate,
         _parser_sweep,
         _parser_sweep_task,
+        _parser_loop,
         _parser_ingest,
         _parser_tune,
         _parser_power,

@@ -307,6 +307,7 @@ def markdown(results):
             "| | |",
             "|---|---|",
             "| site | %s |" % results["site"],
+            "| table revision | %s |" % (results.get("table_revision") or "none recorded"),
             "| geometry | %d node(s) x %d ppn = %d ranks (%s) |"
             % (geo["nodes"], geo["ppn"], geo["np"], geo["source"]),
         ]

@@ -187,6 +187,10 @@ class Results:
     schema_version: int = SCHEMA
     site: Optional[str] = None
     modules: Optional[dict] = None
+    # the revision of the table the tuned module serves (regenerate/revisions.py), None for a
+    # module of no table; promote and retune act only on a campaign of the revision they hold
+    table_revision: Optional[str] = None
+    build: Optional[dict] = None  # the tuned module's MPI build (bench/build.identity)
     tolerance: Optional[float] = None
     alpha: Optional[float] = None
     # {"first", "final", "extended", "order"} (looks_of); a budget design's also "schedule",

@@ -27,11 +27,11 @@ from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
 from tunedmpi.atomic import write_atomic
-from tunedmpi.bench import suites
+from tunedmpi.bench import build, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.errors import one_line
 from tunedmpi.files import copy_tree, read_text
-from tunedmpi.modules import geometry, sites
+from tunedmpi.modules import geometry, revisions, sites
 from tunedmpi.policy import POLICY
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT, EXIT_NO_GAIN, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
@@ -407,6 +407,8 @@ def _campaign(opts, runner, sides, notes, outdir):
         elapsed_s=round(time.monotonic() - started, 1),
         site=opts.site,
         modules={"baseline": opts.baseline, "tuned": opts.tuned},
+        table_revision=revisions.module_revision(sites.load_named(opts.site), opts.tuned)[1],
+        build=build.identity(runner, opts.tuned),
         geometry={
             "nodes": opts.nodes,
             "ppn": opts.ppn,

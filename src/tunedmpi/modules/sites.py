@@ -75,6 +75,9 @@ class NodeType:
     site: "Site"
 
 
+CANDIDATE_SUFFIX = "-candidate"  # openmpi-tuned/5.0.8-candidate: a retuned table on trial
+
+
 @dataclass
 class Site:
     path: str
@@ -114,6 +117,9 @@ class Site:
     default_node_type: Optional[str] = None
     node_type_variable: Optional[str] = None  # the site's own variable, compared as a partition
     node_type: Optional[str] = None  # on a node type's Site: its name
+    # A candidate (tunedmpi retune): the tuned module is <version><CANDIDATE_SUFFIX>, from the
+    # site's candidate table, beside the default one (regenerate/revisions.py).
+    candidate: bool = False
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -122,6 +128,11 @@ class Site:
     @property
     def version(self):
         return self.mpi_version
+
+    @property
+    def tuned_version(self):
+        """The tuned module's version: the MPI's, with CANDIDATE_SUFFIX on a candidate."""
+        return self.mpi_version + (CANDIDATE_SUFFIX if self.candidate else "")
 
     def node_type_variables(self):
         """(source, variable) the module reads to pick a node type; [] for one node type."""

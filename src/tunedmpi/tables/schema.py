@@ -952,12 +952,13 @@ def _check_forced_beside_bands(ck, indexed):
 
 def find_tables(paths):
     """Expand files and directories into the list of table files (``*.yaml`` except README-like).
-    Hidden folders are not walked: a site's `.spack-env/` holds Spack's own YAML (its view)."""
+    Hidden folders are not walked: a site's `.spack-env/` holds Spack's own YAML (its view); nor
+    are `revisions/` folders: tables that promote replaced, checked when they were current."""
     found = []
     for p in paths:
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "revisions")
                 for name in sorted(files):
                     if name.endswith((".yaml", ".yml")):
                         found.append(os.path.join(root, name))
