@@ -1,0 +1,285 @@
+"""`tunedmpi retune`: from a validate campaign that lost (or could not decide) to a candidate module.
+
+1. Read the campaign (the newest under validate-results/ of the site's tuned module, or --from):
+   it must have judged this site's table revision on this MPI build, else it is refused.
+2. Plan only the stages of the site's space that can change what lost: the job-wide stages that
+   judge a losing benchmark, and the per-collective stages of the losing collectives. The stages
+   left out keep the row's current values (the narrowed space's `job:`).
+3. Sweep them (resumable: the same command resumes the campaign), tune the row from that campaign
+   (the table's other rows from their own campaigns), write the candidate table and render the
+   hidden candidate module beside the current one (modules/revisions.py).
+4. Validate the candidate against the untuned baseline (what promote requires) and against the
+   current tuned module.
+"""
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from tunedmpi import paths
+from tunedmpi.bench import build
+from tunedmpi.bench.runner import CannotRun
+from tunedmpi.errors import InputError
+from tunedmpi.files import read_text
+from tunedmpi.modules import render, revisions, sites
+from tunedmpi.regenerate import choice, plan, sweep, tune
+from tunedmpi.regenerate import space as spacemod
+
+
+def newest_campaign(site, results_root):
+    """The newest validate campaign under ``results_root`` of the site's default tuned module."""
+    tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
+    found = None
+    for path in sorted(Path(results_root).glob("%s-*/results.json" % site.name)):
+        try:
+            doc = json.loads(read_text(path))
+        except (OSError, ValueError):
+            continue
+        if (doc.get("modules") or {}).get("tuned") == tuned:
+            found = path.parent
+    if found is None:
+        raise InputError(
+            str(results_root),
+            None,
+            None,
+            "no validate campaign of %s for site %s" % (tuned, site.name),
+            "run validate/run.sh --site %s --full first, or give --from DIR" % site.name,
+        )
+    return found
+
+
+def load_campaign(site, where):
+    """results.json of ``where``, refused (InputError naming both) when it judged another site,
+    another module or table revision."""
+    path = Path(where) / "results.json"
+    try:
+        doc = json.loads(read_text(path))
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            str(path),
+            None,
+            None,
+            "not a validate campaign (%s)" % exc,
+            "give validate-results/<run>",
+        ) from None
+    tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
+    now = revisions.revision(revisions.table_path(site))
+    checks = [
+        ("site", doc.get("site"), site.name),
+        ("modules.tuned", (doc.get("modules") or {}).get("tuned"), tuned),
+        ("table_revision", doc.get("table_revision"), now),
+    ]
+    _refuse_other(path, site, checks)
+    return doc
+
+
+def check_build(site, doc, where, runner):
+    """Refuse a campaign measured on another build of the MPI (bench/build.identity)."""
+    built = build.identity(runner, "%s/%s" % (site.baseline_module, site.mpi_version))
+    theirs = doc.get("build") or {}
+    _refuse_other(
+        Path(where) / "results.json",
+        site,
+        [
+            ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
+            for k in ("mpirun", "configure")
+        ],
+    )
+
+
+def _refuse_other(path, site, checks):
+    for key, theirs, ours in checks:
+        if theirs != ours:
+            raise InputError(
+                str(path),
+                None,
+                key,
+                "the campaign has %s, the site now has %s: its verdict is not about what would be retuned"
+                % (theirs, ours),
+                "validate the site as it is now (validate/run.sh --site %s --full), then retune"
+                % site.name,
+            )
+
+
+def what_lost(doc):
+    """{benchmark: [bands]} that lost or stayed undecided in the campaign."""
+    out = {}
+    for b in doc.get("bands", []):
+        if b.get("verdict") == "lose" or b.get("undecided"):
+            out.setdefault(b["benchmark"], []).append(b["band"])
+    return out
+
+
+def _judged(sp, stage):
+    return set(stage.only or sp.benchmarks)
+
+
+def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
+    """The space narrowed to the stages that can change the ``lost`` benchmarks, starting from the
+    row's current job-wide values for the knobs of the stages left out."""
+    case = next((c for c in site.table.cases if (c.nodes, c.ppn) == (nodes, ppn)), None)
+    if case is None:
+        raise InputError(
+            site.table.path,
+            None,
+            "cases",
+            "no row %dx%d in the table" % (nodes, ppn),
+            "retune a row the table has, or sweep and tune the new one (docs/regenerate.md)",
+        )
+    kept = []
+    for st in sp.stages:
+        per = [k for k in st.knobs if choice.per_collective(k)]
+        if per:
+            if any(choice.collective_of(k) in lost for k in per):
+                kept.append(st)
+        elif _judged(sp, st) & set(lost):
+            kept.append(st)
+    if not kept:
+        raise InputError(
+            sp.path,
+            None,
+            "stages",
+            "no stage of the space judges %s" % ", ".join(sorted(lost)),
+            "add a stage for it to the space",
+        )
+    varied = {k for st in kept for k in st.knobs}
+    row = {k: v for k, v in case.settings.get("none", {}).items() if k not in varied}
+    job = dict(sorted(row.items()))
+    what = {"space": sp.digest, "stages": [s.name for s in kept], "job": job, "retune": repetitions}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return dataclasses.replace(
+        sp,
+        stages=kept,
+        job=job,
+        repetitions=repetitions or sp.repetitions,
+        digest="retune-" + digest,
+    )
+
+
+def _other_rows(site, store_root, nodes, ppn):
+    """The table's campaigns of its other rows, in the store (unpacked from results-archive/
+    where only the archive is here): tune decides those rows from them as before."""
+    names = [n.strip() for n in str(site.table.provenance.get("campaign", "")).split(",")]
+    out = []
+    for name in filter(None, names):
+        cdir = Path(store_root) / name
+        if not (cdir / "campaign.json").is_file():
+            archive = paths.project_root() / "results-archive" / (name + ".tar.xz")
+            if not archive.is_file():
+                raise InputError(
+                    str(site.table.path),
+                    None,
+                    "provenance.campaign",
+                    "campaign %s is neither in %s nor in results-archive/" % (name, store_root),
+                    "put it into the store, or retune every row",
+                )
+            with tarfile.open(archive) as tar:  # archives hold results-store/<campaign>/...
+                members = [
+                    m
+                    for m in tar.getmembers()
+                    if m.name.startswith("results-store/%s/" % name)
+                    and ".." not in m.name.split("/")
+                    and (m.isfile() or m.isdir())
+                ]
+                for m in members:
+                    m.name = m.name[len("results-store/") :]
+                tar.extractall(store_root, members)
+        meta = json.loads(read_text(cdir / "campaign.json"))
+        if (meta.get("nodes"), meta.get("ppn")) != (nodes, ppn):
+            out.append(name)
+    return out
+
+
+def validate_candidate(site, doc, against):
+    """validate/run.sh of the candidate against ``against`` at the campaign's geometry and set;
+    its exit code."""
+    cand = "%s/%s" % (site.tuned_module, site.mpi_version + sites.CANDIDATE_SUFFIX)
+    geo = doc["geometry"]
+    cmd = [
+        str(paths.project_root() / "validate" / "run.sh"),
+        "--site",
+        site.name,
+        "--module",
+        cand,
+        "--baseline",
+        against,
+        "--nodes",
+        str(geo["nodes"]),
+        "--ppn",
+        str(geo["ppn"]),
+        "--%s" % doc.get("set", "quick"),
+    ]
+    sys.stderr.write("retune: %s\n" % " ".join(cmd))
+    return subprocess.run(cmd).returncode
+
+
+def retune(site, args, store_root):
+    """The whole loop but promote; returns the exit code (0: candidate rendered and it lost no
+    band to the baseline, 1: it lost one, 2: could not run)."""
+    if site.node_types or not site.table:
+        raise CannotRun("retune: site %s has no single table to retune" % site.name)
+    where = Path(args.from_dir) if args.from_dir else newest_campaign(site, args.results)
+    doc = load_campaign(site, where)
+    lost = what_lost(doc)
+    if not lost:
+        print("retune: %s lost no band and left none undecided: nothing to retune" % where)
+        return 0
+    geo = doc["geometry"]
+    nodes, ppn = geo["nodes"], geo["ppn"]
+    base_sp = spacemod.load_space(
+        args.space or str(sites.site_dir() / site.name / "space.yaml"), site
+    )
+    sp = retune_space(base_sp, site, nodes, ppn, lost, args.repetitions)
+    print(
+        "retune: %s: %s"
+        % (where, "; ".join("%s %s" % (b, ", ".join(bands)) for b, bands in sorted(lost.items())))
+    )
+    laid = plan.sweep_plan(site, sp, nodes, ppn, store_root, args.results)
+    full = plan.sweep_plan(
+        site,
+        dataclasses.replace(base_sp, repetitions=sp.repetitions),
+        nodes,
+        ppn,
+        store_root,
+        args.results,
+    )
+    for line in plan.describe(laid, site, nodes, ppn):
+        print(line)
+    print(
+        "  a full sweep of the space: %d runs, %s" % (full["runs"], plan.minutes(full["seconds"]))
+    )
+    if args.plan:
+        return 0
+    check_build(site, doc, where, sweep.make_runner(site, sp, nodes, ppn))
+    if args.budget and laid["seconds"] and laid["seconds"] > args.budget:
+        raise CannotRun(
+            "the plan needs %s, more than --budget %d min; give --repetitions fewer or a larger budget"
+            % (plan.minutes(laid["seconds"]), args.budget // 60)
+        )
+    cdir, _ = sweep.run_sweep(
+        site, sp, nodes, ppn, store_root, array=args.slurm_array, sbatch_args=args.sbatch_args or ""
+    )
+    names = [cdir.name] + _other_rows(site, store_root, nodes, ppn)
+    target, new, _, decisions = tune.tune(
+        site.name, store_root, revisions.candidate_path(site), names
+    )
+    print(
+        "candidate %s (revision %s); changes against the current table:"
+        % (target, revisions.revision(target))
+    )
+    for line in tune.diff(site.table, new):
+        print("  " + line)
+    loaded = sites.load_named(site.name)
+    for line in render.write([loaded], render.render_all([loaded])):
+        if sites.CANDIDATE_SUFFIX in line or ".modulerc" in line:
+            print(line)
+    if args.no_validate:
+        return 0
+    code = validate_candidate(site, doc, "%s/%s" % (site.baseline_module, site.mpi_version))
+    validate_candidate(site, doc, "%s/%s" % (site.tuned_module, site.mpi_version))
+    print("next: tunedmpi promote --site %s (it refuses a candidate that lost a band)" % site.name)
+    return 1 if code == 1 else 0 if code in (0, 3, 4) else 2
