@@ -282,3 +282,50 @@ def assert_node_types_conform(site, module_file, envs, results):
     sources = [source for source, _ in site.node_type_variables()] + ["explicit"]
     want = {"node_type=%s:%s" % (t, s) for t in ("cpu", "large") for s in sources}
     assert picked == want | {"node_type=cpu:default"} and said >= 2
+
+
+@pytest.mark.parametrize("then", selector.OUTSIDE_CHOICES)
+def test_outside_the_table_the_sites_choice_in_every_twin(then, tmp_path):
+    """Issue 50 (selector.OUTSIDE_CHOICES): OCI's nodes have 36 cores and its rows reach 8 nodes;
+    with outside: {factor: 2, then: <choice>} a 20 x 48 job is named as over the cores and beyond
+    x2, and gets the edge row said at load (extrapolate), quietly (nearest) or nothing (untuned);
+    16 x 36 (within x2) stays an extrapolated row. Lmod and Environment Modules equal explain."""
+    base = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    site = dataclasses.replace(
+        base, outside_factor=2, outside_then=then, module_formats=("lua", "tcl")
+    )
+    tree = tmp_path / "mf"
+    for rel, text in render.render_site(site).items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    envs = [
+        {"TUNEDMPI_NODES": "20", "TUNEDMPI_PPN": "48"},
+        {"TUNEDMPI_NODES": "16", "TUNEDMPI_PPN": "36"},
+        {"SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS_PER_NODE": "2", "OMP_NUM_THREADS": "4"},
+        {"TUNEDMPI_NODES": "17", "TUNEDMPI_PPN": "36", "UCX_TLS": "mine"},
+    ]
+    wants = [explain.select(site, env, explain.modulefile(site, tree)) for env in envs]
+    far = wants[0]["selection"]
+    assert " ppn>cores=36 beyond=x2 " in far and "match=%s" % then[:7] in far, far
+    assert "row=none" in far if then == "untuned" else "row=8x36" in far
+    assert (wants[0]["env"].keys() == {"TUNEDMPI_ROW", selector.SEEN}) == (then == "untuned")
+    assert "match=extrapolated profile" in wants[1]["selection"]
+    systems = [
+        (
+            "lmod",
+            lmod.load_many,
+            lmod.site_modulepaths(site, tmp_path, ROOT, tree=tree / site.name),
+            "lua",
+        )
+    ]
+    if envmodules.available():
+        paths = [tree / site.name] + envmodules.site_modulepaths(site, tmp_path, ROOT)[1:]
+        systems.append(("tcl", envmodules.load_many, paths, "tcl"))
+    for name, load_many, paths, fmt in systems:
+        module_file = explain.modulefile(site, tree, fmt)
+        for env, (got, err) in zip(envs, load_many(paths, module, envs, timeout=60)):
+            want = explain.select(site, env, module_file)
+            assert got == expected(env, want), (name, env, err)
+            said = "match=extrapolated" in want["selection"] or "match=untuned" in want["selection"]
+            assert (" ppn>cores=36" in err) == (said and env is envs[0]), (name, env, err)

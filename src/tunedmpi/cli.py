@@ -578,6 +578,10 @@ def _parser_loop(sub):
     p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
     p.add_argument("--repetitions", type=whole(2), help="repetitions per configuration")
     p.add_argument(
+        "--benchmarks",
+        help="retune these benchmarks' stages (comma list), whatever the campaign says",
+    )
+    p.add_argument(
         "--plan", action="store_true", help="print the plan and its estimate; measure nothing"
     )
     p.add_argument(

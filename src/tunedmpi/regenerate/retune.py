@@ -78,7 +78,8 @@ def load_campaign(site, where):
 
 
 def check_build(site, doc, where, runner):
-    """Refuse a campaign measured on another build of the MPI (bench/build.identity)."""
+    """Refuse a campaign measured on another build of the MPI (bench/build.identity: its version
+    and configure lines; not mpirun's path, which under the tuned module is its launch check)."""
     built = build.identity(runner, "%s/%s" % (site.baseline_module, site.mpi_version))
     theirs = doc.get("build") or {}
     _refuse_other(
@@ -86,7 +87,7 @@ def check_build(site, doc, where, runner):
         site,
         [
             ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
-            for k in ("mpirun", "configure")
+            for k in ("mpi", "configure")
         ],
     )
 
@@ -167,30 +168,36 @@ def _other_rows(site, store_root, nodes, ppn):
     out = []
     for name in filter(None, names):
         cdir = Path(store_root) / name
-        if not (cdir / "campaign.json").is_file():
-            archive = paths.project_root() / "results-archive" / (name + ".tar.xz")
-            if not archive.is_file():
-                raise InputError(
-                    str(site.table.path),
-                    None,
-                    "provenance.campaign",
-                    "campaign %s is neither in %s nor in results-archive/" % (name, store_root),
-                    "put it into the store, or retune every row",
-                )
-            with tarfile.open(archive) as tar:  # archives hold results-store/<campaign>/...
-                members = [
-                    m
-                    for m in tar.getmembers()
-                    if m.name.startswith("results-store/%s/" % name)
-                    and ".." not in m.name.split("/")
-                    and (m.isfile() or m.isdir())
-                ]
-                for m in members:
-                    m.name = m.name[len("results-store/") :]
-                tar.extractall(store_root, members)
-        meta = json.loads(read_text(cdir / "campaign.json"))
-        if (meta.get("nodes"), meta.get("ppn")) != (nodes, ppn):
-            out.append(name)
+        if (cdir / "campaign.json").is_file():
+            meta = json.loads(read_text(cdir / "campaign.json"))
+            if (meta.get("nodes"), meta.get("ppn")) != (nodes, ppn):
+                out.append(name)
+            continue
+        archive = paths.project_root() / "results-archive" / (name + ".tar.xz")
+        if not archive.is_file():
+            raise InputError(
+                str(site.table.path),
+                None,
+                "provenance.campaign",
+                "campaign %s is neither in %s nor in results-archive/" % (name, store_root),
+                "put it into the store, or retune every row",
+            )
+        with tarfile.open(archive) as tar:  # archives hold results-store/<campaign>/...
+            top = "results-store/%s/" % name
+            meta = json.load(tar.extractfile(top + "campaign.json"))
+            if (meta.get("nodes"), meta.get("ppn")) == (nodes, ppn):
+                continue  # the retuned row's old campaign: measured before, not used
+            members = [
+                m
+                for m in tar.getmembers()
+                if m.name.startswith(top)
+                and ".." not in m.name.split("/")
+                and (m.isfile() or m.isdir())
+            ]
+            for m in members:
+                m.name = m.name[len("results-store/") :]
+            tar.extractall(store_root, members)
+        out.append(name)
     return out
 
 
@@ -225,6 +232,8 @@ def retune(site, args, store_root):
     where = Path(args.from_dir) if args.from_dir else newest_campaign(site, args.results)
     doc = load_campaign(site, where)
     lost = what_lost(doc)
+    if args.benchmarks:  # the admin's choice (e.g. what history says drifted), whatever the verdict
+        lost = {b.strip(): ["all"] for b in args.benchmarks.split(",") if b.strip()}
     if not lost:
         print("retune: %s lost no band and left none undecided: nothing to retune" % where)
         return 0
