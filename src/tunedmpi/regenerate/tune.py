@@ -442,6 +442,42 @@ def _op_case(site, nodes, ppn, d, job, cids):
     return case
 
 
+def _method(metas, tolerance, alpha):
+    """The provenance's method: how each campaign measured, then the rules that chose."""
+    return (
+        "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
+        "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
+        "baseline among the configurations that pass the per-benchmark rule on every benchmark of the "
+        "stage (no band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores within "
+        "host states, Holm over each benchmark's bands, p < %g), kept only if it loses no band of any "
+        "benchmark against the MPI's defaults in any stage that measured it (never worse; else the "
+        "latest configuration before it that loses nowhere, else the defaults); per collective, coll_tuned "
+        "algorithm bands: the per-size winner, kept where it beats Open MPI's own choice (Welch's t "
+        "over the band, p x candidates, Holm, gain >= %s%%)%s"
+        % (
+            "; ".join(
+                "ingested logs (tunedmpi ingest), one repetition per log"
+                if m.get("source") == "ingest"
+                else "%s (%s), %s interleaved repetitions per configuration"
+                % (
+                    "confirmation of the bands" if m.get("role") == "confirm" else "staged search",
+                    " -> ".join(s["stage"] for s in m.get("stages", [])) or "stages",
+                    m["repetitions"],
+                )
+                for m in metas
+            ),
+            "%g" % (tolerance * 100),  # the per-benchmark rule as tune judged with it
+            alpha,
+            "%g" % (tolerance * 100),
+            "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
+            "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
+            "runs)"
+            if any(m.get("role") == "confirm" for m in metas)
+            else "",
+        )
+    )
+
+
 def build_table(
     site,
     metas,
@@ -480,41 +516,7 @@ def build_table(
                 "one-sided: -w %s -s %s)"
                 % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
             ),
-            (
-                "method",
-                "%s; figure = drop max and min, mean of the rest; one job configuration for every operation: "
-                "stage by stage, the lowest geometric mean over operations of the time relative to the stage's "
-                "baseline among the configurations that pass the per-benchmark rule on every benchmark of the "
-                "stage (no band loses, one wins: gain >= %s%% and a Welch t test on per-run band scores within "
-                "host states, Holm over each benchmark's bands, p < %g), kept only if it loses no band of any "
-                "benchmark against the MPI's defaults in any stage that measured it (never worse; else the "
-                "latest configuration before it that loses nowhere, else the defaults); per collective, coll_tuned "
-                "algorithm bands: the per-size winner, kept where it beats Open MPI's own choice (Welch's t "
-                "over the band, p x candidates, Holm, gain >= %s%%)%s"
-                % (
-                    "; ".join(
-                        "ingested logs (tunedmpi ingest), one repetition per log"
-                        if m.get("source") == "ingest"
-                        else "%s (%s), %s interleaved repetitions per configuration"
-                        % (
-                            "confirmation of the bands"
-                            if m.get("role") == "confirm"
-                            else "staged search",
-                            " -> ".join(s["stage"] for s in m.get("stages", [])) or "stages",
-                            m["repetitions"],
-                        )
-                        for m in metas
-                    ),
-                    "%g" % (tolerance * 100),  # the per-benchmark rule as tune judged with it
-                    alpha,
-                    "%g" % (tolerance * 100),
-                    "; where a confirmation campaign measured the collective's stage, the bands picked on the other "
-                    "campaigns are tested on its runs alone, without the x candidates (the pick was made on other "
-                    "runs)"
-                    if any(m.get("role") == "confirm" for m in metas)
-                    else "",
-                ),
-            ),
+            ("method", _method(metas, tolerance, alpha)),
             ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
             ("campaign", cids),
             ("notes", ["%d runs measured" % runs_count] + list(left_out)),
