@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import lmod
-from conftest import ROOT, VERDICT_EXITS
+from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from tunedmpi.acceptance import rows, validate
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.modules import sites
@@ -73,6 +73,7 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
     res = json.loads((campaign / one["dir"] / "results.json").read_text())
     assert res["geometry"]["nodes"] == 1 and res["geometry"]["ppn"] == 2
     assert one["verdict"] == res["verdict"] and len(one["bands"]) == 2  # put_latency's 2 bands
+    assert_verdict(one["exit_code"], res, ctx)
     # 2x1 needs two nodes: outside a job it could not run, and says why
     assert (two["row"], two["exit_code"], two["verdict"], two["bands"]) == (
         "2x1",
