@@ -177,6 +177,14 @@ QUOTES = [
         ),
     ),
     (
+        "validate's exit codes",
+        "README.md",
+        r"Exit (\d) = PASS, (\d) = FAIL, (\d) = NO-GAIN, (\d) = INCONCLUSIVE",
+        lambda: tuple(
+            str(validate.EXIT_CODES[v]) for v in ("PASS", "FAIL", "NO-GAIN", "INCONCLUSIVE")
+        ),
+    ),
+    (
         "tune's band gain",
         "docs/regenerate.md",
         r"gain ≥ (\d+) %",
