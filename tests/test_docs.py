@@ -157,12 +157,6 @@ QUOTES = [
         lambda: (stats.TEST_NAME,),
     ),
     (
-        "drift margin",
-        "validate/README.md",
-        r"`--margin`\s+\(([0-9.]+)\)",
-        lambda: ("%.2f" % history.DEFAULT_MARGIN,),
-    ),
-    (
         "runs per campaign",
         "docs/slurm.md",
         r"(\d+) for quick's (\d+)\s+repetitions, (\d+) for full's (\d+)",

@@ -105,7 +105,8 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
         timeout=120,
     )
     assert hist.returncode == 0 and "incomplete" not in hist.stderr, hist.stderr
-    assert "_1x2_quick_probe" in hist.stdout, hist.stdout
+    assert "1 x 2, quick set, probe (1 campaign)" in hist.stdout, hist.stdout
+    assert not (tmp_path / "validate-history").exists()  # no plots in the working directory
 
     # --reanalyse of the rows campaign judges 1x2 again; 2x1 stays could-not-run
     again = subprocess.run(
