@@ -12,6 +12,7 @@ import pytest
 
 import lmod
 from conftest import ROOT, VERDICT_EXITS, assert_verdict
+from tunedmpi import argtypes
 from tunedmpi.acceptance import rows, validate
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.modules import sites
@@ -43,7 +44,7 @@ def test_rows_are_the_tables_and_a_row_it_lacks_is_refused_naming_them():
 
 def test_each_row_runs_without_the_rows_options_even_abbreviated():
     argv = ["--row", "all", "--probes", "--out=x", "--nod", "2", "--ppn=1", "--sbatch-args=--x=1"]
-    assert rows.without(argv, {"--rows", "--out", "--nodes", "--ppn"}) == [
+    assert argtypes.argv_without(argv, {"--rows", "--out", "--nodes", "--ppn"}) == [
         "--probes",
         "--sbatch-args=--x=1",
     ]
