@@ -55,7 +55,6 @@ class Band:
 
     gain: Optional[float]
     verdict: str
-    p_value: Optional[float]
     sizes: List[int]
     metric: Optional[str] = None
     baseline: list = field(default_factory=list)  # per-run {size: value} of the benchmark
@@ -78,7 +77,6 @@ class Drift:
     bench: str
     band: str
     index: int  # campaign position in its series (0-based)
-    ref: int
     why: str
 
 
@@ -191,7 +189,6 @@ def load_campaign(directory):
         bands[(b["benchmark"], b["band"])] = Band(
             b["gain"],
             b["verdict"],
-            b.get("p_value"),
             list(b["sizes"]),
             metric,
             base,
@@ -311,7 +308,7 @@ def drifts(campaigns, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
                     level,
                     len(tested),
                 )
-                out.append(Drift(key[0], key[1], k, ref, why))
+                out.append(Drift(key[0], key[1], k, why))
     return out
 
 
@@ -379,12 +376,7 @@ def plot(series, campaigns, found, outdir):
         if not bands:
             continue
         fig, ax = plt.subplots(figsize=report.FIGSIZE)
-        ax.axhspan(
-            1 / (1 + POLICY.tolerance),
-            1 + POLICY.tolerance,
-            color="tab:gray",
-            alpha=0.15,
-        )
+        ax.axhspan(1 / (1 + POLICY.tolerance), 1 + POLICY.tolerance, color="tab:gray", alpha=0.15)
         ax.axhline(1.0, color="tab:gray", lw=0.8)
         for colour, band in zip(("tab:blue", "tab:orange", "tab:green", "tab:purple"), bands):
             pts = [
@@ -398,17 +390,9 @@ def plot(series, campaigns, found, outdir):
             for i, b in pts:
                 marker, fill = MARK[b.verdict]
                 ax.plot([i], [b.gain], marker=marker, ms=7, color=colour, fillstyle=fill, ls="")
-            for d in found:
-                if d.bench == bench and d.band == band:
-                    ax.plot(
-                        [d.index],
-                        [campaigns[d.index].bands[(bench, band)].gain],
-                        marker="o",
-                        ms=14,
-                        fillstyle="none",
-                        color="red",
-                        ls="",
-                    )
+            ring = [d.index for d in trend.by_band(found).get((bench, band), [])]
+            gains = [campaigns[i].bands[(bench, band)].gain for i in ring]
+            ax.plot(ring, gains, marker="o", ms=14, fillstyle="none", color="red", ls="")
         ax.set_yscale("log")
         lo, hi = ax.get_ylim()  # gains read as 1.25x, not as powers of ten
         ax.set_yticks([t for t in GAIN_TICKS if lo <= t <= hi])
