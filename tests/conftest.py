@@ -20,6 +20,18 @@ def _verdict_exits():
 # validate's exit codes that carry a verdict, whichever (2 is could not run)
 VERDICT_EXITS = _verdict_exits()
 
+
+def assert_verdict(code, results, context=""):
+    """A real campaign ended with a verdict, whichever the host's noise gave, and its exit code is
+    that verdict's (validate.EXIT_CODES) in the process and in its results.json."""
+    from tunedmpi.acceptance.validate import EXIT_CODES
+
+    verdict = results.get("verdict")
+    assert verdict in EXIT_CODES and code == results["exit_code"] == EXIT_CODES[verdict], (
+        "exit %s, verdict %s\n%s" % (code, verdict, context)
+    )
+
+
 # The seed documents (the team's studies, shared/seeds/ on its machines) are not in this repository:
 # a test that reads one finds it in the folder this variable names, and skips without it. Nothing
 # outside the checkout is read unless a variable names it.

@@ -13,7 +13,7 @@ import pytest
 
 import lmod
 import test_procedure
-from conftest import ROOT, VERDICT_EXITS, unpack_archive
+from conftest import ROOT, VERDICT_EXITS, assert_verdict, unpack_archive
 from test_procedure import BENCHES, as_drawn, campaign
 from tunedmpi import stats
 from tunedmpi.acceptance import power, validate
@@ -203,6 +203,7 @@ def test_a_real_budget_campaign_records_its_looks_and_is_reanalysed_alike(tmp_pa
     proc, dirs = run_validate(tmp_path / "out", "--max-pairs", "6", "--budget", "10m")
     assert proc.returncode in VERDICT_EXITS and len(dirs) == 1, proc.stderr[-3000:]
     res = json.loads((dirs[0] / "results.json").read_text())
+    assert_verdict(proc.returncode, res, proc.stderr[-3000:])
     design = res["design"]
     assert (design["schedule"], design["rule"], design["budget_s"]) == (
         [3, 6],
@@ -230,7 +231,9 @@ def test_a_real_budget_campaign_records_its_looks_and_is_reanalysed_alike(tmp_pa
 
     proc, dirs = run_validate(tmp_path / "spent", "--budget", "1s")
     assert proc.returncode in VERDICT_EXITS and len(dirs) == 1, proc.stderr[-3000:]
-    design = json.loads((dirs[0] / "results.json").read_text())["design"]
+    res = json.loads((dirs[0] / "results.json").read_text())
+    assert_verdict(proc.returncode, res, proc.stderr[-3000:])
+    design = res["design"]
     assert design["schedule"] == [3, 6, 12, 24, 48] and len(design["looks"]) == 1
     assert design["stopped"].startswith("budget: look 2") or design["stopped"] == (
         "every band decided"

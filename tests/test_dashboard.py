@@ -4,9 +4,9 @@ bands, verdicts, the drift alert), that a screenshot of it is a picture (not bla
 verdict colours drawn), and that hostile strings from a results.json stay text.
 
 The campaigns: results-archive's five full local campaigns of openmpi-tuned/5.0.8 vs openmpi/5.0.8
-(1 x 2, all PASS; the newest drifted in bcast <= 1 KB, get_bw and put_latency 64 KB-1 MB), the same
-module against Intel MPI (one campaign, FAIL: four bands lose) and the two local-source campaigns
-(a second site)."""
+(1 x 2, all PASS, back to back: no drift), the same module against Intel MPI (one campaign, FAIL:
+four bands lose), the two local-source campaigns (a second site) and test_history's quick probe
+series with a drifted campaign derived from it (its tuned runs replaced by its baseline's)."""
 
 import json
 import shutil
@@ -16,8 +16,8 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import unpack_archive
-from test_history import P1
-from tunedmpi.acceptance import history
+from test_history import P1, P2, untuned_copy
+from tunedmpi.acceptance import history, trend
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -91,32 +91,31 @@ def chromium(tmp_path, page, *args):
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
-    """history --html over the archived campaigns: (exit code, stdout, page, campaigns by series)."""
+    """history --html over the campaigns, its plots beside the page by default: (exit code, page,
+    campaigns by series)."""
     from tunedmpi.cli import main
 
     tmp = tmp_path_factory.mktemp("dashboard")
     for name in ARCHIVES:
         unpack_archive(name, tmp / "archive")
     dirs = sorted(p.parent for p in (tmp / "archive").rglob("results.json"))
+    dirs += [P1, P2, untuned_copy(P2, tmp / "local-drifted")]
     out = tmp / "site" / "html"
-    code = main(
-        ["history", "--plots", str(tmp / "site" / "plots"), "--html", str(out)]
-        + list(map(str, dirs))
-    )
+    code = main(["history", "--html", str(out)] + list(map(str, dirs)))
     return code, out / "index.html", history.load(dirs)
 
 
 def test_the_browser_shows_sites_rows_bands_verdicts_and_the_drift_alert(dashboard, tmp_path):
     code, page, loaded = dashboard
-    assert code == 1  # the newest local campaign drifted: history's own exit code
+    assert code == 1  # the derived campaign drifted: history's own exit code
     dom = Tree(chromium(tmp_path, page, "--dump-dom"))
     assert not list(dom.root.all("script"))
     assert [h.text() for h in dom.root.all("h2")] == ["site local", "site local-source"]
     sections = {s.attrs["id"]: s for s in dom.root.all("section", "series")}
-    assert len(sections) == len(loaded) == 3
+    assert len(sections) == len(loaded) == 4
     for series, campaigns in loaded.items():
         found = history.drifts(campaigns)
-        s = sections["series-" + history.slug(series)]
+        s = sections["series-" + trend.slug(series)]
         (title,) = s.all("h3")
         assert title.text().startswith("%d x %d: %s vs %s" % (series[3], series[4], *series[1:3]))
         campaigns_table, bands_table = s.all("table")
@@ -125,7 +124,7 @@ def test_the_browser_shows_sites_rows_bands_verdicts_and_the_drift_alert(dashboa
         rows = {
             (r.children[0].text(), r.children[1].text()): r for r in list(bands_table.all("tr"))[1:]
         }
-        assert list(rows) == history.band_keys(campaigns)
+        assert list(rows) == trend.band_keys(campaigns)
         for key, row in rows.items():
             cells = row.children[3 : 3 + len(campaigns)]
             for i, (cell, c) in enumerate(zip(cells, campaigns)):
@@ -133,7 +132,7 @@ def test_the_browser_shows_sites_rows_bands_verdicts_and_the_drift_alert(dashboa
                 if b is None:
                     assert cell.text() == "", (key, i)
                     continue
-                assert cell.text() == "%s %s" % (history._gain(b.gain), b.verdict)
+                assert cell.text() == "%s %s" % (trend.gain(b.gain), b.verdict)
                 assert b.verdict in cell.attrs["class"].split()
                 drifted = any(d.index == i and (d.bench, d.band) == key for d in found)
                 assert ("drift" in cell.attrs["class"].split()) == drifted, (key, i)
@@ -149,17 +148,22 @@ def test_the_browser_shows_sites_rows_bands_verdicts_and_the_drift_alert(dashboa
             else []
         )
     local = sections["series-local_openmpi-tuned_5.0.8_vs_openmpi_5.0.8_1x2_full_imb_osu"]
-    assert "bcast <=1KB; get_bw 64KB-1MB; put_latency 64KB-1MB" in local.text()
+    assert not list(local.all("div", "drift-alert")) and not list(local.all("td", "drift"))
+    quick = sections["series-local_openmpi-tuned_5.0.8_vs_openmpi_5.0.8_1x2_quick_probe"]
+    assert "allreduce 1KB-64KB; alltoall 1KB-64KB" in quick.text()
     intel = sections["series-local_openmpi-tuned_5.0.8_vs_intel-mpi_2021.18.1_1x2_full_imb_osu"]
     assert "FAIL" in intel.text() and "0.72x lose" in intel.text()
     (summary,) = (d for d in dom.root.all("div") if d.attrs.get("id") == "drift-summary")
-    assert summary.text().startswith("DRIFT in the newest campaign of 2 series")
+    assert summary.text().startswith("DRIFT in the newest campaign of 1 series")
     # links to every campaign's report and the trend plots, relative, and there
     hrefs = [a.attrs["href"] for a in dom.root.all("a") if not a.attrs["href"].startswith("#")]
     reports = [h for h in hrefs if h.endswith("/report.md")]
-    assert len(reports) == sum(len(c) for c in loaded.values())
+    assert len(reports) == sum(
+        (c.path / "report.md").exists() for cs in loaded.values() for c in cs
+    )
     imgs = [i.attrs["src"] for i in dom.root.all("img")]
-    assert len(imgs) == 3 * 12  # one trend plot per benchmark and series
+    assert len(imgs) == 3 * 12 + 3  # one trend plot per benchmark and series
+    assert all(i.startswith("plots/") for i in imgs)  # beside the page
     assert all((page.parent / h).resolve().exists() for h in hrefs + imgs)
 
 

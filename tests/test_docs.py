@@ -157,12 +157,6 @@ QUOTES = [
         lambda: (stats.TEST_NAME,),
     ),
     (
-        "drift margin",
-        "validate/README.md",
-        r"`--margin`\s+\(([0-9.]+)\)",
-        lambda: ("%.2f" % history.DEFAULT_MARGIN,),
-    ),
-    (
         "runs per campaign",
         "docs/slurm.md",
         r"(\d+) for quick's (\d+)\s+repetitions, (\d+) for full's (\d+)",
@@ -174,6 +168,14 @@ QUOTES = [
                 2 * POLICY.first_look["full"] * (1 + len(suites.ONE_SIDED)),
                 POLICY.first_look["full"],
             )
+        ),
+    ),
+    (
+        "validate's exit codes",
+        "README.md",
+        r"Exit (\d) = PASS, (\d) = FAIL, (\d) = NO-GAIN, (\d) = INCONCLUSIVE",
+        lambda: tuple(
+            str(validate.EXIT_CODES[v]) for v in ("PASS", "FAIL", "NO-GAIN", "INCONCLUSIVE")
         ),
     ),
     (

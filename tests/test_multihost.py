@@ -15,7 +15,7 @@ import pytest
 
 import lmod
 import slurmcluster as slurm
-from conftest import ROOT, VERDICT_EXITS
+from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from test_slurm import (
     SITE,
     Watcher,
@@ -221,6 +221,7 @@ def test_validate_submit_runs_across_the_two_hosts(cluster, tmp_path):
     assert s.returncode in VERDICT_EXITS, ctx  # a verdict, whichever
     (rdir,) = [d for d in out.iterdir() if d.is_dir()]
     r = json.loads((rdir / "results.json").read_text())
+    assert_verdict(s.returncode, r, ctx)
     # the job gets --nodes/--ppn as given (source explicit); they must fit its allocation
     assert r["geometry"] == {"nodes": 2, "ppn": 1, "np": 2, "source": "explicit"}, ctx
     assert r["set"] == "short", ctx
@@ -340,6 +341,7 @@ def test_validate_rows_submit_runs_each_row_on_its_own_geometry(cluster, tmp_pat
         assert one["exit_code"] == 2 and "sbatch did not submit the job" in one["reason"], ctx
     assert two["exit_code"] in VERDICT_EXITS, (two, ctx)
     res = json.loads((campaign / two["dir"] / "results.json").read_text())
+    assert_verdict(two["exit_code"], res, ctx)
     assert res["geometry"] == {"nodes": 2, "ppn": 1, "np": 2, "source": "explicit"}, ctx
     both = sorted(cluster.nodes)
     assert res["placement"]["tuned"]["collectives"] == both, res["placement"]

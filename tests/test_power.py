@@ -147,6 +147,7 @@ def test_cli_prints_noise_order_and_resampling_in_seconds_and_reproducibly():
         "## The campaign's verdict (what validate controls)",
         "## Per benchmark judged alone",
         "### Per benchmark",
+        "## history's drift rule, A/A",
     ):
         assert heading in a.stdout
     assert "aa-campaign (A/A)" in a.stdout and "allreduce +" in a.stdout
@@ -317,3 +318,19 @@ def test_the_campaign_is_judged_as_one_family_with_its_looks(tmp_path, monkeypat
     assert r["any"] == pytest.approx(r["fail"] + r["pass_"])
     # A/A: NO-GAIN and INCONCLUSIVE are no false call; INCONCLUSIVE's share is among the rest
     assert 0 <= r["inconclusive"] <= 1 - r["any"] + 1e-12
+
+
+def test_the_drift_rule_is_measured_on_back_to_back_halves_of_a_campaign():
+    """history's drift rule (stats.drifted) on the A/A campaign cut in two: its two halves are the
+    same modules, so no drift; with every tuned run of the second half 1.5x slower (a real fall
+    of the gain) its 4 bands drift."""
+    (src,) = power.load([AA])
+    tests, reps, timed, rate = power.drift_study(src, random.Random(1), 40, 0.05, 0.05)
+    assert (tests, reps, timed) == (4, 8, 0) and rate <= 0.1
+    for r in src.runs:
+        if r.role == "tuned" and r.rep > 4:
+            f = 1.5 if r.metric == "latency_us" else 1 / 1.5
+            r.points = {s: v * f for s, v in r.points.items()}
+    assert power.drift_study(src, random.Random(1), 10, 0.05, 0.05)[2] == 4
+    (store,) = power.load([STORE])
+    assert power.drift_study(store, random.Random(1), 10, 0.05, 0.05) is None  # no two modules

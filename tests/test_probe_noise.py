@@ -46,6 +46,7 @@ from conftest import (
     PROBE_REPETITIONS,
     ROOT,
     VERDICT_EXITS,
+    assert_verdict,
     probe_campaign_run,
 )
 
@@ -120,6 +121,7 @@ def checked(proc, dirs):
         "validate/run.sh --probes exited %d\n%s" % (proc.returncode, proc.stderr[-3000:])
     )
     results = json.loads((dirs[0] / "results.json").read_text())
+    assert_verdict(proc.returncode, results, proc.stderr[-3000:])
     assert results["suite"] == "probe" and results["repetitions"] == REPETITIONS
     for bench in BENCHMARKS:
         entry = results["per_size"].get(bench) or {}

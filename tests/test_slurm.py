@@ -20,7 +20,8 @@ import pytest
 
 import lmod
 import slurmcluster as slurm
-from conftest import ROOT, VERDICT_EXITS
+from conftest import ROOT, VERDICT_EXITS, assert_verdict
+from tunedmpi.acceptance import validate
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
 from tunedmpi.regenerate import space
@@ -225,8 +226,11 @@ needs_validate = pytest.mark.skipif(
     not (lmod.available() and (ROOT / ".venv/bin/mpicc").exists()),
     reason="validate needs Lmod (apt-get install lmod) and the Open MPI wheel (make)",
 )
+# any verdict validate can reach (the host's noise decides which: issue 48)
 VERDICT_LINE = re.compile(
-    r"^verdict: (PASS|FAIL)  \(openmpi-tuned/5\.0\.8 vs openmpi/5\.0\.8; report: (\S+)\)$", re.M
+    r"^verdict: (%s)  \(openmpi-tuned/5\.0\.8 vs openmpi/5\.0\.8; report: (\S+)\)$"
+    % "|".join(validate.EXIT_CODES),
+    re.M,
 )
 
 
@@ -372,7 +376,7 @@ def results_dirs(out):
 @pytest.fixture(scope="module")
 def submitted(cluster, tmp_path_factory):
     """(a): --submit from outside a job, with a relative --out (as users type it) and extra sbatch
-    options; the local tuned module has no table, so the verdict is FAIL."""
+    options; whichever verdict the host's noise gives, its exit code is the job's and the process's."""
     cwd = tmp_path_factory.mktemp("submit")
     # "--sbatch-args=...": argparse takes a separate "--time=10 ..." for an abbreviated --timeout
     s = submit(
@@ -439,10 +443,7 @@ def test_submit_waits_for_the_job_and_exits_with_its_verdict(submitted):
     # exit code == the job's == the campaign's (every verdict its own code; noise decides which)
     (resdir,) = results_dirs(out)
     r = json.loads((resdir / "results.json").read_text())
-    assert (
-        s.returncode == r["exit_code"] in (0, 1, 3, 4)
-        and {0: "PASS", 1: "FAIL", 3: "NO-GAIN", 4: "INCONCLUSIVE"}[r["exit_code"]] == r["verdict"]
-    ), ctx
+    assert_verdict(s.returncode, r, ctx)
     assert verdicts[0] == (r["verdict"], str(resdir / "report.md")), ctx
     assert r["geometry"] == {"nodes": 1, "ppn": 2, "np": 2, "source": "slurm"}, ctx
     pair = ("baseline", "tuned")
@@ -549,7 +550,7 @@ def test_validate_inside_an_allocation_runs_in_it(inside):
     assert r["commands"]["put_latency"].startswith("mpirun -np 2 "), j.ctx
     # the tuned module saw the allocation's geometry
     assert " nodes=1 ppn=2 " in r["runs"][1]["env"]["TUNEDMPI_SELECTION"], r["runs"][1]["env"]
-    assert j.codes["VALIDATE_EXIT"] == r["exit_code"] and r["exit_code"] in VERDICT_EXITS, j.ctx
+    assert_verdict(j.codes["VALIDATE_EXIT"], r, j.ctx)
     assert (
         "verdict: %s  (openmpi-tuned/5.0.8 vs openmpi/5.0.8; report: %s)"
         % (r["verdict"], resdir / "report.md")

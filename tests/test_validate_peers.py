@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 import lmod
-from conftest import ROOT, VERDICT_EXITS
+from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import LAUNCHERS, Runner, launcher_args, recognise
 
@@ -205,6 +205,7 @@ def test_validate_against_another_mpi(tmp_path, peer):
     assert proc.returncode in VERDICT_EXITS, proc.stderr[-3000:]  # a verdict either way
     (outdir,) = dirs
     r = json.loads((outdir / "results.json").read_text())
+    assert_verdict(proc.returncode, r, proc.stderr[-3000:])
     base, tuned = r["sides"]["baseline"], r["sides"]["tuned"]
     assert r["same_mpi"] is False and r["suite"] == base["suite"] == tuned["suite"] == "probe"
     assert (base["module"], tuned["module"]) == (peer, "openmpi-tuned/5.0.8")
@@ -253,7 +254,9 @@ def test_validate_against_another_mpi(tmp_path, peer):
     )
     assert again.returncode in VERDICT_EXITS, again.stderr
     (redone,) = (tmp_path / "again").iterdir()
-    assert json.loads((redone / "results.json").read_text())["sides"] == r["sides"]
+    judged = json.loads((redone / "results.json").read_text())
+    assert_verdict(again.returncode, judged, again.stderr)
+    assert judged["sides"] == r["sides"]
     assert "| MPI, baseline | %s (" % name in (redone / "report.md").read_text()
 
 

@@ -11,7 +11,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import lmod
-from conftest import ROOT, VERDICT_EXITS
+from conftest import ROOT, VERDICT_EXITS, assert_verdict
+from tunedmpi import argtypes
 from tunedmpi.acceptance import rows, validate
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.modules import sites
@@ -43,7 +44,7 @@ def test_rows_are_the_tables_and_a_row_it_lacks_is_refused_naming_them():
 
 def test_each_row_runs_without_the_rows_options_even_abbreviated():
     argv = ["--row", "all", "--probes", "--out=x", "--nod", "2", "--ppn=1", "--sbatch-args=--x=1"]
-    assert rows.without(argv, {"--rows", "--out", "--nodes", "--ppn"}) == [
+    assert argtypes.argv_without(argv, {"--rows", "--out", "--nodes", "--ppn"}) == [
         "--probes",
         "--sbatch-args=--x=1",
     ]
@@ -73,6 +74,7 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
     res = json.loads((campaign / one["dir"] / "results.json").read_text())
     assert res["geometry"]["nodes"] == 1 and res["geometry"]["ppn"] == 2
     assert one["verdict"] == res["verdict"] and len(one["bands"]) == 2  # put_latency's 2 bands
+    assert_verdict(one["exit_code"], res, ctx)
     # 2x1 needs two nodes: outside a job it could not run, and says why
     assert (two["row"], two["exit_code"], two["verdict"], two["bands"]) == (
         "2x1",
@@ -104,7 +106,8 @@ def test_rows_all_validates_each_row_and_exits_with_the_worst(tmp_path):
         timeout=120,
     )
     assert hist.returncode == 0 and "incomplete" not in hist.stderr, hist.stderr
-    assert "_1x2_quick_probe" in hist.stdout, hist.stdout
+    assert "1 x 2, quick set, probe (1 campaign)" in hist.stdout, hist.stdout
+    assert not (tmp_path / "validate-history").exists()  # no plots in the working directory
 
     # --reanalyse of the rows campaign judges 1x2 again; 2x1 stays could-not-run
     again = subprocess.run(

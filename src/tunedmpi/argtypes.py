@@ -100,3 +100,22 @@ def add_wait(p):
         help="when another validate or sweep measures on this machine, wait this long for it "
         "(default: refuse at once, naming it)",
     )
+
+
+def argv_without(argv, options):
+    """argv without these options, each taking a value (`--opt V`, `--opt=V`), also as argparse's
+    abbreviations (`--row all`): what a child command (a row's validate, a --submit job) must
+    not be given again."""
+
+    def named(word):
+        return word.startswith("--") and any(o.startswith(word) for o in options)
+
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif named(a):
+            skip = True
+        elif not ("=" in a and named(a.split("=", 1)[0])):
+            out.append(a)
+    return out

@@ -405,9 +405,9 @@ def cmd_history(args):
     return history.run(
         args.dirs or ["validate-results"],
         site=args.site,
-        margin=args.margin,
+        tolerance=args.tolerance,
         alpha=args.alpha,
-        plots=args.plots,
+        plots=args.out,
         html=args.html,
     )
 
@@ -697,7 +697,7 @@ def _parser_power(sub):
 
 
 def _parser_history(sub):
-    from tunedmpi.acceptance.history import DEFAULT_MARGIN, DRIFT_RULE
+    from tunedmpi.acceptance.history import DRIFT_RULE
 
     p = sub.add_parser(
         "history",
@@ -715,23 +715,11 @@ def _parser_history(sub):
         help="validate result directories or folders of them (default: validate-results/)",
     )
     p.add_argument("--site", help="only this site's campaigns")
+    add_levels(p)
     p.add_argument(
-        "--margin",
-        type=number(0, low_ok=True),
-        default=DEFAULT_MARGIN,
-        help="fall of the gain that counts as drift when significant (default %.2f: gain now < "
-        "gain before / 1.10)" % DEFAULT_MARGIN,
-    )
-    p.add_argument(
-        "--alpha",
-        type=number(0, 1),
-        default=POLICY.alpha,
-        help="significance level of the drift test (default %g)" % POLICY.alpha,
-    )
-    p.add_argument(
+        "--out",
         "--plots",
-        default="validate-history",
-        help="directory for the PNG trend plots (default: validate-history/)",
+        help="directory for the PNG trend plots (default: beside --html, OUT/plots/; else none)",
     )
     p.add_argument(
         "--html",

@@ -168,21 +168,35 @@ def satterthwaite(parts):
     return sum(v for v, _ in parts) ** 2 / den if den > 0 else None
 
 
+def _t(diff, parts, df_if_exact):
+    """The TestResult of an estimate `diff` whose variance is the sum of independent parts
+    [(variance, its df)]: Satterthwaite's df, two-sided; no variance: p 1 or 0, df_if_exact."""
+    se2 = sum(v for v, _ in parts)
+    if se2 <= 0:
+        return TestResult(diff, 0.0, df_if_exact, 1.0 if diff == 0 else 0.0)
+    df = satterthwaite(parts) or df_if_exact
+    return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df))
+
+
+def contrast(sides):
+    """Welch's t for a signed sum of independent sides' means, sides = [(sign, values, floor)], each
+    at least 2 values (floor: welch_side's): two samples (welch) or the change of a gain between two
+    campaigns (gain_change)."""
+    diff, parts = 0.0, []
+    for sign, values, floor in sides:
+        mean, d = welch_side(values, floor)
+        diff += sign * mean
+        parts.append((d, len(values) - 1))
+    return _t(diff, parts, float(sum(n for _, n in parts)))
+
+
 def welch(a, b, floor_a=0.0, floor_b=0.0):
     """Welch's two-sample t test of b against a (each at least 2 values), two-sided.
 
     floor_a/floor_b: the smallest per-run variance a side can be credited with (printed digits).
     Without floors it is SciPy's ttest_ind(b, a, equal_var=False); SciPy has no place for the
     floors, so only its t distribution is used here."""
-    ma, da = welch_side(a, floor_a)
-    mb, db = welch_side(b, floor_b)
-    diff = mb - ma
-    se2 = da + db
-    if se2 <= 0:
-        return TestResult(diff, 0.0, float(len(a) + len(b) - 2), 1.0 if diff == 0 else 0.0)
-    df = satterthwaite([(da, len(a) - 1), (db, len(b) - 1)])
-    t = diff / math.sqrt(se2)
-    return TestResult(diff, math.sqrt(se2), df, t_two_sided(t, df))
+    return contrast([(-1, a, floor_a), (1, b, floor_b)])
 
 
 def _cost(value, metric):
@@ -325,15 +339,11 @@ def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
         w = (len(ga) + len(gb)) / total
         diff += w * res.diff
         parts.append(((w * res.se) ** 2, res.df))
-    se2 = sum(v for v, _ in parts)
     counts = {
         ("none" if label is None else label): [len(ga), len(gb)]
         for label, (ga, gb) in sorted(used.items(), key=lambda kv: str(kv[0]))
     }
-    if se2 <= 0:
-        return TestResult(diff, 0.0, total - 2, 1.0 if diff == 0 else 0.0), counts
-    df = satterthwaite(parts) or total - 2
-    return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df)), counts
+    return _t(diff, parts, total - 2), counts
 
 
 # ---- pairs: the crossover test --------------------------------------------------------------
@@ -634,7 +644,7 @@ def test_bands(
             )
             continue
         # inverse of the tuned relative time
-        gain = geomean([1 / rel[s] for s in in_band if s in rel])
+        gain = band_gain(rel, in_band)
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1
@@ -885,6 +895,49 @@ def relative_times(baseline_reps, candidate_reps, metric):
         if a and b and a > 0 and b > 0:
             out[s] = b / a if lower else a / b
     return out
+
+
+def band_gain(relative, sizes):
+    """The gain a band reports (> 1: tuned better): the geometric mean over its sizes of the inverse
+    relative_times; None without one."""
+    return geomean([1 / relative[s] for s in sizes if s in relative])
+
+
+# ---- drift: the change of a gain between two campaigns (history) ------------------------------
+
+
+def gain_change(ref, now, sizes, metric):
+    """Welch's t for the change of one band's log gain from campaign `ref` to campaign `now` of the
+    same modules, each (baseline runs, tuned runs) of {size: value}: a campaign's log gain is its
+    baseline's mean band score minus its tuned module's (log cost), the change is now's minus ref's
+    (diff < 0: the gain fell). The four sides count as independent, which overstates the variance
+    where a campaign's pairs share the host's noise: a change must be clear to be called. Over the
+    `sizes` every run has; None without one or with fewer than 2 runs a side."""
+    if min(len(runs) for runs in ref + now) < 2:
+        return None
+    shared = set(common_sizes(ref[0] + now[0], ref[1] + now[1]))
+    sizes = [s for s in sizes if s in shared]
+    if not sizes:
+        return None
+    sides = []
+    for sign, (base, tuned) in ((-1, ref), (1, now)):
+        for direction, runs in ((1, base), (-1, tuned)):
+            floor = resolution_floor(runs, sizes, base + tuned)
+            sides.append((sign * direction, band_scores(runs, sizes, metric), floor))
+    return contrast(sides)
+
+
+def drifted(changes, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
+    """Which of a campaign's band changes are drift. changes: [(reported gain now / reported gain
+    before, gain_change's TestResult)] of every band compared with the campaign before, one Holm
+    family (the chance of any false drift in the campaign stays at alpha). Drift, the mirror of a
+    band's loss (_decide): p reaches its Holm level, the test's estimate is a fall and the reported
+    gain fell by at least the tolerance (now <= before / (1 + tolerance)). Returns [(level, drift)]."""
+    levels = holm([t.p for _, t in changes], alpha)
+    return [
+        (level, t.p <= level and t.diff < 0 and ratio <= 1 / (1 + tolerance))
+        for (ratio, t), level in zip(changes, levels)
+    ]
 
 
 def per_size_best(relative):

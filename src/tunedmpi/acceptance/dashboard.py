@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
+from tunedmpi.acceptance import trend
 from tunedmpi.files import write_atomic
 
 # band verdicts, then module verdicts (stats.module_verdict): NO-GAIN reads as a failure (do not
@@ -58,8 +59,8 @@ svg circle.win { fill: #2a2; } svg circle.tie { fill: #fff; stroke: #666; }
 svg circle.lose { fill: #d22; } svg circle.drift { stroke: #d00; stroke-width: 2; }
 </style></head><body>
 <h1>Validation history</h1>
-<p>{{ campaigns }} campaign(s) in {{ series_count }} series, written {{ written }}. Drift: a win
-lost, or a significant fall of the gain by more than {{ margin }} % (alpha {{ alpha }}).</p>
+<p>{{ campaigns }} campaign(s) in {{ series_count }} series, written {{ written }}. Drift: a
+significant fall of the gain by at least {{ tolerance }} % (alpha {{ alpha }}).</p>
 {% if alerts %}<div class="alert" id="drift-summary"><b>DRIFT</b> in the newest campaign of
 {{ alerts|length }} series:<ul>{% for a in alerts %}<li><a href="#{{ a.anchor }}">{{ a.title }}</a>:
 {{ a.bands }}</li>{% endfor %}</ul></div>
@@ -127,14 +128,10 @@ def _spark(bands, marked):
 
 
 def _series(series, campaigns, found, plots, out):
-    from tunedmpi.acceptance import history
-
     site, tuned, baseline, nodes, ppn, set_name, suite = series
-    flags = {}
-    for d in found:
-        flags.setdefault((d.bench, d.band), []).append(d)
+    flags = trend.by_band(found)
     rows = []
-    for key in history.band_keys(campaigns):
+    for key in trend.band_keys(campaigns):
         marked = {d.index for d in flags.get(key, [])}
         bands = [c.bands.get(key) for c in campaigns]
         rows.append(
@@ -144,27 +141,26 @@ def _series(series, campaigns, found, plots, out):
                 "points": _spark(bands, marked),
                 "cells": [
                     {
-                        "text": "" if b is None else "%s %s" % (history._gain(b.gain), b.verdict),
+                        "text": "" if b is None else "%s %s" % (trend.gain(b.gain), b.verdict),
                         "vclass": "" if b is None else _vclass(b.verdict),
                         "drift": i in marked,
                     }
                     for i, b in enumerate(bands)
                 ],
-                "why": "; ".join("#%d: %s" % (d.index + 1, d.why) for d in flags.get(key, [])),
+                "why": trend.why(flags.get(key, [])),
             }
         )
-    newest = [d for d in found if d.index == len(campaigns) - 1]
     links = (("report", "report.md"), ("results.json", "results.json"), ("plots", "plots"))
     return {
-        "anchor": "series-" + history.slug(series),
-        "title": history.describe(series),
+        "anchor": "series-" + trend.slug(series),
+        "title": trend.describe(series),
         "row": "%d x %d" % (nodes, ppn),
         "tuned": tuned,
         "baseline": baseline,
         "set": set_name,
         "suite": suite,
         "count": len(campaigns),
-        "newest": "; ".join("%s %s" % (d.bench, d.band) for d in newest),
+        "newest": trend.newest(found, len(campaigns)),
         "campaigns": [
             {
                 "started": c.started,
@@ -182,7 +178,7 @@ def _series(series, campaigns, found, plots, out):
     }
 
 
-def write(out, shown, margin, alpha):
+def write(out, shown, tolerance, alpha):
     """OUT/index.html from history's [(series, campaigns, drifts, plot paths)]; returns its path."""
     import jinja2
 
@@ -206,7 +202,7 @@ def write(out, shown, margin, alpha):
         campaigns=sum(len(c) for _, c, _, _ in shown),
         series_count=len(shown),
         written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        margin="%g" % (margin * 100),
+        tolerance="%g" % (tolerance * 100),
         alpha="%g" % alpha,
     )
     path = Path(out) / "index.html"

@@ -14,38 +14,34 @@ Result formats (schema_version 1, or no such field; results.check_schema refuses
   --no-extend` would say), and marked "re-judged";
 - anything else is refused with an InputError naming the file and the missing key.
 
-The drift test is made of stats.py's parts: per-run band scores (stats.band_scores), printed-digit
-floors (stats.resolution_floor), Welch's side variance (stats.welch_side), Welch-Satterthwaite
-degrees of freedom, the t distribution and Holm (stats.holm), for the change of the log gain
-between two campaigns.
+Drift is a significant fall of a band's gain between a campaign and the one before it, tested
+on the two campaigns' per-run band scores (stats.gain_change, stats.drifted: one definition, the
+policy's alpha and tolerance), never a verdict flipping at the edge of significance.
 """
 
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import paths, stats
-from tunedmpi.acceptance import report, results, validate
+from tunedmpi.acceptance import report, results, trend, validate
 from tunedmpi.acceptance.rows import SUMMARY as ROWS_SUMMARY
 from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
 
 EXIT_OK, EXIT_DRIFT = 0, 1
-DEFAULT_MARGIN = 0.10
 DRIFT_RULE = (
-    "A series is the campaigns of one site, tuned and baseline module, geometry, set and benchmark suite, "
-    "in time order. Each campaign is compared, band by band, with its reference: the latest earlier campaign of the "
-    "same series in which the band won, else the campaign just before. DRIFT when (a) the reference won "
-    "and the band now ties or loses, or (b) the gain fell by more than the margin (now < reference / "
-    "(1 + margin)) and the fall is significant: a two-sided Welch t test on the change of the log "
-    "gain (difference of the two campaigns' tuned-minus-baseline differences of per-run band scores), "
-    "its estimate a fall, p at most alpha with Holm's step-down over the benchmark's bands. Exit 1 when "
-    "the newest campaign of any series drifted."
+    "A series is the campaigns of one site, tuned and baseline module, geometry, set and benchmark "
+    "suite, in time order. Each campaign's size bands are compared with the campaign before that "
+    "measured them: DRIFT when the gain fell significantly, a two-sided Welch t test on the change "
+    "of the log gain (the two campaigns' baseline-minus-tuned differences of per-run band scores) "
+    "with Holm's step-down over the campaign's bands at alpha, its estimate a fall and the reported "
+    "gain down by at least the tolerance (now <= before / (1 + tolerance)). A verdict changing "
+    "(won, now ties) is no drift by itself. Exit 1 when the newest campaign of any series drifted."
 )
 FORMAT_HELP = (
     "history reads results.json written by `tunedmpi validate` (validate/run.sh); rerun the "
@@ -59,7 +55,6 @@ class Band:
 
     gain: Optional[float]
     verdict: str
-    p_value: Optional[float]
     sizes: List[int]
     metric: Optional[str] = None
     baseline: list = field(default_factory=list)  # per-run {size: value} of the benchmark
@@ -82,7 +77,6 @@ class Drift:
     bench: str
     band: str
     index: int  # campaign position in its series (0-based)
-    ref: int
     why: str
 
 
@@ -195,7 +189,6 @@ def load_campaign(directory):
         bands[(b["benchmark"], b["band"])] = Band(
             b["gain"],
             b["verdict"],
-            b.get("p_value"),
             list(b["sizes"]),
             metric,
             base,
@@ -287,150 +280,39 @@ def load(paths, site=None):
 # ---- drift -----------------------------------------------------------------------------------
 
 
-def _scores(band, sizes):
-    """Per-run log-cost band scores of both modules over `sizes`, with their printed-digit floors."""
-    everyone = band.baseline + band.tuned
-    return [
-        (stats.band_scores(reps, sizes, band.metric), stats.resolution_floor(reps, sizes, everyone))
-        for reps in (band.baseline, band.tuned)
-    ]
-
-
-def change_test(ref, now):
-    """Welch t for the change of the log gain from `ref` to `now` (two Bands of one benchmark):
-    log gain = baseline score - tuned score (log cost, so > 0: tuned better); the contrast is
-    (now's log gain) - (ref's), its variance the sum of the four sides' (Satterthwaite df).
-    Returns (estimated gain ratio now/ref, two-sided p), or None without 2 runs a side."""
-    sizes = sorted(
-        set(ref.sizes)
-        & set(now.sizes)
-        & set(stats.common_sizes(ref.baseline + now.baseline, ref.tuned + now.tuned))
-    )
-    if not sizes or min(len(ref.baseline), len(ref.tuned), len(now.baseline), len(now.tuned)) < 2:
-        return None
-    diff, parts = 0.0, []
-    for sign, band in ((-1, ref), (1, now)):
-        for (scores, floor), direction in zip(_scores(band, sizes), (1, -1)):
-            mean, d = stats.welch_side(scores, floor)
-            diff += sign * direction * mean
-            parts.append((d, len(scores) - 1))
-    se2 = sum(d for d, _ in parts)
-    if se2 <= 0:
-        return math.exp(diff), (1.0 if diff == 0 else 0.0)
-    df = stats.satterthwaite(parts)
-    return math.exp(diff), stats.t_two_sided(diff / math.sqrt(se2), df)
-
-
-def drifts(campaigns, margin=DEFAULT_MARGIN, alpha=POLICY.alpha):
-    """Every drift in one series (campaigns in time order), by DRIFT_RULE."""
+def drifts(campaigns, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
+    """Every drift in one series (campaigns in time order), by DRIFT_RULE: each campaign's size
+    bands against the campaign before that measured them, one stats.drifted family per campaign."""
     out = []
-    keys = sorted({k for c in campaigns for k in c.bands})
     for k in range(1, len(campaigns)):
-        now = campaigns[k]
-        falls = {}  # bench -> [(p, band, ref, why)] candidates of rule (b), Holm per benchmark
-        for key in keys:
-            if key not in now.bands:
+        now, tested = campaigns[k], []
+        for key, b in sorted(now.bands.items()):
+            ref = next((j for j in range(k - 1, -1, -1) if key in campaigns[j].bands), None)
+            a = None if ref is None else campaigns[ref].bands[key]
+            if a is None or not (a.gain and b.gain) or key[1] == "reliability":
                 continue
-            wins = [
-                j
-                for j in range(k)
-                if key in campaigns[j].bands and campaigns[j].bands[key].verdict == "win"
-            ]
-            ref = (
-                wins[-1]
-                if wins
-                else max([j for j in range(k) if key in campaigns[j].bands], default=None)
+            change = stats.gain_change(
+                (a.baseline, a.tuned), (b.baseline, b.tuned), set(a.sizes) & set(b.sizes), b.metric
             )
-            if ref is None:
-                continue
-            a, b = campaigns[ref].bands[key], now.bands[key]
-            if a.verdict == "win" and b.verdict in ("tie", "lose"):
-                out.append(
-                    Drift(
-                        key[0],
-                        key[1],
-                        k,
-                        ref,
-                        "won in #%d (%s), %s in #%d (%s)"
-                        % (
-                            ref + 1,
-                            _gain(a.gain),
-                            "ties" if b.verdict == "tie" else "loses",
-                            k + 1,
-                            _gain(b.gain),
-                        ),
-                    )
+            if change is not None:
+                tested.append((key, ref, b.gain / a.gain, change))
+        judged = stats.drifted([(ratio, t) for _, _, ratio, t in tested], tolerance, alpha)
+        for (key, ref, ratio, t), (level, drift) in zip(tested, judged):
+            if drift:
+                why = "gain fell %s -> %s vs #%d (x%.2f, p=%.2g <= %.2g, Holm over %d bands)" % (
+                    trend.gain(campaigns[ref].bands[key].gain),
+                    trend.gain(now.bands[key].gain),
+                    ref + 1,
+                    math.exp(t.diff),
+                    t.p,
+                    level,
+                    len(tested),
                 )
-                continue
-            if a.gain and b.gain and b.gain < a.gain / (1 + margin):
-                test = change_test(a, b)
-                if test and test[0] < 1:
-                    falls.setdefault(key[0], []).append(
-                        (
-                            test[1],
-                            key[1],
-                            ref,
-                            "gain fell %s -> %s (x%.2f, p=%.2g)"
-                            % (_gain(a.gain), _gain(b.gain), test[0], test[1]),
-                        )
-                    )
-        for bench, cands in falls.items():
-            # the family is every size band of the benchmark now, tested for a fall or not
-            m = sum(
-                1
-                for key in keys
-                if key[0] == bench and key[1] != "reliability" and key in now.bands
-            )
-            cands.sort()
-            levels = stats.holm([c[0] for c in cands], alpha, m=m)
-            for (p, band, ref, why), level in zip(cands, levels):
-                if p <= level:
-                    out.append(
-                        Drift(
-                            bench, band, k, ref, "%s <= %.2g (Holm) vs #%d" % (why, level, ref + 1)
-                        )
-                    )
+                out.append(Drift(key[0], key[1], k, why))
     return out
 
 
 # ---- output ----------------------------------------------------------------------------------
-
-
-def _gain(g):
-    return "-" if g is None else "%.2fx" % g
-
-
-def describe(series):
-    site, tuned, baseline, nodes, ppn, set_name, suite = series
-    return "%s: %s vs %s, %d x %d, %s set, %s" % (
-        site,
-        tuned,
-        baseline,
-        nodes,
-        ppn,
-        set_name,
-        suite,
-    )
-
-
-def slug(series):
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", "%s_%s_vs_%s_%dx%d_%s_%s" % series)
-
-
-def band_keys(campaigns):
-    """The (benchmark, band) rows of a series: bands by size, reliability last and only where some
-    campaign did not tie it."""
-    order = {name: i for i, (name, _, _) in enumerate(stats.BANDS)}
-    keys = sorted(
-        {k for c in campaigns for k in c.bands},
-        key=lambda k: (k[0], order.get(k[1], len(order)), k[1]),
-    )
-    return [
-        k
-        for k in keys
-        if k[1] != "reliability"
-        or any(c.bands.get(k) and c.bands[k].verdict != "tie" for c in campaigns)
-    ]
 
 
 def table(series, campaigns, found):
@@ -438,7 +320,7 @@ def table(series, campaigns, found):
     in every campaign, and its drift."""
     lines = [
         "== %s (%d campaign%s)"
-        % (describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")
+        % (trend.describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")
     ]
     for i, c in enumerate(campaigns):
         lines.append(
@@ -451,13 +333,10 @@ def table(series, campaigns, found):
                 "  (older results format: re-judged)" if c.rejudged else "",
             )
         )
-    flags = {}
-    for d in found:
-        flags.setdefault((d.bench, d.band), []).append(d)
-    keys = band_keys(campaigns)
+    flags = trend.by_band(found)
     head = ["benchmark", "band"] + ["#%d" % (i + 1) for i in range(len(campaigns))] + ["drift"]
     rows = []
-    for key in keys:
+    for key in trend.band_keys(campaigns):
         marked = {d.index for d in flags.get(key, [])}
         cells = []
         for i, c in enumerate(campaigns):
@@ -465,10 +344,9 @@ def table(series, campaigns, found):
             cells.append(
                 ""
                 if b is None
-                else "%s %s%s" % (_gain(b.gain), b.verdict, " !" if i in marked else "")
+                else "%s %s%s" % (trend.gain(b.gain), b.verdict, " !" if i in marked else "")
             )
-        why = "; ".join("#%d: %s" % (d.index + 1, d.why) for d in flags.get(key, []))
-        rows.append([key[0], key[1]] + cells + [why])
+        rows.append([key[0], key[1]] + cells + [trend.why(flags.get(key, []))])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
     for r in [head] + rows:
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
@@ -498,12 +376,7 @@ def plot(series, campaigns, found, outdir):
         if not bands:
             continue
         fig, ax = plt.subplots(figsize=report.FIGSIZE)
-        ax.axhspan(
-            1 / (1 + POLICY.tolerance),
-            1 + POLICY.tolerance,
-            color="tab:gray",
-            alpha=0.15,
-        )
+        ax.axhspan(1 / (1 + POLICY.tolerance), 1 + POLICY.tolerance, color="tab:gray", alpha=0.15)
         ax.axhline(1.0, color="tab:gray", lw=0.8)
         for colour, band in zip(("tab:blue", "tab:orange", "tab:green", "tab:purple"), bands):
             pts = [
@@ -517,17 +390,9 @@ def plot(series, campaigns, found, outdir):
             for i, b in pts:
                 marker, fill = MARK[b.verdict]
                 ax.plot([i], [b.gain], marker=marker, ms=7, color=colour, fillstyle=fill, ls="")
-            for d in found:
-                if d.bench == bench and d.band == band:
-                    ax.plot(
-                        [d.index],
-                        [campaigns[d.index].bands[(bench, band)].gain],
-                        marker="o",
-                        ms=14,
-                        fillstyle="none",
-                        color="red",
-                        ls="",
-                    )
+            ring = [d.index for d in trend.by_band(found).get((bench, band), [])]
+            gains = [campaigns[i].bands[(bench, band)].gain for i in ring]
+            ax.plot(ring, gains, marker="o", ms=14, fillstyle="none", color="red", ls="")
         ax.set_yscale("log")
         lo, hi = ax.get_ylim()  # gains read as 1.25x, not as powers of ten
         ax.set_yticks([t for t in GAIN_TICKS if lo <= t <= hi])
@@ -547,52 +412,45 @@ def plot(series, campaigns, found, outdir):
             fontsize=8, title="filled win, open tie, X lose, red ring drift", title_fontsize=7
         )
         fig.tight_layout()
-        path = Path(outdir) / slug(series) / ("%s.png" % bench)
+        path = Path(outdir) / trend.slug(series) / ("%s.png" % bench)
         report.save_png(fig, path)
         written.append(path)
     return written
 
 
-def run(
-    paths,
-    site=None,
-    margin=DEFAULT_MARGIN,
-    alpha=POLICY.alpha,
-    plots="validate-history",
-    html=None,
-):
-    """Print the history of every series, write the plots (and with `html` a dashboard there);
-    EXIT_DRIFT when the newest campaign of any series drifted. Bad input raises InputError (the CLI
-    exits 2)."""
+def run(paths, site=None, tolerance=POLICY.tolerance, alpha=POLICY.alpha, plots=None, html=None):
+    """Print the history of every series, write the plots under `plots` (default: beside the
+    dashboard, `html`/plots; neither: no plots) and with `html` a dashboard there; EXIT_DRIFT when
+    the newest campaign of any series drifted. Bad input raises InputError (the CLI exits 2)."""
     all_series = load(paths, site)
+    plots = plots or (html and Path(html) / "plots")
     newest, shown = [], []
     for series, campaigns in all_series.items():
-        found = drifts(campaigns, margin, alpha)
+        found = drifts(campaigns, tolerance, alpha)
         print(table(series, campaigns, found))
-        written = plot(series, campaigns, found, plots)
+        written = plot(series, campaigns, found, plots) if plots else []
         shown.append((series, campaigns, found, written))
         if written:
-            print("  plots: %s" % (Path(plots) / slug(series)))
-        latest = [d for d in found if d.index == len(campaigns) - 1]
-        newest += [(series, d) for d in latest]
+            print("  plots: %s" % (Path(plots) / trend.slug(series)))
+        newest += [(series, d) for d in found if d.index == len(campaigns) - 1]
         print(
             "  drift in the newest campaign (#%d): %s\n"
             % (
                 len(campaigns),
-                "; ".join("%s %s" % (d.bench, d.band) for d in latest)
-                if latest
-                else ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
+                trend.newest(found, len(campaigns))
+                or ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
             )
         )
+    rule = "tolerance %.0f%%, alpha %.2g" % (tolerance * 100, alpha)
     if html:
         from tunedmpi.acceptance import dashboard
 
-        print("dashboard: %s" % dashboard.write(html, shown, margin, alpha))
+        print("dashboard: %s" % dashboard.write(html, shown, tolerance, alpha))
     if newest:
         print(
-            "DRIFT: %d band(s) in the newest campaign of %d series (margin %.0f%%, alpha %.2g)"
-            % (len(newest), len({s for s, _ in newest}), margin * 100, alpha)
+            "DRIFT: %d band(s) in the newest campaign of %d series (%s)"
+            % (len(newest), len({s for s, _ in newest}), rule)
         )
         return EXIT_DRIFT
-    print("no drift in the newest campaigns (margin %.0f%%, alpha %.2g)" % (margin * 100, alpha))
+    print("no drift in the newest campaigns (%s)" % rule)
     return EXIT_OK

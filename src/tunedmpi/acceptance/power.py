@@ -951,6 +951,52 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
     return c
 
 
+def drift_study(src, rng, draws, tolerance, alpha):
+    """history's drift rule (stats.drifted) on one validate campaign cut into two pseudo-campaigns
+    of the same two modules, back to back: its first and second halves of repetitions, and `draws`
+    random halvings that keep each half's pair orders as balanced as validate's ABBA keeps a
+    campaign's (half of the repetitions of each order). Every drift is false. Returns (bands
+    tested, repetitions, drifts of the time split, share of random halvings with any drift) or
+    None (fewer than 2 x min_pairs pairs)."""
+    if src.kind != "validate":
+        return None
+    benches, orders = [], {}  # (metric, {band: sizes}, {rep: (baseline, tuned)}); rep -> orders
+    for runs in _by_bench(src.runs).values():
+        pairs = {a.rep: (a.points, b.points) for a, b in _pairs(runs)}
+        benches.append((runs[0].metric, bands_of(runs), pairs))
+        for a, _ in _pairs(runs):
+            orders.setdefault(a.rep, []).append(a.baseline_first)
+    strata = {}
+    for k in sorted(orders):
+        strata.setdefault(tuple(orders[k]), []).append(k)
+    if len(orders) < 2 * POLICY.min_pairs:
+        return None
+
+    def drifts(first):  # the drifts of the pseudo-campaign of reps `first` followed by the rest
+        changes = []
+        for metric, bands, pairs in benches:
+            ref, now = ([], []), ([], [])
+            for k, (base, tuned) in sorted(pairs.items()):
+                side = ref if k in first else now
+                side[0].append(base)
+                side[1].append(tuned)
+            for sizes in bands.values():
+                t = stats.gain_change(ref, now, sizes, metric)
+                gains = [
+                    stats.band_gain(stats.relative_times(*c, metric), sizes) for c in (ref, now)
+                ]
+                if t is not None and all(gains):
+                    changes.append((gains[1] / gains[0], t))
+        return len(changes), sum(d for _, d in stats.drifted(changes, tolerance, alpha))
+
+    tests, timed = drifts(set(sorted(orders)[: len(orders) // 2]))
+    rand = 0
+    for _ in range(draws):
+        first = [k for reps in strata.values() for k in rng.sample(reps, len(reps) // 2)]
+        rand += drifts(set(first))[1] > 0
+    return tests, len(orders), timed, rand / float(draws)
+
+
 def pairs_needed(sd, gain, level, target=0.8, limit=400):
     """Pairs for `target` power to find a true `gain` at two-sided `level` with a paired test whose
     estimate's SE is the SD of a pair's difference over sqrt(pairs) (normal model)."""
@@ -1015,6 +1061,7 @@ class Study:
     order: list  # [(Source, order_effects())]
     campaigns: list  # [(Campaign, campaign_study())]
     pools: list  # [(Pool, study())]
+    drift: list  # [(source name, drift_study())]
 
 
 def _noise_rows(src, d, gain, alpha):
@@ -1100,6 +1147,7 @@ def compute(
             (pool, study(pool, rng, draws, gain, pool.design, pool.design.first, tolerance, alpha))
             for pool in pools(sources, design=design)
         ],
+        [(src.name, drift_study(src, rng, draws, tolerance, alpha)) for src in sources],
     )
 
 
@@ -1124,8 +1172,25 @@ def render(st):
     out += _render_noise(st) + _render_order(st)
     if st.campaigns:
         out += _render_campaigns(st)
-    out += _render_pools(st)
+    out += _render_pools(st) + _render_drift(st)
     return "".join(out)
+
+
+def _render_drift(st):
+    rows = [(name, r) for name, r in st.drift if r is not None]
+    if not rows:
+        return []
+    out = [
+        "## history's drift rule, A/A\n\n",
+        "Each validate campaign cut into two back-to-back campaigns of the same modules (its first "
+        "and second halves of pairs; %d random halvings) and judged by `tunedmpi history`'s drift "
+        "rule (a significant fall of a gain, Holm over the campaign's bands): every drift is false "
+        "(should be <= alpha in the halvings).\n\n" % st.draws,
+        "| campaign | bands | pairs | drifts, first vs second half | halvings with a drift |\n"
+        "|---|---:|---:|---:|---:|\n",
+    ]
+    out += ["| %s | %d | %d | %d | %.3f |\n" % ((name,) + r) for name, r in rows]
+    return out + ["\n"]
 
 
 def _render_noise(st):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.acceptance import report, validate
+from tunedmpi.argtypes import argv_without
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.files import read_bytes, read_text
@@ -76,24 +77,6 @@ def parse_rows(text, site):
     return rows
 
 
-def without(argv, options):
-    """argv without these options, each taking a value (`--opt V`, `--opt=V`), also as argparse's
-    abbreviations (`--row all`): a child left with --rows would run every row again."""
-
-    def named(word):
-        return word.startswith("--") and any(o.startswith(word) for o in options)
-
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif named(a):
-            skip = True
-        elif not ("=" in a and named(a.split("=", 1)[0])):
-            out.append(a)
-    return out
-
-
 def run_row(argv, row, out):
     """One row by the single-row validate (a child validate/run.sh; its output passes through).
     Returns (exit code, its last "cannot run" line, else its first line on stderr)."""
@@ -144,7 +127,7 @@ def run_rows(args):
     site = sites.load_named(args.site or os.environ.get("TUNEDMPI_SITE") or "local")
     rows = parse_rows(args.rows, site)
     campaign = validate.new_results_dir(args.out, site.name + "-rows")
-    argv = without(args.argv, {"--rows", "--out", "--nodes", "--ppn"})
+    argv = argv_without(args.argv, {"--rows", "--out", "--nodes", "--ppn"})
     records = []
 
     def work():

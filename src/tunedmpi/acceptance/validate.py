@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import List, Optional
 
-from tunedmpi import paths, stats
+from tunedmpi import argtypes, paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
@@ -830,19 +830,8 @@ def submit(args):
         raise CannotRun("--submit needs Slurm's sbatch on PATH")
     site = sites.load_named(args.site or os.environ.get("TUNEDMPI_SITE") or "local")
     nodes, ppn = args.nodes or 1, args.ppn or site.default_ppn
-    inner = [a for a in args.argv if a != "--submit"]
-    drop = {"--sbatch-args"}
-    cleaned, skip = [], False
-    for a in inner:  # the job runs the same command without the submission options
-        if skip:
-            skip = False
-            continue
-        if a in drop:
-            skip = True
-            continue
-        if a.split("=", 1)[0] in drop:
-            continue
-        cleaned.append(a)
+    # the job runs the same command without the submission options
+    cleaned = argtypes.argv_without([a for a in args.argv if a != "--submit"], {"--sbatch-args"})
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     run_sh = paths.project_root() / "validate" / "run.sh"

@@ -483,18 +483,20 @@ def _rule_problem(collective, alg, segsize, faninout, max_requests, vinfo, comm_
 # render / write
 
 
-def _algorithm_number(collective, value, names):
+def algorithm_number(value, names):
+    """The coll_tuned number of a band's ``algorithm`` (a number or an Open MPI name) among
+    `names` ({number: name}), else None: the one reading of it (tables and rules files)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if value in names else None
     if isinstance(value, str):
         text = value.strip().lower()
         if text.isascii() and text.isdigit():
-            return int(text)
-        for num, name in names.items():
+            return int(text) if int(text) in names else None
+        for number, name in names.items():
             if name == text:
-                return num
+                return number
     return None
 
 
@@ -545,7 +547,7 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
             "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
             "give %s a single band at 0" % coll,
         )
-    alg = _algorithm_number(coll, band.algorithm, names)
+    alg = algorithm_number(band.algorithm, names)
     if alg is None:
         raise InputError(
             where,

@@ -648,22 +648,6 @@ _RULES_KEY = re.compile(
 )
 
 
-def _algorithm_number(value, names):
-    """The coll_tuned number of a band's ``algorithm`` (a number or an Open MPI name), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value in names else None
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text.isascii() and text.isdigit():
-            return int(text) if int(text) in names else None
-        for number, name in names.items():
-            if name == text:
-                return number
-    return None
-
-
 def _band_range(ck, rb, bkp, i, expect):
     """(from, to, where the next band must start) of an algorithm band, the bands' continuity
     checked; expect: where this band must start, "end" after to: null, None when unknown."""
@@ -731,7 +715,7 @@ def _band_algorithm(ck, rb, bkp, coll, names, version, ranks, geometry):
             "give its number or name: %s" % listing,
         )
     else:
-        alg = _algorithm_number(rb["algorithm"], names)
+        alg = rulesfile.algorithm_number(rb["algorithm"], names)
         if alg is None:
             ck.err(
                 bkp + ("algorithm",),
