@@ -311,6 +311,11 @@ def coverage(site, chunks, traced, space_path, source):
 # -- output ---------------------------------------------------------------------------------------
 
 
+def _hours(h):
+    """Node-hours as read: 2 decimals, or 3 significant digits below one hour (a test's seconds)."""
+    return "%.2f" % h if h >= 1 or h == 0 else "%.3g" % h
+
+
 def _label(g):
     return ("%s " % g.node_type if g.node_type else "") + "%dx%d" % (g.nodes, g.ppn)
 
@@ -351,15 +356,15 @@ def to_markdown(cov):
     lines = [
         "# Coverage of site %s" % cov.site,
         "",
-        "Source: %s. %d job steps, %.2f node-hours."
-        % (cov.source, sum(g.steps for g in cov.geometries), sum(tot.values())),
+        "Source: %s. %d job steps, %s node-hours."
+        % (cov.source, sum(g.steps for g in cov.geometries), _hours(sum(tot.values()))),
         "",
         "| match | node-hours | share |",
         "|---|---:|---:|",
     ]
     for k in KINDS:
         if tot[k] or k != "no table":
-            lines.append("| %s | %.2f | %.1f %% |" % (k, tot[k], 100.0 * tot[k] / all_h))
+            lines.append("| %s | %s | %.1f %% |" % (k, _hours(tot[k]), 100.0 * tot[k] / all_h))
     lines += [
         "",
         "Untuned: %s."
@@ -368,23 +373,23 @@ def to_markdown(cov):
             if cov.traced
             else "not known (no --comment-trace): every job counted as if it loaded the module"
         ),
-        "Ranks per node assumed from requested CPUs (jobs without srun steps): %.2f node-hours."
-        % assumed,
+        "Ranks per node assumed from requested CPUs (jobs without srun steps): %s node-hours."
+        % _hours(assumed),
         "",
         "| node type | geometry | row | match | node-hours | untuned | steps |",
         "|---|---|---|---|---:|---:|---:|",
     ]
     for g in cov.geometries:
         lines.append(
-            "| %s | %dx%d | %s | %s | %.2f | %.2f | %d |"
+            "| %s | %dx%d | %s | %s | %s | %s | %d |"
             % (
                 g.node_type or "-",
                 g.nodes,
                 g.ppn,
                 g.row,
                 g.kind,
-                g.node_hours,
-                g.seconds["untuned"] / 3600.0,
+                _hours(g.node_hours),
+                _hours(g.seconds["untuned"] / 3600.0),
                 g.steps,
             )
         )
@@ -396,7 +401,9 @@ def to_markdown(cov):
         else "runs unknown (no space.yaml)"
     )
     for g, hours in nxt:
-        lines.append("- %s: %.2f node-hours, now row %s (%s)" % (_label(g), hours, g.row, g.kind))
+        lines.append(
+            "- %s: %s node-hours, now row %s (%s)" % (_label(g), _hours(hours), g.row, g.kind)
+        )
     if nxt:
         lines += [
             "",
