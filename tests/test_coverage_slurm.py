@@ -14,6 +14,9 @@ import pytest
 import lmod
 import slurmcluster as slurm
 from conftest import ROOT
+from test_modules_conformance import two_partitions
+from tunedmpi import files
+from tunedmpi.regenerate import coverage
 
 HOSTS = 2
 pytestmark = [
@@ -31,7 +34,10 @@ pytestmark = [
     pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)"),
 ]
 TUNEDMPI = ROOT / ".venv" / "bin" / "tunedmpi"
-SELECTION = re.compile(r"nodes=(\d+) ppn=(\d+) source=\S+ row=(\d+x\d+) match=(\w+)")
+SELECTION = re.compile(
+    r"@@SELECTION (\S+) site=\S+(?: node_type=(\w+):\w+)? nodes=(\d+) ppn=(\d+) source=\S+ "
+    r"row=(\d+x\d+) match=(\w+)"
+)
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +54,9 @@ def accounted(tmp_path_factory):
     c.stop()
 
 
-def script(trace, launch):
+def script(trace, launch, two_partitions):
+    """Load the local site's tuned module (its selection, the trace), then the two-partition
+    site's (its selection), then launch."""
     return "\n".join(
         [
             "#!/bin/bash",
@@ -56,11 +64,15 @@ def script(trace, launch):
             "source %s" % lmod.LMOD_INIT,
             "module use %s" % shlex.quote(str(ROOT / "modulefiles" / "local")),
             "module load openmpi-tuned/5.0.8",
-            'echo "@@SELECTION $TUNEDMPI_SELECTION"',
+            'echo "@@SELECTION local $TUNEDMPI_SELECTION"',
             # the site's trace: the job says in its comment that it loaded the tuned module
             'scontrol update JobId=$SLURM_JOB_ID Comment="TUNEDMPI_ROW=$TUNEDMPI_ROW"'
             if trace
             else "",
+            "module purge",
+            "module use %s" % shlex.quote(str(two_partitions)),
+            "module load openmpi-tuned/5.0.6",
+            'echo "@@SELECTION two-partitions $TUNEDMPI_SELECTION"',
             launch,
             "",
         ]
@@ -90,18 +102,20 @@ def sacct_rows(cluster, job_id):
     return {f[0]: f[1:] for f in (line.split("|") for line in out.splitlines())}
 
 
-def test_coverage_reports_each_jobs_row_match_and_node_hours(accounted, tmp_path):
+@pytest.fixture(scope="module")
+def ran(accounted, tmp_path_factory):
+    """JOBS run on the cluster, once: [(job id, {site: selection match}, trace, node-seconds)],
+    node-seconds from sacct (the step's, or the allocation's for a job without one)."""
     c = accounted
-    want = {}  # (nodes, ppn) -> [row, match, node-seconds, untuned node-seconds, steps]
+    site, mpaths, _, _ = two_partitions(tmp_path_factory.mktemp("two-partitions"), "lua")
     done = []
     for args, trace, step in JOBS:
-        job_id, state, out = c.sbatch(
-            script(trace, "srun sleep 2" if step else "sleep 2"), *args, timeout=120
-        )
+        text = script(trace, "srun sleep 2" if step else "sleep 2", mpaths[0])
+        job_id, state, out = c.sbatch(text, *args, timeout=120)
         assert state == "COMPLETED", (job_id, out, c.diagnostics())
-        m = SELECTION.search(out)
-        assert m, out
-        done.append((job_id, m, trace, step))
+        found = {m.group(1): m for m in SELECTION.finditer(out)}
+        assert sorted(found) == ["local", "two-partitions"], out
+        done.append((job_id, found, trace, step))
     # the job records reach slurmdbd after the jobs end: wait until sacct has every one complete
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -109,30 +123,61 @@ def test_coverage_reports_each_jobs_row_match_and_node_hours(accounted, tmp_path
         if all(r.get(j, [None] * 3)[2] == "COMPLETED" for j, r in records.items()):
             break
         time.sleep(1)
-    for job_id, m, trace, step in done:
+    out = []
+    for job_id, found, trace, step in done:
         nodes, seconds = records[job_id][job_id + ".0" if step else job_id][:2]
-        key = (int(m.group(1)), int(m.group(2)))
-        entry = want.setdefault(key, [m.group(3), m.group(4), 0, 0, 0])
-        assert entry[:2] == [m.group(3), m.group(4)]
-        entry[2] += int(nodes) * int(seconds)
-        entry[3] += 0 if trace else int(nodes) * int(seconds)
-        entry[4] += 1
-    assert {k: v[1] for k, v in want.items()} == {
-        (2, 1): "exact",
-        (1, 2): "exact",
-        (1, 1): "extrapolated",
-        (2, 2): "extrapolated",
-    }, want  # the module's own choices (a check of the job mix, not of coverage)
+        out.append((job_id, found, trace, int(nodes) * int(seconds)))
+    return site, out
 
-    cmd = [str(TUNEDMPI), "coverage", "--site", "local", "--comment-trace"]
-    cmd += ["--since", "now-1hour", "--out", str(tmp_path)]
-    proc = c.run(*cmd, timeout=120, check=False)  # on the login host, as an admin would
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    with open(tmp_path / "coverage.csv", newline="", encoding="utf-8") as fh:
-        got = {
-            (int(r["nodes"]), int(r["ppn"])): [r["row"], r["match"]]
+
+def expected(ran_jobs, name):
+    """{(node type, nodes, ppn): [row, match, node-seconds, untuned node-seconds, steps]} from what
+    the module selected in each job."""
+    want = {}
+    for _, found, trace, node_seconds in ran_jobs:
+        m = found[name]
+        key = (m.group(2) or "", int(m.group(3)), int(m.group(4)))
+        entry = want.setdefault(key, [m.group(5), m.group(6), 0, 0, 0])
+        assert entry[:2] == [m.group(5), m.group(6)], (key, entry, m.group(0))
+        entry[2] += node_seconds
+        entry[3] += 0 if trace else node_seconds
+        entry[4] += 1
+    return want
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {
+            (r["node_type"], int(r["nodes"]), int(r["ppn"])): [r["row"], r["match"]]
             + [int(r["node_seconds"]), int(r["untuned_node_seconds"]), int(r["steps"])]
             for r in csv.DictReader(fh)
         }
-    assert got == want, proc.stdout
+
+
+def test_coverage_reports_each_jobs_row_match_and_node_hours(accounted, ran, tmp_path):
+    want = expected(ran[1], "local")
+    assert {k: v[1] for k, v in want.items()} == {
+        ("", 2, 1): "exact",
+        ("", 1, 2): "exact",
+        ("", 1, 1): "extrapolated",
+        ("", 2, 2): "extrapolated",
+    }, want  # the module's own choices: a check of the job mix, not of coverage
+    cmd = [str(TUNEDMPI), "coverage", "--site", "local", "--comment-trace"]
+    cmd += ["--since", "now-1hour", "--out", str(tmp_path)]
+    proc = accounted.run(*cmd, timeout=120, check=False)  # on the login host, as an admin would
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert read_csv(tmp_path / "coverage.csv") == want, proc.stdout
     assert "Skipped lines" not in proc.stdout, proc.stdout
+
+
+def test_a_saved_sacct_file_maps_partitions_to_node_types(accounted, ran, tmp_path):
+    site, jobs = ran
+    want = expected(jobs, "two-partitions")
+    assert {k[0] for k in want} == {"cpu", "large"}, want
+    saved = tmp_path / "jobs.txt"
+    argv = coverage.sacct_command("now-1hour", "now")
+    saved.write_text(accounted.run(*argv, timeout=60).stdout)
+    cov = coverage.coverage(site, files.read_chunks(saved), True, str(tmp_path / "none"), "file")
+    coverage.write(cov, tmp_path / "out")
+    assert read_csv(tmp_path / "out" / "coverage.csv") == want
+    assert not cov.skipped
