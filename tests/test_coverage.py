@@ -188,3 +188,13 @@ def test_no_accounting_is_one_line_exit_2_saying_how_to_enable_it(tmp_path):
             and "AccountingStorageType=accounting_storage/slurmdbd" in lines[0]
         )
         assert not (tmp_path / "o").exists()
+
+
+def test_distinct_geometries_beyond_the_cap_are_counted_not_mapped(monkeypatch, tmp_path):
+    monkeypatch.setattr(coverage, "MAX_GEOMETRIES", 3)
+    lines = ["%d|x|debug|1||%d|cpu=%d|60|" % (i, i, i) for i in range(1, 8)]
+    cov = coverage.coverage(
+        sites.load_named("local"), ["\n".join(lines).encode()], False, str(tmp_path / "no"), "x"
+    )
+    assert sorted((g.nodes, g.ppn) for g in cov.geometries) == [(1, 1), (1, 2), (1, 3)]
+    assert cov.skipped == {"more than 3 distinct geometries": 4}

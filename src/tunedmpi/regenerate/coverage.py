@@ -44,7 +44,8 @@ BOOKKEEPING = {"batch", "extern", "interactive"}  # steps of every job, not an M
 LAUNCHER_DAEMONS = {"prted", "orted", "hydra_pmi_proxy", "hydra_bstrap_proxy"}  # mpirun's helpers
 MAX_LINE = 64 * 1024  # a longer line is skipped (and counted), never held
 MAX_SECONDS = 10 * 366 * 24 * 3600  # a step longer than ten years is junk
-MAX_GEOMETRIES = 100000  # distinct geometries kept; more are counted as skipped
+# distinct job geometries mapped (explain.select takes ~1 ms each); more are counted as skipped
+MAX_GEOMETRIES = 10000
 KINDS = ("exact", "nearest", "extrapolated", "untuned", "no table")
 COLOURS = {
     "exact": "tab:green",
@@ -231,6 +232,9 @@ class Coverage:
     traced: bool  # untuned known (--comment-trace)
     runs: object = None  # runs of a sweep of one geometry (None: no space.yaml)
     source: str = ""
+    profile: str = (
+        ""  # whose rows: the site's default profile (a job's TUNEDMPI_PROFILE is not seen)
+    )
 
 
 def tally(site, pairs, counts, traced):
@@ -305,7 +309,8 @@ def run_sacct(since, until, env=None):
 def coverage(site, chunks, traced, space_path, source):
     counts = Counter()
     geos = tally(site, units(lines_of(chunks, counts), counts), counts, traced)
-    return Coverage(site.name, geos, counts, traced, sweep_runs(site, space_path), source)
+    runs = sweep_runs(site, space_path)
+    return Coverage(site.name, geos, counts, traced, runs, source, site.default_profile)
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -356,8 +361,13 @@ def to_markdown(cov):
     lines = [
         "# Coverage of site %s" % cov.site,
         "",
-        "Source: %s. %d job steps, %s node-hours."
-        % (cov.source, sum(g.steps for g in cov.geometries), _hours(sum(tot.values()))),
+        "Source: %s. %d job steps, %s node-hours; rows of profile %s."
+        % (
+            cov.source,
+            sum(g.steps for g in cov.geometries),
+            _hours(sum(tot.values())),
+            cov.profile,
+        ),
         "",
         "| match | node-hours | share |",
         "|---|---:|---:|",
