@@ -701,6 +701,7 @@ class Cluster:
         db = self.root / "db"
         (db / "data").mkdir(parents=True, exist_ok=True)
         sock = db / "mysqld.sock"
+        sock.unlink(missing_ok=True)  # a stopped cluster's (its readiness is the socket's presence)
         mysql = ["--no-defaults", "--user=root", "--datadir=%s" % (db / "data")]
         if not (db / "data" / "mysql").is_dir():
             subprocess.run(
