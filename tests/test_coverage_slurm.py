@@ -87,7 +87,15 @@ JOBS = [
     (["-N2", "--ntasks-per-node=2", "-p", "large"], True, True),  # 2x2: extrapolated to 2x1
     (["-N2", "--ntasks-per-node=1"], False, True),  # 2x1 without the trace: untuned
     (["-N1", "--ntasks-per-node=2", "-p", "large"], True, False),  # no srun step: 1x2 assumed
+    # mpirun across both hosts: its daemons are a `prted` srun step, the job counts as 2x1 assumed
+    (["-N2", "--ntasks-per-node=1"], True, "mpirun"),
 ]
+LAUNCH = {
+    True: "srun sleep 2",
+    False: "sleep 2",
+    "mpirun": "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 %s sleep 2"
+    % (ROOT / ".venv" / "bin" / "mpirun"),
+}
 
 
 def sacct_rows(cluster, job_id):
@@ -110,7 +118,7 @@ def ran(accounted, tmp_path_factory):
     site, mpaths, _, _ = two_partitions(tmp_path_factory.mktemp("two-partitions"), "lua")
     done = []
     for args, trace, step in JOBS:
-        text = script(trace, "srun sleep 2" if step else "sleep 2", mpaths[0])
+        text = script(trace, LAUNCH[step], mpaths[0])
         job_id, state, out = c.sbatch(text, *args, timeout=120)
         assert state == "COMPLETED", (job_id, out, c.diagnostics())
         found = {m.group(1): m for m in SELECTION.finditer(out)}
@@ -125,7 +133,9 @@ def ran(accounted, tmp_path_factory):
         time.sleep(1)
     out = []
     for job_id, found, trace, step in done:
-        nodes, seconds = records[job_id][job_id + ".0" if step else job_id][:2]
+        nodes, seconds = records[job_id][job_id + ".0" if step is True else job_id][:2]
+        if step == "mpirun":  # the daemons' step is there, named prted
+            assert records[job_id][job_id + ".0"][0] == "1", records[job_id]
         out.append((job_id, found, trace, int(nodes) * int(seconds)))
     return site, out
 

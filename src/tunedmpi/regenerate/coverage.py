@@ -14,11 +14,14 @@ per requested CPU, an assumption the report gives the share of. User names are n
 sacct fields below hold none, and the comment is only searched for the trace.
 """
 
+import argparse
 import csv
 import io
+import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
@@ -54,7 +57,6 @@ COLOURS = {
     "untuned": "tab:gray",
     "no table": "tab:purple",
 }
-EXIT_NO_ACCOUNTING = 2
 ENABLE = (
     "enable Slurm accounting (slurm.conf AccountingStorageType=accounting_storage/slurmdbd, "
     "AccountingStoreFlags=job_comment; docs/coverage.md) or give --sacct-file"
@@ -270,8 +272,6 @@ def tally(site, pairs, counts, traced):
 def sweep_runs(site, space_path):
     """Runs of a sweep of one geometry over the site's space: configurations x repetitions, as
     sweep plans them (regenerate.space, sweep.stage_plan); None without a space file."""
-    import os
-
     from tunedmpi.regenerate import space, sweep
 
     if not os.path.isfile(space_path):
@@ -458,8 +458,6 @@ def plot(cov, path):
 
 def write(cov, outdir):
     """coverage.md, coverage.csv and coverage.png in outdir; returns their paths."""
-    import os
-
     os.makedirs(outdir, exist_ok=True)
     md, cs = os.path.join(outdir, "coverage.md"), os.path.join(outdir, "coverage.csv")
     files.write_all_or_none({md: to_markdown(cov), cs: to_csv(cov)})
@@ -472,8 +470,6 @@ def write(cov, outdir):
 
 def _when(text):
     """argparse type: a sacct time (now-30days, 2026-11-01, 2026-11-01T08:00), plain characters."""
-    import argparse
-
     if not re.fullmatch(r"[A-Za-z0-9:+_-]{1,32}", text):
         raise argparse.ArgumentTypeError(
             "%r is not a sacct time such as now-30days or 2026-11-01" % text
@@ -505,8 +501,6 @@ def add_arguments(p):
 
 def main(args):
     """`tunedmpi coverage`: exit 0, or 2 (one line) without accounting or on bad input."""
-    import sys
-
     from tunedmpi.modules import sites
 
     site = sites.load_named(args.site)
