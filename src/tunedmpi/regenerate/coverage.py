@@ -412,7 +412,8 @@ def to_markdown(cov):
     )
     for g, hours in nxt:
         lines.append(
-            "- %s: %s node-hours, now row %s (%s)" % (_label(g), _hours(hours), g.row, g.kind)
+            "- %s: %s node-hours, now row %s (%s): `tunedmpi sweep --site %s --nodes %d --ppn %d`"
+            % (_label(g), _hours(hours), g.row, g.kind, cov.site, g.nodes, g.ppn)
         )
     if nxt:
         lines += [
@@ -447,7 +448,11 @@ def plot(cov, path):
             ax.bar(x, h, bottom=bottom, color=COLOURS[kind], label=kind)
             bottom = [b + v for b, v in zip(bottom, h)]
     ax.set_xticks(x)
-    ax.set_xticklabels(["%s\nrow %s" % (_label(g), g.row) for g in shown], fontsize=7, rotation=45)
+    ax.set_xticklabels(
+        ["%s\nrow %s" % (_label(g), g.row) for g in shown],
+        fontsize=7,
+        rotation=45 if len(shown) > 8 else 0,
+    )
     ax.set_ylabel("node-hours")
     ax.set_title("Site %s: node-hours by geometry and match" % cov.site)
     ax.legend()
