@@ -58,8 +58,8 @@ test: system-packages-test $(BIN)/tunedmpi peers mca-params  ## the whole test s
 # "Several nodes on one machine"). It runs until cluster-down, also after the shell that started it is gone.
 CLUSTER ?= /tmp/tunedmpi-cluster
 HOSTS   ?= 2
-cluster-up: system-packages-test $(BIN)/tunedmpi   ## start $(HOSTS) hosts + slurmctld in $(CLUSTER)
-	$(PYTHON) tools/slurmcluster.py up --hosts $(HOSTS) $(if $(SHARED_CORES),--shared-cores) $(CLUSTER)
+cluster-up: system-packages-test $(BIN)/tunedmpi   ## start $(HOSTS) hosts + slurmctld in $(CLUSTER) (ACCOUNTING=1: + slurmdbd, MariaDB)
+	$(PYTHON) tools/slurmcluster.py up --hosts $(HOSTS) $(if $(SHARED_CORES),--shared-cores) $(if $(ACCOUNTING),--accounting) $(CLUSTER)
 
 cluster-shell:                   ## a shell on its login host (sbatch, validate/run.sh --submit, ...)
 	$(PYTHON) tools/slurmcluster.py shell $(CLUSTER)

@@ -1,5 +1,6 @@
 """Issue 42's fuzz: every file input of the command line (site.yaml, tables, spaces, logs, store
-records, STATUS, results.json, known-params lists and STAND-INS.yaml, sources.yaml, lock files)
+records, STATUS, results.json, known-params lists and STAND-INS.yaml, sources.yaml, lock files,
+a saved sacct file)
 given as a FIFO, /dev/zero, a folder, a symbolic-link loop, a link to a victim file, random bytes
 and a huge file. Each case runs the real command under a timeout and must end in a refusal (exit
 2, no traceback) or a result (exit 0/1, e.g. history skipping what it cannot read): no traceback,
@@ -120,6 +121,10 @@ INPUTS = {
     "STAND-INS.yaml": (
         lambda c: known_params(c) / "STAND-INS.yaml",
         lambda c, p: ["known-params", "--lists", p.parent],
+    ),
+    "sacct file": (
+        lambda c: c / "jobs.txt",
+        lambda c, p: ["coverage", "--site", "local", "--sacct-file", p, "--out", c / "out"],
     ),
     "sources.yaml": (
         lambda c: c / "sources.yaml",

@@ -57,6 +57,9 @@ NEEDED = (
     "squeue",
 )
 APT_PACKAGES = "munge slurmctld slurmd slurm-client"  # what provides NEEDED on Debian 12
+# accounting (sacct answers): slurmdbd over a MariaDB of the cluster's own, in its directory
+NEEDED_ACCOUNTING = ("slurmdbd", "sacct", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
+APT_PACKAGES_ACCOUNTING = "slurmdbd mariadb-server"
 # what the namespace hosts need on top (iproute2's ip, util-linux's unshare/taskset/mount)
 NEEDED_HOSTS = ("ip", "unshare", "taskset", "mount")
 APT_PACKAGES_HOSTS = "iproute2 util-linux mount"
@@ -105,10 +108,10 @@ def which(name):
     return shutil.which(name, path=SBIN_PATH)
 
 
-def missing(hosts=0):
-    """Names of the programs a cluster of `hosts` namespace hosts (0: one node) needs that are not
-    installed (empty when all are)."""
-    names = NEEDED + (NEEDED_HOSTS if hosts else ())
+def missing(hosts=0, accounting=False):
+    """Names of the programs a cluster of `hosts` namespace hosts (0: one node), with accounting or
+    not, needs that are not installed (empty when all are)."""
+    names = NEEDED + (NEEDED_HOSTS if hosts else ()) + (NEEDED_ACCOUNTING if accounting else ())
     return [name for name in names if not which(name)]
 
 
@@ -119,17 +122,17 @@ def cannot_make_hosts():
     return None
 
 
-def _port_pair():
-    """Two consecutive free TCP ports in 46000-47999 (slurmctld, slurmd)."""
+def _free_ports(n=2):
+    """n consecutive free TCP ports in 46000-47999 (slurmctld, slurmd[, slurmdbd, MariaDB])."""
     for _ in range(200):
-        base = random.randrange(46000, 47998, 2)
+        base = random.randrange(46000, 48000 - n, 2)
         socks = []
         try:
-            for port in (base, base + 1):
+            for port in range(base, base + n):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 socks.append(s)
                 s.bind(("", port))
-            return base, base + 1
+            return tuple(range(base, base + n))
         except OSError:
             continue
         finally:
@@ -225,8 +228,9 @@ def remove_namespaces(names):
 
 
 def _daemon_order(name):
-    """Stop order: the slurmds (named slurmd or slurmd@<host>), then slurmctld, then munged."""
-    return ["slurmd", "slurmctld", "munged"].index(name.split("@")[0])
+    """Stop order: the slurmds (named slurmd or slurmd@<host>), slurmctld, slurmdbd, its MariaDB,
+    then munged."""
+    return ["slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"].index(name.split("@")[0])
 
 
 def _end(pid, alive, term_wait=15, kill_wait=5):
@@ -248,8 +252,10 @@ def _end(pid, alive, term_wait=15, kill_wait=5):
 class Cluster:
     """A running cluster; see start()."""
 
-    def __init__(self, root, hosts=0, shared_cores=False):
+    def __init__(self, root, hosts=0, shared_cores=False, accounting=False, partitions=()):
         self.root = Path(root)
+        self.accounting = accounting  # slurmdbd + MariaDB: sacct answers for the jobs run
+        self.partitions = list(partitions)  # more partitions over all nodes, after `debug`
         self.conf = self.root / "slurm.conf"
         self.munge_socket = None
         self.procs = {}  # daemon name -> Popen (each run in the foreground: we own the pid)
@@ -578,8 +584,8 @@ class Cluster:
         ):
             (r / sub).mkdir(exist_ok=True)
         if self.tag:
-            # each host has its own ports: Slurm's standard ones
-            self.ports = (6817, 6818)
+            # each host has its own ports: Slurm's standard ones (and slurmdbd's, MariaDB's)
+            self.ports = (6817, 6818, 6819, 3306)
             ctld = "SlurmctldHost=%s(%s)" % (self.login, LOGIN_ADDR)
             # %n: one spool, pid and log file per node, as all slurmds share this directory
             per_node = [
@@ -593,7 +599,8 @@ class Cluster:
                 for n in self.nodes
             ]
         else:
-            self.ports = _port_pair()
+            # slurmctld, slurmd, then slurmdbd and MariaDB (used with accounting)
+            self.ports = _free_ports(4)
             ctld = (
                 "SlurmctldHost=%s(127.0.0.1)" % self.host
             )  # the address too: no name lookup needed
@@ -632,7 +639,9 @@ class Cluster:
                     "ProctrackType=proctrack/linuxproc",
                     "TaskPlugin=task/none",
                     "JobAcctGatherType=jobacct_gather/none",
-                    "AccountingStorageType=accounting_storage/none",
+                ]
+                + self._accounting_conf()
+                + [
                     "JobCompType=jobcomp/none",
                     "MpiDefault=none",
                     "SelectType=select/cons_tres",
@@ -655,10 +664,124 @@ class Cluster:
                 + [
                     "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP"
                     % ",".join(self.nodes),
+                ]
+                + [
+                    "PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP"
+                    % (p, ",".join(self.nodes))
+                    for p in self.partitions
+                ]
+                + [
                     "",
                 ]
             ),
         )
+
+    @property
+    def dbd_addr(self):
+        """Where slurmdbd and its MariaDB listen: the login host, or this machine's loopback."""
+        return LOGIN_ADDR if self.tag else "127.0.0.1"
+
+    def _accounting_conf(self):
+        """slurm.conf's accounting lines: none, or slurmdbd storing every job with its comment."""
+        if not self.accounting:
+            return ["AccountingStorageType=accounting_storage/none"]
+        return [
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=%s" % self.dbd_addr,
+            "AccountingStoragePort=%d" % self.ports[2],
+            # the munge socket of connections to slurmdbd (AuthInfo covers the rest)
+            "AccountingStoragePass=%s" % self.munge_socket,
+            "AccountingStoreFlags=job_comment",
+        ]
+
+    def _start_accounting(self):
+        """A MariaDB of the cluster's own (its data, socket and log in root/db), a database user for
+        slurmdbd with a random password, slurmdbd on it, the cluster registered. All on the login
+        host (this machine for one node); nothing touches /etc/mysql or the system's MariaDB."""
+        db = self.root / "db"
+        (db / "data").mkdir(parents=True, exist_ok=True)
+        sock = db / "mysqld.sock"
+        sock.unlink(missing_ok=True)  # a stopped cluster's (its readiness is the socket's presence)
+        mysql = ["--no-defaults", "--user=root", "--datadir=%s" % (db / "data")]
+        if not (db / "data" / "mysql").is_dir():
+            subprocess.run(
+                [which("mariadb-install-db")]
+                + mysql
+                + ["--auth-root-authentication-method=socket", "--skip-test-db"],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        self._daemon(
+            "mariadbd",
+            ["mariadbd"]
+            + mysql
+            + [
+                "--socket=%s" % sock,
+                "--pid-file=%s" % (db / "mysqld.pid"),
+                "--port=%d" % self.ports[3],
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                "--log-error=%s" % (self.root / "log" / "mariadbd.log"),
+                "--innodb-buffer-pool-size=32M",
+            ],
+            host=self.login,
+        )
+        self._wait("MariaDB's socket", sock.exists, 60)
+        password = "%032x" % random.getrandbits(128)
+        sql = (
+            "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{p}';"
+            "ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{p}';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        ).format(p=password)
+        subprocess.run(
+            self.on(
+                self.login, [which("mariadb"), "--no-defaults", "--socket=%s" % sock, "-e", sql]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        dbd_conf = self.root / "slurmdbd.conf"  # beside slurm.conf: slurmdbd finds it there
+        files.write_atomic(
+            dbd_conf,
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    "AuthInfo=socket=%s" % self.munge_socket,
+                    "DbdHost=%s" % (self.login or self.host),
+                    "DbdAddr=%s" % self.dbd_addr,
+                    "DbdPort=%d" % self.ports[2],
+                    "SlurmUser=root",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    "StoragePort=%d" % self.ports[3],
+                    "StorageUser=slurm",
+                    "StoragePass=%s" % password,
+                    "StorageLoc=slurm_acct_db",
+                    "PidFile=%s/run/slurmdbd.pid" % self.root,
+                    "LogFile=%s/log/slurmdbd.log" % self.root,
+                    "DebugLevel=info",
+                    "",
+                ]
+            ),
+        )
+        dbd_conf.chmod(0o600)  # slurmdbd refuses a slurmdbd.conf others can read (the password)
+        self._daemon("slurmdbd", ["slurmdbd", "-D"], host=self.login)
+        self._wait("slurmdbd", lambda: self._sacctmgr("list", "cluster").returncode == 0, 60)
+        self._sacctmgr("add", "cluster", "tmtest", check=True)
+
+    def _sacctmgr(self, *args, check=False):
+        proc = subprocess.run(
+            self.client([which("sacctmgr"), "-i"] + list(args)),
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if check and proc.returncode != 0 and "already exists" not in proc.stdout + proc.stderr:
+            raise SlurmError("sacctmgr %s: %s%s" % (" ".join(args), proc.stdout, proc.stderr))
+        return proc
 
     def _start_slurm(self):
         # -D: foreground, so the pid is ours; -c on slurmctld: cold start from an empty state dir
@@ -677,26 +800,34 @@ class Cluster:
         )
 
 
-def start(tmpdir, hosts=0, shared_cores=False):
+def start(tmpdir, hosts=0, shared_cores=False, accounting=False, partitions=()):
     """Start munged, slurmctld and slurmd under tmpdir (`hosts` namespace hosts, or this machine as
-    the one node); return the Cluster once every node is idle. On any failure what was already
-    started is stopped and removed, and SlurmError (with logs) is raised."""
-    absent = missing(hosts)
+    the one node; with accounting also MariaDB and slurmdbd; `partitions` besides debug); return
+    the Cluster once every node is idle. On any failure what was already started is stopped and
+    removed, and SlurmError (with logs) is raised."""
+    absent = missing(hosts, accounting)
     if absent:
         raise SlurmError(
-            "not installed: %s (apt-get install %s)"
-            % (" ".join(absent), APT_PACKAGES + (" " + APT_PACKAGES_HOSTS if hosts else ""))
+            "not installed: %s (apt-get install %s%s%s)"
+            % (
+                " ".join(absent),
+                APT_PACKAGES,
+                " " + APT_PACKAGES_HOSTS if hosts else "",
+                " " + APT_PACKAGES_ACCOUNTING if accounting else "",
+            )
         )
     if hosts and cannot_make_hosts():
         raise SlurmError(cannot_make_hosts())
     t0 = time.monotonic()
-    cluster = Cluster(tmpdir, hosts, shared_cores)
+    cluster = Cluster(tmpdir, hosts, shared_cores, accounting, partitions)
     (cluster.root / "log").mkdir(parents=True, exist_ok=True)
     try:
         cluster._start_munge()
         if hosts:
             cluster._make_hosts()
         cluster._write_conf()
+        if accounting:
+            cluster._start_accounting()
         cluster._start_slurm()
     except BaseException:
         cluster.stop()
@@ -757,6 +888,11 @@ def main(argv=None):
         action="store_true",
         help="every host gets all of this machine's cores (default: a share each)",
     )
+    up_p.add_argument(
+        "--accounting",
+        action="store_true",
+        help="also slurmdbd on a MariaDB of the cluster's own: sacct answers (tunedmpi coverage)",
+    )
     up_p.add_argument("dir")
     sh_p = sub.add_parser("shell", help="a shell (or CMD) on the login host of the cluster in DIR")
     sh_p.add_argument("dir")
@@ -773,7 +909,7 @@ def main(argv=None):
             )
         root.mkdir(parents=True, exist_ok=True)
         try:
-            cluster = start(root, args.hosts, args.shared_cores)
+            cluster = start(root, args.hosts, args.shared_cores, args.accounting)
         except SlurmError as exc:
             sys.exit("slurmcluster: %s" % exc)
         print(

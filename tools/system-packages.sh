@@ -3,7 +3,8 @@
 #
 #   tools/system-packages.sh main    what `make` needs: a C compiler for the probes, Lmod, python3-venv
 #   tools/system-packages.sh test    what `make test` needs on top: munge + Slurm (+ iproute2 for the
-#                                    namespace hosts) for the real-Slurm tests,
+#                                    namespace hosts, slurmdbd + MariaDB for accounting) for the
+#                                    real-Slurm tests,
 #                                    Tcl + Environment Modules 5 for the Tcl modulefile tests,
 #                                    Chromium for the history dashboard's browser test
 #   tools/system-packages.sh spack   what the local-source Spack environment takes from Debian (its
@@ -28,11 +29,13 @@ python3-venv|python3 -c "import venv, ensurepip"
 gcc libc6-dev|command -v cc
 lmod|test -f /usr/share/lmod/lmod/init/bash
 xz-utils|command -v xz'
-# Slurm without recommends: 8 packages instead of 43 (no X11 tools, no MariaDB client)
+# Slurm without recommends: 8 packages instead of 43 (no X11 tools); slurmdbd + mariadb-server:
+# accounting for tunedmpi coverage's test (sacct), a MariaDB the test cluster starts itself
 test_needs='munge|test -x /usr/sbin/munged
 slurmctld|test -x /usr/sbin/slurmctld
 slurmd|test -x /usr/sbin/slurmd
 slurm-client|command -v sbatch
+slurmdbd mariadb-server|test -x /usr/sbin/slurmdbd && test -x /usr/sbin/mariadbd
 iproute2|command -v ip
 tcl8.6|command -v tclsh8.6
 chromium|command -v chromium'

@@ -859,6 +859,19 @@ def _parser_import_seed(sub):
     p.set_defaults(func=cmd_import_seed)
 
 
+def _parser_coverage(sub):
+    from tunedmpi.regenerate import coverage  # its options live beside it
+
+    p = sub.add_parser(
+        "coverage",
+        allow_abbrev=False,
+        help="node-hours of the site's jobs (Slurm accounting) per table row and match kind, "
+        "and which geometries to measure next",
+    )
+    coverage.add_arguments(p)
+    p.set_defaults(func=lambda args: coverage.main(args))
+
+
 def build_parser():
     parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -881,6 +894,7 @@ def build_parser():
         _parser_known_params,
         _parser_import_params,
         _parser_import_seed,
+        _parser_coverage,
     ):
         add(sub)
     return parser

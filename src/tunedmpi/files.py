@@ -1,8 +1,9 @@
 """The one file layer: every file the project reads that it did not just write itself, every write,
 lock and tree copy goes through here (tests/test_files_safe.py fails on an open() elsewhere).
 
-- read_bytes / read_head / read_text / read_lines: a regular file only, checked on the open descriptor (a FIFO
-  is opened without blocking and refused, /dev/zero or a folder refused), at most ``limit`` bytes,
+- read_bytes / read_head / read_text / read_lines (read_chunks: a stream): a regular file only,
+  checked on the open descriptor (a FIFO is opened without blocking and refused, /dev/zero or a
+  folder refused), at most ``limit`` bytes (read_chunks: any size, in bounded chunks),
   text decoded as UTF-8; a refusal is a FileRefused (an InputError and an OSError) naming the file.
 - write_atomic / write_atomic_with / write_all_or_none, replaced_by (another program writes the
   temporary file) and locked: atomic.py's, re-exported.
@@ -29,6 +30,7 @@ __all__ = [
     "locked",
     "read_bytes",
     "read_head",
+    "read_chunks",
     "read_lines",
     "read_text",
     "replaced_by",
@@ -122,6 +124,20 @@ def read_lines(path, limit=MAX_BYTES, errors="strict"):
     file gives them, where str.splitlines would also split at U+0085 or U+2028)."""
     parts = read_text(path, limit, errors).split("\n")
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def read_chunks(path, size=1 << 20):
+    """The regular file ``path`` in chunks of at most ``size`` bytes, for inputs read as a stream
+    (an exported accounting file of any length): memory stays bounded, nothing is refused for size."""
+    fd = _open(path)
+    try:
+        while True:
+            chunk = os.read(fd, size)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        os.close(fd)
 
 
 def append_to(path):
