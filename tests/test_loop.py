@@ -298,3 +298,16 @@ def test_an_interrupted_retune_resumes_and_renders_a_candidate(project, probe_ca
     assert {k: v for k, v in digests(mods).items() if k in before} == before
     site = sites.load_named("local")
     assert revisions.candidate_site(site).table.path == str(cand)
+
+
+def test_history_names_the_table_revision_each_campaign_judged(project, tmp_path):
+    """Two real --full campaigns of the local module, as if the table changed between them."""
+    for archive, rev in (
+        ("validate-local-20261124T002110Z", "aaaaaaaaaaaa"),
+        ("validate-local-20261124T023513Z", "bbbbbbbbbbbb"),
+    ):
+        judged_campaign(project, archive, "openmpi-tuned/5.0.8", rev, tmp_path / archive)
+    proc = tunedmpi("history", project / "validate-results")
+    assert proc.returncode in (0, 1), proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.lstrip().startswith("#")]
+    assert "table aaaaaaaaaaaa" in lines[0] and "table bbbbbbbbbbbb" in lines[1], proc.stdout

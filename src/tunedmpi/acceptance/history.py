@@ -21,6 +21,7 @@ policy's alpha and tolerance), never a verdict flipping at the edge of significa
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,7 @@ class Campaign:
     verdict: str
     rejudged: bool
     bands: Dict[Tuple[str, str], Band]
+    revision: str = "-"  # the table revision the campaign judged (results.json, since issue 49)
 
 
 @dataclass
@@ -111,6 +113,9 @@ def _reps(value, path, key):
         raise InputError(
             path, None, key, "unknown results format: a run is not {size: value}", FORMAT_HELP
         )
+
+
+REVISION = re.compile(r"^[0-9a-f]{12}\Z")  # modules/revisions.revision: printed, so checked
 
 
 def load_campaign(directory):
@@ -198,7 +203,9 @@ def load_campaign(directory):
     verdict = stats.module_verdict(list(bands.values())) if rejudged else res["verdict"]
     if rejudged and verdict != res["verdict"]:
         verdict = "%s (stored %s)" % (verdict, res["verdict"])
-    return Campaign(Path(directory), started, series, verdict, rejudged, bands)
+    revision = res.get("table_revision")
+    revision = revision if isinstance(revision, str) and REVISION.match(revision) else "-"
+    return Campaign(Path(directory), started, series, verdict, rejudged, bands, revision)
 
 
 def _result_dirs(path, depth):
@@ -324,11 +331,12 @@ def table(series, campaigns, found):
     ]
     for i, c in enumerate(campaigns):
         lines.append(
-            "  #%d  %s  %-4s  %s%s"
+            "  #%d  %s  %-4s  table %-12s  %s%s"
             % (
                 i + 1,
                 c.started,
                 c.verdict,
+                c.revision,
                 c.path,
                 "  (older results format: re-judged)" if c.rejudged else "",
             )
