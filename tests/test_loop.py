@@ -5,6 +5,7 @@ and tune's never-worse rule on an archived campaign."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -206,8 +207,13 @@ def test_retune_plans_only_the_stages_that_can_change_what_lost(project, tmp_pat
     where.mkdir()
     (where / "results.json").write_text(json.dumps(doc))
     store = tmp_path / "store"
-    proc = tunedmpi("retune", "--site", "local", "--from", where, "--plan", "--store", store)
+    # the time comes from past runs of the space's set (full): an archived --full campaign's
+    unpack_archive("validate-local-20261124T023513Z", tmp_path / "past")
+    past = ("--results", tmp_path / "past" / "validate-results")
+    proc = tunedmpi("retune", "--site", "local", "--from", where, "--plan", "--store", store, *past)
     assert proc.returncode == 0, proc.stderr
+    minutes = re.search(r"total: \d+ runs, \d+ to measure, ~(\d+) min", proc.stdout)
+    assert minutes and 5 < int(minutes.group(1)) < 120, proc.stdout
     stages = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("  stage ")]
     # alltoall lost 1-64 KB; one-sided bands stayed undecided: the one-sided stage is planned too
     assert stages == [

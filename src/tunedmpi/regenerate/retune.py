@@ -219,7 +219,12 @@ def validate_candidate(site, doc, against):
         "--ppn",
         str(geo["ppn"]),
         "--%s" % doc.get("set", "quick"),
+        "--repetitions",  # the design of the campaign that lost: its pairs, its extension or not
+        str(doc.get("repetitions") or 5),
     ]
+    design = doc.get("design") or {}
+    if design.get("final") == design.get("first"):
+        cmd.append("--no-extend")
     sys.stderr.write("retune: %s\n" % " ".join(cmd))
     return subprocess.run(cmd).returncode
 

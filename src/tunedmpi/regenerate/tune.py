@@ -768,6 +768,10 @@ def report(target, new, old, decisions, stream=sys.stdout):
     )
     for line in diff(old, new):
         stream.write("  %s\n" % line)
+    for (nodes, ppn), ops in sorted(decisions.items()):
+        for note in _job_notes(ops["job"]):
+            if note.startswith("never worse"):  # a job-wide knob that won some bands, lost others
+                stream.write("\n%dx%d %s\n" % (nodes, ppn, note))
     stream.write(
         "\n| case | chosen | candidates | less time than baseline | bands kept | regret mean / worst (%) |\n"
         "|---|---|---|---|---|---|\n"
