@@ -319,16 +319,13 @@ def cmd_sweep(args):
 
 
 def cmd_retune(args):
-    from tunedmpi.bench import machine
     from tunedmpi.bench.runner import CannotRun
     from tunedmpi.modules import sites
     from tunedmpi.regenerate import retune
 
     site = sites.load_named(args.site)
     try:
-        quiet = args.plan or args.slurm_array
-        with contextlib.nullcontext() if quiet else machine.measuring(args.wait):
-            return retune.retune(site, args, _store(args))
+        return retune.retune(site, args, _store(args))
     except CannotRun as exc:
         print("retune: %s" % exc, file=sys.stderr)
         return EXIT_INPUT

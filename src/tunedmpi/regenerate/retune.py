@@ -12,6 +12,7 @@
    current tuned module.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -21,7 +22,7 @@ import tarfile
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.bench import build
+from tunedmpi.bench import build, machine
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
@@ -274,9 +275,16 @@ def retune(site, args, store_root):
             "the plan needs %s, more than --budget %d min; give --repetitions fewer or a larger budget"
             % (plan.minutes(laid["seconds"]), args.budget // 60)
         )
-    cdir, _ = sweep.run_sweep(
-        site, sp, nodes, ppn, store_root, array=args.slurm_array, sbatch_args=args.sbatch_args or ""
-    )
+    with contextlib.nullcontext() if args.slurm_array else machine.measuring(args.wait):
+        cdir, _ = sweep.run_sweep(
+            site,
+            sp,
+            nodes,
+            ppn,
+            store_root,
+            array=args.slurm_array,
+            sbatch_args=args.sbatch_args or "",
+        )
     names = [cdir.name] + _other_rows(site, store_root, nodes, ppn)
     target, new, _, decisions = tune.tune(
         site.name, store_root, revisions.candidate_path(site), names
