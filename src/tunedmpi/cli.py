@@ -514,6 +514,14 @@ def _parser_validate(sub):
     p.set_defaults(func=cmd_validate)
 
 
+def _add_space_options(p):
+    """What sweep and retune measure with: the knob space, the store, Slurm arrays."""
+    p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
+    p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
+    p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
+    p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
+
+
 def _parser_sweep(sub):
     p = sub.add_parser(
         "sweep",
@@ -523,8 +531,7 @@ def _parser_sweep(sub):
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1), default=1)
     p.add_argument("--ppn", type=whole(1), default=2)
-    p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
-    p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
+    _add_space_options(p)
     p.add_argument(
         "--campaign", help="campaign name (default: <site>-<nodes>x<ppn>-<space digest>[-confirm])"
     )
@@ -545,8 +552,6 @@ def _parser_sweep(sub):
         help="measure this stage of the space only (repeatable; a campaign of its own), e.g. a "
         "separate run of one collective's algorithms for regret",
     )
-    p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
-    p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     p.add_argument("--timeout", type=number(0, MAX_TIMEOUT_S), help="seconds per run")
     p.add_argument("--retries", type=whole(0), default=POLICY.retries)
     p.add_argument("--modulepath", action="append")
@@ -571,8 +576,7 @@ def _parser_loop(sub):
         "--from", dest="from_dir", metavar="DIR", help="the validate campaign (default: the newest)"
     )
     p.add_argument("--results", default="validate-results", help="where validate campaigns are")
-    p.add_argument("--space", help="knob-space file (default: site-configs/<site>/space.yaml)")
-    p.add_argument("--store", help="results store (default: results-store/ in the checkout)")
+    _add_space_options(p)
     p.add_argument("--repetitions", type=whole(2), help="repetitions per configuration")
     p.add_argument(
         "--benchmarks",
@@ -590,8 +594,6 @@ def _parser_loop(sub):
     p.add_argument(
         "--no-validate", action="store_true", help="render the candidate, do not validate it"
     )
-    p.add_argument("--slurm-array", action="store_true", help="run each stage as a Slurm job array")
-    p.add_argument("--sbatch-args", help="extra sbatch options for --slurm-array")
     add_wait(p)
     p.set_defaults(func=cmd_retune)
     p = sub.add_parser("promote", help="make the site's candidate the default (no band may lose)")

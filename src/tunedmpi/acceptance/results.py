@@ -239,6 +239,20 @@ def _known(cls, doc):
     }
 
 
+def load_doc(directory, fix="give the --out directory of a finished validate/run.sh"):
+    """The results.json of a validate result ``directory`` as a checked dict (check_schema); an
+    InputError naming the file, with ``fix``, when it cannot be read."""
+    path = Path(directory) / "results.json"
+    try:
+        doc = json.loads(read_text(path))
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            str(path), None, "results.json", "cannot read a validate result: %s" % exc, fix
+        ) from None
+    check_schema(doc, path)
+    return doc
+
+
 def read(path):
     """The Results of a results.json, checked (check_runs, each run's series): an InputError
     names the file and key. Bands and runs of older files are read with their known fields."""

@@ -36,16 +36,14 @@ oracle are then compared in the same state of the host, which on these machines 
 run's speed (docs/design.md, "Statistics", item 5).
 """
 
-import json
 import random
 from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 from tunedmpi import stats
-from tunedmpi.acceptance.results import check_schema
+from tunedmpi.acceptance.results import load_doc
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
 from tunedmpi.regenerate import choice
 from tunedmpi.tables.units import SizeError, parse_size
 
@@ -86,17 +84,7 @@ def _module_runs(results_dir, state=None):
     """({benchmark: (metric, baseline runs, tuned runs)}, results.json) of a validate result directory;
     with `state`, only its runs in that host state."""
     path = Path(results_dir) / "results.json"
-    try:
-        doc = json.loads(read_text(path))
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            str(path),
-            None,
-            "results.json",
-            "cannot read a validate result: %s" % exc,
-            "give the --out directory of a finished validate/run.sh",
-        )
-    check_schema(doc, path)
+    doc = load_doc(results_dir)
     out = {}
     for bench, d in doc.get("per_size", {}).items():
         if state and "host_states" not in d:

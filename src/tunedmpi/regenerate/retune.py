@@ -22,6 +22,7 @@ import tarfile
 from pathlib import Path
 
 from tunedmpi import paths
+from tunedmpi.acceptance import results
 from tunedmpi.bench import build, machine
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.errors import InputError
@@ -57,16 +58,7 @@ def load_campaign(site, where):
     """results.json of ``where``, refused (InputError naming both) when it judged another site,
     another module or table revision."""
     path = Path(where) / "results.json"
-    try:
-        doc = json.loads(read_text(path))
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            str(path),
-            None,
-            None,
-            "not a validate campaign (%s)" % exc,
-            "give validate-results/<run>",
-        ) from None
+    doc = results.load_doc(where, "give validate-results/<run>")
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
     now = revisions.revision(revisions.table_path(site))
     checks = [
