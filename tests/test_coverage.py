@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from tunedmpi.modules import sites
-from tunedmpi.regenerate import coverage, space, sweep
+from tunedmpi.regenerate import coverage, plan, space
 
 SAMPLE = FIXTURES / "sacct" / "sample.txt"
 TWO_PARTITIONS = FIXTURES / "sites" / "two-partitions" / "site.yaml"
@@ -28,9 +28,12 @@ def rows_of(out):
 
 
 def local_runs():
+    """The local space's runs as `sweep --plan` prints them (its total line)."""
     site = sites.load_named("local")
     sp = space.load_space(str(ROOT / "site-configs" / "local" / "space.yaml"), site)
-    return sum(len(sweep.stage_plan(sp, st, sp.job or {})) for st in sp.stages) * sp.repetitions
+    laid = plan.sweep_plan(site, sp, 1, 2, "/nonexistent", "/nonexistent")
+    total = plan.describe(laid, site, 1, 2)[-1]
+    return int(total.split()[1])
 
 
 def test_the_sample_per_geometry_row_and_match(run_cli, tmp_path):

@@ -270,14 +270,15 @@ def tally(site, pairs, counts, traced):
 
 
 def sweep_runs(site, space_path):
-    """Runs of a sweep of one geometry over the site's space: configurations x repetitions, as
-    sweep plans them (regenerate.space, sweep.stage_plan); None without a space file."""
-    from tunedmpi.regenerate import space, sweep
+    """Runs of a sweep of one geometry over the site's space, as `sweep --plan` counts them
+    (regenerate.plan: configurations x repetitions x the benchmark runs each makes); None
+    without a space file."""
+    from tunedmpi.regenerate import plan, space
 
     if not os.path.isfile(space_path):
         return None
     sp = space.load_space(space_path, site)
-    return sum(len(sweep.stage_plan(sp, st, sp.job or {})) for st in sp.stages) * sp.repetitions
+    return plan.sweep_plan(site, sp, 1, 1, os.devnull, os.devnull)["runs"]
 
 
 def run_sacct(since, until, env=None):
@@ -406,7 +407,7 @@ def to_markdown(cov):
     lines += ["", "## Measure next", ""]
     nxt = to_next(cov)
     runs = (
-        "%d runs each (space.yaml: configurations x repetitions)" % cov.runs
+        "%d runs each, as `sweep --plan` counts them (its estimate of time: run it)" % cov.runs
         if cov.runs
         else "runs unknown (no space.yaml)"
     )
