@@ -98,6 +98,8 @@ local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
   if mode() == "load" then LmodMessage("openmpi-tuned/5.0.6: " .. text) end
 end
+-- Unload, and help once loaded, take the row load chose (TUNEDMPI_ROW), not the environment's now.
+local recall = mode() == "unload" or (mode() == "help" and isloaded(myModuleFullName()))
 
 -- A positive whole number from the environment, else nil (empty, zero, junk, absurdly large).
 local function count(s)
@@ -296,7 +298,7 @@ if not ROWS[profile] then
 else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
-  local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
+  local kept = recall and os.getenv("TUNEDMPI_ROW") or ""
   -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
   -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
   local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
@@ -386,6 +388,7 @@ else
   keep("TUNEDMPI_SEEN", seen())
   -- module help: this shell's row, its evidence and where each value comes from.
   if mode() == "help" then
+    if kind == "kept" then selection = os.getenv("TUNEDMPI_SELECTION") or selection end
     local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
     for _, name in ipairs(NAMES) do
       if set[name] then
