@@ -57,6 +57,9 @@ SITE_CORPUS = [
     ),
     ("modules-equal", "baseline: openmpi}", "baseline: openmpi-tuned}", "modules.baseline"),
     ("ucx-arabic-digits", 'ucx_version: "1.18"', 'ucx_version: "١.١٨"', "ucx_version"),
+    # issue 50: YAML numbers (1.20 is 1.2): refused with the fix (quote it)
+    ("ucx-version-a-number", 'ucx_version: "1.18"', "ucx_version: 1.20", "ucx_version"),
+    ("mpi-version-a-number", "  version: 5.0.8", "  version: 5.10", "mpi.version"),
     ("table-newline", "table: local/openmpi-5.0.8", 'table: "local/openmpi-5.0.8\\n"', "table"),
     ("site-newline", "site: local", 'site: "local\\n"', "site"),
     ("flavour-unknown", "  flavour: openmpi", "  flavour: mpich", "mpi.flavour"),

@@ -188,6 +188,25 @@ def _table_of(ck, doc, at=()):
     return ref, table
 
 
+def _given(value):
+    """A required version: a missing or null one is no version ("None" would pass as None)."""
+    return "" if value is None else value
+
+
+def _version_text(ck, value, keypath, problem, fix):
+    """A version key's text, else "" and one error: a YAML number (5.10 read as 5.1) gets the fix
+    "quote it", anything else not MAJOR.MINOR[.PATCH] ``problem`` and ``fix``."""
+    try:
+        knobs.not_text(value)
+    except knobs.KnobError as exc:
+        ck.err(keypath, exc.problem, exc.fix)
+        return ""
+    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", str(value or "")):
+        ck.err(keypath, problem, fix)
+        return ""
+    return value
+
+
 def _mpi_of(ck, doc, table):
     """(flavour, version, base_module, prefix) of a site config's mpi block (its version that of
     ``table``, the site's loaded table or None); problems go to ck."""
@@ -200,10 +219,14 @@ def _mpi_of(ck, doc, table):
             "flavour %r is not one the project tunes" % (flavour,),
             "write flavour: openmpi (HPC-X: an hpcx: block beside it, site-configs/README.md)",
         )
-    version = str(mpi.get("version") or "")
-    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
-        ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
-    elif table and version != table.mpi_version:
+    version = _version_text(
+        ck,
+        mpi.get("version"),
+        ("mpi", "version"),
+        "mpi.version must look like 5.0.6",
+        "write the MPI version",
+    )
+    if version and table and version != table.mpi_version:
         # The rows were measured with the table's MPI (its parameters, its algorithm numbers).
         ck.err(
             ("mpi", "version"),
@@ -297,7 +320,7 @@ def _check(ck, doc, path):
 
     ucx = None
     try:
-        ucx = knobs.version_tuple(str(doc.get("ucx_version")))
+        ucx = knobs.version_tuple(_given(doc.get("ucx_version")))
     except knobs.KnobError as exc:
         ck.err(("ucx_version",), exc.problem, 'quote the UCX version the MPI uses, e.g. "1.18"')
 
@@ -663,13 +686,13 @@ def _hpcx(ck, doc):
         return None
     block = ck.mapping(doc.get("hpcx"), ("hpcx",), "hpcx") or {}
     ck.unknown_keys(block, HPCX_KEYS, ("hpcx",), "hpcx")
-    version = str(block.get("version") or "")
-    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
-        ck.err(
-            ("hpcx", "version"),
-            "hpcx.version must look like 2.20",
-            "write the HPC-X version (hpcx-tuned/<it>)",
-        )
+    version = _version_text(
+        ck,
+        block.get("version"),
+        ("hpcx", "version"),
+        "hpcx.version must look like 2.20",
+        "write the HPC-X version (hpcx-tuned/<it>)",
+    )
     base, prefix = block.get("base_module"), block.get("prefix")
     if (base is None) == (prefix is None) or (
         base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base))
@@ -685,7 +708,7 @@ def _hpcx(ck, doc):
         ck.err(("hpcx", "prefix"), "prefix %r is not a plain path" % (prefix,), "an absolute path")
     ucx = None
     try:
-        ucx = knobs.version_tuple(str(block.get("ucx_version")))
+        ucx = knobs.version_tuple(_given(block.get("ucx_version")))
     except knobs.KnobError as exc:
         ck.err(
             ("hpcx", "ucx_version"),
