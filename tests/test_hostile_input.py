@@ -677,3 +677,18 @@ def test_fuzz_peers_that_pass_render_modules_that_load(tmp_path):
         assert not list(folder.rglob("PWNED"))
         loaded += 1
     assert loaded >= 15, loaded  # the corpus reaches the shell, not only the checks
+
+
+def test_install_module_refuses_a_site_mpi_version_that_is_a_yaml_number(tmp_path):
+    """Issue 50: the derived config of install-module must not make YAML's 5.1 (an unquoted 5.10)
+    a version by str(): refused naming the key and the fix."""
+    from tunedmpi.errors import InputError
+    from tunedmpi.modules import install
+
+    folder = tmp_path / "site-configs" / "local"
+    folder.mkdir(parents=True)
+    (folder / "site.yaml").write_text(SITE.replace("  version: 5.0.8", "  version: 5.10", 1))
+    with pytest.raises(InputError) as caught:
+        install._site_doc(str(tmp_path), "local", "spack", {}, "5.10", None, False)
+    assert caught.value.key == "mpi.version" and "5.1 is a number" in str(caught.value)
+    assert "quote" in caught.value.fix

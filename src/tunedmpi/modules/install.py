@@ -37,7 +37,7 @@ from tunedmpi import paths, yamlsrc
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.files import read_text, write_all_or_none, write_atomic
 from tunedmpi.modules import render, sites
-from tunedmpi.tables import schema
+from tunedmpi.tables import knobs, schema
 
 #: Who installs: the name in the derived config's notes, and the fix of each mismatch in its terms.
 INSTALLERS = {
@@ -83,7 +83,7 @@ def derive(
     # in a checkout) are not its to install.
     doc.pop("peers", None)
     mpi = doc.get("mpi") or {}
-    out = {"flavour": mpi.get("flavour"), "version": str(mpi.get("version"))}
+    out = {"flavour": mpi.get("flavour"), "version": mpi.get("version")}  # a number: refused
     how = []
     if mpi_prefix:
         out["prefix"] = str(mpi_prefix)
@@ -212,6 +212,11 @@ def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     # read as every project file is (yamlsrc: anchors refused, errors name file and line)
     doc = derive(yamlsrc.load(src).data or {}, checkout, installer, **build)
     want = doc["mpi"]["version"]
+    try:
+        knobs.not_text(want)  # str() would make YAML's 5.1 (of 5.10) a version
+    except knobs.KnobError as exc:
+        raise InputError(src, None, "mpi.version", exc.problem, exc.fix) from None
+    want = str(want)
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
         problem, fix = words["version"]
