@@ -60,6 +60,18 @@ SITE_CORPUS = [
     # issue 50: YAML numbers (1.20 is 1.2): refused with the fix (quote it)
     ("ucx-version-a-number", 'ucx_version: "1.18"', "ucx_version: 1.20", "ucx_version"),
     ("mpi-version-a-number", "  version: 5.0.8", "  version: 5.10", "mpi.version"),
+    (
+        "users-page-code",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\nusers_page: "https://x/\\"$(id)"',
+        "users_page",
+    ),
+    (
+        "users-page-relative",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\nusers_page: docs/u.md',
+        "users_page",
+    ),
     ("table-newline", "table: local/openmpi-5.0.8", 'table: "local/openmpi-5.0.8\\n"', "table"),
     ("site-newline", "site: local", 'site: "local\\n"', "site"),
     ("flavour-unknown", "  flavour: openmpi", "  flavour: mpich", "mpi.flavour"),

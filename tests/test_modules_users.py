@@ -3,6 +3,8 @@ before the load wins, both are named in TUNEDMPI_SELECTION, a word that names no
 with a note, and unload leaves all of them as they are: real Lmod and Environment Modules, equal
 to `tunedmpi explain`."""
 
+import dataclasses
+
 import pytest
 
 import envmodules
@@ -155,3 +157,29 @@ def test_hostile_opt_outs_and_values_never_break_the_shell_in_every_twin(tmp_pat
             assert got == want, (name, env, err)
             assert "error" not in err.lower(), (name, env, err)
     assert not pwned.exists()
+
+
+@pytest.mark.parametrize("name", ["lmod", "tcl"])
+def test_install_module_installs_the_users_guide_that_module_help_names(name, tmp_path):
+    """Issue 50: `module help` named docs/users.md "ask your site for its copy", and install-module
+    installed none. Now the installed module's help names the copy it installed (or the page a
+    site names in users_page: a web address or an absolute path)."""
+    from test_fs_hostile import cli
+
+    share = tmp_path / "share"
+    proc = cli(
+        "install-module", "--installer", "spack", "--share", share, "--mpi-version", "5.0.8",
+        "--site", "local", "--mpi-prefix", ROOT / ".venv", "--formats", "lua,tcl", timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    guide = share / "doc" / "users.md"
+    assert guide.read_text() == (ROOT / "docs" / "users.md").read_text()
+    site = sites.load_site(str(share / "site-configs" / "local" / "site.yaml"))
+    assert site.users_page == str(guide)
+    tool = lmod if name == "lmod" else envmodules
+    if not tool.available():
+        pytest.skip("%s is not installed" % name)
+    proc = tool.shell([share / "modulefiles" / "local"], "module help openmpi-tuned/5.0.8")
+    assert "Users' guide:     %s" % guide in proc.stderr + proc.stdout, proc.stderr
+    mine = dataclasses.replace(site, users_page="https://hpc.example.org/tuned-mpi")
+    assert "Users' guide:     https://hpc.example.org/tuned-mpi" in render._help(mine, True)

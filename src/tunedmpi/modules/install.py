@@ -288,7 +288,15 @@ def install(
     # 2-4. every input checked, in a staged project root, before anything is written to <share>
     conf = os.path.join(share, "site-configs", site, "site.yaml")
     table = doc.get("table")
-    files = {conf: yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
+    # the users' guide `module help` names: the site's own page, else the copy installed here
+    guide = os.path.join(share, "doc", "users.md")
+    page = os.path.join(checkout, "docs", "users.md")
+    files = {}
+    if os.path.isfile(page):  # (a test's minimal checkout may have none)
+        files[guide] = read_text(page)
+        if not doc.get("users_page") and sites.USERS_PAGE.match(guide):
+            doc["users_page"] = guide
+    files[conf] = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     for ref in _tables_of(src, doc):
         tsrc = os.path.join(checkout, "tuning-tables", ref + ".yaml")
         if not os.path.isfile(tsrc):

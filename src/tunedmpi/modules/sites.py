@@ -18,6 +18,9 @@ SCHEMA_VERSION = 1
 SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
+# users_page: where `module help` sends users (the site's copy of docs/users.md): a web address
+# of URL characters without quotes, or an absolute plain path (install-module's installed copy).
+USERS_PAGE = re.compile(r"^(https?://[A-Za-z0-9._~:/?#@!&+,;=%-]+|/[A-Za-z0-9._+/-]+)\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
 SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?\Z")
 TOP_KEYS = {
@@ -40,6 +43,7 @@ TOP_KEYS = {
     "notes",
     "hierarchy",
     "node_types",
+    "users_page",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -114,6 +118,7 @@ class Site:
     default_node_type: Optional[str] = None
     node_type_variable: Optional[str] = None  # the site's own variable, compared as a partition
     node_type: Optional[str] = None  # on a node type's Site: its name
+    users_page: Optional[str] = None  # module help's users' guide (site.yaml users_page)
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -366,6 +371,16 @@ def _check(ck, doc, path):
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
+    users_page = doc.get("users_page")
+    if users_page is not None and (
+        not isinstance(users_page, str) or not USERS_PAGE.match(users_page)
+    ):
+        ck.err(
+            ("users_page",),
+            "users_page %r is neither a web address nor an absolute path" % (users_page,),
+            "write the address of the site's users' guide (https://...) or leave it out "
+            "(install-module installs docs/users.md and names its copy)",
+        )
     if ck.errors:
         return None
     site = Site(
@@ -393,6 +408,7 @@ def _check(ck, doc, path):
         spack_depends_on=spack_deps,
         peers=peers,
         mpi_level=mpi_level,
+        users_page=users_page,
     )
     _node_types(ck, doc, site)
     if ck.errors:

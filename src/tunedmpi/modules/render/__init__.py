@@ -438,6 +438,10 @@ def _prefix_lua(prefix):
     return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(prefix)
 
 
+# module help's users' guide where the site names none (site.yaml users_page; install-module's copy)
+USERS_GUIDE = "docs/users.md of tuned-mpi-modules (ask your site for its copy)"
+
+
 def _help(site, tuned, rules=False, fmt="lua"):
     t = site.table
     lines = [
@@ -485,7 +489,7 @@ def _help(site, tuned, rules=False, fmt="lua"):
             "                  variable you set before loading is kept (yours= in the selection)",
             "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
             "                  and srun say when the job differs from where it was loaded.",
-            "Users' guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)",
+            "Users' guide:     %s" % (site.users_page or USERS_GUIDE),
             "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version)
             if fmt == "lua"
             # Environment Modules refuses a second member of family mpi: switch, do not load.
