@@ -113,8 +113,9 @@ THREADS = (count("SLURM_CPUS_PER_TASK"), per_rank("NCPUS"), count("OMP_NUM_THREA
 # PRTE_MCA_rmaps_default_mapping_policy, Open MPI 5.0.8's mpirun exits 213: "cannot be the default
 # setting") and binds 1-2 ranks to a core by default; so when a row sets the placement (BINDING),
 # the module leaves its mapping and ranking (UNPLACED) unset and sets BINDING to none: placement is
-# the launcher's (srun binds cpus-per-task cores; mpirun --map-by slot:PE=n per job). TUNEDMPI_ROW
-# carries THREADED_MARK so that unload undoes what load set.
+# the launcher's (srun binds cpus-per-task cores; mpirun --map-by slot:PE=n per job: PRRTE refuses
+# PE=n beside binding none, so the launch check's mpirun and mpiexec unset BINDING when their
+# command line has PE=). TUNEDMPI_ROW carries THREADED_MARK so that unload undoes what load set.
 BINDING = ("PRTE_MCA_hwloc_default_binding_policy", "none")
 UNPLACED = ("PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy")
 THREADED_MARK = ":unbound"
