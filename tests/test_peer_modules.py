@@ -291,3 +291,28 @@ def test_install_module_leaves_the_peers_out():
 
     doc = yaml.safe_load((ROOT / "site-configs" / "local" / "site.yaml").read_text())
     assert doc["peers"] and "peers" not in install.derive(doc, ROOT, "spack")
+
+
+def test_render_removes_a_renamed_tuned_module_so_its_old_name_no_longer_loads(tmp_path, run_cli):
+    """Issue 50: after modules.tuned is renamed in site.yaml, the module under the old name (Lua
+    and Tcl) is no longer rendered: render --check names it, render removes it, Lmod cannot load it."""
+    import dataclasses
+
+    import lmod
+
+    out = tmp_path / "modulefiles"
+    assert run_cli("render", "--site", "local", "--out", out)[0] == 0
+    renamed = dataclasses.replace(LOCAL, tuned_module="ompi-tuned")
+    files = render.render_site(renamed)
+    stale = render.stale_rules(str(out), renamed, files)
+    assert "local/openmpi-tuned/5.0.8.lua" in stale and "local/openmpi-tuned/5.0.8" in stale
+    assert not any("/openmpi/" in s or "/mpich/" in s for s in stale), stale  # the others stay
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    render.remove_stale_rules(str(out), stale)
+    if lmod.available():
+        proc = lmod.shell([out / "local"], "module load openmpi-tuned/5.0.8; echo rc=$?")
+        assert "rc=0" not in proc.stdout, proc.stdout + proc.stderr
+        proc = lmod.shell([out / "local"], "module load ompi-tuned/5.0.8; echo rc=$?")
+        assert "rc=0" in proc.stdout, proc.stderr

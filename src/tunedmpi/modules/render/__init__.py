@@ -200,9 +200,11 @@ def _stale_launchers(out, site, folder, files):
 
 def _stale_modules(out, site, files):
     """Modules render wrote for ``site`` that it no longer writes (an old version's, a format or
-    peer the site dropped): out/<site>/<name>/<file> regular files whose head says `tunedmpi
-    render --site <site>` wrote them, in the folder of one of the site's MPIs (site.mpis()) or
-    marked as a peer's (PEER_MARK). Anything else stays."""
+    peer the site dropped, a module renamed in site.yaml's modules): out/<site>/<name>/<file>
+    regular files whose head says `tunedmpi render --site <site>` wrote them, in the folder of one
+    of the site's MPIs (site.mpis()), marked as a peer's (PEER_MARK) or naming itself
+    <name>/<version> as every module render writes does (a renamed module stayed loadable under
+    its old name: issue 50). Anything else stays."""
     found = []
     top = Path(out) / site.name
     if not top.is_dir():
@@ -215,7 +217,10 @@ def _stale_modules(out, site, files):
             if rel in files or path.is_symlink() or not path.is_file():
                 continue
             head = read_head(path, 600).decode("utf-8", "replace")
-            if mark in head and (folder.name in own or PEER_MARK in head):
+            lua = path.name.endswith(".lua")
+            version = path.name[:-4] if lua else path.name
+            itself = "%s %s/%s: " % ("--" if lua else "#", folder.name, version)
+            if mark in head and (folder.name in own or PEER_MARK in head or itself in head):
                 found.append(rel)
     return found
 
