@@ -66,6 +66,19 @@ SITE_CORPUS = [
         'ucx_version: "1.18"\nusers_page: "https://x/\\"$(id)"',
         "users_page",
     ),
+    # issue 50: outside the table (selector.OUTSIDE_CHOICES)
+    (
+        "outside-factor",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\noutside: {factor: 1.5}',
+        "outside.factor",
+    ),
+    (
+        "outside-then",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\noutside: {then: guess}',
+        "outside.then",
+    ),
     (
         "users-page-relative",
         'ucx_version: "1.18"',

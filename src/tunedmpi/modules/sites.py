@@ -44,6 +44,7 @@ TOP_KEYS = {
     "hierarchy",
     "node_types",
     "users_page",
+    "outside",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -119,6 +120,11 @@ class Site:
     node_type_variable: Optional[str] = None  # the site's own variable, compared as a partition
     node_type: Optional[str] = None  # on a node type's Site: its name
     users_page: Optional[str] = None  # module help's users' guide (site.yaml users_page)
+    # Outside the table (selector.OUTSIDE): cores per node (sockets x cores_per_socket; 0: not
+    # known), the factor beyond which an extrapolated row is outside (0: none) and what then.
+    cores: int = 0
+    outside_factor: int = 0
+    outside_then: str = "extrapolate"
 
     def mpis(self):
         """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
@@ -191,6 +197,57 @@ def _table_of(ck, doc, at=()):
                         "run tunedmpi check %s" % tpath,
                     )
     return ref, table
+
+
+def _users_page(ck, doc):
+    """site.yaml users_page (USERS_PAGE), or None."""
+    page = doc.get("users_page")
+    if page is not None and (not isinstance(page, str) or not USERS_PAGE.match(page)):
+        ck.err(
+            ("users_page",),
+            "users_page %r is neither a web address nor an absolute path" % (page,),
+            "write the address of the site's users' guide (https://...) or leave it out "
+            "(install-module installs docs/users.md and names its copy)",
+        )
+    return page
+
+
+def _cores(ck, hw, sockets, where):
+    """Cores per node: sockets x hardware.cores_per_socket, or 0 when it is not given."""
+    if hw.get("cores_per_socket") is None:
+        return 0
+    per = ck.positive_int(hw, "cores_per_socket", where)
+    return (sockets or 0) * (per or 0)
+
+
+def _outside(ck, doc):
+    """site.yaml `outside: {factor: F, then: extrapolate|nearest|untuned}` (selector.OUTSIDE):
+    (factor or 0, what the module does outside the table)."""
+    block = doc.get("outside")
+    if block is None:
+        return 0, selector.OUTSIDE_CHOICES[0]
+    block = ck.mapping(block, ("outside",), "outside") or {}
+    ck.unknown_keys(block, {"factor", "then"}, ("outside",), "outside")
+    factor = block.get("factor", 0)
+    if factor != 0 and (
+        isinstance(factor, bool) or not isinstance(factor, int) or not 2 <= factor <= 1000
+    ):
+        ck.err(
+            ("outside", "factor"),
+            "outside.factor must be a whole number from 2 to 1000, not %r" % (factor,),
+            "write e.g. factor: 2 (a row of n nodes serves n/2 to 2n nodes), or leave it out",
+        )
+        factor = 0
+    then = block.get("then", selector.OUTSIDE_CHOICES[0])
+    if then not in selector.OUTSIDE_CHOICES:
+        ck.err(
+            ("outside", "then"),
+            "outside.then must be one of %s, not %r" % (", ".join(selector.OUTSIDE_CHOICES), then),
+            "extrapolate: the edge row, said at load; nearest: the edge row, quietly; "
+            "untuned: nothing set",
+        )
+        then = selector.OUTSIDE_CHOICES[0]
+    return factor, then
 
 
 def _given(value):
@@ -341,6 +398,8 @@ def _check(ck, doc, path):
     hw = ck.mapping(doc.get("hardware"), ("hardware",), "hardware") or {}
     ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, ("hardware",), "hardware")
     sockets = ck.positive_int(hw, "sockets", ("hardware",))
+    cores = _cores(ck, hw, sockets, ("hardware",))
+    factor, then = _outside(ck, doc)
 
     comps = doc.get("components")
     if (
@@ -371,16 +430,7 @@ def _check(ck, doc, path):
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
-    users_page = doc.get("users_page")
-    if users_page is not None and (
-        not isinstance(users_page, str) or not USERS_PAGE.match(users_page)
-    ):
-        ck.err(
-            ("users_page",),
-            "users_page %r is neither a web address nor an absolute path" % (users_page,),
-            "write the address of the site's users' guide (https://...) or leave it out "
-            "(install-module installs docs/users.md and names its copy)",
-        )
+    users_page = _users_page(ck, doc)
     if ck.errors:
         return None
     site = Site(
@@ -409,6 +459,9 @@ def _check(ck, doc, path):
         peers=peers,
         mpi_level=mpi_level,
         users_page=users_page,
+        cores=cores,
+        outside_factor=factor,
+        outside_then=then,
     )
     _node_types(ck, doc, site)
     if ck.errors:
@@ -523,6 +576,9 @@ def _node_type_site(ck, one, where, site, name):
             hw, {"sockets", "cores_per_socket", "cpu"}, where + ("hardware",), "hardware"
         )
         sockets = ck.positive_int(hw, "sockets", where + ("hardware",))
+        cores = _cores(ck, hw, sockets, where + ("hardware",))
+    else:
+        cores = site.cores
     if "default_geometry" in one:
         geo = ck.mapping(one["default_geometry"], where + ("default_geometry",), "default_geometry")
         dn = ck.positive_int(geo or {}, "nodes", where + ("default_geometry",))
@@ -539,6 +595,7 @@ def _node_type_site(ck, one, where, site, name):
         table_ref=ref,
         table=table,
         sockets=sockets,
+        cores=cores,
         default_nodes=dn,
         default_ppn=dp,
         default_profile=profile,
