@@ -82,6 +82,7 @@ def derive(
     # The build installs the tuned MPI's modules; the site's peers (other MPIs, relative prefixes
     # in a checkout) are not its to install.
     doc.pop("peers", None)
+    doc.pop("other_versions", None)  # nor the site's other MPI versions (each has its own build)
     mpi = doc.get("mpi") or {}
     out = {"flavour": mpi.get("flavour"), "version": mpi.get("version")}  # a number: refused
     how = []

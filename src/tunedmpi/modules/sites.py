@@ -45,6 +45,7 @@ TOP_KEYS = {
     "node_types",
     "users_page",
     "outside",
+    "other_versions",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -106,6 +107,9 @@ class Site:
     module_formats: tuple = ("lua",)
     # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
     hpcx: Optional["Site"] = None
+    # Other versions of the same MPI rendered beside it (site.yaml other_versions), each a Site
+    # of its own version, table and prefix or base_module; [] for one version.
+    other_versions: List["Site"] = field(default_factory=list)
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
@@ -127,8 +131,8 @@ class Site:
     outside_then: str = "extrapolate"
 
     def mpis(self):
-        """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
-        return [self] + ([self.hpcx] if self.hpcx else [])
+        """This site's MPIs to render: itself, its other versions, then its HPC-X alternative."""
+        return [self] + list(self.other_versions) + ([self.hpcx] if self.hpcx else [])
 
     @property
     def version(self):
@@ -197,6 +201,65 @@ def _table_of(ck, doc, at=()):
                         "run tunedmpi check %s" % tpath,
                     )
     return ref, table
+
+
+def _other_versions(ck, doc, site):
+    """site.yaml other_versions: [{version, table, prefix | base_module}] (issue 50): the same
+    site's modules for other versions of its MPI, side by side (render keeps each): Sites."""
+    entries = doc.get("other_versions")
+    if entries is None:
+        return []
+    at = ("other_versions",)
+    if not isinstance(entries, list) or doc.get("node_types") is not None:
+        ck.err(
+            at,
+            "other_versions must be a list, on a site of one node type",
+            'e.g. other_versions: [{version: "5.0.7", table: <platform>/openmpi-5.0.7, prefix: /opt/openmpi-5.0.7}]',
+        )
+        return []
+    out, seen = [], {site.mpi_version}
+    for i, one in enumerate(entries):
+        where = at + (i,)
+        one = ck.mapping(one, where, "other_versions[%d]" % i) or {}
+        ck.unknown_keys(one, {"version", "table", "prefix", "base_module"}, where, "other_versions")
+        version = _version_text(
+            ck, one.get("version"), where + ("version",), "version must look like 5.0.7",
+            "write the MPI version, quoted",
+        )  # fmt: skip
+        ref, table = _table_of(ck, one, where)
+        if version and version in seen:
+            ck.err(where + ("version",), "version %s is given twice" % version, "give each once")
+        seen.add(version)
+        if table and version and table.mpi_version != version:
+            ck.err(
+                where + ("table",),
+                "its table's Open MPI %s is not version %s" % (table.mpi_version, version),
+                "name a table measured with Open MPI %s" % version,
+            )
+        base, prefix = one.get("base_module"), one.get("prefix")
+        ok_base = base is None or (isinstance(base, str) and bool(MODULE_NAME.match(base)))
+        ok_prefix = prefix is None or (
+            isinstance(prefix, str) and bool(PREFIX.match(prefix)) and ".." not in prefix
+        )
+        if (base is None) == (prefix is None) or not (ok_base and ok_prefix):
+            ck.err(
+                where,
+                "give exactly one of prefix (a plain path) and base_module (a module name)",
+                "prefix: the install directory of that version, or base_module: its module",
+            )
+        out.append(
+            dataclasses.replace(
+                site,
+                mpi_version=version,
+                table_ref=ref,
+                table=table,
+                prefix=prefix,
+                base_module=base,
+                hpcx=None,
+                other_versions=[],
+            )  # fmt: skip
+        )
+    return out
 
 
 def _users_page(ck, doc):
@@ -464,6 +527,7 @@ def _check(ck, doc, path):
         outside_then=then,
     )
     _node_types(ck, doc, site)
+    site.other_versions = _other_versions(ck, doc, site)
     if ck.errors:
         return None
     if hpcx:
