@@ -10,7 +10,7 @@ import yaml
 import envmodules
 import lmod
 from conftest import ROOT
-from tunedmpi.modules import install, sites
+from tunedmpi.modules import install, render, sites
 from tunedmpi.modules.render import render_site
 
 TOOLS = [
@@ -156,10 +156,11 @@ def test_what_docs_easybuild_says_of_unload_and_another_mpi_is_what_lmod_does(tm
     """docs/easybuild.md, "Unload" (issue 50 item 5), with real Lmod over a site MPI module in family
     mpi (EasyBuild's OpenMPI in a hierarchy): unloading the tuned module unloads the OpenMPI it
     loaded, not one loaded before it; loading another MPI swaps OpenMPI out and leaves the tuned
-    module (a known limit the page states), which `module unload` then clears."""
+    module (a known limit the page states), whose launch check then refuses in one line naming
+    `module unload`, and which `module unload` clears."""
     text = " ".join((ROOT / "docs" / "easybuild.md").read_text().split())
     assert "also unloads the Open MPI module it loaded, not an earlier one" in text
-    assert "leaves `openmpi-tuned` and its variables (Lmod warns): unload it first" in text
+    assert "leaves `openmpi-tuned` and its variables (mpirun refuses): unload it first" in text
     site, level = hierarchy_site(tmp_path, "base")
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
     (tmp_path / "base" / "MPICH").mkdir(parents=True)
@@ -167,7 +168,11 @@ def test_what_docs_easybuild_says_of_unload_and_another_mpi_is_what_lmod_does(tm
     script = [dump("start"), "module load %s" % tuned, "module unload %s" % tuned, dump("own")]
     script += ["module load %s %s" % (site.base_module, tuned), "module unload %s" % tuned]
     script += [dump("earlier"), "module purge", "module load %s" % tuned, "module load MPICH/4.2.0"]
-    script += [dump("other"), "module unload %s" % tuned, dump("cleared")]
+    script += [dump("other"), "mpirun --version >/dev/null 2>/tmp/.r_$$"]
+    script += ['echo "REFUSED rc=$? $(cat /tmp/.r_$$)" >&2; rm -f /tmp/.r_$$']
+    script += ["module unload %s" % tuned, dump("cleared")]
+    for launcher in (tmp_path / "tree").rglob("bin/*"):
+        render.make_executable(launcher)  # as `tunedmpi render` writes them
     paths = lmod.site_modulepaths(
         site, tmp_path, ROOT, family=True, mpi_level=level, tree=tmp_path / "tree" / "local"
     )
@@ -177,5 +182,10 @@ def test_what_docs_easybuild_says_of_unload_and_another_mpi_is_what_lmod_does(tm
     assert got["own"][1] == [] and got["earlier"][1] == [site.base_module], proc.stderr
     assert got["other"][1] == sorted(["MPICH/4.2.0", tuned]), proc.stderr
     assert {k for k in got["other"][0] if k.startswith(TUNING)}  # the limit: still set
+    refused = [line for line in proc.stderr.splitlines() if line.startswith("REFUSED ")]
+    assert refused == [
+        "REFUSED rc=1 %s: its MPI %s was swapped for MPICH; run 'module unload %s' before mpirun"
+        % (tuned, site.base_module, site.tuned_module)
+    ], proc.stderr
     assert got["cleared"][1] == ["MPICH/4.2.0"]
     assert not {k for k in got["cleared"][0] if k.startswith(TUNING)}
