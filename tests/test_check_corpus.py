@@ -46,6 +46,22 @@ CORPUS = [
         "ucx_version",
         "is not a version",
     ),
+    (  # issue 50: read as the number 1.2, it rendered the UCX 1.2 threshold syntax
+        "ucx-version-a-number",
+        'ucx_version: "1.18"',
+        "ucx_version: 1.20",
+        5,
+        "ucx_version",
+        "1.2 is a number, not a version (YAML reads an unquoted 1.20 as 1.2)",
+    ),
+    (
+        "mpi-version-a-number",
+        "mpi: {flavour: openmpi, version: 5.0.6}",
+        "mpi: {flavour: openmpi, version: 5.10}",
+        4,
+        "mpi.version",
+        "5.1 is a number, not a version",
+    ),
     (
         "ucx-version-missing",
         'ucx_version: "1.18"\n',

@@ -57,6 +57,34 @@ SITE_CORPUS = [
     ),
     ("modules-equal", "baseline: openmpi}", "baseline: openmpi-tuned}", "modules.baseline"),
     ("ucx-arabic-digits", 'ucx_version: "1.18"', 'ucx_version: "١.١٨"', "ucx_version"),
+    # issue 50: YAML numbers (1.20 is 1.2): refused with the fix (quote it)
+    ("ucx-version-a-number", 'ucx_version: "1.18"', "ucx_version: 1.20", "ucx_version"),
+    ("mpi-version-a-number", "  version: 5.0.8", "  version: 5.10", "mpi.version"),
+    (
+        "users-page-code",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\nusers_page: "https://x/\\"$(id)"',
+        "users_page",
+    ),
+    # issue 50: outside the table (selector.OUTSIDE_CHOICES)
+    (
+        "outside-factor",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\noutside: {factor: 1.5}',
+        "outside.factor",
+    ),
+    (
+        "outside-then",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\noutside: {then: guess}',
+        "outside.then",
+    ),
+    (
+        "users-page-relative",
+        'ucx_version: "1.18"',
+        'ucx_version: "1.18"\nusers_page: docs/u.md',
+        "users_page",
+    ),
     ("table-newline", "table: local/openmpi-5.0.8", 'table: "local/openmpi-5.0.8\\n"', "table"),
     ("site-newline", "site: local", 'site: "local\\n"', "site"),
     ("flavour-unknown", "  flavour: openmpi", "  flavour: mpich", "mpi.flavour"),
@@ -674,3 +702,18 @@ def test_fuzz_peers_that_pass_render_modules_that_load(tmp_path):
         assert not list(folder.rglob("PWNED"))
         loaded += 1
     assert loaded >= 15, loaded  # the corpus reaches the shell, not only the checks
+
+
+def test_install_module_refuses_a_site_mpi_version_that_is_a_yaml_number(tmp_path):
+    """Issue 50: the derived config of install-module must not make YAML's 5.1 (an unquoted 5.10)
+    a version by str(): refused naming the key and the fix."""
+    from tunedmpi.errors import InputError
+    from tunedmpi.modules import install
+
+    folder = tmp_path / "site-configs" / "local"
+    folder.mkdir(parents=True)
+    (folder / "site.yaml").write_text(SITE.replace("  version: 5.0.8", "  version: 5.10", 1))
+    with pytest.raises(InputError) as caught:
+        install._site_doc(str(tmp_path), "local", "spack", {}, "5.10", None, False)
+    assert caught.value.key == "mpi.version" and "5.1 is a number" in str(caught.value)
+    assert "quote" in caught.value.fix

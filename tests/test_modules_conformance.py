@@ -128,6 +128,18 @@ def test_at_least_200_cases_are_compared():
     assert len(sites.site_names()) * (CASES_PER_SITE + 1) >= 280
 
 
+def test_the_grid_reaches_outside_the_table(tmp_path):
+    """The grid both twins are held to holds geometries outside OCI's table (selector's outside
+    rule, issue 50): ppn above its 36 cores and rows extrapolated; the site's choices are held
+    equal in tests/test_modules_outside.py."""
+    site = load_mpi("oci-bm-optimized3.36", "openmpi-tuned")
+    profiles = sorted({c.collective for c in site.table.cases})
+    envs = cases(random.Random(site.name), tmp_path, profiles, CASES_PER_SITE)  # the site's grid
+    selections = [explain.select(site, env)["selection"] for env in envs]
+    assert sum(" ppn>cores=36 " in s for s in selections) >= 5
+    assert sum(" match=extrapolated" in s for s in selections) >= 5
+
+
 def twins(site, tmp_path):
     """(name, load_many-like function, module file explain should assume) for each module system
     here: Lmod on the committed tree; Environment Modules on a Tcl render, where it is unpacked."""

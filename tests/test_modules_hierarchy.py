@@ -10,7 +10,7 @@ import yaml
 import envmodules
 import lmod
 from conftest import ROOT
-from tunedmpi.modules import install, sites
+from tunedmpi.modules import install, render, sites
 from tunedmpi.modules.render import render_site
 
 TOOLS = [
@@ -149,3 +149,43 @@ def test_install_takes_the_builds_mpi_level_or_makes_the_sites_absolute():
     got = install.derive(dict(doc, hierarchy={"mpi_level": "mods/ompi"}), "/ck", "easybuild")
     assert got["hierarchy"] == {"mpi_level": "/ck/mods/ompi"}
     assert "hierarchy" not in install.derive(doc, "/ck", "spack")
+
+
+@pytest.mark.skipif(not lmod.available(), reason="no Lmod")
+def test_what_docs_easybuild_says_of_unload_and_another_mpi_is_what_lmod_does(tmp_path):
+    """docs/easybuild.md, "Unload" (issue 50 item 5), with real Lmod over a site MPI module in family
+    mpi (EasyBuild's OpenMPI in a hierarchy): unloading the tuned module unloads the OpenMPI it
+    loaded, not one loaded before it; loading another MPI swaps OpenMPI out and leaves the tuned
+    module (a known limit the page states), whose launch check then refuses in one line naming
+    `module unload`, and which `module unload` clears."""
+    text = " ".join((ROOT / "docs" / "easybuild.md").read_text().split())
+    assert "also unloads the Open MPI module it loaded, not an earlier one" in text
+    assert "leaves `openmpi-tuned` and its variables (mpirun refuses): unload it first" in text
+    site, level = hierarchy_site(tmp_path, "base")
+    tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
+    (tmp_path / "base" / "MPICH").mkdir(parents=True)
+    (tmp_path / "base" / "MPICH" / "4.2.0.lua").write_text('family("mpi")\n')
+    script = [dump("start"), "module load %s" % tuned, "module unload %s" % tuned, dump("own")]
+    script += ["module load %s %s" % (site.base_module, tuned), "module unload %s" % tuned]
+    script += [dump("earlier"), "module purge", "module load %s" % tuned, "module load MPICH/4.2.0"]
+    script += [dump("other"), "mpirun --version >/dev/null 2>/tmp/.r_$$"]
+    script += ['echo "REFUSED rc=$? $(cat /tmp/.r_$$)" >&2; rm -f /tmp/.r_$$']
+    script += ["module unload %s" % tuned, dump("cleared")]
+    for launcher in (tmp_path / "tree").rglob("bin/*"):
+        render.make_executable(launcher)  # as `tunedmpi render` writes them
+    paths = lmod.site_modulepaths(
+        site, tmp_path, ROOT, family=True, mpi_level=level, tree=tmp_path / "tree" / "local"
+    )
+    proc = lmod.shell(paths, "\n".join(script), TUNEDMPI_NODES="1", TUNEDMPI_PPN="2")
+    assert proc.returncode == 0, proc.stderr
+    got = parse(proc.stdout)
+    assert got["own"][1] == [] and got["earlier"][1] == [site.base_module], proc.stderr
+    assert got["other"][1] == sorted(["MPICH/4.2.0", tuned]), proc.stderr
+    assert {k for k in got["other"][0] if k.startswith(TUNING)}  # the limit: still set
+    refused = [line for line in proc.stderr.splitlines() if line.startswith("REFUSED ")]
+    assert refused == [
+        "REFUSED rc=1 %s: its MPI %s was swapped for MPICH; run 'module unload %s' before mpirun"
+        % (tuned, site.base_module, site.tuned_module)
+    ], proc.stderr
+    assert got["cleared"][1] == ["MPICH/4.2.0"]
+    assert not {k for k in got["cleared"][0] if k.startswith(TUNING)}

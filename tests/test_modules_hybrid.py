@@ -2,6 +2,8 @@
 variables, a threaded rank is never bound to one core, and unload undoes exactly what a threaded
 load set, in real Lmod and real Environment Modules (equal to `tunedmpi explain`)."""
 
+import re
+
 import pytest
 
 import envmodules
@@ -90,3 +92,40 @@ def test_unload_undoes_a_threaded_load_whatever_the_threads_are_by_then(system, 
     assert ("yours=%s" % MAP) in got["single"]["TUNEDMPI_SELECTION"]
     assert got["after_threaded"] == got["before"]
     assert got["after_single"] == got["before"]
+
+
+BIN = ROOT / ".venv" / "bin"
+RECIPE = re.compile(r"`(mpirun [^`]*)`")
+
+
+@pytest.mark.skipif(not (BIN / "mpirun").exists(), reason="no Open MPI wheel in .venv (run make)")
+@pytest.mark.parametrize("name", ["lmod", "tcl"])
+def test_every_mpirun_recipe_of_the_users_page_runs_under_a_threaded_load(name, tmp_path):
+    """Issue 50: docs/users.md's hybrid recipe (`mpirun --map-by slot:PE=$OMP_NUM_THREADS`) failed
+    under the module ("Policy: NONE": its binding none). Each mpirun recipe of the page, run with
+    the real mpirun: a rank gets its PE cores; without PE= a threaded rank stays unbound."""
+    # a recipe: an mpirun command with its options' values (not a bare flag named in the text)
+    spans = RECIPE.findall((ROOT / "docs" / "users.md").read_text())
+    recipes = [r for r in spans if "=" in r or len(r.split()) > 2]
+    assert any("PE=" in r for r in recipes), recipes
+    site = load_mpi(*SITE)
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    if name == "lmod":
+        shell, paths = lmod.shell, lmod.site_modulepaths(site, tmp_path, ROOT)
+    else:
+        if not envmodules.available():
+            pytest.skip(envmodules.WHY_MISSING)
+        from test_modules_tcl import tcl_tree
+
+        shell, paths = envmodules.shell, tcl_tree(site, tmp_path)[1]
+    run = " -np 1 --report-bindings sh -c 'echo @ran' 2>&1; echo \"@rc $?\""
+    script = ["module load %s 2>/dev/null" % module, 'echo "@row $TUNEDMPI_ROW"']
+    script += [r + run for r in recipes] + ["mpirun -np 2 --report-bindings true 2>&1"]
+    env = dict(OMP_NUM_THREADS="2", TUNEDMPI_NODES="1", TUNEDMPI_PPN="1")
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = shell(paths, "\n".join(script), PATH="%s:/usr/bin:/bin" % BIN, **env)
+    out = proc.stdout
+    assert selector.THREADED_MARK in out.split("@row ", 1)[1].split("\n")[0], out
+    assert out.count("@rc 0") == len(recipes) and out.count("@ran") == len(recipes), out
+    assert "core:0-1]" in out and "Policy: NONE" not in out, out  # the rank got both cores
+    assert out.count("is not bound") == 2, out  # no PE=: the threaded ranks stay unbound

@@ -3,6 +3,8 @@ before the load wins, both are named in TUNEDMPI_SELECTION, a word that names no
 with a note, and unload leaves all of them as they are: real Lmod and Environment Modules, equal
 to `tunedmpi explain`."""
 
+import dataclasses
+
 import pytest
 
 import envmodules
@@ -96,6 +98,34 @@ def test_module_help_gives_each_values_row_evidence_and_origin_in_every_twin(sit
         assert any(selector.BINDING_WHY in line for line in want)
 
 
+@pytest.mark.parametrize("name", ["lmod", "tcl"])
+@pytest.mark.parametrize("site_name", ["local", "oci-bm-optimized3.36"])
+def test_module_help_after_loading_equals_help_before(site_name, name, tmp_path):
+    """Issue 50: once loaded, `module help` still gives the row load chose, what the user's values
+    and TUNEDMPI_SKIP kept (not every variable the module set itself as `yours=`) and each value's
+    origin; in a shell whose geometry changed since, still the loaded row."""
+    site = load_mpi(site_name, "openmpi-tuned")
+    module = "%s/%s" % (site.tuned_module, site.mpi_version)
+    env = {"TUNEDMPI_NODES": "2", "TUNEDMPI_PPN": "36", "UCX_TLS": "mine"}
+    env["TUNEDMPI_SKIP"] = "UCX_RNDV_THRESH"
+    if site_name == "local":  # its 1x2 row sets UCX_TLS
+        env.update(TUNEDMPI_NODES="1", TUNEDMPI_PPN="2", TUNEDMPI_SKIP="OMPI_MCA_pml")
+    shell, paths, module_file = system(name, site, tmp_path)
+    split = "echo @@SPLIT; echo @@SPLIT >&2"
+    script = "module help {m}; {s}; module load {m}; {s}; module help {m}; {s}; "
+    script += "export TUNEDMPI_NODES=4; module help {m}"
+    proc = shell(paths, script.format(m=module, s=split), **env)
+    assert proc.returncode == 0, proc.stderr
+    out, err = proc.stdout.split("@@SPLIT\n"), proc.stderr.split("@@SPLIT\n")
+    helps = [(e + o).splitlines() for o, e in zip(out, err)]
+    want = explain.select(site, env, module_file)
+    assert "yours=UCX_TLS" in want["selection"] and " skip=" in want["selection"]
+    for got in (helps[0], helps[2], helps[3]):
+        start = got.index(want["why"][0])
+        assert got[start : start + len(want["why"])] == want["why"], (name, got)
+    assert helps[0] == helps[2], name
+
+
 def test_every_variable_a_row_sets_has_an_origin():
     for site_name in sites.site_names():
         for mpi in sites.load_named(site_name).mpis():
@@ -127,3 +157,29 @@ def test_hostile_opt_outs_and_values_never_break_the_shell_in_every_twin(tmp_pat
             assert got == want, (name, env, err)
             assert "error" not in err.lower(), (name, env, err)
     assert not pwned.exists()
+
+
+@pytest.mark.parametrize("name", ["lmod", "tcl"])
+def test_install_module_installs_the_users_guide_that_module_help_names(name, tmp_path):
+    """Issue 50: `module help` named docs/users.md "ask your site for its copy", and install-module
+    installed none. Now the installed module's help names the copy it installed (or the page a
+    site names in users_page: a web address or an absolute path)."""
+    from test_fs_hostile import cli
+
+    share = tmp_path / "share"
+    proc = cli(
+        "install-module", "--installer", "spack", "--share", share, "--mpi-version", "5.0.8",
+        "--site", "local", "--mpi-prefix", ROOT / ".venv", "--formats", "lua,tcl", timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    guide = share / "doc" / "users.md"
+    assert guide.read_text() == (ROOT / "docs" / "users.md").read_text()
+    site = sites.load_site(str(share / "site-configs" / "local" / "site.yaml"))
+    assert site.users_page == str(guide)
+    tool = lmod if name == "lmod" else envmodules
+    if not tool.available():
+        pytest.skip("%s is not installed" % name)
+    proc = tool.shell([share / "modulefiles" / "local"], "module help openmpi-tuned/5.0.8")
+    assert "Users' guide:     %s" % guide in proc.stderr + proc.stdout, proc.stderr
+    mine = dataclasses.replace(site, users_page="https://hpc.example.org/tuned-mpi")
+    assert "Users' guide:     https://hpc.example.org/tuned-mpi" in render._help(mine, True)

@@ -17,6 +17,7 @@ import lmod
 import slurmcluster as slurm
 from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from test_slurm import (
+    MODULE,
     SITE,
     Watcher,
     build_mpi_program,
@@ -188,6 +189,42 @@ def test_ranks_on_different_hosts_talk_over_tcp_not_shared_memory(cluster, talk)
             "pml=ucx UCX_TLS=tcp,self ok",
         ]
     ), context
+
+
+@needs_mpi
+def test_a_login_loaded_modules_two_node_job_runs_with_the_jobs_row(cluster, talk):
+    """Issue 50: `module load` on the login host (the 1x2 row: UCX over shared memory only), then
+    `sbatch -N2`: the launch check re-selects for the job (the 2x1 row) and says so in one line;
+    the ranks on both hosts reach each other (MPI_Allreduce) instead of aborting."""
+    login = lmod.shell(
+        [ROOT / "modulefiles" / SITE],
+        "module load %s >/dev/null 2>&1 && env -0" % MODULE,
+        PATH="%s:%s" % (cluster.env()["PATH"], MPIRUN.parent),
+    )
+    env = dict(kv.split("=", 1) for kv in login.stdout.split("\0") if "=" in kv)
+    assert "row=1x2" in env["TUNEDMPI_SELECTION"] and env["UCX_TLS"] == "self,posix", login.stderr
+    env["SLURM_CONF"] = cluster.env()["SLURM_CONF"]
+    script = "\n".join(
+        [
+            "#!/bin/sh",
+            "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+            "mpirun sh -c 'echo \"@@RANKENV $(hostname) UCX_TLS=${UCX_TLS-unset} $TUNEDMPI_SELECTION\"'",
+            "mpirun %s && echo @@TALK ok" % talk,
+            "",
+        ]
+    )
+    job_id, state, out = cluster.sbatch(script, "-N2", "--ntasks-per-node=1", env=env, timeout=180)
+    context = "job %s %s:\n%s" % (job_id, state, out)
+    assert state == "COMPLETED" and "@@TALK ok" in out, context
+    job = explain.select(
+        sites.load_named(SITE), {"SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS_PER_NODE": "1"}
+    )["selection"]
+    assert "row=2x1" in job, job
+    ranks = sorted(line.split(" ", 2)[1:] for line in out.splitlines() if "@@RANKENV" in line)
+    assert ranks == [[n, "UCX_TLS=unset " + job] for n in cluster.nodes], context
+    said = [line for line in out.splitlines() if "re-selected for this job" in line]
+    assert len(said) == 2 and all(job in line for line in said), context  # one per mpirun
+    assert "run 'module reload'" not in out and "unreachable" not in out, context
 
 
 @needs_mpi

@@ -1,7 +1,7 @@
 """One site, several node types (site.yaml node_types; selector's node-type rule): `tunedmpi check`
 refuses a bad node_types block naming file, key and fix; render writes each node type's rules
-files under its own name; with real Lmod and Environment Modules the launch check notices a job on
-another partition than the one the module was loaded for, `module reload` picks that partition's
+files under its own name; with real Lmod and Environment Modules the launch check re-selects for a
+job on another partition than the one the module was loaded for, `module reload` picks that partition's
 node type, and unload in yet another partition gives back exactly what was there. The twins'
 agreement over the grid of partition variables: tests/test_modules_conformance.py and
 tests/test_modules_tcl.py (two_partitions)."""
@@ -159,7 +159,7 @@ def systems(tmp_path):
 
 @pytest.mark.skipif(not (BIN / "mpirun").exists(), reason="no Open MPI wheel in .venv (run make)")
 @pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed")
-def test_a_job_on_another_partition_is_noticed_at_launch_and_unload_gives_all_back(tmp_path):
+def test_a_job_on_another_partition_is_re_selected_at_launch_and_unload_gives_all_back(tmp_path):
     watched = "env | grep -E '^(%s)' | sort" % "|".join(re.escape(w) for w in lmod.WATCHED)
     script = "\n".join(
         [
@@ -185,8 +185,10 @@ def test_a_job_on_another_partition_is_noticed_at_launch_and_unload_gives_all_ba
         got = dict(line[1:].split(" ", 1) for line in proc.stdout.splitlines() if line[:1] == "@")
         assert "node_type=cpu:slurm" in got["cpu"] and "row=1x36" in got["cpu"], (name, got)
         assert got["same"] == "", (name, got)
-        assert got["other"].startswith("rc=0 ") and "run 'module reload' before" in got["other"]
-        assert "node_type=cpu:slurm" in got["other"], (name, got)  # the row it was loaded for
+        # re-selected for the launch: the other partition's row, and the row it was loaded for
+        assert got["other"].startswith("rc=0 ") and "re-selected for this job" in got["other"]
+        assert "node_type=large:slurm" in got["other"], (name, got)
+        assert "was loaded for " in got["other"] and "node_type=cpu:slurm" in got["other"], got
         assert "node_type=large:slurm" in got["large"] and "row=1x256" in got["large"], name
         assert got["large"].endswith(" large@allreduce:1x256"), (name, got)
         assert got["reloaded"] == "", (name, got)

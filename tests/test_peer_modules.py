@@ -14,7 +14,8 @@ import lmod
 import peer_mpis  # tools/peer_mpis.py, what `make peers` runs
 from conftest import ROOT
 from test_modules_hygiene import blocks, env_block
-from tunedmpi.modules import render, sites
+from tunedmpi.errors import InputErrors
+from tunedmpi.modules import explain, render, sites
 
 LOCAL = sites.load_named("local")
 PEERS = {"%s/%s" % (p.module, p.version): p for p in LOCAL.peers}
@@ -291,3 +292,73 @@ def test_install_module_leaves_the_peers_out():
 
     doc = yaml.safe_load((ROOT / "site-configs" / "local" / "site.yaml").read_text())
     assert doc["peers"] and "peers" not in install.derive(doc, ROOT, "spack")
+
+
+def test_render_removes_a_renamed_tuned_module_so_its_old_name_no_longer_loads(tmp_path, run_cli):
+    """Issue 50: after modules.tuned is renamed in site.yaml, the module under the old name (Lua
+    and Tcl) is no longer rendered: render --check names it, render removes it, Lmod cannot load it."""
+    import dataclasses
+
+    import lmod
+
+    out = tmp_path / "modulefiles"
+    assert run_cli("render", "--site", "local", "--out", out)[0] == 0
+    renamed = dataclasses.replace(LOCAL, tuned_module="ompi-tuned")
+    files = render.render_site(renamed)
+    stale = render.stale_rules(str(out), renamed, files)
+    assert "local/openmpi-tuned/5.0.8.lua" in stale and "local/openmpi-tuned/5.0.8" in stale
+    assert not any("/openmpi/" in s or "/mpich/" in s for s in stale), stale  # the others stay
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    render.remove_stale_rules(str(out), stale)
+    if lmod.available():
+        proc = lmod.shell([out / "local"], "module load openmpi-tuned/5.0.8; echo rc=$?")
+        assert "rc=0" not in proc.stdout, proc.stdout + proc.stderr
+        proc = lmod.shell([out / "local"], "module load ompi-tuned/5.0.8; echo rc=$?")
+        assert "rc=0" in proc.stdout, proc.stderr
+
+
+def test_other_versions_of_a_sites_mpi_sit_side_by_side(tmp_path):
+    """Issue 50: render removed the other version's modules, so two MPI versions of one site could
+    not sit side by side. With other_versions in site.yaml render writes both, removes neither
+    (render --check passes) and each loads its own table's row in real Lmod."""
+    import yaml
+
+    import lmod
+
+    doc = yaml.safe_load((ROOT / "site-configs" / "local" / "site.yaml").read_text())
+    doc.pop("peers")
+    doc["other_versions"] = [
+        {"version": "5.0.6", "table": "local-source/openmpi-5.0.6", "prefix": ".venv"}
+    ]
+    conf = tmp_path / "conf" / "local" / "site.yaml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(yaml.safe_dump(doc))
+    site = sites.load_site(str(conf))
+    assert [m.mpi_version for m in site.mpis()] == ["5.0.8", "5.0.6"]
+    out = tmp_path / "modulefiles"
+    files = render.render_all([site])
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    for version in ("5.0.8", "5.0.6"):
+        assert (out / "local" / "openmpi-tuned" / (version + ".lua")).is_file()
+        assert (out / "local" / "openmpi" / (version + ".lua")).is_file()
+    assert render.stale_rules(str(out), site, files) == []
+    if not lmod.available():
+        pytest.skip("Lmod is not installed")
+    for mpi in site.mpis():
+        module = "openmpi-tuned/%s" % mpi.mpi_version
+        proc = lmod.shell([out / "local"], 'module load %s; echo "@ $TUNEDMPI_SELECTION"' % module)
+        want = explain.select(mpi, {}, explain.modulefile(mpi, out))["selection"]
+        assert "@ %s" % want in proc.stdout, (module, proc.stdout, proc.stderr)
+    doc["other_versions"].append(
+        {"version": 5.1, "table": "local/openmpi-5.0.8", "prefix": ".venv"}
+    )
+    conf.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputErrors) as caught:
+        sites.load_site(str(conf))
+    assert "other_versions.1.version" in str(caught.value) or "other_versions[1]" in str(
+        caught.value
+    )

@@ -1012,9 +1012,10 @@ def test_sweep_array_refused_by_sbatch_is_exit_2(cluster, tmp_path):
 
 
 @pytest.mark.skipif(not lmod.available(), reason="Lmod is not installed (apt-get install lmod)")
-def test_a_module_loaded_at_login_says_so_in_the_job_and_module_reload_fixes_it(cluster, hello):
+def test_a_module_loaded_at_login_is_re_selected_in_the_job(cluster, hello):
     """The job's geometry at launch (selector.SEEN): sbatch exports the login shell, module and
-    all; the job's mpirun prints one line naming `module reload`, which selects the job's row."""
+    all; the job's mpirun re-selects for itself in one line; `module reload` selects the job's row
+    in the job's shell, and then mpirun is silent."""
     login = lmod.shell(
         [ROOT / "modulefiles" / SITE], "module load %s >/dev/null 2>&1 && env -0" % MODULE
     )
@@ -1036,8 +1037,10 @@ def test_a_module_loaded_at_login_says_so_in_the_job_and_module_reload_fixes_it(
     job_id, state, out = cluster.sbatch(script, "-N1", "--ntasks-per-node=1", env=env, timeout=60)
     context = "job %s %s:\n%s\n%s" % (job_id, state, out, cluster.diagnostics())
     assert state == "COMPLETED", context
-    said = [line for line in out.splitlines() if "run 'module reload' before mpirun" in line]
-    assert len(said) == 1 and "source=default" in said[0], context
+    said = [line for line in out.splitlines() if "re-selected for this job" in line]
+    assert len(said) == 1 and "was loaded for " in said[0], context
+    assert "source=default" in said[0] and " source=slurm " in said[0], context
+    assert "@@RUN @@RANK 0 SIZE 1" in out, context  # and the real mpirun ran
     assert " nodes=1 ppn=1 source=slurm " in out.split("@@RELOADED", 1)[1].split("\n")[0] + " "
     again = [line for line in out.splitlines() if line.startswith("@@AGAIN ")]
     assert again and not any("module reload" in line for line in again), context

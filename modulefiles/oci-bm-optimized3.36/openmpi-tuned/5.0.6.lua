@@ -7,6 +7,7 @@ local SITE = "oci-bm-optimized3.36"
 local DEFAULT_NODES, DEFAULT_PPN = 1, 36
 local DEFAULT_PROFILE = "allreduce"
 local SOCKETS = 2
+local CORES = 36  -- per node, 0: not known (selector.OUTSIDE_CHOICES)
 -- ROWS[profile] = { {nodes, ppn, nps or 0, component, { {name, value}, ... }}, ... }
 local ROWS = {
   ["allgather"] = {
@@ -178,6 +179,8 @@ local verbose = os.getenv("TUNEDMPI_VERBOSE") == "1"
 local function say(text)
   if mode() == "load" then LmodMessage("openmpi-tuned/5.0.6: " .. text) end
 end
+-- Unload, and help once loaded, take the row load chose (TUNEDMPI_ROW), not the environment's now.
+local recall = mode() == "unload" or (mode() == "help" and isloaded(myModuleFullName()))
 
 -- A positive whole number from the environment, else nil (empty, zero, junk, absurdly large).
 local function count(s)
@@ -337,6 +340,22 @@ local function choose(rows, nodes, ppn)
   return row, kind
 end
 
+-- Outside the table (selector.OUTSIDE_CHOICES): ppn over the node's cores, or a row extrapolated
+-- beyond the site's factor. (is it outside, the selection's note)
+local OUTSIDE_FACTOR, OUTSIDE_THEN = 0, "extrapolate"
+local function outside(row, kind, nodes, ppn)
+  local f = OUTSIDE_FACTOR
+  local over = CORES > 0 and ppn > CORES
+  local far = f > 0 and kind == "extrapolated" and (nodes > f * row[1] or row[1] > f * nodes or
+    ppn > f * row[2] or row[2] > f * ppn)
+  local note = ""
+  if over then note = " ppn>cores=" .. CORES end
+  if far then note = note .. " beyond=x" .. f end
+  return over or far, note
+end
+-- "untuned" outside the table: the row's geometry, no variables.
+local function untuned_row(r) return { r[1], r[2], 0, "none", {} } end
+
 -- NUMA nodes per socket of this node (a BIOS fact the module can only report), or nil.
 local function node_nps()
   local fh = io.open("/sys/devices/system/node/online", "r")
@@ -376,7 +395,7 @@ if not ROWS[profile] then
 else
   local rows = ROWS[profile]
   -- Unload re-runs this file: take the row chosen at load, whatever the environment says now.
-  local kept = mode() == "unload" and os.getenv("TUNEDMPI_ROW") or ""
+  local kept = recall and os.getenv("TUNEDMPI_ROW") or ""
   -- Its marks say what load did: ":rules" = pointed Open MPI at the row's rules file;
   -- ":unbound" = left placement to the launcher (threads). Unload undoes that.
   local kp, kn, kq, kr = kept:match("^([%w_]+):(%d+)x(%d+)(.*)$")
@@ -384,6 +403,7 @@ else
   if kr then
     local left = kr:match(":left=([%w_,]*)$")
     if left then marks.left, kr = left, kr:sub(1, #kr - #left - 6) end
+    if kr == ":untuned" then marks.untuned, kr = true, "" end
     if kr == ":unbound" then marks.unbound, kr = true, "" end
     if kr ~= "" then kp = nil end
   end
@@ -393,6 +413,7 @@ else
   if kp and ROWS[kp] then
     for _, r in ipairs(ROWS[kp]) do
       if r[1] == tonumber(kn) and r[2] == tonumber(kq) then row, kind, profile = r, "kept", kp end
+      if row and marks.untuned then row = untuned_row(row) end
     end
     local asked = {}
     for _, kv in ipairs(row and row[5] or {}) do asked[kv[1]] = kv[2] end
@@ -406,7 +427,17 @@ else
       if os.getenv(name) ~= value then row, kind = nil, nil end
     end
   end
-  if not row then row, kind = choose(rows, nodes, ppn) end
+  local outside_note, untuned_mark = "", ""
+  if kind == "kept" and marks.untuned then untuned_mark = ":untuned" end
+  if not row then
+    row, kind = choose(rows, nodes, ppn)
+    local out
+    out, outside_note = outside(row, kind, nodes, ppn)
+    if out and OUTSIDE_THEN == "nearest" then kind = "nearest" end
+    if out and OUTSIDE_THEN == "untuned" then
+      row, kind, untuned_mark = untuned_row(row), "untuned", ":untuned"
+    end
+  end
   -- Unload without the record (TUNEDMPI_ROW changed since load): undo the names Lmod's own
   -- record says were pushed (its __LMOD_STACK_<name>), not the names this geometry's row sets.
   local lost = mode() == "unload" and kind ~= "kept"
@@ -456,16 +487,18 @@ else
     if #left > 0 then left_mark = ":left=" .. table.concat(left, ",") end
   end
   selection = "site=" .. SITE .. " nodes=" .. nodes .. " ppn=" .. ppn .. " source=" .. source ..
-              " row=" .. row[1] .. "x" .. row[2] .. " match=" .. kind .. " profile=" .. profile ..
+              " row=" .. (untuned_mark ~= "" and "none" or row[1] .. "x" .. row[2]) ..
+              " match=" .. kind .. outside_note .. " profile=" .. profile ..
               " component=" .. row[4] .. rules_note .. nps_note .. threads_note .. left_note
   for _, name in ipairs(NAMES) do
     if lost then set[name] = os.getenv("__LMOD_STACK_" .. name) and "" or nil end
     if set[name] then keep(name, set[name]) end
   end
-  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. rules_mark .. threaded_mark .. left_mark)
+  keep("TUNEDMPI_ROW", profile .. ":" .. row[1] .. "x" .. row[2] .. untuned_mark .. rules_mark .. threaded_mark .. left_mark)
   keep("TUNEDMPI_SEEN", seen())
   -- module help: this shell's row, its evidence and where each value comes from.
   if mode() == "help" then
+    if kind == "kept" then selection = os.getenv("TUNEDMPI_SELECTION") or selection end
     local why = { "This shell: " .. selection, "  evidence: " .. EVIDENCE[profile .. ":" .. row[1] .. "x" .. row[2]] }
     for _, name in ipairs(NAMES) do
       if set[name] then
@@ -476,7 +509,7 @@ else
     end
     help(table.concat(why, "\n"))
   end
-  if verbose or kind == "extrapolated" then say(selection) end
+  if verbose or kind == "extrapolated" or kind == "untuned" then say(selection) end
   if verbose and nps_note ~= "" then
     say("the table's best NPS is " .. row[3] .. " but this node has NPS" .. have .. " (a BIOS setting)")
   end

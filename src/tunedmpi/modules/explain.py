@@ -124,6 +124,24 @@ def _of_node_type(site, env, messages):
     )
 
 
+def _outside(site, geo, match, row):
+    """selector's outside rule on the chosen row: (the row, or an empty one when the site says
+    untuned; the match's kind; the selection's note; TUNEDMPI_ROW's mark)."""
+    over, far = geometry.outside(match, geo.nodes, geo.ppn, site.cores, site.outside_factor)
+    note = (selector.OVER_NOTE % site.cores if over else "") + (
+        selector.BEYOND_NOTE % site.outside_factor if far else ""
+    )
+    then = site.outside_then if over or far else None
+    if then == "untuned":
+        return (
+            dict(row, env={}, rules=None, component="none"),
+            "untuned",
+            note,
+            selector.UNTUNED_MARK,
+        )
+    return row, "nearest" if then == "nearest" else match.kind, note, ""
+
+
 def select(site, env, module_file=None):
     """{'env': OrderedDict of variables the module sets, 'selection': TUNEDMPI_SELECTION, ...}.
 
@@ -164,6 +182,7 @@ def select(site, env, module_file=None):
     rows = data[profile]
     match = geometry.choose_row([(r["nodes"], r["ppn"]) for r in rows], geo.nodes, geo.ppn)
     row = [r for r in rows if (r["nodes"], r["ppn"]) == (match.nodes, match.ppn)][0]
+    row, kind, outside_note, untuned_mark = _outside(site, geo, match, row)
     nps_note = ""
     have = node_nps(site.sockets)
     if row["nps"] and have and have != row["nps"]:
@@ -192,10 +211,10 @@ def select(site, env, module_file=None):
             threads_note += " placement=launcher"
             threaded_mark = selector.THREADED_MARK
     left_note, left_mark = users_choice(env, values, names, messages)
-    selection = head + " row=%dx%d match=%s profile=%s component=%s%s%s%s%s" % (
-        match.nodes,
-        match.ppn,
-        match.kind,
+    selection = head + " row=%s match=%s%s profile=%s component=%s%s%s%s%s" % (
+        "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn),
+        kind,
+        outside_note,
         profile,
         row["component"],
         rules_note,
@@ -206,11 +225,12 @@ def select(site, env, module_file=None):
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s%s%s" % (
+    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s%s%s%s" % (
         row_mark,
         profile,
         match.nodes,
         match.ppn,
+        untuned_mark,
         rules_mark,
         threaded_mark,
         left_mark,

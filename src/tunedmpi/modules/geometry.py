@@ -237,3 +237,20 @@ def choose_row(keys, nodes, ppn):
     else:
         kind = "nearest"
     return Match(row_nodes, row_ppn, kind)
+
+
+def outside(match, nodes, ppn, cores, factor):
+    """(ppn over the node's cores, row extrapolated beyond ``factor``): selector's outside rule
+    (cores or factor 0: not checked)."""
+    over = bool(cores) and ppn > cores
+    far = (
+        bool(factor)
+        and match.kind == "extrapolated"
+        and (
+            nodes > factor * match.nodes
+            or match.nodes > factor * nodes
+            or ppn > factor * match.ppn
+            or match.ppn > factor * ppn
+        )
+    )
+    return over, far

@@ -37,7 +37,7 @@ from tunedmpi import paths, yamlsrc
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.files import read_text, write_all_or_none, write_atomic
 from tunedmpi.modules import render, sites
-from tunedmpi.tables import schema
+from tunedmpi.tables import knobs, schema
 
 #: Who installs: the name in the derived config's notes, and the fix of each mismatch in its terms.
 INSTALLERS = {
@@ -82,8 +82,9 @@ def derive(
     # The build installs the tuned MPI's modules; the site's peers (other MPIs, relative prefixes
     # in a checkout) are not its to install.
     doc.pop("peers", None)
+    doc.pop("other_versions", None)  # nor the site's other MPI versions (each has its own build)
     mpi = doc.get("mpi") or {}
-    out = {"flavour": mpi.get("flavour"), "version": str(mpi.get("version"))}
+    out = {"flavour": mpi.get("flavour"), "version": mpi.get("version")}  # a number: refused
     how = []
     if mpi_prefix:
         out["prefix"] = str(mpi_prefix)
@@ -212,6 +213,11 @@ def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     # read as every project file is (yamlsrc: anchors refused, errors name file and line)
     doc = derive(yamlsrc.load(src).data or {}, checkout, installer, **build)
     want = doc["mpi"]["version"]
+    try:
+        knobs.not_text(want)  # str() would make YAML's 5.1 (of 5.10) a version
+    except knobs.KnobError as exc:
+        raise InputError(src, None, "mpi.version", exc.problem, exc.fix) from None
+    want = str(want)
     tuned = (doc.get("modules") or {}).get("tuned")
     if mpi_version and str(mpi_version) != want:
         problem, fix = words["version"]
@@ -283,7 +289,15 @@ def install(
     # 2-4. every input checked, in a staged project root, before anything is written to <share>
     conf = os.path.join(share, "site-configs", site, "site.yaml")
     table = doc.get("table")
-    files = {conf: yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
+    # the users' guide `module help` names: the site's own page, else the copy installed here
+    guide = os.path.join(share, "doc", "users.md")
+    page = os.path.join(checkout, "docs", "users.md")
+    files = {}
+    if os.path.isfile(page):  # (a test's minimal checkout may have none)
+        files[guide] = read_text(page)
+        if not doc.get("users_page") and sites.USERS_PAGE.match(guide):
+            doc["users_page"] = guide
+    files[conf] = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     for ref in _tables_of(src, doc):
         tsrc = os.path.join(checkout, "tuning-tables", ref + ".yaml")
         if not os.path.isfile(tsrc):

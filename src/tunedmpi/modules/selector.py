@@ -103,6 +103,19 @@ SOURCES = (
 # geometry lies outside the measured node counts or that node count's ppns, else "nearest".
 NEAREST = (("nodes", "log2"), ("ppn", "linear"))
 
+# Outside the table (site.yaml outside: {factor, then}; issue 50): a geometry is outside when its
+# ppn exceeds the node's cores (hardware: sockets x cores_per_socket), or when its row is
+# extrapolated by more than the factor on an axis (a row of n nodes for a job of more than
+# factor x n nodes or fewer than n / factor; the same for ppn). The selection names why, after
+# match= (OVER_NOTE, BEYOND_NOTE); the site's `then` says what the module does there:
+# "extrapolate" the edge row, said at load (as inside the factor; the default); "nearest" the edge
+# row as a nearest match, quietly; "untuned" no row: nothing set, row=none match=untuned, said at
+# load, and UNTUNED_MARK in TUNEDMPI_ROW (after the row unload and the launch check read).
+OUTSIDE_CHOICES = ("extrapolate", "nearest", "untuned")
+OVER_NOTE = " ppn>cores=%d"
+BEYOND_NOTE = " beyond=x%d"
+UNTUNED_MARK = ":untuned"
+
 
 # Threads per rank (the cores a rank needs): THREADS_EXPLICIT, else the largest of THREADS, else 1.
 # Slurm's cpus-per-task; PBS Pro's NCPUS (the cores of the job's chunk on a host) over the ppn;
@@ -113,8 +126,9 @@ THREADS = (count("SLURM_CPUS_PER_TASK"), per_rank("NCPUS"), count("OMP_NUM_THREA
 # PRTE_MCA_rmaps_default_mapping_policy, Open MPI 5.0.8's mpirun exits 213: "cannot be the default
 # setting") and binds 1-2 ranks to a core by default; so when a row sets the placement (BINDING),
 # the module leaves its mapping and ranking (UNPLACED) unset and sets BINDING to none: placement is
-# the launcher's (srun binds cpus-per-task cores; mpirun --map-by slot:PE=n per job). TUNEDMPI_ROW
-# carries THREADED_MARK so that unload undoes what load set.
+# the launcher's (srun binds cpus-per-task cores; mpirun --map-by slot:PE=n per job: PRRTE refuses
+# PE=n beside binding none, so the launch check's mpirun and mpiexec unset BINDING when their
+# command line has PE=). TUNEDMPI_ROW carries THREADED_MARK so that unload undoes what load set.
 BINDING = ("PRTE_MCA_hwloc_default_binding_policy", "none")
 UNPLACED = ("PRTE_MCA_rmaps_default_mapping_policy", "PRTE_MCA_rmaps_default_ranking_policy")
 THREADED_MARK = ":unbound"

@@ -18,6 +18,9 @@ SCHEMA_VERSION = 1
 SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
 MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?\Z")
 PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
+# users_page: where `module help` sends users (the site's copy of docs/users.md): a web address
+# of URL characters without quotes, or an absolute plain path (install-module's installed copy).
+USERS_PAGE = re.compile(r"^(https?://[A-Za-z0-9._~:/?#@!&+,;=%-]+|/[A-Za-z0-9._+/-]+)\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
 SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?\Z")
 TOP_KEYS = {
@@ -40,6 +43,9 @@ TOP_KEYS = {
     "notes",
     "hierarchy",
     "node_types",
+    "users_page",
+    "outside",
+    "other_versions",
 }
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
@@ -104,6 +110,9 @@ class Site:
     module_formats: tuple = ("lua",)
     # HPC-X as this site's alternative tuned MPI (flavour "hpcx"), or None
     hpcx: Optional["Site"] = None
+    # Other versions of the same MPI rendered beside it (site.yaml other_versions), each a Site
+    # of its own version, table and prefix or base_module; [] for one version.
+    other_versions: List["Site"] = field(default_factory=list)
     # What the Spack package openmpi-tuned site=<this> requires of Spack's build at run time
     # (site.yaml spack.depends_on): the MPI's fabrics and variants, UCX transports, ...
     spack_depends_on: List[str] = field(default_factory=list)
@@ -120,10 +129,16 @@ class Site:
     # A candidate (tunedmpi retune): the tuned module is <version><CANDIDATE_SUFFIX>, from the
     # site's candidate table, beside the default one (regenerate/revisions.py).
     candidate: bool = False
+    users_page: Optional[str] = None  # module help's users' guide (site.yaml users_page)
+    # Outside the table (selector.OUTSIDE): cores per node (sockets x cores_per_socket; 0: not
+    # known), the factor beyond which an extrapolated row is outside (0: none) and what then.
+    cores: int = 0
+    outside_factor: int = 0
+    outside_then: str = "extrapolate"
 
     def mpis(self):
-        """This site's MPIs to render: itself, then its HPC-X alternative if it names one."""
-        return [self] + ([self.hpcx] if self.hpcx else [])
+        """This site's MPIs to render: itself, its other versions, then its HPC-X alternative."""
+        return [self] + list(self.other_versions) + ([self.hpcx] if self.hpcx else [])
 
     @property
     def version(self):
@@ -199,6 +214,135 @@ def _table_of(ck, doc, at=()):
     return ref, table
 
 
+def _other_versions(ck, doc, site):
+    """site.yaml other_versions: [{version, table, prefix | base_module}] (issue 50): the same
+    site's modules for other versions of its MPI, side by side (render keeps each): Sites."""
+    entries = doc.get("other_versions")
+    if entries is None:
+        return []
+    at = ("other_versions",)
+    if not isinstance(entries, list) or doc.get("node_types") is not None:
+        ck.err(
+            at,
+            "other_versions must be a list, on a site of one node type",
+            'e.g. other_versions: [{version: "5.0.7", table: <platform>/openmpi-5.0.7, prefix: /opt/openmpi-5.0.7}]',
+        )
+        return []
+    out, seen = [], {site.mpi_version}
+    for i, one in enumerate(entries):
+        where = at + (i,)
+        one = ck.mapping(one, where, "other_versions[%d]" % i) or {}
+        ck.unknown_keys(one, {"version", "table", "prefix", "base_module"}, where, "other_versions")
+        version = _version_text(
+            ck, one.get("version"), where + ("version",), "version must look like 5.0.7",
+            "write the MPI version, quoted",
+        )  # fmt: skip
+        ref, table = _table_of(ck, one, where)
+        if version and version in seen:
+            ck.err(where + ("version",), "version %s is given twice" % version, "give each once")
+        seen.add(version)
+        if table and version and table.mpi_version != version:
+            ck.err(
+                where + ("table",),
+                "its table's Open MPI %s is not version %s" % (table.mpi_version, version),
+                "name a table measured with Open MPI %s" % version,
+            )
+        base, prefix = one.get("base_module"), one.get("prefix")
+        ok_base = base is None or (isinstance(base, str) and bool(MODULE_NAME.match(base)))
+        ok_prefix = prefix is None or (
+            isinstance(prefix, str) and bool(PREFIX.match(prefix)) and ".." not in prefix
+        )
+        if (base is None) == (prefix is None) or not (ok_base and ok_prefix):
+            ck.err(
+                where,
+                "give exactly one of prefix (a plain path) and base_module (a module name)",
+                "prefix: the install directory of that version, or base_module: its module",
+            )
+        out.append(
+            dataclasses.replace(
+                site,
+                mpi_version=version,
+                table_ref=ref,
+                table=table,
+                prefix=prefix,
+                base_module=base,
+                hpcx=None,
+                other_versions=[],
+            )  # fmt: skip
+        )
+    return out
+
+
+def _users_page(ck, doc):
+    """site.yaml users_page (USERS_PAGE), or None."""
+    page = doc.get("users_page")
+    if page is not None and (not isinstance(page, str) or not USERS_PAGE.match(page)):
+        ck.err(
+            ("users_page",),
+            "users_page %r is neither a web address nor an absolute path" % (page,),
+            "write the address of the site's users' guide (https://...) or leave it out "
+            "(install-module installs docs/users.md and names its copy)",
+        )
+    return page
+
+
+def _cores(ck, hw, sockets, where):
+    """Cores per node: sockets x hardware.cores_per_socket, or 0 when it is not given."""
+    if hw.get("cores_per_socket") is None:
+        return 0
+    per = ck.positive_int(hw, "cores_per_socket", where)
+    return (sockets or 0) * (per or 0)
+
+
+def _outside(ck, doc):
+    """site.yaml `outside: {factor: F, then: extrapolate|nearest|untuned}` (selector.OUTSIDE):
+    (factor or 0, what the module does outside the table)."""
+    block = doc.get("outside")
+    if block is None:
+        return 0, selector.OUTSIDE_CHOICES[0]
+    block = ck.mapping(block, ("outside",), "outside") or {}
+    ck.unknown_keys(block, {"factor", "then"}, ("outside",), "outside")
+    factor = block.get("factor", 0)
+    if factor != 0 and (
+        isinstance(factor, bool) or not isinstance(factor, int) or not 2 <= factor <= 1000
+    ):
+        ck.err(
+            ("outside", "factor"),
+            "outside.factor must be a whole number from 2 to 1000, not %r" % (factor,),
+            "write e.g. factor: 2 (a row of n nodes serves n/2 to 2n nodes), or leave it out",
+        )
+        factor = 0
+    then = block.get("then", selector.OUTSIDE_CHOICES[0])
+    if then not in selector.OUTSIDE_CHOICES:
+        ck.err(
+            ("outside", "then"),
+            "outside.then must be one of %s, not %r" % (", ".join(selector.OUTSIDE_CHOICES), then),
+            "extrapolate: the edge row, said at load; nearest: the edge row, quietly; "
+            "untuned: nothing set",
+        )
+        then = selector.OUTSIDE_CHOICES[0]
+    return factor, then
+
+
+def _given(value):
+    """A required version: a missing or null one is no version ("None" would pass as None)."""
+    return "" if value is None else value
+
+
+def _version_text(ck, value, keypath, problem, fix):
+    """A version key's text, else "" and one error: a YAML number (5.10 read as 5.1) gets the fix
+    "quote it", anything else not MAJOR.MINOR[.PATCH] ``problem`` and ``fix``."""
+    try:
+        knobs.not_text(value)
+    except knobs.KnobError as exc:
+        ck.err(keypath, exc.problem, exc.fix)
+        return ""
+    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", str(value or "")):
+        ck.err(keypath, problem, fix)
+        return ""
+    return value
+
+
 def _mpi_of(ck, doc, table):
     """(flavour, version, base_module, prefix) of a site config's mpi block (its version that of
     ``table``, the site's loaded table or None); problems go to ck."""
@@ -211,10 +355,14 @@ def _mpi_of(ck, doc, table):
             "flavour %r is not one the project tunes" % (flavour,),
             "write flavour: openmpi (HPC-X: an hpcx: block beside it, site-configs/README.md)",
         )
-    version = str(mpi.get("version") or "")
-    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
-        ck.err(("mpi", "version"), "mpi.version must look like 5.0.6", "write the MPI version")
-    elif table and version != table.mpi_version:
+    version = _version_text(
+        ck,
+        mpi.get("version"),
+        ("mpi", "version"),
+        "mpi.version must look like 5.0.6",
+        "write the MPI version",
+    )
+    if version and table and version != table.mpi_version:
         # The rows were measured with the table's MPI (its parameters, its algorithm numbers).
         ck.err(
             ("mpi", "version"),
@@ -308,7 +456,7 @@ def _check(ck, doc, path):
 
     ucx = None
     try:
-        ucx = knobs.version_tuple(str(doc.get("ucx_version")))
+        ucx = knobs.version_tuple(_given(doc.get("ucx_version")))
     except knobs.KnobError as exc:
         ck.err(("ucx_version",), exc.problem, 'quote the UCX version the MPI uses, e.g. "1.18"')
 
@@ -324,6 +472,8 @@ def _check(ck, doc, path):
     hw = ck.mapping(doc.get("hardware"), ("hardware",), "hardware") or {}
     ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, ("hardware",), "hardware")
     sockets = ck.positive_int(hw, "sockets", ("hardware",))
+    cores = _cores(ck, hw, sockets, ("hardware",))
+    factor, then = _outside(ck, doc)
 
     comps = doc.get("components")
     if (
@@ -354,6 +504,7 @@ def _check(ck, doc, path):
     hpcx = _hpcx(ck, doc)
     spack_deps = _spack(ck, doc, flavour)
     peers = _peers(ck, doc)
+    users_page = _users_page(ck, doc)
     if ck.errors:
         return None
     site = Site(
@@ -381,8 +532,13 @@ def _check(ck, doc, path):
         spack_depends_on=spack_deps,
         peers=peers,
         mpi_level=mpi_level,
+        users_page=users_page,
+        cores=cores,
+        outside_factor=factor,
+        outside_then=then,
     )
     _node_types(ck, doc, site)
+    site.other_versions = _other_versions(ck, doc, site)
     if ck.errors:
         return None
     if hpcx:
@@ -495,6 +651,9 @@ def _node_type_site(ck, one, where, site, name):
             hw, {"sockets", "cores_per_socket", "cpu"}, where + ("hardware",), "hardware"
         )
         sockets = ck.positive_int(hw, "sockets", where + ("hardware",))
+        cores = _cores(ck, hw, sockets, where + ("hardware",))
+    else:
+        cores = site.cores
     if "default_geometry" in one:
         geo = ck.mapping(one["default_geometry"], where + ("default_geometry",), "default_geometry")
         dn = ck.positive_int(geo or {}, "nodes", where + ("default_geometry",))
@@ -511,6 +670,7 @@ def _node_type_site(ck, one, where, site, name):
         table_ref=ref,
         table=table,
         sockets=sockets,
+        cores=cores,
         default_nodes=dn,
         default_ppn=dp,
         default_profile=profile,
@@ -674,13 +834,13 @@ def _hpcx(ck, doc):
         return None
     block = ck.mapping(doc.get("hpcx"), ("hpcx",), "hpcx") or {}
     ck.unknown_keys(block, HPCX_KEYS, ("hpcx",), "hpcx")
-    version = str(block.get("version") or "")
-    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version):
-        ck.err(
-            ("hpcx", "version"),
-            "hpcx.version must look like 2.20",
-            "write the HPC-X version (hpcx-tuned/<it>)",
-        )
+    version = _version_text(
+        ck,
+        block.get("version"),
+        ("hpcx", "version"),
+        "hpcx.version must look like 2.20",
+        "write the HPC-X version (hpcx-tuned/<it>)",
+    )
     base, prefix = block.get("base_module"), block.get("prefix")
     if (base is None) == (prefix is None) or (
         base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base))
@@ -696,7 +856,7 @@ def _hpcx(ck, doc):
         ck.err(("hpcx", "prefix"), "prefix %r is not a plain path" % (prefix,), "an absolute path")
     ucx = None
     try:
-        ucx = knobs.version_tuple(str(block.get("ucx_version")))
+        ucx = knobs.version_tuple(_given(block.get("ucx_version")))
     except knobs.KnobError as exc:
         ck.err(
             ("hpcx", "ucx_version"),

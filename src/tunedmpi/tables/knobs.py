@@ -21,15 +21,26 @@ class KnobError(ValueError):
 
 
 def version_tuple(text):
-    """'1.18.1' -> (1, 18, 1); None stays None. Raises KnobError for anything else."""
+    """'1.18.1' -> (1, 18, 1); None stays None. Raises KnobError for anything else, a number too:
+    YAML reads an unquoted 1.20 as the number 1.2 (issue 50)."""
     if text is None:
         return None
+    not_text(text)
     m = re.match(r"^([0-9]+)\.([0-9]+)(?:\.([0-9]+))?\Z", str(text).strip())
     if not m:
         raise KnobError(
             "'%s' is not a version" % (text,), "write it as MAJOR.MINOR[.PATCH], e.g. 1.18.1"
         )
     return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def not_text(value):
+    """Raise KnobError when a version is a YAML number instead of quoted text."""
+    if isinstance(value, (int, float)):
+        raise KnobError(
+            "%r is a number, not a version (YAML reads an unquoted 1.20 as 1.2)" % (value,),
+            'quote the version as it is written, e.g. "1.20"',
+        )
 
 
 UCX_KEYED_THRESH = (1, 17)  # UCX_RNDV_THRESH accepts intra:/inter: from UCX 1.17 on

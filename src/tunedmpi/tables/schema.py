@@ -282,9 +282,10 @@ def _check_table(ck, doc):
             ck.err(("mpi", "version"), "missing key 'version'", "add version: 5.0.6")
         else:
             try:
-                knobs.version_tuple(str(version))
+                knobs.version_tuple(version)
             except knobs.KnobError as exc:
                 ck.err(("mpi", "version"), exc.problem, exc.fix)
+                version = None  # nothing further is checked against it
 
     ucx_version = None
     if "ucx_version" not in doc:
@@ -295,7 +296,7 @@ def _check_table(ck, doc):
         )
     elif doc["ucx_version"] is not None:
         try:
-            ucx_version = knobs.version_tuple(str(doc["ucx_version"]))
+            ucx_version = knobs.version_tuple(doc["ucx_version"])
         except knobs.KnobError as exc:
             ck.err(("ucx_version",), exc.problem, exc.fix + ' (quote it: "1.18")')
 

@@ -201,9 +201,11 @@ def _stale_launchers(out, site, folder, files):
 
 def _stale_modules(out, site, files):
     """Modules render wrote for ``site`` that it no longer writes (an old version's, a format or
-    peer the site dropped): out/<site>/<name>/<file> regular files whose head says `tunedmpi
-    render --site <site>` wrote them, in the folder of one of the site's MPIs (site.mpis()) or
-    marked as a peer's (PEER_MARK). Anything else stays."""
+    peer the site dropped, a module renamed in site.yaml's modules): out/<site>/<name>/<file>
+    regular files whose head says `tunedmpi render --site <site>` wrote them, in the folder of one
+    of the site's MPIs (site.mpis()), marked as a peer's (PEER_MARK) or naming itself
+    <name>/<version> as every module render writes does (a renamed module stayed loadable under
+    its old name: issue 50). Anything else stays."""
     found = []
     top = Path(out) / site.name
     if not top.is_dir():
@@ -216,7 +218,10 @@ def _stale_modules(out, site, files):
             if rel in files or path.is_symlink() or not path.is_file():
                 continue
             head = read_head(path, 600).decode("utf-8", "replace")
-            if mark in head and (folder.name in own or PEER_MARK in head):
+            lua = path.name.endswith(".lua")
+            version = path.name[:-4] if lua else path.name
+            itself = "%s %s/%s: " % ("--" if lua else "#", folder.name, version)
+            if mark in head and (folder.name in own or PEER_MARK in head or itself in head):
                 found.append(rel)
     return found
 
@@ -439,6 +444,10 @@ def _prefix_lua(prefix):
     return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(prefix)
 
 
+# module help's users' guide where the site names none (site.yaml users_page; install-module's copy)
+USERS_GUIDE = "docs/users.md of tuned-mpi-modules (ask your site for its copy)"
+
+
 def _help(site, tuned, rules=False, fmt="lua"):
     t = site.table
     lines = [
@@ -493,7 +502,7 @@ def _help(site, tuned, rules=False, fmt="lua"):
             "                  variable you set before loading is kept (yours= in the selection)",
             "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
             "                  and srun say when the job differs from where it was loaded.",
-            "Users' guide:     docs/users.md of tuned-mpi-modules (ask your site for its copy)",
+            "Users' guide:     %s" % (site.users_page or USERS_GUIDE),
             "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version)
             if fmt == "lua"
             # Environment Modules refuses a second member of family mpi: switch, do not load.
