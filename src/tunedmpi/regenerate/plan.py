@@ -9,7 +9,9 @@ from pathlib import Path
 
 from tunedmpi.bench import store, suites
 from tunedmpi.files import read_text
-from tunedmpi.regenerate import sweep
+from tunedmpi.regenerate import choice, sweep
+
+CHOSEN = "(chosen by an earlier stage)"  # stands for a job configuration not yet measured
 
 
 def _past_walls(site_name, store_root, results_root):
@@ -36,17 +38,21 @@ def _past_walls(site_name, store_root, results_root):
 
 def sweep_plan(site, sp, nodes, ppn, store_root, results_root="validate-results", name=None):
     """{"stages": [{stage, configurations, repetitions, runs, missing, seconds}], "runs",
-    "missing", "seconds" (None where no past run of that kind says), "campaign"}. Stages after a
-    job-wide one are counted on the space's starting job (their count does not depend on it)."""
+    "missing", "seconds" (None where no past run of that kind says), "campaign"}. A stage after a
+    job-wide one is counted as built on a chosen job configuration: its knobs at default are then
+    a configuration of their own beside the baseline (one more than on the MPI's defaults)."""
     cdir = sweep.campaign_dir(store_root, site, sp, nodes, ppn, name)
     walls = _past_walls(site.name, store_root, results_root)
     stages, unknown = [], set()
+    job = dict(sp.job or {})
     for stage in sp.stages:
-        plan = sweep.stage_plan(sp, stage, dict(sp.job or {}))
+        plan = sweep.stage_plan(sp, stage, job)
+        if not all(choice.per_collective(k) for k in stage.knobs):
+            job = dict(job, **{CHOSEN: True})  # what this stage chooses is not known yet
         set_name = stage.set_name or sp.set_name
-        missing = (
-            sweep.missing_runs(cdir, stage.name, plan, sp.repetitions) if cdir.is_dir() else None
-        )
+        # records already made (a resumed campaign): counted, not matched, as later stages'
+        # configurations are built on what earlier ones chose
+        made = len(list((cdir / stage.name).glob("*/*-rep*.json")))
         runs, seconds = 0, 0.0
         for config, benches in plan:
             for run in suites.run_names(sweep.program_benchmarks(sp, benches)):
@@ -56,7 +62,7 @@ def sweep_plan(site, sp, nodes, ppn, store_root, results_root="validate-results"
                 else:
                     unknown.add("%s (%s set)" % (run, set_name))
                 runs += sp.repetitions
-        todo = runs if missing is None else len(missing)
+        todo = max(0, runs - made)
         stages.append(
             dict(
                 stage=stage.name,
