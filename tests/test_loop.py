@@ -150,6 +150,8 @@ def test_promote_needs_a_campaign_of_exactly_that_candidate(project, tmp_path):
 
 
 def test_promote_keeps_the_old_revision_and_rollback_restores_it_byte_for_byte(project, tmp_path):
+    revs = project / "tuning-tables" / "local" / "revisions"
+    shutil.rmtree(revs, ignore_errors=True)  # the checkout's own kept revisions: not this test's
     tables, modules = digests(project / "tuning-tables"), digests(project / "modulefiles")
     cand = write_candidate(project)
     assert tunedmpi("render", "--site", "local").returncode == 0
@@ -162,7 +164,7 @@ def test_promote_keeps_the_old_revision_and_rollback_restores_it_byte_for_byte(p
     mods = project / "modulefiles" / "local" / "openmpi-tuned"
     assert sorted(p.name for p in mods.iterdir()) == ["5.0.8", "5.0.8.lua", "__5.0.8.rules"]
     assert '"UCX_TLS", "self,sm"' in (mods / "5.0.8.lua").read_text()
-    kept = list((project / "tuning-tables" / "local" / "revisions").iterdir())
+    kept = list(revs.iterdir())
     assert (
         len(kept) == 1
         and json.loads((kept[0] / "revision.json").read_text())["replaced_by"] == new_rev
@@ -318,3 +320,20 @@ def test_history_names_the_table_revision_each_campaign_judged(project, tmp_path
     assert proc.returncode in (0, 1), proc.stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.lstrip().startswith("#")]
     assert "table aaaaaaaaaaaa" in lines[0] and "table bbbbbbbbbbbb" in lines[1], proc.stdout
+
+
+def test_retune_refuses_a_campaign_of_another_mpi_build(project, probe_campaign, tmp_path):
+    """The session's real campaign, as if measured on another build (its configure digest): refused
+    in one line naming both builds before anything is measured."""
+    _, where, doc = probe_campaign
+    other = tmp_path / "other"
+    other.mkdir()
+    doc = dict(doc, build=dict(doc["build"], configure="0000000000000000"))
+    (other / "results.json").write_text(json.dumps(doc))
+    store = tmp_path / "store"
+    proc = tunedmpi(
+        "retune", "--site", "local", "--from", other, "--benchmarks", "allreduce", "--store", store
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "build.configure" in proc.stderr and "0000000000000000" in proc.stderr
+    assert probe_campaign[2]["build"]["configure"] in proc.stderr and not store.exists()

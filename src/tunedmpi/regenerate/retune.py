@@ -15,6 +15,7 @@
 import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -23,10 +24,11 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.acceptance import results
+from tunedmpi.atomic import write_all_or_none
 from tunedmpi.bench import build, machine
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
+from tunedmpi.files import read_bytes, read_text
 from tunedmpi.modules import render, revisions, sites
 from tunedmpi.regenerate import choice, plan, sweep, tune
 from tunedmpi.regenerate import space as spacemod
@@ -154,6 +156,9 @@ def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
     )
 
 
+ARCHIVE_BYTES = 256 * 1024 * 1024  # a campaign's .tar.xz; the largest archived is 2 MB
+
+
 def _other_rows(site, store_root, nodes, ppn):
     """The table's campaigns of its other rows, in the store (unpacked from results-archive/
     where only the archive is here): tune decides those rows from them as before."""
@@ -175,21 +180,19 @@ def _other_rows(site, store_root, nodes, ppn):
                 "campaign %s is neither in %s nor in results-archive/" % (name, store_root),
                 "put it into the store, or retune every row",
             )
-        with tarfile.open(archive) as tar:  # archives hold results-store/<campaign>/...
-            top = "results-store/%s/" % name
+        # through the file layer: the archive read whole, its campaign written atomically
+        with tarfile.open(fileobj=io.BytesIO(read_bytes(archive, ARCHIVE_BYTES))) as tar:
+            top = "results-store/%s/" % name  # archives hold results-store/<campaign>/...
             meta = json.load(tar.extractfile(top + "campaign.json"))
             if (meta.get("nodes"), meta.get("ppn")) == (nodes, ppn):
                 continue  # the retuned row's old campaign: measured before, not used
-            members = [
-                m
-                for m in tar.getmembers()
-                if m.name.startswith(top)
-                and ".." not in m.name.split("/")
-                and (m.isfile() or m.isdir())
-            ]
-            for m in members:
-                m.name = m.name[len("results-store/") :]
-            tar.extractall(store_root, members)
+            write_all_or_none(
+                {
+                    Path(store_root) / m.name[len("results-store/") :]: tar.extractfile(m).read()
+                    for m in tar.getmembers()
+                    if m.isfile() and m.name.startswith(top) and ".." not in m.name.split("/")
+                }
+            )
         out.append(name)
     return out
 
