@@ -331,10 +331,18 @@ def cmd_retune(args):
         return EXIT_INPUT
 
 
+def _rerender(name, root):
+    """The site's modules written anew under root (promote, rollback)."""
+    from tunedmpi.modules import render, sites
+
+    loaded = sites.load_named(name)
+    return render.write([loaded], render.render_all([loaded]), root)
+
+
 def cmd_promote(args):
     from tunedmpi.modules import revisions, sites
 
-    code, lines = revisions.promote(sites.load_named(args.site), args.results)
+    code, lines = revisions.promote(sites.load_named(args.site), _rerender, args.results)
     for line in lines:
         print(line, file=sys.stderr if code else sys.stdout)
     return code
@@ -343,7 +351,7 @@ def cmd_promote(args):
 def cmd_rollback(args):
     from tunedmpi.modules import revisions, sites
 
-    for line in revisions.rollback(sites.load_named(args.site)):
+    for line in revisions.rollback(sites.load_named(args.site), _rerender):
         print(line)
     return EXIT_OK
 

@@ -99,13 +99,6 @@ def _tuned_files(site, root):
     return out
 
 
-def _write_rendered(site, root):
-    from tunedmpi.modules import render
-
-    loaded = sites.load_named(site.name)
-    return list(render.write([loaded], render.render_all([loaded]), root))
-
-
 def _validated(site, results):
     """The results.json of the validate campaign that judged the candidate as it is now, against
     the site's untuned baseline: the directory ``results``, else the newest such campaign under
@@ -140,9 +133,11 @@ def _validated(site, results):
     return found
 
 
-def promote(site, results=None, root=None):
+def promote(site, rerender, results=None, root=None):
     """Make the candidate current (see the module doc). Returns (exit code, lines to print):
-    1 when a band of the candidate lost to the baseline (naming each), else 0."""
+    1 when a band of the candidate lost to the baseline (naming each), else 0. rerender(site
+    name, modulefiles root) writes the site's modules anew and yields what it did (render.write:
+    render is the caller's, it renders the candidate from here)."""
     cand = candidate_path(site)
     if not cand.is_file():
         raise InputError(
@@ -187,7 +182,7 @@ def promote(site, results=None, root=None):
     lines.append(
         "promoted %s: verdict %s, no band lost (%s)" % (revision(current), doc["verdict"], where)
     )
-    return 0, lines + _write_rendered(site, root)
+    return 0, lines + list(rerender(site.name, root))
 
 
 def kept(site):
@@ -196,9 +191,10 @@ def kept(site):
     return sorted(p for p in d.iterdir() if (p / KEPT_TABLE).is_file()) if d.is_dir() else []
 
 
-def rollback(site, root=None):
-    """Restore the newest kept revision: its table, then its tuned modules byte for byte (render
-    first writes the rest of the site and removes what the restored table no longer has)."""
+def rollback(site, rerender, root=None):
+    """Restore the newest kept revision: its table, then its tuned modules byte for byte
+    (rerender, as promote's, first writes the rest of the site and removes what the restored table
+    no longer has)."""
     revs = kept(site)
     if not revs:
         raise InputError(
@@ -211,7 +207,7 @@ def rollback(site, root=None):
     keep, root = revs[-1], Path(root or paths.project_root() / "modulefiles")
     current = table_path(site)
     write_all_or_none({current: read_bytes(keep / KEPT_TABLE)})
-    lines = _write_rendered(site, root)
+    lines = list(rerender(site.name, root))
     mods = keep / "modulefiles"
     restored = {
         root / p.relative_to(mods): read_bytes(p)
