@@ -110,6 +110,15 @@ def sacct_rows(cluster, job_id):
     return {f[0]: f[1:] for f in (line.split("|") for line in out.splitlines())}
 
 
+def complete(job_id, step, rows):
+    """Whether sacct has the job's record complete and, for a job with a step, the step's too
+    (slurmctld sends them to slurmdbd one by one: the step's can come after the job's)."""
+    done = rows.get(job_id, [None] * 3)[2] == "COMPLETED"
+    if step is True:
+        return done and rows.get(job_id + ".0", [None] * 3)[2] == "COMPLETED"
+    return done and (step != "mpirun" or job_id + ".0" in rows)
+
+
 @pytest.fixture(scope="module")
 def ran(accounted, tmp_path_factory):
     """JOBS run on the cluster, once: [(job id, {site: selection match}, trace, node-seconds)],
@@ -128,7 +137,7 @@ def ran(accounted, tmp_path_factory):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         records = {job_id: sacct_rows(c, job_id) for job_id, _, _, _ in done}
-        if all(r.get(j, [None] * 3)[2] == "COMPLETED" for j, r in records.items()):
+        if all(complete(job_id, step, records[job_id]) for job_id, _, _, step in done):
             break
         time.sleep(1)
     out = []
