@@ -383,7 +383,9 @@ def cmd_ingest(args):
 def cmd_tune(args):
     from tunedmpi.regenerate import tune
 
-    target, new, old, decisions = tune.tune(args.site, _store(args), args.out, args.campaign)
+    target, new, old, decisions = tune.tune(
+        args.site, _store(args), args.out, args.campaign, row_checks=args.row_check or ()
+    )
     tune.report(target, new, old, decisions)
     return EXIT_OK
 
@@ -654,6 +656,13 @@ def _parser_tune(sub):
         "--campaign", action="append", help="only these campaigns (default: all of the site's)"
     )
     p.add_argument("--out", help="table path (default: tuning-tables/<site>/<mpi>-<version>.yaml)")
+    p.add_argument(
+        "--row-check",
+        action="append",
+        metavar="DIR",
+        help="a validate campaign of a module of these tables: collectives that lost a band there "
+        "get no component (UCC) routing",
+    )
     p.set_defaults(func=cmd_tune)
 
 

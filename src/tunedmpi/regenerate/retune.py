@@ -32,6 +32,7 @@ from tunedmpi.files import read_bytes, read_text
 from tunedmpi.modules import render, revisions, sites
 from tunedmpi.regenerate import choice, plan, sweep, tune
 from tunedmpi.regenerate import space as spacemod
+from tunedmpi.tables import schema
 
 
 def newest_campaign(site, results_root):
@@ -197,9 +198,9 @@ def _other_rows(site, store_root, nodes, ppn):
     return out
 
 
-def validate_candidate(site, doc, against):
+def validate_candidate(site, doc, against, results_root):
     """validate/run.sh of the candidate against ``against`` at the campaign's geometry and set;
-    its exit code."""
+    its exit code and its results directory (None if it made none)."""
     cand = "%s/%s" % (site.tuned_module, site.mpi_version + sites.CANDIDATE_SUFFIX)
     geo = doc["geometry"]
     cmd = [
@@ -221,8 +222,31 @@ def validate_candidate(site, doc, against):
     design = doc.get("design") or {}
     if design.get("final") == design.get("first"):
         cmd.append("--no-extend")
+    cmd += ["--out", str(results_root)]
     sys.stderr.write("retune: %s\n" % " ".join(cmd))
-    return subprocess.run(cmd).returncode
+    before = set(Path(results_root).glob("%s-*" % site.name))
+    code = subprocess.run(cmd).returncode
+    made = sorted(set(Path(results_root).glob("%s-*" % site.name)) - before)
+    return code, (made[-1] if made else None)
+
+
+def candidate(site, store_root, names, checks=()):
+    """Tune the candidate table from the campaigns ``names`` (and the row checks), print its diff
+    against the current table, render it; its path."""
+    target, new, _, _ = tune.tune(
+        site.name, store_root, revisions.candidate_path(site), names, row_checks=checks
+    )
+    print(
+        "candidate %s (revision %s); changes against the current table:"
+        % (target, revisions.revision(target))
+    )
+    for line in tune.diff(site.table, new):
+        print("  " + line)
+    loaded = sites.load_named(site.name)
+    for line in render.write([loaded], render.render_all([loaded])):
+        if sites.CANDIDATE_SUFFIX in line or ".modulerc" in line:
+            print(line)
+    return target
 
 
 def retune(site, args, store_root):
@@ -281,22 +305,34 @@ def retune(site, args, store_root):
             sbatch_args=args.sbatch_args or "",
         )
     names = [cdir.name] + _other_rows(site, store_root, nodes, ppn)
-    target, new, _, decisions = tune.tune(
-        site.name, store_root, revisions.candidate_path(site), names
-    )
-    print(
-        "candidate %s (revision %s); changes against the current table:"
-        % (target, revisions.revision(target))
-    )
-    for line in tune.diff(site.table, new):
-        print("  " + line)
-    loaded = sites.load_named(site.name)
-    for line in render.write([loaded], render.render_all([loaded])):
-        if sites.CANDIDATE_SUFFIX in line or ".modulerc" in line:
-            print(line)
+    target = candidate(site, store_root, names)
     if args.no_validate:
         return 0
-    code = validate_candidate(site, doc, "%s/%s" % (site.baseline_module, site.mpi_version))
-    validate_candidate(site, doc, "%s/%s" % (site.tuned_module, site.mpi_version))
+    checks = []
+    while True:
+        code, out = validate_candidate(
+            site, doc, "%s/%s" % (site.baseline_module, site.mpi_version), args.results
+        )
+        if code != 1 or out is None:
+            break
+        # The candidate lost as users load it. Where it routes a losing collective to UCC, the
+        # routing's cost to the sizes UCC declines is the likely cause: tune again without it
+        # (tune --row-check), and validate that candidate; at most one round per collective.
+        lost_here = tune.row_losses(site, [out])[0].get((nodes, ppn), {})
+        routed = {
+            c.collective
+            for c in schema.load_table(str(target)).cases
+            if (c.nodes, c.ppn) == (nodes, ppn)
+            and any(ch.component != "none" for ch in c.choice or ())
+        }
+        if not routed & set(lost_here):
+            break  # nothing routed where it lost: the loss is the job configuration's
+        print(
+            "retune: %s lost %s, which the candidate routes to UCC; a candidate without"
+            % (out, ", ".join(sorted(routed & set(lost_here))))
+        )
+        checks.append(str(out))
+        target = candidate(site, store_root, names, checks)
+    validate_candidate(site, doc, "%s/%s" % (site.tuned_module, site.mpi_version), args.results)
     print("next: tunedmpi promote --site %s (it refuses a candidate that lost a band)" % site.name)
     return 1 if code == 1 else 0 if code in (0, 3, 4) else 2

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from tunedmpi import paths, stats
+from tunedmpi.acceptance import results
 from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
@@ -172,6 +173,7 @@ def size_bands(
         got.update(
             stage=name,
             effective=effective,
+            reference=rel_of[None],
             oracle=stats.per_size_best(rel_of.values()),
             confirmed=confirm is not None,
         )
@@ -205,9 +207,11 @@ def decide(
     alpha=POLICY.alpha,
     start=None,
     confirm_geo=None,
+    row_lost=None,
 ):
     """{op or "job": decision} at one geometry; ``start``: the job configuration the sweep began from;
-    ``confirm_geo``: confirmation runs at this geometry (they test bands and choose nothing)."""
+    ``confirm_geo``: confirmation runs at this geometry (they test bands and choose nothing);
+    ``row_lost``: {collective: [lost bands]} of validate campaigns of this row (row_checks)."""
     chosen, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
     job, rejected = choice.never_worse(geo_data, steps, chosen, start, tolerance, alpha)
     out = OrderedDict([("job", dict(op="job", config=job, steps=steps, rejected=rejected))])
@@ -224,6 +228,13 @@ def decide(
             if coll
             else None
         )
+        comps = d["components"]
+        if comps and comps["bands"] and op in (row_lost or {}):
+            if any(key for _, _, key in comps["bands"]):
+                # the routed row lost as users load it: Open MPI's own collectives at every size
+                d["components"] = dict(
+                    comps, bands=None, effective=comps["reference"], dropped=row_lost[op]
+                )
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
         # The algorithm stage's where there is one, else the component stage's.
@@ -319,6 +330,15 @@ def _tests_text(tests, name):
 
 def _component_choice(case, notes, comps):
     """The case's `choice` (UCC per size) and its note, from persize's component stage result."""
+    if comps and comps.get("dropped"):
+        notes.append(
+            "components from stage %s: none: UCC won sizes there, but the row routing them lost %s "
+            "to the MPI's defaults as users load it (every variable of the row set); Open MPI hands "
+            "every call of a collective given to UCC to UCC first, so the sizes UCC declines pay for "
+            'it (docs/regenerate.md, "Checked as users load it")'
+            % (comps["stage"], "; ".join(comps["dropped"]))
+        )
+        return
     if comps and comps["bands"]:
         # Component per message size: UCC where it beat Open MPI's own collectives with significance
         # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
@@ -666,6 +686,43 @@ def _one_suite_per_benchmark(loaded):
             )
 
 
+def row_losses(site, dirs):
+    """{(nodes, ppn): {collective: ["<band> x<gain> (<campaign>)"]}}: the collective bands that lost
+    to the untuned baseline in validate campaigns (results directories) of this site's tuned module
+    or candidate: the row measured as users load it, every variable set at once. Why tune needs them:
+    a component stage measures UCC against Open MPI's own at every size, and the row routes only some
+    sizes to it; what the routing costs the other sizes shows only when the whole row runs.
+    Also the provenance notes naming each campaign and the table revision it judged."""
+    out, notes = {}, []
+    baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
+    for where in dirs:
+        doc = results.load_doc(where, "give a validate result directory to --row-check")
+        mods = doc.get("modules") or {}
+        if doc.get("site") != site.name or mods.get("baseline") != baseline:
+            raise InputError(
+                str(Path(where) / "results.json"),
+                None,
+                "modules.baseline",
+                "a row check must judge site %s's tuned module against %s, not %s against %s"
+                % (site.name, baseline, mods.get("tuned"), mods.get("baseline")),
+                "give a campaign of validate/run.sh --site %s with its default baseline"
+                % site.name,
+            )
+        geo = doc["geometry"]
+        notes.append(
+            "row %dx%d checked as users load it: validate campaign %s (table revision %s)"
+            % (geo["nodes"], geo["ppn"], Path(where).name, doc.get("table_revision"))
+        )
+        for b in doc.get("bands", []):
+            if b.get("verdict") == "lose" and b["benchmark"] in schema.COLLECTIVES:
+                out.setdefault((geo["nodes"], geo["ppn"]), {}).setdefault(
+                    b["benchmark"], []
+                ).append(
+                    "%s %s x%.2f (%s)" % (b["benchmark"], b["band"], b["gain"], Path(where).name)
+                )
+    return out, notes
+
+
 def tune(
     site_name,
     store_root,
@@ -673,8 +730,12 @@ def tune(
     campaign_names=None,
     tolerance=POLICY.tolerance,
     alpha=POLICY.alpha,
+    row_checks=(),
 ):
+    """``row_checks``: validate result directories of modules rendered from this site's tables
+    against its untuned baseline; a collective that lost a band there gets no component routing."""
     site = sites.load_named(site_name)
+    row_lost, checked = row_losses(site, row_checks)
     dirs = store.campaigns(store_root, site.name)
     if campaign_names:
         unknown = sorted(set(campaign_names) - {d.name for d in dirs})
@@ -742,8 +803,17 @@ def tune(
             alpha,
             start,
             confirm_data.get((nodes, ppn)),
+            row_lost.get((nodes, ppn)),
         )
-    doc = build_table(site, metas, decisions, len(kept), left_out, tolerance, alpha)
+    doc = build_table(
+        site,
+        metas,
+        decisions,
+        len(kept),
+        list(left_out) + checked,
+        tolerance,
+        alpha,
+    )
     target = (
         Path(out)
         if out
