@@ -158,4 +158,4 @@ def test_help_lists_the_verbs_and_hides_the_internal_one():
     text = parser.format_help()
     assert "SUPPRESS" not in text and "sweep-task" not in text
     assert "check" in text and "install-module" in text
-    assert parser.parse_args(["sweep-task", "c", "s", "1"]).index == 1
+    assert parser.parse_args(["sweep-task", "c", "s", "1"]).rep == 1

@@ -2,7 +2,8 @@
 geometry Slurm really sets, and Open MPI's mpirun starts exactly the allocation's processes;
 validate/run.sh runs in an allocation, and `--submit` goes through `sbatch --wait` from outside one
 and exits with the job's verdict (2 when the job never gave one); `tunedmpi sweep --slurm-array` runs
-a stage as a job array and, after `scancel` of part of it, a rerun finishes only what is missing."""
+a stage as a job array, one task per repetition interleaving every configuration, and after
+`scancel` of part of it a rerun finishes only what is missing."""
 
 import json
 import os
@@ -24,7 +25,7 @@ from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from tunedmpi.acceptance import validate
 from tunedmpi.bench import store
 from tunedmpi.modules import explain, sites
-from tunedmpi.regenerate import space
+from tunedmpi.regenerate import space, sweep
 
 pytestmark = pytest.mark.skipif(
     bool(slurm.missing()),
@@ -694,7 +695,7 @@ stages:
       pml: [default, ucx]
       ucx_tls: [default, "self,sm"]
 """
-# stage s1's plan, in array-task order: the baseline first, then the other combinations
+# stage s1's plan: the baseline first, then the other combinations
 SWEEP_CONFIGS = [{}, {"ucx_tls": "self,sm"}, {"pml": "ucx"}, {"pml": "ucx", "ucx_tls": "self,sm"}]
 SUBMITTING = re.compile(r"^sweep: submitting (\d+) array task\(s\): (sbatch .*)$", re.M)
 needs_sweep = pytest.mark.skipif(
@@ -748,17 +749,36 @@ def record_files(cdir):
     }
 
 
-def missing_tasks(cdir):
+def missing_runs(cdir):
+    """[(repetition, plan index)] of stage s1's runs not stored yet."""
     return [
-        i
+        (rep, i)
+        for rep in (1, 2)
         for i, c in enumerate(SWEEP_CONFIGS)
-        if not all(store.record_path(cdir, "s1", c, "collectives", rep).is_file() for rep in (1, 2))
+        if not store.record_path(cdir, "s1", c, "collectives", rep).is_file()
     ]
 
 
 def task_lines(cdir, job):
-    """{task index: the task's output} of one array job."""
-    return {int(p.stem.split("_")[1]): p.read_text() for p in cdir.glob("s1/slurm-%s_*.out" % job)}
+    """{task index: the last line of the task's output (after its progress lines)} of one array job."""
+    return {
+        int(p.stem.split("_")[1]): p.read_text().strip().splitlines()[-1]
+        for p in cdir.glob("s1/slurm-%s_*.out" % job)
+    }
+
+
+def written_order(cdir, rep):
+    """Stage s1's stored records of one repetition, as plan indices in the order they were written."""
+    recs = sorted(
+        cdir.glob("s1/*/collectives-rep%d.json" % rep), key=lambda p: p.stat().st_mtime_ns
+    )
+    ids = [store.config_id(c) for c in SWEEP_CONFIGS]
+    return [ids.index(p.parent.name) for p in recs]
+
+
+def sweep_order(cdir, rep):
+    """The order the local interleaved sweep measures repetition `rep` of stage s1 in."""
+    return sweep.round_order(len(SWEEP_CONFIGS), cdir.name, "s1", rep)
 
 
 @pytest.fixture(scope="module")
@@ -772,22 +792,22 @@ def array_swept(cluster, tmp_path_factory):
 
 
 @needs_sweep
-def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept):
+def test_sweep_stage_runs_as_a_job_array_one_task_per_repetition(cluster, array_swept):
     s, cdir = array_swept, array_swept.cdir
     ctx = s.context()
     assert s.returncode == 0 and cdir is not None, ctx
     assert "campaign %s complete; the job configuration:" % cdir in s.stdout, ctx
-    # one sbatch --wait --array of every configuration, on a 1 x 2 allocation per task
+    # one sbatch --wait --array of every repetition, on a 1 x 2 allocation per task
     assert SUBMITTING.findall(s.stderr) == [
         (
-            "4",
-            "sbatch --wait --parsable --job-name %s --array 0,1,2,3 --nodes 1 "
+            "2",
+            "sbatch --wait --parsable --job-name %s --array 1,2 --nodes 1 "
             "--ntasks-per-node 2 --output %s/s1/slurm-%%A_%%a.out %s/s1/array.sh"
             % (SWEEP_JOB, cdir, cdir),
         )
     ], ctx
     (job,) = arrays(s.watcher)
-    assert arrays(s.watcher)[job] == {str(i): "COMPLETED" for i in range(4)}, ctx
+    assert arrays(s.watcher)[job] == {"1": "COMPLETED", "2": "COMPLETED"}, ctx
     assert "sweep: array job %s ended (sbatch exit 0)" % job in s.stderr, ctx
     # the sweep waited: tasks ran while it was alive, and it ended after the last one
     assert any(("RUNNING", True) in states for states in s.watcher.seen.values()), ctx
@@ -797,15 +817,19 @@ def test_sweep_stage_runs_as_a_job_array_one_task_per_configuration(array_swept)
             "2",
             "%s/s1/slurm-%s_%s.out" % (cdir, job, rec["ArrayTaskId"]),
         ), (rec, ctx)
-    # task i measured configuration i of the plan: every run of it, in its own output file
+    # task k measured repetition k of every configuration, in its own output file, interleaved in
+    # the order the local sweep measures that repetition in (the records' write times show it)
     plan = json.loads((cdir / "s1" / "plan.json").read_text())
-    assert [e["config"] for e in plan] == SWEEP_CONFIGS
+    assert [config for config, _ in plan] == SWEEP_CONFIGS
     outs = task_lines(cdir, job)
-    assert sorted(outs) == [0, 1, 2, 3], sorted(cdir.glob("s1/*"))
-    for i, config in enumerate(SWEEP_CONFIGS):
-        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(
-            config
-        ), outs[i]
+    assert outs == {k: "sweep-task: s1 rep %d: 4 run(s) measured" % k for k in (1, 2)}, outs
+    for k in (1, 2):
+        assert written_order(cdir, k) == sweep_order(cdir, k), ctx
+    # one 1 x 2 task at a time on fewer than 4 CPUs: repetition 1 of every configuration before 2
+    files = record_files(cdir)
+    by_time = sorted((t, name) for name, (t, _) in files.items() if name.endswith(".json"))
+    if cluster.cpus < 4:
+        assert [name.endswith("-rep1.json") for _, name in by_time] == [True] * 4 + [False] * 4
     # every record, made on the job's 1 x 2 ranks
     _, records = store.load_campaign(cdir)
     assert sorted((r["config_id"], r["rep"]) for r in records) == sorted(
@@ -846,11 +870,7 @@ def test_array_tasks_measure_the_repetitions_the_sweep_was_given(cluster, tmp_pa
     assert cdir.name != "%s-1x2-%s" % (SITE, file_digest), cdir  # a campaign of its own
     (job,) = arrays(s.watcher)
     outs = task_lines(cdir, job)
-    assert sorted(outs) == [0, 1], s.context()
-    for i, config in enumerate([{}, {"pml": "ucx"}]):
-        assert outs[i].strip() == "sweep-task: s1 %s: 3 run(s) measured" % store.config_id(
-            config
-        ), outs[i]
+    assert outs == {k: "sweep-task: s1 rep %d: 2 run(s) measured" % k for k in (1, 2, 3)}, outs
     _, records = store.load_campaign(cdir)
     assert sorted(r["rep"] for r in records) == [1, 1, 2, 2, 3, 3]
 
@@ -858,9 +878,9 @@ def test_array_tasks_measure_the_repetitions_the_sweep_was_given(cluster, tmp_pa
 @pytest.fixture(scope="module")
 def cancelled(cluster, tmp_path_factory):
     """A sweep whose array is partly cancelled: while it runs the same command is started again
-    (it must refuse); once task 0 has finished and task 1 has stored its first repetition, the
-    whole array is cancelled (task 1 killed while running, tasks 2 and 3 while pending). Then the
-    same command is run again, to completion."""
+    (it must refuse); once task 1 (repetition 1) has finished and task 2 has stored its first
+    record, the array is cancelled (task 2 killed while running). Then the same command is run
+    again, to completion."""
     tmp = tmp_path_factory.mktemp("sweep-cancel")
     (tmp / "space.yaml").write_text(SWEEP_SPACE)
     st = {"cancelled": None, "concurrent": None, "plan": None}
@@ -884,7 +904,7 @@ def cancelled(cluster, tmp_path_factory):
             except subprocess.TimeoutExpired as exc:  # it submitted a second array and waits for it
                 st["concurrent"] = exc
             st["concurrent_plan"] = (cdir / "s1" / "plan.json").read_bytes()
-        if store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file():
+        if list(cdir.glob("s1/*/collectives-rep2.json")):
             jobs = sorted(arrays(watcher), key=int)
             cluster.run(
                 "scancel", *jobs
@@ -901,7 +921,7 @@ def cancelled(cluster, tmp_path_factory):
         st["plan"],
         st.get("concurrent_plan"),
     )
-    first.missing = missing_tasks(first.cdir)
+    first.missing, first.stored = missing_runs(first.cdir), written_order(first.cdir, 2)
     first.files = record_files(first.cdir)
     first.meta = json.loads((first.cdir / "campaign.json").read_text())
     first.outs = {
@@ -935,56 +955,54 @@ def test_scancel_of_part_of_the_array_leaves_missing_runs_and_exit_2(cancelled):
     cdir, ctx = first.cdir, first.context()
     assert first.cancelled, ctx
     assert first.returncode == 2, ctx
-    states = arrays(first.watcher)[first.cancelled]
-    assert states.pop("0") == "COMPLETED" and states.pop("1") == "CANCELLED", (states, ctx)
-    assert set(states.values()) == {"CANCELLED"}, (states, ctx)  # 2 and 3 (as one record or two)
-    # task 0 finished, task 1 stored repetition 1 and was killed in repetition 2, 2 and 3 never ran
-    assert first.missing == [1, 2, 3], ctx
-    assert store.record_path(cdir, "s1", SWEEP_CONFIGS[1], "collectives", 1).is_file()
+    assert arrays(first.watcher)[first.cancelled] == {"1": "COMPLETED", "2": "CANCELLED"}, ctx
+    # task 1 finished; task 2 stored the first configuration(s) of its order and was killed
+    order = sweep_order(cdir, 2)
+    stored = first.stored
+    assert 1 <= len(stored) < 4 and stored == order[: len(stored)], (stored, order, ctx)
+    assert first.missing == [(2, i) for i in sorted(order[len(stored) :])], ctx
     assert sorted(first.outs) == [
-        "slurm-%s_0.out" % first.cancelled,
         "slurm-%s_1.out" % first.cancelled,
+        "slurm-%s_2.out" % first.cancelled,
     ], ctx
     # exit 2 with the message telling the user to rerun (runner.CannotRun -> cli.cmd_sweep)
     assert (
-        "sweep: 5 run(s) of 3 configuration(s) of stage s1 are missing (e.g. %s rep 2) after array job %s "
-        "(tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun the same command "
-        "to finish them (finished runs are kept)"
-        % (store.config_id(SWEEP_CONFIGS[1]), first.cancelled, cdir, first.cancelled)
+        "sweep: %d run(s) of %d configuration(s) of stage s1 are missing (e.g. %s rep 2) after array "
+        "job %s (tasks cancelled, failed or killed; their output: %s/s1/slurm-%s_<task>.out); rerun "
+        "the same command to finish them (finished runs are kept)"
+        % (
+            len(first.missing),
+            len(first.missing),
+            store.config_id(SWEEP_CONFIGS[first.missing[0][1]]),
+            first.cancelled,
+            cdir,
+            first.cancelled,
+        )
     ) in first.stderr.splitlines(), ctx
     assert "complete" not in first.stdout, ctx
     assert "finished" not in first.meta and first.meta["started"], first.meta
 
 
 @needs_sweep
-def test_rerun_after_scancel_submits_only_the_missing_configurations(cancelled):
+def test_rerun_after_scancel_submits_only_the_missing_repetitions(cancelled):
     first, again = cancelled
     cdir, ctx = first.cdir, again.context()
     assert again.returncode == 0, ctx
     assert "campaign %s complete; the job configuration:" % cdir in again.stdout, ctx
-    # only the configurations that miss runs are submitted: never task 0's, whose runs all finished
+    # only the repetitions that miss runs are submitted: never task 1's, whose runs all finished
     ((n, cmd),) = SUBMITTING.findall(again.stderr)
-    assert n == "3" and " --array 1,2,3 " in cmd, ctx
+    assert n == "1" and " --array 2 " in cmd, ctx
     (job,) = arrays(again.watcher)
-    assert job != first.cancelled and arrays(again.watcher)[job] == {
-        "1": "COMPLETED",
-        "2": "COMPLETED",
-        "3": "COMPLETED",
+    assert job != first.cancelled and arrays(again.watcher)[job] == {"2": "COMPLETED"}, ctx
+    assert task_lines(cdir, job) == {
+        2: "sweep-task: s1 rep 2: %d run(s) measured" % len(first.missing)
     }, ctx
-    outs = task_lines(cdir, job)
-    assert sorted(outs) == [1, 2, 3], ctx
-    assert outs[1].strip() == "sweep-task: s1 %s: 1 run(s) measured" % store.config_id(
-        SWEEP_CONFIGS[1]
-    ), outs[1]
-    for i in (2, 3):
-        assert outs[i].strip() == "sweep-task: s1 %s: 2 run(s) measured" % store.config_id(
-            SWEEP_CONFIGS[i]
-        ), outs[i]
-    # no finished result was touched: same bytes, same mtime; the missing ones exist now
+    # no finished result was touched: same bytes, same mtime; the missing ones exist now, made
+    # after the kept ones in the same order
     now = record_files(cdir)
     assert {k: now.get(k) for k in first.files} == first.files, ctx
-    assert len(first.files) == 2 * 3 and len(now) == 2 * 8, sorted(now)  # .json + .log per run
-    assert missing_tasks(cdir) == []
+    assert len(first.files) == 2 * (8 - len(first.missing)) and len(now) == 2 * 8, sorted(now)
+    assert missing_runs(cdir) == [] and written_order(cdir, 2) == sweep_order(cdir, 2)
     assert {
         p.name: (p.stat().st_mtime_ns, p.read_bytes())
         for p in cdir.glob("s1/slurm-%s_*.out" % first.cancelled)

@@ -359,7 +359,7 @@ def cmd_rollback(args):
 def cmd_sweep_task(args):
     from tunedmpi.regenerate import sweep
 
-    return sweep.run_task(args.campaign_dir, args.stage, args.index)
+    return sweep.run_task(args.campaign_dir, args.stage, args.rep)
 
 
 def cmd_ingest(args):
@@ -625,7 +625,7 @@ def _parser_sweep_task(sub):
     p = sub.add_parser("sweep-task")
     p.add_argument("campaign_dir")
     p.add_argument("stage")
-    p.add_argument("index", type=int)
+    p.add_argument("rep", type=int)
     p.set_defaults(func=cmd_sweep_task)
 
 

@@ -10,7 +10,7 @@ runner validate also uses (bench/runner.py): the same benchmarks, parsers and fr
 module load <baseline>` shells, with the configuration's variables exported on top. Every finished
 run is one record in the results store (store.py); a rerun of the same command skips what exists,
 so an interrupted sweep loses nothing.
-With --slurm-array each stage is a Slurm job array, one task per configuration.
+With --slurm-array each stage is a Slurm job array, task k making repetition k the same way.
 """
 
 import json
@@ -177,10 +177,10 @@ def measure_config(ctx, stage, config, benches, rep):
 
 
 def missing_runs(cdir, stage_name, plan, repetitions):
-    """[(plan index, config, run name, repetition)] whose record is not in the store yet."""
+    """[(config, run name, repetition)] whose record is not in the store yet."""
     return [
-        (i, config, run, rep)
-        for i, (config, benches) in enumerate(plan)
+        (config, run, rep)
+        for config, benches in plan
         for rep in range(1, repetitions + 1)
         for run in suites.run_names(benches)
         if not store.exists(store.record_path(cdir, stage_name, config, run, rep))
@@ -253,9 +253,7 @@ def run_sweep(
             meta["role"] = "confirm"
         meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
-        order = (
-            ORDER if not array else "one Slurm array task per configuration, the tasks concurrent"
-        )
+        order = ORDER if not array else "one Slurm array task per repetition, " + ORDER
         meta["order"] = old.get("order") or (
             "plan order until %s, then %s"
             % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order)
@@ -276,7 +274,7 @@ def run_sweep(
             if array:
                 submit_array(ctx, stage, plan, sbatch_args)
             else:
-                _measure_stage(ctx, stage, plan)
+                _measure_stage(ctx, stage, plan, range(1, sp.repetitions + 1))
             _, records = store.load_campaign(cdir)
             _refuse_missing(ctx, stage, plan)
             geo_data = choice.collect(records).get((nodes, ppn), {})
@@ -298,17 +296,18 @@ def run_sweep(
         return cdir, job
 
 
-def _measure_stage(ctx, stage, plan):
-    """Every run of a stage's plan here, interleaved: every configuration per repetition, in each
-    repetition's shuffled order; runs already in the store are kept."""
+def _measure_stage(ctx, stage, plan, reps):
+    """Repetitions `reps` of a stage's plan here (an array task: one), interleaved: every
+    configuration per repetition, in each repetition's shuffled order; runs already in the store
+    are kept. Returns how many runs were measured."""
     cdir, sp = ctx["dir"], ctx["space"]
-    total, done, stage_started = len(plan) * sp.repetitions, 0, time.monotonic()
-    # interleaved: every configuration per repetition
-    for rep in range(1, sp.repetitions + 1):
+    total, done, measured, stage_started = len(plan) * len(reps), 0, 0, time.monotonic()
+    for rep in reps:
         for config, benches in (
             plan[i] for i in round_order(len(plan), cdir.name, stage.name, rep)
         ):
             n = measure_config(ctx, stage, config, benches, rep)
+            measured += n
             done += 1
             progress(
                 done,
@@ -323,6 +322,7 @@ def _measure_stage(ctx, stage, plan):
                     "%d run(s) measured" % n if n else "already in the store",
                 ),
             )
+    return measured
 
 
 def _refuse_missing(ctx, stage, plan):
@@ -330,7 +330,7 @@ def _refuse_missing(ctx, stage, plan):
     cdir, sp = ctx["dir"], ctx["space"]
     missing = [
         (store.config_id(c), rep)
-        for _, c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
+        for c, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)
     ]
     if missing:
         job = ctx.get("arrays", {}).get(stage.name)
@@ -379,14 +379,14 @@ def _say_job(stage, decided, job):
 
 
 def submit_array(ctx, stage, plan, sbatch_args):
-    """One Slurm array task per configuration that still misses runs; waits for the array.
+    """One Slurm array task per repetition that still misses runs; waits for the array.
     Refuses (CannotRun) while an array of this stage of this campaign is still queued or running
-    (a second one would measure the same configurations at the same time and rewrite plan.json
+    (a second one would measure the same runs at the same time and rewrite plan.json
     under its tasks), and when sbatch does not take the job."""
     cdir, runner, sp = ctx["dir"], ctx["runner"], ctx["space"]
     script = cdir / stage.name / "array.sh"
     job_name = "tunedmpi-sweep-%s" % stage.name
-    todo = sorted({i for i, _, _, _ in missing_runs(cdir, stage.name, plan, sp.repetitions)})
+    todo = sorted({rep for _, _, rep in missing_runs(cdir, stage.name, plan, sp.repetitions)})
     if not todo:
         return
     try:
@@ -426,9 +426,7 @@ def submit_array(ctx, stage, plan, sbatch_args):
         )
     plan_path = cdir / stage.name / "plan.json"
     plan_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(
-        plan_path, json.dumps([{"config": c, "benchmarks": b} for c, b in plan], indent=1) + "\n"
-    )
+    write_atomic(plan_path, json.dumps(plan, indent=1) + "\n")  # [[config, benchmarks]]
     exe = paths.project_root() / ".venv" / "bin" / "tunedmpi"
     cmd_line = '%s sweep-task %s %s "$SLURM_ARRAY_TASK_ID"' % (
         shlex.quote(str(exe)) if exe.exists() else "python3 -m tunedmpi.cli",
@@ -477,8 +475,8 @@ def submit_array(ctx, stage, plan, sbatch_args):
     sys.stderr.write("sweep: array job %s ended (sbatch exit %d)\n" % (job, proc.returncode))
 
 
-def run_task(cdir, stage_name, index):
-    """One array task: every missing run of configuration `index` of the stage's plan."""
+def run_task(cdir, stage_name, rep):
+    """One array task: every missing run of repetition `rep` of the stage's plan."""
     cdir = Path(cdir)
     meta = json.loads(read_text(cdir / "campaign.json"))
     site = sites.load_named(meta["site"])
@@ -495,15 +493,9 @@ def run_task(cdir, stage_name, index):
         meta["modulepaths"],
     )
     plan = json.loads(read_text(cdir / stage_name / "plan.json"))
-    entry = plan[int(index)]
     binaries = runner.find_binaries(baseline_module(site), list(sp.benchmarks))
     ctx = dict(site=site, space=sp, runner=runner, binaries=binaries, dir=cdir)
     stage = next(s for s in sp.stages if s.name == stage_name)
-    n = 0
-    for rep in range(1, sp.repetitions + 1):
-        n += measure_config(ctx, stage, entry["config"], entry["benchmarks"], rep)
-    sys.stderr.write(
-        "sweep-task: %s %s: %d run(s) measured\n"
-        % (stage_name, store.config_id(entry["config"]), n)
-    )
+    n = _measure_stage(ctx, stage, plan, [rep])
+    sys.stderr.write("sweep-task: %s rep %d: %d run(s) measured\n" % (stage_name, rep, n))
     return 0
