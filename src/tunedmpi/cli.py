@@ -229,8 +229,7 @@ def cmd_import_seed(args):
 
 
 def cmd_validate(args):
-    from tunedmpi.acceptance import rows, validate
-    from tunedmpi.bench import machine
+    from tunedmpi.acceptance import rows, validate, validate_cli
     from tunedmpi.bench.runner import CannotRun
 
     try:
@@ -241,32 +240,13 @@ def cmd_validate(args):
                     if args.reanalyse
                     else rows.run_rows(args)
                 )
-            if args.submit:
-                return validate.submit(args)
-            if args.reanalyse:
-                results, outdir = validate.reanalyse(args.reanalyse, args.out)
-            else:
-                with machine.measuring(args.wait):  # one measurement per machine
-                    results, outdir = validate.campaign(validate.options_from_args(args))
+            return validate_cli.one(args)
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
     except (validate.Interrupted, KeyboardInterrupt) as exc:  # exit 2: no verdict, not a FAIL
         print("validate: %s" % (str(exc) or "interrupted by SIGINT: no verdict"), file=sys.stderr)
         return validate.EXIT_CANNOT
-    from tunedmpi.acceptance.report import verdict_table
-
-    print(verdict_table(results))
-    print(
-        "\nverdict: %s  (%s vs %s; report: %s)"
-        % (
-            results["verdict"],
-            results["modules"]["tuned"],
-            results["modules"]["baseline"],
-            outdir / "report.md",
-        )
-    )
-    return results["exit_code"]
 
 
 def _store(args):
