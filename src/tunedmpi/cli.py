@@ -115,13 +115,13 @@ def cmd_tables(args):
 def cmd_render(args):
     import os
 
-    from tunedmpi.atomic import stray_temps
+    from tunedmpi.files import stray_temps
     from tunedmpi.modules import render, sites
 
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
     files = render.render_all(loaded)  # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
-    # temporary files of a render that was killed (atomic.TEMP_NAME)
+    # temporary files of a render that was killed (files.TEMP_NAME)
     strays = [t for site in loaded for t in stray_temps(os.path.join(out, site.name))]
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]

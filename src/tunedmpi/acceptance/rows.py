@@ -19,9 +19,8 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.acceptance import report, validate, validate_cli
 from tunedmpi.argtypes import argv_without
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.runner import CannotRun
-from tunedmpi.files import read_bytes, read_text
+from tunedmpi.files import read_bytes, read_text, write_atomic
 from tunedmpi.modules import sites
 
 SUMMARY = "results-rows.json"

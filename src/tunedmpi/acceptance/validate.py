@@ -26,11 +26,10 @@ from tunedmpi import argtypes, paths, stats
 from tunedmpi.acceptance import report, results
 from tunedmpi.acceptance.results import RunRecord
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import build, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
 from tunedmpi.errors import one_line
-from tunedmpi.files import copy_tree, read_text
+from tunedmpi.files import copy_tree, read_text, write_atomic
 from tunedmpi.modules import geometry, revisions, sites
 from tunedmpi.policy import POLICY
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import yaml
 
 from tunedmpi import paths, stats
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
+from tunedmpi.files import write_atomic
 from tunedmpi.modules import sites
 from tunedmpi.policy import POLICY
 from tunedmpi.regenerate import choice, persize
