@@ -369,9 +369,9 @@ def cmd_tune(args):
 
 
 def cmd_power(args):
-    from tunedmpi.acceptance import power
+    from tunedmpi.acceptance import power_report
 
-    return power.run(
+    return power_report.run(
         args.dirs,
         gain=args.gain,
         repetitions=args.repetitions,
@@ -496,9 +496,9 @@ def _parser_validate(sub):
         "untuned baseline and the tuned module, alternating, and decide with statistics whether "
         "the tuned module wins. Details: validate/README.md.",
     )
-    from tunedmpi.acceptance import validate
+    from tunedmpi.acceptance import validate_cli
 
-    validate.add_arguments(p)
+    validate_cli.add_arguments(p)
     p.set_defaults(func=cmd_validate)
 
 

@@ -11,7 +11,6 @@ judges every row again.
 import argparse
 import json
 import math
-import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,7 +20,6 @@ from tunedmpi.acceptance import report, validate, validate_cli
 from tunedmpi.argtypes import argv_without
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.files import read_bytes, read_text, write_atomic
-from tunedmpi.modules import sites
 
 SUMMARY = "results-rows.json"
 # The campaign's exit code is its worst row's, worst first: a row that could not run hides
@@ -124,7 +122,7 @@ def run_rows(args):
     """`validate --rows`: each row by the single-row validate, then the summary; the exit code."""
     if args.nodes or args.ppn:
         raise CannotRun("--rows sets --nodes and --ppn per row: drop them, or validate one row")
-    site = sites.load_named(args.site or os.environ.get("TUNEDMPI_SITE") or "local")
+    site = validate_cli.site_of(args)
     rows = parse_rows(args.rows, site)
     campaign = validate.new_results_dir(args.out, site.name + "-rows")
     records = []
