@@ -16,7 +16,7 @@ import test_procedure
 from conftest import ROOT, VERDICT_EXITS, assert_verdict, unpack_archive
 from test_procedure import BENCHES, as_drawn, campaign
 from tunedmpi import stats
-from tunedmpi.acceptance import power, validate
+from tunedmpi.acceptance import power, power_report, validate
 from tunedmpi.policy import POLICY
 
 
@@ -151,7 +151,7 @@ def test_power_simulates_the_budget_design_and_its_a_a_rate_stays_within_alpha(t
     rate = false / draws
     assert rate <= 0.05 + 1.96 * math.sqrt(0.05 * 0.95 / draws), rate
     assert max(looks) > 1  # the draws are extended: later looks are simulated, not skipped
-    text = power.render(power.compute([tmp_path], draws=10, repetitions=5, max_pairs=30))
+    text = power_report.render(power.compute([tmp_path], draws=10, repetitions=5, max_pairs=30))
     assert "budget: looks at 5/10/20/30 while undecided; Bonferroni level 0.0125 per look" in text
     from tunedmpi.errors import InputError
 

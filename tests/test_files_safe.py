@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, VERDICT_EXITS
 from test_fs_hostile import IMB_LOG, cli, needs_mpi, one_line
-from tunedmpi import atomic
+from tunedmpi import files
 
 # ---- item 2: lock files are never opened through a link nor truncated unless they are locks -----
 
@@ -61,7 +61,7 @@ def test_a_lock_folder_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "c9").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(OSError), atomic.locked(tmp_path / "store" / "c9" / ".sweep.lock", "c9"):
+    with pytest.raises(OSError), files.locked(tmp_path / "store" / "c9" / ".sweep.lock", "c9"):
         pass
     assert os.listdir(tmp_path / "elsewhere") == []
 
@@ -70,8 +70,8 @@ def test_a_lock_is_taken_again_and_its_holder_line_stays_one_line(tmp_path, monk
     monkeypatch.setattr("sys.argv", ["tunedmpi", "sweep\n\x1b[2J", "x"])
     lock = tmp_path / "c" / ".sweep.lock"
     for _ in range(2):  # the second time the file exists and holds the first holder's line
-        with atomic.locked(lock, "c"):
-            assert atomic.HOLDER.match(lock.read_bytes()), lock.read_bytes()
+        with files.locked(lock, "c"):
+            assert files.HOLDER.match(lock.read_bytes()), lock.read_bytes()
 
 
 # ---- item 3: install-module checks every input first, then writes everything or nothing ---------
@@ -167,7 +167,7 @@ def test_validate_marks_failed_whatever_ends_it(tmp_path):
 
 # ---- the keeper: no file is opened, copied or locked outside the file layer ---------------------
 
-LAYER = {"src/tunedmpi/files.py", "src/tunedmpi/atomic.py"}
+LAYER = {"src/tunedmpi/files.py"}
 # calls that touch a file by name: open(), Path's readers and writers, os/io/shutil/fcntl/tempfile
 FILE_CALLS = {
     "open", "read_text", "read_bytes", "write_text", "write_bytes", "fdopen", "flock", "lockf",
@@ -203,7 +203,7 @@ def touches_outside_the_layer():
                 bad = f.id == "open"
             else:
                 owner = f.value.id if isinstance(f.value, ast.Name) else None
-                bad = getattr(f, "attr", None) in FILE_CALLS and owner not in ("files", "atomic")
+                bad = getattr(f, "attr", None) in FILE_CALLS and owner != "files"
             if bad:
                 found.append("%s:%d: %s" % (rel, node.lineno, ast.unparse(f)))
     return found
@@ -263,7 +263,6 @@ def test_reanalyse_copies_logs_without_links(tmp_path):
 
 
 def test_copy_tree_is_bounded(tmp_path):
-    from tunedmpi import files
 
     (tmp_path / "src").mkdir()
     for i in range(3):

@@ -16,7 +16,7 @@ import pytest
 
 import lmod
 from conftest import FIXTURES, ROOT, VERDICT_EXITS
-from tunedmpi import atomic
+from tunedmpi import files
 from tunedmpi.modules import render
 
 CLI = ROOT / ".venv" / "bin" / "tunedmpi"
@@ -119,7 +119,7 @@ def test_reanalyse_on_a_file_size_limit_exits_2_and_keeps_earlier_results(tmp_pa
     assert "results.json: cannot write: File too large (fix: raise the file size limit" in line
     assert (earlier / "results.json").read_text() == "earlier\n"
     (new,) = [d for d in out.iterdir() if d != earlier]
-    assert not atomic.stray_temps(out) and not (new / "results.json").exists()
+    assert not files.stray_temps(out) and not (new / "results.json").exists()
     assert (new / "STATUS").read_text().startswith("failed: ")
 
 
@@ -144,7 +144,7 @@ def test_results_json_and_report_come_before_the_plots_which_may_fail(
     assert json.loads((new / "results.json").read_text())["plots"] == {}
     assert (new / "report.md").is_file() and (new / "junit.xml").is_file()
     assert (new / "STATUS").read_text().startswith("complete: ")
-    assert not atomic.stray_temps(tmp_path)
+    assert not files.stray_temps(tmp_path)
 
 
 def test_render_writes_every_file_or_none(tmp_path):
@@ -238,7 +238,7 @@ def test_a_full_disk_is_could_not_run_for_validate_sweep_and_render(full_tmpfs, 
     fill(fs)
     line = one_line(cli("render", "--site", "local", "--out", fs / "mods"))
     assert "cannot write: No space left on device" in line
-    assert tree(fs / "mods") == earlier and not atomic.stray_temps(fs)
+    assert tree(fs / "mods") == earlier and not files.stray_temps(fs)
 
 
 # ---- item 7: one sweep per campaign -------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_a_full_disk_is_could_not_run_for_validate_sweep_and_render(full_tmpfs, 
 
 def test_ingest_refuses_a_campaign_a_sweep_holds(tmp_path):
     cdir = tmp_path / "store" / "c1"
-    with atomic.locked(cdir / ".sweep.lock", "campaign %s" % cdir):
+    with files.locked(cdir / ".sweep.lock", "campaign %s" % cdir):
         proc = cli(
             "ingest", "--site", "local", "--nodes", "1", "--ppn", "2", "--campaign", "c1",
             "--store", tmp_path / "store", IMB_LOG,
@@ -260,7 +260,7 @@ def test_ingest_refuses_a_campaign_a_sweep_holds(tmp_path):
 def test_a_second_sweep_of_a_campaign_refuses_at_once_naming_the_first(tmp_path):
     cdir = tmp_path / "store" / "c1"
     started = time.monotonic()
-    with atomic.locked(cdir / ".sweep.lock", "campaign %s" % cdir):
+    with files.locked(cdir / ".sweep.lock", "campaign %s" % cdir):
         proc = cli(
             "sweep", "--site", "local", "--campaign", "c1", "--store", tmp_path / "store",
             timeout=60,

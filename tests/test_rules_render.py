@@ -19,8 +19,8 @@ import pytest
 
 import lmod
 from conftest import FIXTURES, ROOT
-from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
+from tunedmpi.files import write_atomic
 from tunedmpi.modules import explain, render, selector, sites
 from tunedmpi.tables import rulesfile
 

@@ -7,13 +7,13 @@ import argparse
 import pytest
 
 from tunedmpi import cli, stats
-from tunedmpi.acceptance import validate
+from tunedmpi.acceptance import validate, validate_cli
 from tunedmpi.policy import POLICY
 
 
 def options(monkeypatch, *argv):
     monkeypatch.setattr(
-        validate, "require_local_mpi", lambda site: None
+        validate_cli, "require_local_mpi", lambda site: None
     )  # no MPI needed to build options
     for var in (
         "SLURM_JOB_NUM_NODES",
@@ -28,7 +28,7 @@ def options(monkeypatch, *argv):
     args = cli.build_parser().parse_args(
         ["validate", "--site", "local", "--nodes", "1", "--ppn", "1"] + list(argv)
     )
-    return validate.options_from_args(args)
+    return validate_cli.options_from_args(args)
 
 
 @pytest.mark.parametrize(

@@ -115,13 +115,13 @@ def cmd_tables(args):
 def cmd_render(args):
     import os
 
-    from tunedmpi.atomic import stray_temps
+    from tunedmpi.files import stray_temps
     from tunedmpi.modules import render, sites
 
     loaded = [sites.load_named(n) for n in ([args.site] if args.site else sites.site_names())]
     files = render.render_all(loaded)  # everything rendered before anything is written
     out = args.out or str(render.modulefiles_dir())
-    # temporary files of a render that was killed (atomic.TEMP_NAME)
+    # temporary files of a render that was killed (files.TEMP_NAME)
     strays = [t for site in loaded for t in stray_temps(os.path.join(out, site.name))]
     # Rules files of geometries (or tables) that lost their bands: nothing will point at them.
     gone = [rel for site in loaded for rel in render.stale_rules(out, site, files)]
@@ -229,8 +229,7 @@ def cmd_import_seed(args):
 
 
 def cmd_validate(args):
-    from tunedmpi.acceptance import rows, validate
-    from tunedmpi.bench import machine
+    from tunedmpi.acceptance import rows, validate, validate_cli
     from tunedmpi.bench.runner import CannotRun
 
     try:
@@ -241,32 +240,13 @@ def cmd_validate(args):
                     if args.reanalyse
                     else rows.run_rows(args)
                 )
-            if args.submit:
-                return validate.submit(args)
-            if args.reanalyse:
-                results, outdir = validate.reanalyse(args.reanalyse, args.out)
-            else:
-                with machine.measuring(args.wait):  # one measurement per machine
-                    results, outdir = validate.campaign(validate.options_from_args(args))
+            return validate_cli.one(args)
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
         return validate.EXIT_CANNOT
     except (validate.Interrupted, KeyboardInterrupt) as exc:  # exit 2: no verdict, not a FAIL
         print("validate: %s" % (str(exc) or "interrupted by SIGINT: no verdict"), file=sys.stderr)
         return validate.EXIT_CANNOT
-    from tunedmpi.acceptance.report import verdict_table
-
-    print(verdict_table(results))
-    print(
-        "\nverdict: %s  (%s vs %s; report: %s)"
-        % (
-            results["verdict"],
-            results["modules"]["tuned"],
-            results["modules"]["baseline"],
-            outdir / "report.md",
-        )
-    )
-    return results["exit_code"]
 
 
 def _store(args):
@@ -391,9 +371,9 @@ def cmd_tune(args):
 
 
 def cmd_power(args):
-    from tunedmpi.acceptance import power
+    from tunedmpi.acceptance import power_report
 
-    return power.run(
+    return power_report.run(
         args.dirs,
         gain=args.gain,
         repetitions=args.repetitions,
@@ -518,9 +498,9 @@ def _parser_validate(sub):
         "untuned baseline and the tuned module, alternating, and decide with statistics whether "
         "the tuned module wins. Details: validate/README.md.",
     )
-    from tunedmpi.acceptance import validate
+    from tunedmpi.acceptance import validate_cli
 
-    validate.add_arguments(p)
+    validate_cli.add_arguments(p)
     p.set_defaults(func=cmd_validate)
 
 

@@ -79,8 +79,9 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
     nodes = variable(int, value=1)
     ppn = variable(int, value=2)
     run_timeout = variable(int, value=0)  # seconds per benchmark run; 0 = validate's default
-    tolerance = variable(float, value=0.05)  # smallest gain that counts
-    alpha = variable(float, value=0.05)  # significance level
+    # None: validate's, the policy's (src/tunedmpi/policy.py), so a site's policy holds here too
+    tolerance = variable(float, type(None), value=None)  # smallest gain that counts
+    alpha = variable(float, type(None), value=None)  # significance level
     validate_sh = variable(str, value=os.path.join(ROOT, "validate", "run.sh"))
     reanalyse = variable(str, value="")  # an earlier result directory: judged again, nothing run
     verdict = variable(str, value="")  # logged with every perflog record (loggable by default)
@@ -98,10 +99,6 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
             str(self.nodes),
             "--ppn",
             str(self.ppn),
-            "--tolerance",
-            str(self.tolerance),
-            "--alpha",
-            str(self.alpha),
             "--out",
             os.path.join(self.stagedir, "results"),
         ]
@@ -112,6 +109,8 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
             ("--modulepath", self.modulepath),
         ):
             opts += [option, value] if value else []
+        for option, value in (("--tolerance", self.tolerance), ("--alpha", self.alpha)):
+            opts += [option, str(value)] if value is not None else []
         opts += ["--repetitions", str(self.repetitions)] if self.repetitions else []
         opts += ["--full"] if self.full else []
         opts += ["--benchmarks", self.benchmarks] if self.benchmarks else []
@@ -167,7 +166,7 @@ class TunedMPIValidation(rfm.RunOnlyRegressionTest):
         }
         # Reference 1.0 is parity with the baseline; the lower threshold puts ReFrame's bound at
         # validate's loss edge. An undecided band gets none: its noise is not a regression.
-        edge = loss_edge(float(res.get("tolerance", self.tolerance)))
+        edge = loss_edge(res["tolerance"])  # the tolerance validate judged with
         decided = [b for b in bands if not b.get("undecided")]
         self.reference = {
             self.current_partition.fullname: {

@@ -225,19 +225,17 @@ def bands_of(runs):
     return out
 
 
-def _by_bench(runs):
-    """{benchmark: [runs]} in first-seen order."""
+def _by_bench(runs, key=lambda r: r.bench):
+    """{benchmark (or key(run)): [runs]} in first-seen order."""
     by = OrderedDict()
     for r in runs:
-        by.setdefault(r.bench, []).append(r)
+        by.setdefault(key(r), []).append(r)
     return by
 
 
 def _groups(runs, min_size=2):
-    g = OrderedDict()
-    for r in runs:
-        g.setdefault(r.group, []).append(r)
-    return [v for v in g.values() if len(v) >= min_size]
+    """The runs centred together (Run.group), groups of at least min_size."""
+    return [v for v in _by_bench(runs, lambda r: r.group).values() if len(v) >= min_size]
 
 
 def noise(runs, bands):
@@ -348,9 +346,7 @@ def _slope(points):
 def order_effects(source):
     """Drift, serial correlation and the effect of running second, for one source."""
     out = OrderedDict()
-    by_bench = OrderedDict()
-    for r in source.runs:
-        by_bench.setdefault(r.bench, []).append(r)
+    by_bench = _by_bench(source.runs)
     drift_pts, across, lag, pair_x, pair_y, reps = [], [], [], [], [], {}
     second = OrderedDict()
     for bench, runs in by_bench.items():
@@ -1009,41 +1005,6 @@ def pairs_needed(sd, gain, level, target=0.8, limit=400):
     return None
 
 
-# ---- the report ------------------------------------------------------------------------------
-
-
-def _pct(x, digits=1):
-    return "-" if x is None else "%+.*f%%" % (digits, (math.exp(x) - 1) * 100)
-
-
-def describe_design(design, alpha):
-    """The procedure a design is judged by, as the report names it."""
-    looks = (
-        " (+ one extension to %d for undecided benchmarks; Pocock level %.4f per look)"
-        % (design.final, design.level(alpha, 1))
-        if design.final > design.first
-        else " (one look)"
-    )
-    if design.schedule:  # validate --budget/--max-pairs
-        looks = " (budget: looks at %s while undecided; Bonferroni level %.4f per look)" % (
-            "/".join(map(str, design.schedule)),
-            design.level(alpha, 1),
-        )
-    if stats.paired(design):
-        return "crossover test, %d pairs%s" % (design.first, looks)
-    return "unpaired test, %d runs per module%s" % (
-        design.first,
-        looks,
-    )
-
-
-def _looks(design, pairs=False):
-    unit = " pairs" if pairs else ""
-    if design.final > design.first:
-        return "%d+%d%s" % (design.first, design.final - design.first, unit)
-    return "%d%s" % (design.first, unit)
-
-
 @dataclass
 class Study:
     """What `tunedmpi power` found, computed before anything is written (render turns it into
@@ -1149,283 +1110,3 @@ def compute(
         ],
         [(src.name, drift_study(src, rng, draws, tolerance, alpha)) for src in sources],
     )
-
-
-def run(paths, out=None, **kw):
-    """`tunedmpi power`: compute the Study, then write it as Markdown to `out` (stdout)."""
-    import sys
-
-    (out or sys.stdout).write(render(compute(paths, **kw)))
-    return 0
-
-
-def render(st):
-    """The Study as Markdown."""
-    out = [
-        "# tunedmpi power: gain %.2fx, alpha %.2f, tolerance %.0f%%, %d draws, seed %d\n\n"
-        % (st.gain, st.alpha, st.tolerance * 100, st.draws, st.seed),
-        "Simulated as validate judges %s:\n\n"
-        % ("every campaign (--repetitions)" if st.every else "each campaign (its results.json)"),
-    ]
-    out += ["- %s: %s\n" % (name, describe_design(d, st.alpha)) for name, d in st.designs]
-    out.append("\n")
-    out += _render_noise(st) + _render_order(st)
-    if st.campaigns:
-        out += _render_campaigns(st)
-    out += _render_pools(st) + _render_drift(st)
-    return "".join(out)
-
-
-def _render_drift(st):
-    rows = [(name, r) for name, r in st.drift if r is not None]
-    if not rows:
-        return []
-    out = [
-        "## history's drift rule, A/A\n\n",
-        "Each validate campaign cut into two back-to-back campaigns of the same modules (its first "
-        "and second halves of pairs; %d random halvings) and judged by `tunedmpi history`'s drift "
-        "rule (a significant fall of a gain, Holm over the campaign's bands): every drift is false "
-        "(should be <= alpha in the halvings).\n\n" % st.draws,
-        "| campaign | bands | pairs | drifts, first vs second half | halvings with a drift |\n"
-        "|---|---:|---:|---:|---:|\n",
-    ]
-    out += ["| %s | %d | %d | %d | %.3f |\n" % ((name,) + r) for name, r in rows]
-    return out + ["\n"]
-
-
-def _render_noise(st):
-    out = [
-        "## Run-to-run noise (SD of per-run log band scores within a configuration; ~ coefficient "
-        "of variation)\n\n",
-        "| campaign | benchmark | band | runs | SD | robust SD | ICC of sizes "
-        "| power at %.2fx, first look / both (normal model of the unpaired test, optimistic under "
-        "heavy tails) | runs/module for 80%% (one look) |\n|---|---|---|---:|---:|---:|---:|---|---:|\n"
-        % st.gain,
-    ]
-    for name, bench, band, n, need, one, two in st.noise:
-        out.append(
-            "| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n"
-            % (
-                name,
-                bench,
-                band,
-                n["runs"],
-                n["sd"],
-                n["mad"],
-                "-" if n["icc"] is None else "%.2f" % n["icc"],
-                one,
-                "-" if two is None else "%.2f" % two,
-                need if need else ">200",
-            )
-        )
-    out.append(
-        "\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); "
-        "a robust SD far below the SD: heavy tails (a few very slow runs).\n\n"
-    )
-    return out
-
-
-def _second_text(o):
-    sec = o.get("second")
-    if sec is None:
-        return "no pairs (store campaign)"
-    if all(v is None for v in sec.values()):
-        return (
-            "not measurable: the tuned module always ran second (run an A/A campaign or "
-            "counterbalance)"
-        )
-    return "; ".join(
-        "%s %s ±%.1f%% (%d)" % (k, _pct(v[0]), 196 * v[1], v[2]) for k, v in sec.items() if v
-    )
-
-
-def _render_order(st):
-    out = [
-        "## Order and time effects\n\n",
-        "| campaign | drift per run, round or minute | repetition 1 vs the rest "
-        "| lag-1 correlation | within-pair correlation "
-        "| second run of a pair (mean, 95% interval, pairs) |\n|---|---:|---:|---:|---:|---|\n",
-    ]
-    for src, o in st.order:
-        b, se, unit = o["drift"]
-        drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
-        if o.get("drift_across") and o["drift_across"][0] is not None:
-            drift += " (same configuration across stages: %s ± %.1f%%)" % (
-                _pct(o["drift_across"][0], 2),
-                196 * o["drift_across"][1],
-            )
-        reps = o["rep_effect"]
-        warm = None
-        if 1 in reps and len(reps) > 1:
-            warm = reps[1] - statistics.mean(v for k, v in reps.items() if k != 1)
-        out.append(
-            "| %s%s | %s | %s | %s | %s | %s |\n"
-            % (
-                src.name,
-                " (A/A)" if src.aa else "",
-                drift,
-                _pct(warm),
-                "-" if o["lag1"] is None else "%.2f" % o["lag1"],
-                "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"],
-                _second_text(o),
-            )
-        )
-    out.append(
-        "\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: "
-        "correlation of consecutive runs' residuals in run order. Repetition 1 vs the rest: a "
-        "warm-up effect. A positive second-run effect: the second run of a pair is slower.\n\n"
-    )
-    return out
-
-
-def _render_campaigns(st):
-    gain, alpha, draws = st.gain, st.alpha, st.draws
-    out = [
-        "## The campaign's verdict (what validate controls)\n\n",
-        "Whole repetitions of each validate campaign (every benchmark's pair; A/B campaigns as "
-        "residuals, so both sides are the same module) drawn in random order and judged as "
-        "validate judges a campaign: one Holm family over every benchmark x band, the undecided "
-        "benchmarks extended at the design's looks (once; with --max-pairs look after look while "
-        "undecided). A/A: a **false FAIL** is a band judged lose, a **false PASS** a "
-        "band judged win and none lose (should be <= alpha together); NO-GAIN and INCONCLUSIVE "
-        "are right there, INCONCLUSIVE (some band undecided) is the A/A share too noisy to show "
-        "the modules equal. Power: every band %.2fx (P(PASS); NO-GAIN or INCONCLUSIVE is a miss); "
-        "and **one band truly %.0f%% slower, every other band %.2fx**: P(FAIL by a loss), min over "
-        "the bands.\n\n" % (gain, (1 - LOSS) * 100, gain),
-        "| campaign | procedure | tests | pairs drawn (of) | A/A false FAIL | A/A false PASS "
-        "| A/A any false | 95%% MC | A/A INCONCLUSIVE | all %.2fx: PASS "
-        "| one band %.2fx, rest %.2fx: FAIL by a loss, min (band) / median "
-        "| extended (A/A) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n"
-        % (gain, LOSS, gain),
-    ]
-    for camp, r in st.campaigns:
-        mc = 1.96 * math.sqrt(max(r["any"] * (1 - r["any"]), 0.25 / draws) / draws)
-        worst = min(r["caught"], key=r["caught"].get)
-        out.append(
-            "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f | %.2f (%s %s) / %.2f "
-            "| %.2f |\n"
-            % (
-                camp.name,
-                " (A/A)" if camp.aa else "",
-                describe_design(camp.design, alpha),
-                r["tests"],
-                r["n"],
-                len(camp.reps),
-                r["fail"],
-                r["pass_"],
-                r["any"],
-                mc,
-                r["inconclusive"],
-                r["win_all"],
-                r["caught"][worst],
-                worst[0],
-                worst[1],
-                statistics.median(r["caught"].values()),
-                r["extended"],
-            )
-        )
-    level = stats.Design(*POLICY.looks(1)).level(alpha, 1)
-    out += [
-        "\nPer benchmark and band: the A/A rate of a false win or loss in this benchmark, the "
-        "power to win at %.2fx (every band %.2fx), the chance the module FAILs by a loss when this "
-        "band is %.2fx and every other %.2fx, how often this band itself is judged lose then and "
-        "the median level its p had to reach, and the pairs a paired test would need to catch the "
-        "loss 80 %% of the time at Pocock's %.4f (the last Holm step, every other band rejected; "
-        "its SE: the SD of a pair's difference over sqrt(pairs), normal model, optimistic under "
-        "heavy tails).\n\n" % (gain, gain, LOSS, gain, level),
-        "| campaign | benchmark | band | A/A false (benchmark) | win at %.2fx | FAIL by a loss when "
-        "%.2fx | judged lose | level | robust SD of a pair's difference | pairs for 80 %% |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n" % (gain, LOSS),
-    ]
-    for camp, r in st.campaigns:
-        for k in r["power"]:
-            sd = camp.sd_pair.get(k)
-            need = pairs_needed(sd, LOSS, level)
-            out.append(
-                "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
-                % (
-                    camp.name,
-                    k[0],
-                    k[1],
-                    r["bench_false"][k[0]],
-                    r["power"][k],
-                    r["caught"][k],
-                    r["lost"][k],
-                    r["level"][k],
-                    "-" if sd is None else "%.3f" % sd,
-                    "-" if sd is None else need or ">400",
-                )
-            )
-    out.append("\n")
-    return out
-
-
-def _simulated(pool, r):
-    """The pool's test and the runs per side it was simulated with, as the report names them."""
-    test = (
-        "crossover test"
-        if pool.by_crossover
-        else "within host states"
-        if pool.states
-        else "unpaired"
-    )
-    if r["two_looks"]:
-        looks = _looks(pool.design, pool.by_crossover)
-    else:
-        looks = "%d%s" % (r["per_side"], " pairs" if pool.by_crossover else "")
-    if pool.by_crossover and r["per_side"] == len(pool.units):
-        looks += " (all, in random order)"
-    return test, looks
-
-
-def _render_pools(st):
-    out = [
-        "## Per benchmark judged alone (resampling pools)\n\n",
-        "Each benchmark's bands as a family of their own (the per-benchmark rule tune uses; "
-        "validate's family is the campaign, above), on pools of runs that may span campaigns.\n\n",
-    ]
-    if not st.pools:
-        out.append(
-            "No pool has the runs of one configuration (or the pairs) a campaign of its design "
-            "needs: nothing to resample.\n"
-        )
-        return out
-    out.append(
-        "| pool | kind | benchmark | runs | test simulated | runs/side | false win-or-lose | 95%% MC "
-        "| power at %.2fx per band | extended (A/A) | identical configs differ by (p95) "
-        "|\n|---|---|---|---:|---|---:|---:|---:|---|---:|---:|\n" % st.gain
-    )
-    summary = OrderedDict()
-    for pool, r in st.pools:
-        mc = 1.96 * math.sqrt(max(r["false"] * (1 - r["false"]), 0.25 / st.draws) / st.draws)
-        test, looks = _simulated(pool, r)
-        out.append(
-            "| %s | %s | %s | %s | %s | %s | %.3f | ±%.3f | %s | %s | %s |\n"
-            % (
-                pool.label,
-                pool.family,
-                pool.bench,
-                "%d pairs" % len(pool.units) if pool.paired else len(pool.units),
-                test,
-                looks,
-                r["false"],
-                mc,
-                " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
-                "%.2f" % r["extended"] if r["two_looks"] else "-",
-                "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100),
-            )
-        )
-        key = ("real suites" if pool.suite in ("imb", "osu") else "probes", pool.bench)
-        summary.setdefault(key, []).append((r["false"], min(r["power"].values()), pool.label))
-    out.append(
-        "\n### Per benchmark (all pools)\n\n| benchmarks | benchmark | pools | worst false rate "
-        "| power at %.2fx (weakest band): median / min |\n|---|---|---:|---:|---|\n" % st.gain
-    )
-    for (fam, bench), rows in sorted(summary.items()):
-        worst = max(rows, key=lambda x: x[0])
-        pw = sorted(x[1] for x in rows)
-        out.append(
-            "| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n"
-            % (fam, bench, len(rows), worst[0], worst[2], statistics.median(pw), pw[0])
-        )
-    return out

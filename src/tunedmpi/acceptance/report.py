@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from tunedmpi import stats
 from tunedmpi.acceptance.results import ROLES, design_from
-from tunedmpi.atomic import write_atomic, write_atomic_with
+from tunedmpi.files import write_atomic, write_atomic_with
 from tunedmpi.policy import POLICY
 
 FIGSIZE = (7, 4.2)  # every PNG the acceptance stage writes (reports, history)

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import List, Optional
 
 from tunedmpi import stats
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
+from tunedmpi.files import read_text, write_atomic
 from tunedmpi.policy import POLICY
 
 # The format of results.json (its top-level "schema_version"). Readers (history, validate

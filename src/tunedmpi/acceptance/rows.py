@@ -1,28 +1,25 @@
 """`validate --rows all` (or `--rows 1x2,2x1`): every geometry (nodes x ppn) of the site's table in
 one campaign, with one exit code.
 
-Each row is the single-row validate, run as its own `validate/run.sh --nodes N --ppn P` (with
-`--submit`: its own Slurm job of exactly that geometry, one after the other) into
+Each row is the single-row validate, in this process, as `--nodes N --ppn P` (with `--submit`: its
+own Slurm job of exactly that geometry, one after the other) into
 `<campaign>/rows/<N>x<P>/`. Then one summary: results-rows.json, summary.md with a rows x bands
 matrix, rows-heatmap.png, and junit.xml with a testsuite per row. `--reanalyse` of such a campaign
 judges every row again.
 """
 
+import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.acceptance import report, validate
+from tunedmpi.acceptance import report, validate, validate_cli
 from tunedmpi.argtypes import argv_without
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.runner import CannotRun
-from tunedmpi.files import read_bytes, read_text
-from tunedmpi.modules import sites
+from tunedmpi.files import read_bytes, read_text, write_atomic
 
 SUMMARY = "results-rows.json"
 # The campaign's exit code is its worst row's, worst first: a row that could not run hides
@@ -77,24 +74,25 @@ def parse_rows(text, site):
     return rows
 
 
-def run_row(argv, row, out):
-    """One row by the single-row validate (a child validate/run.sh; its output passes through).
-    Returns (exit code, its last "cannot run" line, else its first line on stderr)."""
-    cmd = [str(paths.project_root() / "validate" / "run.sh")] + argv
-    cmd += ["--nodes", str(row[0]), "--ppn", str(row[1]), "--out", str(out)]
-    sys.stderr.write("validate --rows: row %dx%d: %s\n" % (row + (" ".join(cmd),)))
-    last = ""
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            if line.startswith("validate: cannot run:") or not last:  # why a row could not run
-                last = line.strip()
-    return proc.returncode, last
+def run_row(args, row, out):
+    """One row by the single-row validate (validate_cli.one). Returns (exit code, why it could not
+    run: its "cannot run" line, else "")."""
+    sys.stderr.write("validate --rows: row %dx%d into %s\n" % (row + (out,)))
+    # a --submit job runs validate/run.sh with these arguments (--out is validate.submit's)
+    argv = argv_without(args.argv, {"--rows", "--out", "--nodes", "--ppn"})
+    argv += ["--nodes", str(row[0]), "--ppn", str(row[1])]
+    one = dict(vars(args), rows=None, nodes=row[0], ppn=row[1], out=str(out), argv=argv)
+    try:
+        return validate_cli.one(argparse.Namespace(**one)), ""
+    except CannotRun as exc:
+        why = "validate: cannot run: %s" % exc
+        sys.stderr.write(why + "\n")
+        return validate.EXIT_CANNOT, why
 
 
 def row_record(row, folder, code, why, campaign):
     """A row of results-rows.json from its folder: the single-row results.json when there is one,
-    else could-not-run with the child's last word."""
+    else could-not-run with why."""
     found = sorted(Path(folder).glob("*/results.json"))
     record = {"row": "%dx%d" % row, "nodes": row[0], "ppn": row[1]}
     if not found or code not in VERDICT_OF:
@@ -124,16 +122,15 @@ def run_rows(args):
     """`validate --rows`: each row by the single-row validate, then the summary; the exit code."""
     if args.nodes or args.ppn:
         raise CannotRun("--rows sets --nodes and --ppn per row: drop them, or validate one row")
-    site = sites.load_named(args.site or os.environ.get("TUNEDMPI_SITE") or "local")
+    site = validate_cli.site_of(args)
     rows = parse_rows(args.rows, site)
     campaign = validate.new_results_dir(args.out, site.name + "-rows")
-    argv = argv_without(args.argv, {"--rows", "--out", "--nodes", "--ppn"})
     records = []
 
     def work():
         for row in rows:
             folder = campaign / "rows" / ("%dx%d" % row)
-            code, why = run_row(argv, row, folder)
+            code, why = run_row(args, row, folder)
             records.append(row_record(row, folder, code, why, campaign))
         return write_summary(campaign, site.name, records), campaign
 

@@ -20,9 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.suites import COLLECTIVES, ONE_SIDED
-from tunedmpi.files import read_bytes, read_text, replaced_by
+from tunedmpi.files import read_bytes, read_text, replaced_by, write_atomic
 
 PROBES = ("probe_coll", "probe_osc")  # the benchmark stand-ins
 HOST_PROBE = "probe_host"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from tunedmpi import paths
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import parse, probes, suites
+from tunedmpi.files import write_atomic
 from tunedmpi.modules import geometry
 
 LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)

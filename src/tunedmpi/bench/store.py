@@ -16,10 +16,9 @@ import math
 import os
 from pathlib import Path
 
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench.parse import MAX_VALUE, zero_value
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
+from tunedmpi.files import read_text, write_atomic
 
 # What to do about a record that cannot be read: sweep remeasures a run whose record is missing.
 RECORD_FIX = (

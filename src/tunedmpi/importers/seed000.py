@@ -19,8 +19,7 @@ import sys
 
 import yaml
 
-from tunedmpi.atomic import write_atomic
-from tunedmpi.files import read_bytes
+from tunedmpi.files import read_bytes, write_atomic
 from tunedmpi.tables import knobs
 from tunedmpi.tables.units import format_human, format_size, parse_size
 

@@ -20,7 +20,7 @@ only in what they pass (docs/spack.md, docs/easybuild.md):
 
 Nothing is written before every input is checked (the site a plain name; the derived config and
 its table checked and rendered in a temporary project root), then everything is written or nothing
-(atomic.write_all_or_none): a failed install leaves <share> as it was.
+(files.write_all_or_none): a failed install leaves <share> as it was.
 """
 
 import contextlib

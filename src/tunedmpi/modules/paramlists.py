@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tunedmpi import paths
-from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_lines
+from tunedmpi.files import read_lines, write_atomic
 
 LIBRARIES = ("openmpi", "ucx", "ucc")
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+\Z")

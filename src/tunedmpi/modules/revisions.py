@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.atomic import write_all_or_none
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_bytes, read_text
+from tunedmpi.files import read_bytes, read_text, write_all_or_none
 from tunedmpi.modules import sites
 from tunedmpi.tables import schema
 

@@ -11,10 +11,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.atomic import locked
 from tunedmpi.bench import parse, store, suites
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
+from tunedmpi.files import locked, read_text
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import sweep
 from tunedmpi.tables import knobs

@@ -24,11 +24,10 @@ from pathlib import Path
 
 from tunedmpi import paths
 from tunedmpi.acceptance import results
-from tunedmpi.atomic import write_all_or_none
 from tunedmpi.bench import build, machine
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_bytes, read_text
+from tunedmpi.files import read_bytes, read_text, write_all_or_none
 from tunedmpi.modules import render, revisions, sites
 from tunedmpi.regenerate import choice, plan, sweep, tune
 from tunedmpi.regenerate import space as spacemod

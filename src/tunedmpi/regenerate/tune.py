@@ -22,9 +22,9 @@ import yaml
 
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import results
-from tunedmpi.atomic import write_atomic
 from tunedmpi.bench import store, suites
 from tunedmpi.errors import InputError
+from tunedmpi.files import write_atomic
 from tunedmpi.modules import sites
 from tunedmpi.policy import POLICY
 from tunedmpi.regenerate import choice, persize
@@ -320,12 +320,35 @@ def _job_notes(d):
 CONFIRMED = " on the confirmation campaign's runs"
 
 
-def _tests_text(tests, name):
-    """persize's band tests as the notes list them: "lo-hi candidate xgain p=..."."""
-    return "; ".join(
-        "%s-%s %s x%.2f p=%.2g" % (format_size(t.lo), format_size(t.hi), name(t.key), t.gain, t.p)
-        for t in tests
+def _tests_text(tests, name, verb="kept"):
+    """persize's band tests as the notes list them: "n of m band(s) kept (kept: lo-hi candidate
+    xgain p=...; not kept: ...)", each band once: the second look re-tests, with the same candidate,
+    a band the per-size test did not keep, and the later test decides."""
+    last = {(max(t.lo, 1), t.hi, t.key): t for t in tests}
+
+    def listed(kept):
+        return (
+            "; ".join(
+                "%s-%s %s x%.2f p=%.2g" % (format_size(lo), format_size(hi), name(key), t.gain, t.p)
+                for (lo, hi, key), t in last.items()
+                if t.kept == kept
+            )
+            or "none"
+        )
+
+    n = sum(t.kept for t in last.values())
+    return "%d of %d band(s) %s (kept: %s; not kept: %s)" % (
+        n,
+        len(last),
+        verb,
+        listed(1),
+        listed(0),
     )
+
+
+def _edges(lo, hi):
+    """A band's edges as the table writes them (the first starts at 0, the last has no end)."""
+    return [("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None)]
 
 
 def _component_choice(case, notes, comps):
@@ -349,26 +372,16 @@ def _component_choice(case, notes, comps):
                 for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
             )
             case["choice"] = [
-                OrderedDict(
-                    [
-                        ("from", format_size(lo) if lo else 0),
-                        ("to", format_size(hi) if hi else None),
-                        ("component", k),
-                    ]
-                )
-                for lo, hi, k in chosen
+                OrderedDict(_edges(lo, hi) + [("component", k)]) for lo, hi, k in chosen
             ]
     if comps:
         notes.append(
             "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-            "then validate's bands where none was kept, tested as the algorithm bands are%s; %d of %d "
-            "band(s) go to UCC (%s)"
+            "then validate's bands where none was kept, tested as the algorithm bands are%s; %s"
             % (
                 comps["stage"],
                 CONFIRMED if comps["confirmed"] else "",
-                len([t for t in comps["tests"] if t.kept]),
-                len(comps["tests"]),
-                _tests_text(comps["tests"], lambda key: key) or "UCC won no size",
+                _tests_text(comps["tests"], lambda key: key, "go to UCC"),
             )
         )
 
@@ -381,29 +394,18 @@ def _algorithm_bands(case, notes, got, algorithms):
         rows = []
         for lo, hi, key in got["bands"]:
             alg, seg = key if key else (0, 0)
-            row = OrderedDict(
-                [
-                    ("from", format_size(lo) if lo else 0),
-                    ("to", format_size(hi) if hi else None),
-                    ("algorithm", names.get(alg, alg)),
-                ]
-            )
+            row = OrderedDict(_edges(lo, hi) + [("algorithm", names.get(alg, alg))])
             if seg:
                 row["segsize"] = format_size(seg)
             rows.append(row)
         case["bands"] = rows
-        kept = [t for t in got["tests"] if t.kept]
         notes.append(
             "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-            "against Open MPI's own choice%s; %d of %d "
-            "band(s) kept (%s)"
+            "against Open MPI's own choice%s; %s"
             % (
                 got["stage"],
                 CONFIRMED if got["confirmed"] else "",
-                len(kept),
-                len(got["tests"]),
-                _tests_text(got["tests"], lambda key: names.get(key[0], key[0]))
-                or "none won a size",
+                _tests_text(got["tests"], lambda key: names.get(key[0], key[0])),
             )
         )
     elif got:
@@ -843,9 +845,10 @@ def report(target, new, old, decisions, stream=sys.stdout):
             if note.startswith("never worse"):  # a job-wide knob that won some bands, lost others
                 stream.write("\n%dx%d %s\n" % (nodes, ppn, note))
     stream.write(
-        "\n| case | chosen | candidates | less time than baseline | bands kept | regret mean / worst (%) |\n"
+        "\n| case | chosen | candidates | less time than baseline | per size kept | regret mean / worst (%) |\n"
         "|---|---|---|---|---|---|\n"
     )
+    cases = {(c.nodes, c.ppn, c.collective): c for c in new.cases}
     for (nodes, ppn), ops in sorted(decisions.items()):
         job = ops["job"]
         stream.write(
@@ -860,19 +863,22 @@ def report(target, new, old, decisions, stream=sys.stdout):
         for op, d in ops.items():
             if op == "job":
                 continue
-            ch, got = d["chosen"], d.get("bands")
+            ch = d["chosen"]
+            case = cases.get((nodes, ppn, op))
             stream.write(
-                "| %dx%d %s | own best: %s | %d | %s | %s | %s / %s |\n"
+                "| %dx%d %s | %s | %d | %s | %s | %s / %s |\n"
                 % (
                     nodes,
                     ppn,
                     op,
-                    ch["config_id"] if ch else "baseline (MPI defaults)",
+                    "own best: %s" % ch["config_id"]
+                    if ch
+                    else "own best: none passed"
+                    if d["candidates"]
+                    else "no job-wide stage",
                     d["candidates"],
                     "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                    "%d of %d" % (len([t for t in got["tests"] if t.kept]), len(got["tests"]))
-                    if got
-                    else "-",
+                    (_per_size_text(case) if case else "").lstrip("; ") or "-",
                     d["regret"]["mean_pct"],
                     d["regret"]["max_pct"],
                 )

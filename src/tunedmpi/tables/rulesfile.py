@@ -66,9 +66,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-from tunedmpi.atomic import write_atomic
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
+from tunedmpi.files import read_text, write_atomic
 from tunedmpi.tables.knobs import KnobError, version_tuple
 from tunedmpi.tables.units import SizeError, format_human, parse_size
 
