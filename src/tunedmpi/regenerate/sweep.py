@@ -24,10 +24,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.atomic import locked, write_atomic
 from tunedmpi.bench import build, store, suites
 from tunedmpi.bench.runner import CannotRun, Runner, check_geometry, progress, require_local_mpi
-from tunedmpi.files import read_text
+from tunedmpi.files import locked, read_text, write_atomic
 from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice
 from tunedmpi.regenerate import space as spacemod
