@@ -381,16 +381,7 @@ def rules_files(site):
             )
         rules = rulesfile.Rules(
             nodes * ppn,
-            OrderedDict(
-                (
-                    c,
-                    [
-                        rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
-                        for b in case.bands
-                    ],
-                )
-                for c, case in colls.items()
-            ),
+            OrderedDict((c, case.bands) for c, case in colls.items()),
             comment="\n".join(comment),
         )
         try:
