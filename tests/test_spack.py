@@ -37,6 +37,7 @@ from conftest import ROOT
 from test_rules_render import project as bands_project  # noqa: F401 (a fixture: a table with bands)
 from tunedmpi.errors import InputError
 from tunedmpi.modules import explain, render, sites
+from tunedmpi.modules.writers import LUA
 from tunedmpi.tables import rulesfile
 
 REPO = ROOT / "spack-repo"
@@ -1099,13 +1100,13 @@ def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_
     text = render.render_site(site)["bands/openmpi-tuned/5.0.8.lua"]
     module = tmp_path / 'we"ird $(x)' / "openmpi-tuned" / "5.0.8.lua"
     pinned = render.pin_rules_dir(text, module)
-    want = "local RULES_DIR = %s" % render.lua_string(str(module.parent / "__5.0.8.rules"))
-    assert pinned.count(want) == 1 and pinned.replace(want, render.RULES_DIR_LUA) == text
+    want = "local RULES_DIR = %s" % LUA.string(str(module.parent / "__5.0.8.rules"))
+    assert pinned.count(want) == 1 and pinned.replace(want, LUA.RULES_DIR_LINE) == text
     assert "myFileName():gsub" not in pinned.split("local RULES_DIR", 1)[1].splitlines()[0]
     assert '"' not in want[len('local RULES_DIR = "') : -1] and "$(" not in want
     with pytest.raises(InputError) as err:
         render.pin_rules_dir(
-            text.replace(render.RULES_DIR_LUA, "local RULES_DIR = myFileName()"), module
+            text.replace(LUA.RULES_DIR_LINE, "local RULES_DIR = myFileName()"), module
         )
     assert err.value.key == "RULES_DIR" and "tuned.lua.j2" in err.value.fix
 
