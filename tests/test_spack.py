@@ -19,6 +19,7 @@ loaded through Spack's module tree.
 import ast
 import contextlib
 import difflib
+import importlib
 import json
 import os
 import re
@@ -1038,6 +1039,16 @@ def test_derived_site_keeps_the_table_and_names_spacks_mpi(pkg, name, tmp_path, 
         assert (share / "tuning-tables" / (original.table_ref + ".yaml")).read_bytes() == (
             ROOT / "tuning-tables" / (original.table_ref + ".yaml")
         ).read_bytes()
+
+
+def test_spack_template_names_what_exists():
+    """The tuned template's comment names files of this checkout and Python names: each exists."""
+    text = (TEMPLATES / TUNED_TEMPLATE).read_text()
+    paths = re.findall(r"\b((?:src|spack-repo)/[\w./-]*[\w/])", text)
+    assert paths and all((ROOT / p).exists() for p in paths), paths
+    for dotted in re.findall(r"\btunedmpi(?:\.\w+)+", text):
+        module, _, name = dotted.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), dotted
 
 
 def spack_core(tmp_path, text, version):
