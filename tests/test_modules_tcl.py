@@ -24,6 +24,7 @@ from test_modules_conformance import (
     two_partitions,
 )
 from tunedmpi.modules import explain, render, selector, sites
+from tunedmpi.modules.writers import TCL
 
 pytestmark = pytest.mark.skipif(not envmodules.available(), reason=envmodules.WHY_MISSING)
 SITES = sites.site_names()
@@ -121,7 +122,7 @@ def test_hostile_values_never_break_the_shell_and_never_execute(tmp_path):
 
 
 def test_tcl_strings_are_inert_data(tmp_path):
-    """Help, whatis and every rendered word go through render.tcl_string: tclsh prints them back."""
+    """Help, whatis and every rendered word go through the Tcl writer's string(): tclsh prints them back."""
     pwned = tmp_path / "pwned"
     corpus = [t.format(P=pwned) for t in HOSTILE] + [
         "}",
@@ -131,9 +132,7 @@ def test_tcl_strings_are_inert_data(tmp_path):
         "a\tb\r\n",
         "\U0001f600",
     ]
-    script = "".join(
-        "puts -nonewline %s\nputs -nonewline \\x00\n" % render.tcl_string(t) for t in corpus
-    )
+    script = "".join("puts -nonewline %s\nputs -nonewline \\x00\n" % TCL.string(t) for t in corpus)
     (tmp_path / "s.tcl").write_text(script, encoding="ascii")
     import subprocess
 

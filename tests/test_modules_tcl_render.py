@@ -8,6 +8,7 @@ import pytest
 
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import geometry, render, selector, sites
+from tunedmpi.modules.writers import LUA, TCL, WRITERS
 
 
 def site_copy(tmp_path, monkeypatch, name, extra):
@@ -91,22 +92,21 @@ def test_render_check_covers_tcl_and_finds_tcl_no_longer_rendered(run_cli, tmp_p
 def test_selectors_are_generated_from_the_one_description():
     """Every source and variable of selector.SOURCES appears, in order, in both generated chains,
     and the Python twin reads exactly those variables."""
-    lua, tcl = selector.lua_chain(), selector.tcl_chain()
+    lua, tcl = LUA.chain(), TCL.chain()
     read = selector.variables()[len(selector.EXPLICIT) : -len(selector.THREAD_VARIABLES)]
     for text in (lua, tcl):
         where = [text.index('"%s"' % n if text is lua else " %s]" % n) for n, _ in selector.SOURCES]
         assert where == sorted(where)
         for var in read:
             assert var in text
-    for text in (selector.lua_threads(), selector.tcl_threads()):
+    for text in (LUA.threads(), TCL.threads()):
         assert [text.index(v) for v in selector.THREAD_VARIABLES] == sorted(
             text.index(v) for v in selector.THREAD_VARIABLES
         )
     site = sites.load_named("local")
     for fmt in site.module_formats:
         text = render.render_site(site)[render.module_path(site, site.tuned_module, fmt)]
-        assert (lua if fmt == "lua" else tcl) in text
-        assert (selector.lua_threads() if fmt == "lua" else selector.tcl_threads()) in text
+        assert WRITERS[fmt].chain() in text and WRITERS[fmt].threads() in text
         assert str(selector.MAX_COUNT) in text and selector.EXPLICIT[0] in text
 
     class Spy(dict):

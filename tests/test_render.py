@@ -3,8 +3,7 @@ import subprocess
 
 import pytest
 
-from tunedmpi.modules import sites
-from tunedmpi.modules.render import lua_string
+from tunedmpi.modules import sites, writers
 
 NASTY = [
     'a"b',
@@ -28,7 +27,7 @@ LUA = shutil.which("lua5.3") or shutil.which("lua")
 @pytest.mark.parametrize("text", NASTY)
 def test_lua_strings_are_inert_data(text, tmp_path):
     script = tmp_path / "s.lua"
-    script.write_bytes(b"io.write(" + lua_string(text).encode("ascii") + b")")
+    script.write_bytes(b"io.write(" + writers.LUA.string(text).encode("ascii") + b")")
     out = subprocess.run([LUA, str(script)], capture_output=True, timeout=10)
     assert out.returncode == 0 and out.stdout == text.encode("utf-8")
 

@@ -19,6 +19,7 @@ loaded through Spack's module tree.
 import ast
 import contextlib
 import difflib
+import importlib
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from conftest import ROOT
 from test_rules_render import project as bands_project  # noqa: F401 (a fixture: a table with bands)
 from tunedmpi.errors import InputError
 from tunedmpi.modules import explain, render, sites
+from tunedmpi.modules.writers import LUA
 from tunedmpi.tables import rulesfile
 
 REPO = ROOT / "spack-repo"
@@ -1039,6 +1041,16 @@ def test_derived_site_keeps_the_table_and_names_spacks_mpi(pkg, name, tmp_path, 
         ).read_bytes()
 
 
+def test_spack_template_names_what_exists():
+    """The tuned template's comment names files of this checkout and Python names: each exists."""
+    text = (TEMPLATES / TUNED_TEMPLATE).read_text()
+    paths = re.findall(r"\b((?:src|spack-repo)/[\w./-]*[\w/])", text)
+    assert paths and all((ROOT / p).exists() for p in paths), paths
+    for dotted in re.findall(r"\btunedmpi(?:\.\w+)+", text):
+        module, _, name = dotted.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), dotted
+
+
 def spack_core(tmp_path, text, version):
     """Spack's flat Core tree holding its openmpi-tuned/<version> module."""
     core = tmp_path / "lmod" / "Core"
@@ -1099,13 +1111,13 @@ def test_pinned_copy_names_the_rendered_modules_rules_folder(bands_project, tmp_
     text = render.render_site(site)["bands/openmpi-tuned/5.0.8.lua"]
     module = tmp_path / 'we"ird $(x)' / "openmpi-tuned" / "5.0.8.lua"
     pinned = render.pin_rules_dir(text, module)
-    want = "local RULES_DIR = %s" % render.lua_string(str(module.parent / "__5.0.8.rules"))
-    assert pinned.count(want) == 1 and pinned.replace(want, render.RULES_DIR_LUA) == text
+    want = "local RULES_DIR = %s" % LUA.string(str(module.parent / "__5.0.8.rules"))
+    assert pinned.count(want) == 1 and pinned.replace(want, LUA.RULES_DIR_LINE) == text
     assert "myFileName():gsub" not in pinned.split("local RULES_DIR", 1)[1].splitlines()[0]
     assert '"' not in want[len('local RULES_DIR = "') : -1] and "$(" not in want
     with pytest.raises(InputError) as err:
         render.pin_rules_dir(
-            text.replace(render.RULES_DIR_LUA, "local RULES_DIR = myFileName()"), module
+            text.replace(LUA.RULES_DIR_LINE, "local RULES_DIR = myFileName()"), module
         )
     assert err.value.key == "RULES_DIR" and "tuned.lua.j2" in err.value.fix
 

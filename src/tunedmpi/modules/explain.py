@@ -13,6 +13,7 @@ from tunedmpi import paths
 from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, geometry, selector
 from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
+from tunedmpi.modules.writers import of_file
 
 
 def node_nps(sockets, online="/sys/devices/system/node/online"):
@@ -45,9 +46,7 @@ def rules_path(module_file, name):
     myFileName(); Tcl: from $ModulesCurrentModulefile): .../<tuned>/<version>.lua or
     .../<tuned>/<version> -> .../<tuned>/__<version>.rules/<name>."""
     head, base = os.path.split(module_file)
-    if base.endswith(".lua") and len(base) > 4:
-        base = base[:-4]
-    return os.path.join(head, "__%s.rules" % base, name)
+    return os.path.join(head, "__%s.rules" % of_file(base)[1], name)
 
 
 def mpi(site, tuned=None):

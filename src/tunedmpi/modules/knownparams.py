@@ -26,6 +26,7 @@ from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, paramlists, sites
 from tunedmpi.modules.render import RULES_VARS, module_path
+from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import knobs, rulesfile, schema
 
 # Which library reads a variable, by its prefix. "mpi" is the site's MPI: Open MPI 5 reads
@@ -333,7 +334,7 @@ class Checker:
                         self.problem(site, "%s: missing (run tunedmpi render)" % where)
                         continue
                     files += 1
-                    for name, value in module_variables(read_text(path), fmt):
+                    for name, value in WRITERS[fmt].variables(read_text(path)):
                         seen.add(name)
                         names += 1
                         bad = self.name(site, mpi, where, name, value)
@@ -405,55 +406,6 @@ def _enum(d):
         k if k == v else "%s=%s" % (k, v)
         for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))
     )
-
-
-# --- reading the shipped modules: the generated data, not the Lua or Tcl logic ---
-
-_STR = r'"((?:[^"\\]|\\.)*)"'
-_LUA_PAIR = re.compile(r"\{ %s, %s \}" % (_STR, _STR))
-_LUA_LITERAL = re.compile(
-    r'^\s*(?:setenv|pushenv|prepend_path|append_path)\("([A-Za-z_][A-Za-z0-9_]*)"', re.M
-)
-_TCL_LIST = re.compile(r'\[list ((?:"(?:[^"\\]|\\.)*"\s*)+)\]')
-_TCL_LITERAL = re.compile(
-    r"^\s*(?:setenv|pushenv|prepend-path|append-path)\s+([A-Za-z_][A-Za-z0-9_]*)\s", re.M
-)
-
-
-def _lua_text(s):
-    return re.sub(r"\\([0-9]{3})", lambda m: chr(int(m.group(1))), s)
-
-
-def _tcl_text(s):
-    return re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), s)
-
-
-def module_variables(text, fmt):
-    """[(name, value or None)] a rendered module can set: every row's pairs, the NAMES list, the
-    rules variables and the literal setenv/prepend_path names (templates in modules/render/)."""
-    out = []
-    if fmt == "lua":
-        rows = re.search(r"^local ROWS = \{\n(.*?)^\}\n", text, re.M | re.S)
-        for m in _LUA_PAIR.finditer(rows.group(1) if rows else ""):
-            out.append((_lua_text(m.group(1)), _lua_text(m.group(2))))
-        names = re.search(r"^local NAMES = \{(.*)\}$", text, re.M)
-        out += [(_lua_text(n), None) for n in re.findall(_STR, names.group(1))] if names else []
-        rules = re.search(r"^local USE_RULES, RULES_FILE = (.*)$", text, re.M)
-        out += [(_lua_text(n), None) for n in re.findall(_STR, rules.group(1))] if rules else []
-        out += [(n, None) for n in _LUA_LITERAL.findall(text)]
-    else:
-        for line in re.findall(r"^dict set ROWS .*$|^   \[list .*$", text, re.M):
-            for m in _TCL_LIST.finditer(line):
-                words = [_tcl_text(w) for w in re.findall(_STR, m.group(1))]
-                out += list(zip(words[0::2], words[1::2]))
-        names = re.search(r"^set NAMES \[list (.*)\]$", text, re.M)
-        out += [(_tcl_text(n), None) for n in re.findall(_STR, names.group(1))] if names else []
-        out += [
-            (_tcl_text(n), None)
-            for n in re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
-        ]
-        out += [(n, None) for n in _TCL_LITERAL.findall(text)]
-    return out
 
 
 # --- what envmap can emit ---

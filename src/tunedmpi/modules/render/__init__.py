@@ -20,6 +20,7 @@ from tunedmpi.atomic import locked, stray_temps, write_all_or_none
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_head
 from tunedmpi.modules import envmap, selector, sites
+from tunedmpi.modules.writers import LUA, WRITERS, of_file
 from tunedmpi.tables import rulesfile
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -27,9 +28,6 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # '#': UCC's tuning strings separate their tokens with it, '@' names an algorithm in them
 # (envmap.ucc_env); both inert in both quotings.
 ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:^+/#@-]*\Z")
-_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
-# Tcl: no [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
-_TCL_SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
 # The family of tuned and baseline where the site's MPI module (mpi.base_module) holds family "mpi".
 TUNING_FAMILY = "mpi_tuning"
 MPI_NAMES = {"openmpi": "Open MPI", "hpcx": "HPC-X"}  # how modules name the MPI they tune
@@ -80,27 +78,6 @@ RULES_VARS = tuple(rulesfile.environment(""))  # (use_dynamic_rules, dynamic_rul
 HAN_TAKES = ("allgather", "allreduce", "barrier", "bcast", "gather", "reduce", "scatter")
 
 
-def lua_string(value):
-    """A Lua string literal that is inert whatever ``value`` holds: every byte outside a small safe
-    set becomes a decimal escape, so quotes, ]], newlines, $(...) and backticks are plain data."""
-    data = str(value).encode("utf-8")
-    return '"' + "".join(chr(b) if _SAFE.match(chr(b)) else "\\%03d" % b for b in data) + '"'
-
-
-def tcl_string(value):
-    """A Tcl word that is inert whatever ``value`` holds: a double-quoted string in which every
-    character outside a small safe set is a \\uXXXX escape, so [exec ...], $var, braces,
-    backslashes, quotes and newlines are plain data. Characters beyond U+FFFF (which Tcl 8.6's
-    \\u cannot write) become U+FFFD."""
-    out = []
-    for ch in str(value):
-        if _TCL_SAFE.match(ch):
-            out.append(ch)
-        else:
-            out.append("\\u%04x" % (ord(ch) if ord(ch) <= 0xFFFF else 0xFFFD))
-    return '"' + "".join(out) + '"'
-
-
 def _env():
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -108,9 +85,8 @@ def _env():
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["lua"] = lua_string
+    env.filters.update((w.name, w.string) for w in WRITERS.values())
     env.globals["tuning_family"] = TUNING_FAMILY
-    env.filters["tcl"] = tcl_string
     return env
 
 
@@ -144,8 +120,6 @@ def rules_name(nodes, ppn, node_type=None):
 # What render writes under <site>/<tuned>/: the only names it ever removes (stale_rules).
 RULES_DIR_NAME = re.compile(r"^__(.+)\.rules\Z")
 RULES_FILE_NAME = re.compile(r"^([A-Za-z0-9_]+\.)?[1-9][0-9]*x[1-9][0-9]*\.rules\Z")
-# The tuned module's line that finds its rules folder from where the module is (tuned.lua.j2).
-RULES_DIR_LUA = 'local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))'
 
 
 def stale_rules(out, site, files):
@@ -166,7 +140,10 @@ def stale_rules(out, site, files):
         if not m or folder.is_symlink() or not folder.is_dir():
             continue
         version = m.group(1)
-        owners = ["%s/%s/%s%s" % (site.name, site.tuned_module, version, s) for s in (".lua", "")]
+        owners = [
+            "%s/%s/%s" % (site.name, site.tuned_module, w.file_name(version))
+            for w in WRITERS.values()
+        ]
         if version != site.mpi_version and any(
             (Path(out) / rel).is_file() and rel not in found for rel in owners
         ):
@@ -218,9 +195,8 @@ def _stale_modules(out, site, files):
             if rel in files or path.is_symlink() or not path.is_file():
                 continue
             head = read_head(path, 600).decode("utf-8", "replace")
-            lua = path.name.endswith(".lua")
-            version = path.name[:-4] if lua else path.name
-            itself = "%s %s/%s: " % ("--" if lua else "#", folder.name, version)
+            writer, version = of_file(path.name)
+            itself = "%s %s/%s: " % (writer.comment, folder.name, version)
             if mark in head and (folder.name in own or PEER_MARK in head or itself in head):
                 found.append(rel)
     return found
@@ -252,22 +228,23 @@ def pin_rules_dir(text, module_file):
     its own myFileName(). A module without rules files is returned unchanged."""
     if "RULES_DIR" not in text:
         return text
-    if text.count(RULES_DIR_LUA) != 1:
+    if text.count(LUA.RULES_DIR_LINE) != 1:
         raise InputError(
             str(module_file),
             None,
             "RULES_DIR",
             "the tuned module does not find its rules folder "
-            "with the line render.RULES_DIR_LUA, so a copy cannot be pointed at it",
-            "keep render.RULES_DIR_LUA equal to the RULES_DIR line of render/templates/tuned.lua.j2",
+            "with the line writers.LUA.RULES_DIR_LINE, so a copy cannot be pointed at it",
+            "keep writers.LUA.RULES_DIR_LINE equal to the RULES_DIR line of render/templates/tuned.lua.j2",
         )
     head, base = os.path.split(os.path.abspath(str(module_file)))
-    if not base.endswith(".lua"):
+    writer, version = of_file(base)
+    if writer is not LUA:
         raise InputError(
             str(module_file), None, None, "not a rendered .lua module", "give <tuned>/<version>.lua"
         )
-    folder = os.path.join(head, rules_dir(base[: -len(".lua")]))
-    return text.replace(RULES_DIR_LUA, "local RULES_DIR = %s" % lua_string(folder))
+    folder = os.path.join(head, rules_dir(version))
+    return text.replace(LUA.RULES_DIR_LINE, "local RULES_DIR = %s" % LUA.string(folder))
 
 
 def rows_for(site):
@@ -381,16 +358,7 @@ def rules_files(site):
             )
         rules = rulesfile.Rules(
             nodes * ppn,
-            OrderedDict(
-                (
-                    c,
-                    [
-                        rulesfile.Band(b.lo, b.algorithm, b.segsize, b.faninout, b.max_requests)
-                        for b in case.bands
-                    ],
-                )
-                for c, case in colls.items()
-            ),
+            OrderedDict((c, case.bands) for c, case in colls.items()),
             comment="\n".join(comment),
         )
         try:
@@ -423,32 +391,11 @@ def mpi_env(flavour):
     return ops, [name for op, name, _sub in ops if op == "set"]
 
 
-def _prefix_tcl(prefix):
-    if not prefix:
-        return None
-    if prefix.startswith("/"):
-        return tcl_string(prefix)
-    # Relative to the checkout that holds modulefiles/<site>/<name>/<version>
-    return (
-        "[file join [file dirname [file dirname [file dirname [file dirname $ModulesCurrentModulefile]]]] %s]"
-        % tcl_string(prefix)
-    )
-
-
-def _prefix_lua(prefix):
-    if not prefix:
-        return None
-    if prefix.startswith("/"):
-        return lua_string(prefix)
-    # Relative to the checkout that holds modulefiles/<site>/<name>/<version>.lua
-    return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % lua_string(prefix)
-
-
 # module help's users' guide where the site names none (site.yaml users_page; install-module's copy)
 USERS_GUIDE = "docs/users.md of tuned-mpi-modules (ask your site for its copy)"
 
 
-def _help(site, tuned, rules=False, fmt="lua"):
+def _help(site, tuned, rules=False, writer=LUA):
     t = site.table
     lines = [
         "%s/%s for site %s (%s)."
@@ -503,11 +450,11 @@ def _help(site, tuned, rules=False, fmt="lua"):
             "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
             "                  and srun say when the job differs from where it was loaded.",
             "Users' guide:     %s" % (site.users_page or USERS_GUIDE),
-            "Untuned baseline: module load %s/%s" % (site.baseline_module, site.mpi_version)
-            if fmt == "lua"
-            # Environment Modules refuses a second member of family mpi: switch, do not load.
-            else "Untuned baseline: module switch %s/%s %s/%s"
-            % (site.tuned_module, site.tuned_version, site.baseline_module, site.mpi_version),
+            "Untuned baseline: module "
+            + writer.swap(
+                "%s/%s" % (site.tuned_module, site.tuned_version),
+                "%s/%s" % (site.baseline_module, site.mpi_version),
+            ),
         ]
         if rules:
             lines += [
@@ -520,12 +467,10 @@ def _help(site, tuned, rules=False, fmt="lua"):
             ]
     else:
         lines += [
-            "No tuning variables are set. Tuned: module %s"
-            % (
-                "load %s/%s" % (site.tuned_module, site.mpi_version)
-                if fmt == "lua"
-                else "switch %s/%s %s/%s"
-                % (site.baseline_module, site.mpi_version, site.tuned_module, site.mpi_version)
+            "No tuning variables are set. Tuned: module "
+            + writer.swap(
+                "%s/%s" % (site.baseline_module, site.mpi_version),
+                "%s/%s" % (site.tuned_module, site.mpi_version),
             )
         ]
     return "\n".join(lines)
@@ -560,15 +505,10 @@ def module_path(site, name, fmt, version=None):
     """Where render puts module ``name`` (the tuned or baseline name, or a peer's with its
     ``version``) of ``site`` in format ``fmt``, relative to modulefiles/: <site>/<name>/<version>.lua
     (Lmod) or <site>/<name>/<version> (Tcl)."""
-    return "%s/%s/%s%s" % (
-        site.name,
-        name,
-        version or site.mpi_version,
-        ".lua" if fmt == "lua" else "",
-    )
+    return "%s/%s/%s" % (site.name, name, WRITERS[fmt].file_name(version or site.mpi_version))
 
 
-def _peer_help(site, peer, fmt):
+def _peer_help(site, peer, writer):
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
     this = "%s/%s" % (peer.module, peer.version)
     lines = [
@@ -581,8 +521,7 @@ def _peer_help(site, peer, fmt):
         lines.append("Installed from PyPI (%s) by `make peers`." % " ".join(peer.pypi))
     lines += [
         "Compare: validate/run.sh --baseline %s" % this,
-        "Tuned: module %s"
-        % ("load %s" % tuned if fmt == "lua" else "switch %s %s" % (this, tuned)),
+        "Tuned: module " + writer.swap(this, tuned),
     ]
     return "\n".join(lines)
 
@@ -606,10 +545,9 @@ def render_peers(site, env=None):
                 site=site,
                 module="%s/%s" % (peer.module, peer.version),
                 base_module=None,
-                prefix_lua=_prefix_lua(peer.prefix),
-                prefix_tcl=_prefix_tcl(peer.prefix),
-                mpi_level_lua=None,
-                mpi_level_tcl=None,
+                writer=WRITERS[fmt],
+                prefix=peer.prefix,
+                mpi_level=None,
                 mpi_env=ops,
                 kept=kept,
                 mpi_label=label,
@@ -617,7 +555,7 @@ def render_peers(site, env=None):
                 description="%s, a peer for comparison, no tuning (site %s)" % (label, site.name),
                 selection="site=%s peer %s/%s for comparison: no variables set"
                 % (site.name, peer.module, peer.version),
-                help_text=_peer_help(site, peer, fmt),
+                help_text=_peer_help(site, peer, WRITERS[fmt]),
             )
     return out
 
@@ -666,10 +604,8 @@ def render_site(site):
     common = dict(
         site=site,
         base_module=site.base_module,
-        prefix_lua=_prefix_lua(site.prefix),
-        prefix_tcl=_prefix_tcl(site.prefix),
-        mpi_level_lua=_prefix_lua(site.mpi_level),
-        mpi_level_tcl=_prefix_tcl(site.mpi_level),
+        prefix=site.prefix,
+        mpi_level=site.mpi_level,
         mpi_env=ops,
         kept=kept,
         tuned="%s/%s" % (site.tuned_module, site.tuned_version),
@@ -678,11 +614,9 @@ def render_site(site):
         mpi_label="%s %s" % (MPI_NAMES[site.mpi_flavour], version),
         seen_names=selector.seen_variables(site.node_type_variables()),
     )
-    chains = {"lua": selector.lua_chain, "tcl": selector.tcl_chain}
-    threads_fns = {"lua": selector.lua_threads, "tcl": selector.tcl_threads}
-    node_type_fns = {"lua": selector.lua_node_type, "tcl": selector.tcl_node_type}
     out = OrderedDict(rules)  # first: a new module never points at a file not written yet
     for fmt in site.module_formats:
+        writer = WRITERS[fmt]
         out[module_path(site, site.tuned_module, fmt, site.tuned_version)] = env.get_template(
             "tuned.%s.j2" % fmt
         ).render(
@@ -691,15 +625,13 @@ def render_site(site):
             names=names,
             sources=sources,
             table_desc=table_desc,
-            help_text=_help(site, True, bool(rules), fmt),
+            help_text=_help(site, True, bool(rules), writer),
             has_rules=bool(rules),
             rules_vars=RULES_VARS,
             origins={name: envmap.origin(name) for name in names},
-            rule_chain=chains[fmt](),
-            threads_fn=threads_fns[fmt](),
             node_types=types,
             partitions={p: nt.name for nt in site.node_types for p in nt.partitions},
-            node_type_fn=node_type_fns[fmt](site.node_type_variable),
+            writer=writer,
             **common,
         )
         if site.candidate:  # beside the site's own modules, which render_site(site) writes
@@ -708,12 +640,13 @@ def render_site(site):
             "baseline.%s.j2" % fmt
         ).render(
             module="%s/%s" % (site.baseline_module, version),
-            help_text=_help(site, False, fmt=fmt),
+            help_text=_help(site, False, writer=writer),
             purpose="The untuned baseline that validate/run.sh compares %s/%s against."
             % (site.tuned_module, version),
             description="%s with its own defaults, no tuning (site %s)"
             % (common["mpi_label"], site.name),
             selection="site=%s untuned baseline: no variables set" % site.name,
+            writer=writer,
             **common,
         )
     if site.table or types:  # the launch check in the side folder (selector.SEEN), for both formats
@@ -748,22 +681,9 @@ def render_candidate(site):
         hidden,
     )
     folder = "%s/%s/" % (site.name, site.tuned_module)
-    if "lua" in site.module_formats:
-        out[folder + ".modulerc.lua"] = (
-            '-- %s\nmodule_version(%s, "default")\nhide_version(%s)\n'
-            % (
-                mark,
-                lua_string(default),
-                lua_string(hidden),
-            )
-        )
-    if "tcl" in site.module_formats:
-        # Lmod reads this file too (after .modulerc.lua), and its Tcl reader has no module-hide
-        out[folder + ".modulerc"] = (
-            "#%%Module\n# %s\nmodule-version %s default\n"
-            'if {[info commands module-hide] ne ""} {module-hide %s}\n'
-            % (mark, tcl_string(default), tcl_string(hidden))
-        )
+    for fmt in site.module_formats:
+        name, text = WRITERS[fmt].modulerc(mark, default, hidden)
+        out[folder + name] = text
     return out
 
 
