@@ -1,5 +1,5 @@
 """The package shows the data flow (docs/design.md, "Stages"): each stage is a subpackage, and no stage
-imports one that comes after it. Shared helpers (atomic, errors, paths, yamlsrc, argtypes) and the
+imports one that comes after it. Shared helpers (files, errors, paths, yamlsrc, argtypes) and the
 statistics layer (stats, its policy) sit below them all; cli.py sits on top. One-off importers (importers/) sit beside
 the engine, just under cli.py: they may use the stages, no stage may use them."""
 
@@ -21,7 +21,6 @@ STAGES = [
     "<cli>",
 ]
 SHARED = {
-    "atomic",
     "errors",
     "files",
     "paths",

@@ -16,9 +16,8 @@ from pathlib import Path
 import jinja2
 
 from tunedmpi import paths
-from tunedmpi.atomic import locked, stray_temps, write_all_or_none
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_head
+from tunedmpi.files import locked, read_head, stray_temps, write_all_or_none
 from tunedmpi.modules import envmap, selector, sites
 from tunedmpi.modules.writers import LUA, WRITERS, of_file
 from tunedmpi.tables import rulesfile
