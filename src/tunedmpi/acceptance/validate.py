@@ -33,6 +33,7 @@ from tunedmpi.errors import one_line
 from tunedmpi.files import copy_tree, read_text
 from tunedmpi.modules import geometry, revisions, sites
 from tunedmpi.policy import POLICY
+from tunedmpi.tables.operations import BENCHMARKS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT, EXIT_NO_GAIN, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
 # Each module verdict (stats.module_verdict) its own exit code; 2 is "could not run" (and NO-DATA).
@@ -492,19 +493,7 @@ def reanalyse(source, out):
             % (src / "results.json", exc)
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
-    benches = set(res.per_size)
-    runs = [
-        suites.Run(
-            name,
-            "",
-            tuple(c for c in suites.COLLECTIVES if c in benches)
-            if name == "collectives"
-            else (name,),
-            (),
-            None,
-        )
-        for name in suites.run_names(sorted(benches))
-    ]
+    runs = [suites.Run(name, "", b, (), None) for name, b in suites.programs(sorted(res.per_size))]
     opts = Options(
         site=res.site,
         tuned=res.modules["tuned"],
@@ -772,7 +761,7 @@ def options_from_args(args):
         args.modulepath or []
     )
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
-    known = set(suites.COLLECTIVES + suites.ONE_SIDED)
+    known = set(BENCHMARKS)
     if only and not set(only) <= known:
         raise CannotRun(
             "--benchmarks: unknown benchmark(s) %s; choose from %s"

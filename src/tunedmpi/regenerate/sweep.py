@@ -31,6 +31,7 @@ from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice
 from tunedmpi.regenerate import space as spacemod
+from tunedmpi.tables.operations import COLLECTIVES
 
 LOCK = ".sweep.lock"  # in the campaign directory: held (fcntl.flock) by the sweep measuring it
 
@@ -86,7 +87,7 @@ def program_benchmarks(sp, judged):
     depends on what ran before it in the program (docs/regenerate.md, "Measured in validate's
     program"), so a band chosen on a collective run alone is chosen in another context than the one
     it is validated and used in. One-sided tests are programs of their own: only the judged ones."""
-    colls = [b for b in sp.benchmarks if b in suites.COLLECTIVES]
+    colls = [b for b in sp.benchmarks if b in COLLECTIVES]
     wide = colls if any(b in colls for b in judged) else []
     return [b for b in sp.benchmarks if b in judged or b in wide]
 
