@@ -196,10 +196,6 @@ def programs(only=None):
     return ([("collectives", colls)] if colls else []) + one_sided
 
 
-def run_names(only=None):
-    return [name for name, _ in programs(only)]
-
-
 def plan(binaries, set_name, np, only=None):
     """The Run list for a set and a benchmark selection (see programs)."""
     settings = SETS[set_name]

@@ -183,7 +183,7 @@ def missing_runs(cdir, stage_name, plan, repetitions):
         (i, config, run, rep)
         for i, (config, benches) in enumerate(plan)
         for rep in range(1, repetitions + 1)
-        for run in suites.run_names(benches)
+        for run, _ in suites.programs(benches)
         if not store.exists(store.record_path(cdir, stage_name, config, run, rep))
     ]
 
