@@ -14,7 +14,7 @@ from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import space, sweep
 from tunedmpi.tables import schema
-from tunedmpi.tables.knobs import UCC_ALGORITHMS
+from tunedmpi.tables.operations import UCC_ALGORITHMS
 
 TINY = """schema: 1
 benchmarks: [allreduce, put_latency]

@@ -14,6 +14,7 @@ The Lua twin is held to the same answers by tests/test_modules_conformance.py (e
 import pytest
 
 from tunedmpi.modules import envmap, explain, sites
+from tunedmpi.tables.operations import UCC_ALGORITHMS
 
 SEED_SITES = ("oci-bm-optimized3.36", "oci-bm-standard-e6.256")
 
@@ -26,7 +27,7 @@ def best_components(site, nodes, ppn):
     return {
         c.collective: envmap.dominant_component(c, site.components)
         for c in site.table.cases
-        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in envmap.UCC_CTS_NAMES
+        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in UCC_ALGORITHMS
     }
 
 
@@ -49,7 +50,7 @@ def ucc_bands(site, nodes, ppn):
     """{collective: [(lo, hi)]} of the sizes each collective at the geometry chose UCC for."""
     out = {}
     for c in site.table.cases:
-        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in envmap.UCC_CTS_NAMES:
+        if (c.nodes, c.ppn) == (nodes, ppn) and c.collective in UCC_ALGORITHMS:
             bands = [(ch.band.lo, ch.band.hi) for ch in c.choice if ch.component == "ucc"]
             if bands:
                 out[c.collective] = bands

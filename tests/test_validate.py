@@ -12,7 +12,8 @@ import pytest
 import lmod
 from conftest import FIXTURES, PROBE_BENCHMARKS, ROOT, assert_verdict
 from conftest import PROBE_REPETITIONS as REPS
-from tunedmpi.bench import parse, suites
+from tunedmpi.bench import parse
+from tunedmpi.tables.operations import COLLECTIVES
 
 RUN = ROOT / "validate" / "run.sh"
 pytestmark = [
@@ -508,7 +509,7 @@ def test_the_archived_full_campaigns_judged_again_over_their_pairs(tmp_path):
             b for b in res["bands"] if b["verdict"] == "lose"
         ], name
         for b in res["bands"]:
-            if b["benchmark"] in suites.COLLECTIVES and b["p_value"] is not None:
+            if b["benchmark"] in COLLECTIVES and b["p_value"] is not None:
                 was = before[(b["benchmark"], b["band"])]
                 assert b["test"] == stats.PAIRED_TEST_NAME and sum(b["pairs"].values()) == b[
                     "n_tuned"

@@ -17,6 +17,7 @@ import lmod
 from conftest import ROOT, VERDICT_EXITS, assert_verdict
 from tunedmpi.bench import suites
 from tunedmpi.bench.runner import LAUNCHERS, Runner, launcher_args, recognise
+from tunedmpi.tables.operations import OSU_BENCHMARKS
 
 RUN = ROOT / "validate" / "run.sh"
 PEERS = {  # module -> (flavour, what report.md calls it)
@@ -154,7 +155,7 @@ def binaries(imb=None, osu=()):
 
 
 def test_both_sides_of_a_family_run_the_same_kind_of_program():
-    every = suites.ONE_SIDED
+    every = OSU_BENCHMARKS
     # Intel MPI brings its own IMB-MPI1, the site's Open MPI has none: probes for both
     base, tuned = binaries("/impi/bin/IMB-MPI1"), binaries()
     notes = suites.same_kind(base, tuned)
@@ -223,7 +224,7 @@ def test_validate_against_another_mpi(tmp_path, peer):
     assert r["commands"] == tuned["commands"]  # the top level keeps the site's MPI's
     for role, side in (("baseline", base), ("tuned", tuned)):
         assert side["binaries"]["flavour"] == side["mpi"]["flavour"]
-        assert set(side["commands"]) == set(suites.run_names(only))
+        assert set(side["commands"]) == {run for run, _ in suites.programs(only)}
         for run, command in side["commands"].items():
             assert command.startswith(side["launcher"]["collectives"] + " ")
             probe = side["binaries"]["probe_coll" if run == "collectives" else "probe_osc"]

@@ -482,19 +482,7 @@ def reanalyse(source, out):
             % (src / "results.json", exc)
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
-    benches = set(res.per_size)
-    runs = [
-        suites.Run(
-            name,
-            "",
-            tuple(c for c in suites.COLLECTIVES if c in benches)
-            if name == "collectives"
-            else (name,),
-            (),
-            None,
-        )
-        for name in suites.run_names(sorted(benches))
-    ]
+    runs = [suites.Run(name, "", b, (), None) for name, b in suites.programs(sorted(res.per_size))]
     opts = Options(
         site=res.site,
         tuned=res.modules["tuned"],

@@ -13,11 +13,12 @@ from pathlib import Path
 from tunedmpi import argtypes, paths
 from tunedmpi.acceptance import report, validate
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
-from tunedmpi.bench import machine, suites
+from tunedmpi.bench import machine
 from tunedmpi.bench.runner import CannotRun, check_geometry, require_local_mpi
 from tunedmpi.files import read_text, write_atomic
 from tunedmpi.modules import geometry, sites
 from tunedmpi.policy import POLICY
+from tunedmpi.tables.operations import BENCHMARKS
 
 
 def site_of(args):
@@ -162,7 +163,7 @@ def options_from_args(args):
         args.modulepath or []
     )
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
-    known = set(suites.COLLECTIVES + suites.ONE_SIDED)
+    known = set(BENCHMARKS)
     if only and not set(only) <= known:
         raise CannotRun(
             "--benchmarks: unknown benchmark(s) %s; choose from %s"

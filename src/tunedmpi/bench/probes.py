@@ -20,16 +20,14 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
-from tunedmpi.bench.suites import COLLECTIVES, ONE_SIDED
 from tunedmpi.files import read_bytes, read_text, replaced_by, write_atomic
+from tunedmpi.tables.operations import BENCHMARKS, COLLECTIVES, OSU_BENCHMARKS
 
 PROBES = ("probe_coll", "probe_osc")  # the benchmark stand-ins
 HOST_PROBE = "probe_host"
 # src/tunedmpi/bench/probes.py -> <repo>/validate/probes
 SOURCE_DIR = Path(__file__).resolve().parents[3] / "validate" / "probes"
 CFLAGS = ("-O2",)
-# Which probe runs which benchmark: the sets validate runs (suites.py), one probe each.
-BENCHMARKS = {"probe_coll": COLLECTIVES, "probe_osc": ONE_SIDED}
 _TIMEOUT = 300
 
 
@@ -130,14 +128,11 @@ def command(binaries: Dict[str, Path], benchmark: str, *args: str) -> List[str]:
     """argv (without mpirun) running ``benchmark`` ("allreduce", "osu_put_bw", ...) with its probe."""
     name = benchmark.lower()
     name = name[4:] if name.startswith("osu_") else name
-    if name in BENCHMARKS["probe_coll"]:
+    if name in COLLECTIVES:
         return [str(binaries["probe_coll"]), *args, name]
-    if name in BENCHMARKS["probe_osc"]:
+    if name in OSU_BENCHMARKS:
         return [str(binaries["probe_osc"]), name, *args]
-    raise ValueError(
-        "no probe runs %r (known: %s)"
-        % (benchmark, ", ".join(b for names in BENCHMARKS.values() for b in names))
-    )
+    raise ValueError("no probe runs %r (known: %s)" % (benchmark, ", ".join(BENCHMARKS)))
 
 
 HOST_MARK = "# tunedmpi-host-probe "

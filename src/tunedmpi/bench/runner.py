@@ -24,6 +24,7 @@ from tunedmpi import paths
 from tunedmpi.bench import parse, probes, suites
 from tunedmpi.files import write_atomic
 from tunedmpi.modules import geometry
+from tunedmpi.tables.operations import BENCHMARKS, COLLECTIVES
 
 LMOD_INITS = ("/usr/share/lmod/lmod/init/bash",)
 # Variables a module run must not inherit from the caller's shell (the modules set their own).
@@ -377,8 +378,8 @@ class Runner:
 
     def complete(self, b, mpi_module, mpicc, only=None):
         """Build the probes where `b` lacks IMB-MPI1 or a one-sided OSU program; name its suite."""
-        need = set(only or suites.COLLECTIVES + suites.ONE_SIDED)
-        if not b.imb or not need.issubset(set(b.osu) | set(suites.COLLECTIVES)):
+        need = set(only or BENCHMARKS)
+        if not b.imb or not need.issubset(set(b.osu) | set(COLLECTIVES)):
             if not mpicc:
                 raise CannotRun(
                     "no IMB/OSU found and %s has no mpicc to build the probes" % mpi_module

@@ -14,18 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tunedmpi.files import read_text
+from tunedmpi.tables.operations import BENCHMARKS, COLLECTIVES, OSU_BENCHMARKS
 
-COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")  # one IMB-MPI1 run, in this order
-ONE_SIDED = (
-    "put_latency",
-    "get_latency",
-    "acc_latency",
-    "get_acc_latency",
-    "fop_latency",
-    "cas_latency",
-    "put_bw",
-    "get_bw",
-)
 BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
 # OSU one-sided window creation and synchronisation: allocate + flush are OSU 7's defaults and the
 # only pair that never crashed under default Open MPI settings on this machine kind (see
@@ -115,7 +105,7 @@ def same_kind(baseline, tuned, only=None):
     MPIs is not one of two programs: where one side has IMB-MPI1 (or OSU's one-sided programs) and
     the other not, both use the probes for that family. Changes the Binaries (before their probes
     are built) and returns one line per family changed, saying why."""
-    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
+    wanted = set(only) if only else set(BENCHMARKS)
     sides = {"baseline": baseline, "tuned": tuned}
     notes = []
     if wanted & set(COLLECTIVES) and bool(baseline.imb) != bool(tuned.imb):
@@ -125,7 +115,7 @@ def same_kind(baseline, tuned, only=None):
             % (has, sides[has].imb)
         )
         baseline.imb = tuned.imb = None
-    one_sided = [n for n in ONE_SIDED if n in wanted]
+    one_sided = [n for n in OSU_BENCHMARKS if n in wanted]
     found = {role: [n for n in one_sided if n in b.osu] for role, b in sides.items()}
     if one_sided and found["baseline"] != found["tuned"]:
         notes.append(
@@ -197,25 +187,24 @@ def mem_per_process_gb(np):
     return max(min(2.3, total / 4 / max(np, 1)), 0.05)
 
 
-def run_names(only=None):
-    """The runs a benchmark selection makes, in order: one IMB run for the collectives, then one
-    run per one-sided test. Results are stored and looked up by these names."""
-    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
-    names = ["collectives"] if wanted & set(COLLECTIVES) else []
-    return names + [n for n in ONE_SIDED if n in wanted]
+def programs(only=None):
+    """[(run name, the benchmarks it measures)] of a benchmark selection, in order: one IMB run for
+    the collectives, then one run per one-sided test. Results are stored and looked up by name."""
+    wanted = set(only or BENCHMARKS)
+    colls = tuple(c for c in COLLECTIVES if c in wanted)
+    one_sided = [(n, (n,)) for n in OSU_BENCHMARKS if n in wanted]
+    return ([("collectives", colls)] if colls else []) + one_sided
 
 
 def plan(binaries, set_name, np, only=None):
-    """The Run list for a set and a benchmark selection (see run_names)."""
+    """The Run list for a set and a benchmark selection (see programs)."""
     settings = SETS[set_name]
-    wanted = set(only) if only else set(COLLECTIVES) | set(ONE_SIDED)
     runs = []
-    for name in run_names(only):
+    for name, benches in programs(only):
         if name == "collectives":
-            colls = tuple(c for c in COLLECTIVES if c in wanted)
             exe = binaries.imb or binaries.probe_coll
-            argv = [exe] + imb_args(settings, np, mem_per_process_gb(np)) + list(colls)
-            runs.append(Run(name, "imb", colls, tuple(argv), None))
+            argv = [exe] + imb_args(settings, np, mem_per_process_gb(np)) + list(benches)
+            runs.append(Run(name, "imb", benches, tuple(argv), None))
         else:
             exe = [binaries.osu[name]] if name in binaries.osu else [binaries.probe_osc, name]
             runs.append(Run(name, "osu", (name,), tuple(exe + osu_args(settings, name)), 2))
@@ -226,7 +215,7 @@ def find_osu(directory):
     """{name: path} of the one-sided OSU programs under a directory (OSU_DIR or a Spack prefix)."""
     found = {}
     for root, _, files in os.walk(directory):
-        for name in ONE_SIDED:
+        for name in OSU_BENCHMARKS:
             exe = "osu_" + name
             if exe in files and name not in found and os.access(os.path.join(root, exe), os.X_OK):
                 found[name] = os.path.join(root, exe)

@@ -7,6 +7,7 @@ module and its Python twin cannot disagree on values. Facts behind each rule: do
 from collections import OrderedDict
 
 from tunedmpi.tables.knobs import base_component
+from tunedmpi.tables.operations import OPERATIONS, UCC_ALGORITHMS
 
 # Sizes from 1 B to 4 MB (powers of two): the range a component choice is weighed over.
 WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
@@ -15,8 +16,6 @@ WEIGHED_SIZES = [0] + [1 << i for i in range(23)]
 # module or the MPI's default has it (a neutral "all"/"auto" would override e.g. an HPC-X UCX_TLS).
 # Unload undoes exactly what load set because the module keeps the chosen row (TUNEDMPI_ROW).
 
-# Collectives Open MPI's coll_ucc_cts accepts among the ones tables name (coll_ucc_component.c).
-UCC_CTS_NAMES = ("allgather", "allreduce", "alltoall", "bcast")
 # HCOLL's switch that leaves one collective to the next component while HCOLL takes the others
 # (a variable of the HCOLL library, not of Open MPI: docs/hpcx-sharp.md, "HCOLL per collective").
 HCOLL_DISABLE = "HCOLL_ML_DISABLE_%s"
@@ -156,7 +155,7 @@ def knob_env(site, values, multi_node):
             env["OMPI_MCA_" + knob] = str(values[knob])
     # A sweep's component stage: UCC runs these collectives at every size, with UCC's default
     # algorithm or the one named (a table routes per size with its `choice`: row_env).
-    comps = {c: values.get("coll_%s_component" % c) or "none" for c in UCC_CTS_NAMES}
+    comps = {c: values.get("coll_%s_component" % c) or "none" for c in UCC_ALGORITHMS}
     ucc = sorted(c for c, v in comps.items() if base_component(v) == "ucc")
     if ucc and "ucc" in site.components:
         env.update(ucc_env(ucc, algorithms=[(c, 0, None, comps[c]) for c in ucc]))
@@ -167,17 +166,12 @@ def knob_env(site, values, multi_node):
     return env, notes
 
 
-# UCC sizes alltoall and allgather by the whole receive buffer (ucc_coll_args_msgsize): the block
-# per rank (IMB's #bytes, the tables' sizes) times the ranks of the communicator.
-UCC_SIZE_PER_RANK = ("alltoall", "allgather")
-
-
 def ucc_token(coll, lo, hi, ranks, setting="0"):
     """UCC's tuning token for coll from lo to hi (exclusive; None: no end), table sizes: score 0
     (declined) or "@<algorithm>". UCC matches a size against the first range whose inclusive end
     reaches it (ucc_coll_score_map.c: start <= size <= end), and a range it splits starts where
     the one before ends, so a range that must catch size S starts at S - 1."""
-    scale = ranks if coll in UCC_SIZE_PER_RANK else 1
+    scale = ranks if OPERATIONS[coll].ucc_per_rank else 1
     start = max(lo * scale - 1, 0)
     return "%s:%d-%s:%s" % (coll, start, "inf" if hi is None else hi * scale - 1, setting)
 
@@ -293,7 +287,7 @@ def row_env(site, table, nodes, ppn, profile):
     """One row: (ordered variables, the profile's component, its best NPS, notes on knobs left out)."""
     comps = {}
     for case in table.cases:
-        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES:
+        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_ALGORITHMS:
             comps[case.collective] = dominant_component(case, site.components)
     case = table.case(nodes, ppn, profile)
     comp = comps.get(profile, "none")
@@ -316,7 +310,7 @@ def row_env(site, table, nodes, ppn, profile):
             if base_component(ch.component) == "ucc"
         ]
         for case in table.cases
-        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_CTS_NAMES
+        if (case.nodes, case.ppn) == (nodes, ppn) and case.collective in UCC_ALGORITHMS
     }
     ucc_colls = sorted(c for c, bands in ucc_bands.items() if bands)
     declined = [(c, lo, hi) for c in ucc_colls for lo, hi in gaps([b[:2] for b in ucc_bands[c]])]

@@ -28,6 +28,7 @@ from tunedmpi.modules import envmap, paramlists, sites
 from tunedmpi.modules.render import RULES_VARS, module_path
 from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import knobs, rulesfile, schema
+from tunedmpi.tables.operations import UCC_ALGORITHMS
 
 # Which library reads a variable, by its prefix. "mpi" is the site's MPI: Open MPI 5 reads
 # PRTE_MCA_* in its mpirun (PRRTE), so one Open MPI list holds both.
@@ -455,7 +456,7 @@ def _component_table(mpi, comp, chosen, low_band):
     """A table of one 2x2 geometry where collective ``chosen`` picks ``comp`` (for every size, or
     only below 64 KB) and the others Open MPI's own: what row_env turns into component variables."""
     cases = []
-    for coll in envmap.UCC_CTS_NAMES:
+    for coll in UCC_ALGORITHMS:
         if coll != chosen:
             choice = [schema.Choice(schema.Band(0, None), "none", [])]
         elif low_band:
@@ -509,7 +510,7 @@ def emitted(mpi):
                         )
                     )
     for comp in (c for c in mpi.components if c != "none"):
-        for coll in envmap.UCC_CTS_NAMES:
+        for coll in UCC_ALGORITHMS:
             for low in (False, True):
                 env = envmap.row_env(mpi, _component_table(mpi, comp, coll, low), 2, 2, coll)[0]
                 out.append(

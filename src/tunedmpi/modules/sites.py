@@ -14,6 +14,7 @@ from tunedmpi.errors import InputError, InputErrors, printable
 from tunedmpi.modules import selector
 from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import knobs, schema
+from tunedmpi.tables.operations import OPERATIONS
 
 SCHEMA_VERSION = 1
 SITE_FILE = "site.yaml"  # site-configs/<site>/site.yaml
@@ -490,10 +491,10 @@ def _check(ck, doc, path):
         comps = ["none"]
 
     profile = doc.get("default_profile")
-    if profile not in schema.OPERATIONS:
+    if profile not in OPERATIONS:
         ck.err(
             ("default_profile",),
-            "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
+            "default_profile must be one of %s" % ", ".join(OPERATIONS),
             "name the operation whose optimum sets the global UCX knobs",
         )
     geo = ck.mapping(doc.get("default_geometry"), ("default_geometry",), "default_geometry") or {}
@@ -660,10 +661,10 @@ def _node_type_site(ck, one, where, site, name):
         dn = ck.positive_int(geo or {}, "nodes", where + ("default_geometry",))
         dp = ck.positive_int(geo or {}, "ppn", where + ("default_geometry",))
     profile = one.get("default_profile", site.default_profile)
-    if profile not in schema.OPERATIONS:
+    if profile not in OPERATIONS:
         ck.err(
             where + ("default_profile",),
-            "default_profile must be one of %s" % ", ".join(schema.OPERATIONS),
+            "default_profile must be one of %s" % ", ".join(OPERATIONS),
             "name an operation, or leave it out for the site's",
         )
     return dataclasses.replace(

@@ -22,23 +22,7 @@ from collections import OrderedDict
 
 from tunedmpi import stats
 from tunedmpi.policy import POLICY
-
-# Table operation <- the benchmarks that measure it (the first one carries the regret figures).
-OPERATIONS = OrderedDict(
-    [
-        ("alltoall", ["alltoall"]),
-        ("allgather", ["allgather"]),
-        ("allreduce", ["allreduce"]),
-        ("bcast", ["bcast"]),
-        ("put", ["put_latency", "put_bw"]),
-        ("get", ["get_latency", "get_bw"]),
-        ("acc", ["acc_latency"]),
-        ("get_acc", ["get_acc_latency"]),
-        ("fop", ["fop_latency"]),
-        ("cas", ["cas_latency"]),
-    ]
-)
-OPERATION_OF = {b: op for op, benches in OPERATIONS.items() for b in benches}
+from tunedmpi.tables.operations import OPERATION_OF
 
 
 def per_collective(knob):

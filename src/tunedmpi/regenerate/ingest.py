@@ -11,12 +11,13 @@ from collections import OrderedDict
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.bench import parse, store, suites
+from tunedmpi.bench import parse, store
 from tunedmpi.errors import InputError
 from tunedmpi.files import locked, read_text
 from tunedmpi.modules import sites
 from tunedmpi.regenerate import sweep
 from tunedmpi.tables import knobs
+from tunedmpi.tables.operations import BENCHMARKS, COLLECTIVES
 
 
 def parse_config(pairs, site):
@@ -58,9 +59,7 @@ def read_log(log):
             % (tok, parse.MAX_VALUE),
             "correct or delete that row of the log, or leave the log out",
         )
-    names = [
-        s.benchmark for s in parsed.series if s.benchmark in suites.COLLECTIVES + suites.ONE_SIDED
-    ]
+    names = [s.benchmark for s in parsed.series if s.benchmark in BENCHMARKS]
     if not names:
         raise InputError(
             str(log),
@@ -69,7 +68,7 @@ def read_log(log):
             "no IMB collective or OSU one-sided result in this log (status %s)" % parsed.status,
             "give IMB-MPI1 Alltoall/Allgather/Allreduce or osu_*_latency/_bw output",
         )
-    return text, parsed, names, "collectives" if set(names) <= set(suites.COLLECTIVES) else names[0]
+    return text, parsed, names, "collectives" if set(names) <= set(COLLECTIVES) else names[0]
 
 
 def ingest(

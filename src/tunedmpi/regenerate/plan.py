@@ -55,7 +55,7 @@ def sweep_plan(site, sp, nodes, ppn, store_root, results_root="validate-results"
         made = len(list((cdir / stage.name).glob("*/*-rep*.json")))
         runs, seconds = 0, 0.0
         for config, benches in plan:
-            for run in suites.run_names(sweep.program_benchmarks(sp, benches)):
+            for run, _ in suites.programs(sweep.program_benchmarks(sp, benches)):
                 past = walls.get((set_name, run, nodes * ppn))
                 if past:
                     seconds += statistics.median(past) * sp.repetitions

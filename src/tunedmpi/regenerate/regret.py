@@ -45,6 +45,7 @@ from tunedmpi.acceptance.results import load_doc
 from tunedmpi.bench import store
 from tunedmpi.errors import InputError
 from tunedmpi.regenerate import choice
+from tunedmpi.tables.operations import OPERATIONS
 from tunedmpi.tables.units import SizeError, parse_size
 
 DRAWS = 400  # bootstrap redraws behind every interval
@@ -321,15 +322,13 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
     picks = []  # (benchmark, {size: (stage, config_id) measuring the table's choice there})
     for case in sorted(
         (c for c in table.cases if (c.nodes, c.ppn) == (nodes, ppn)),
-        key=lambda c: (
-            list(choice.OPERATIONS).index(c.collective) if c.collective in choice.OPERATIONS else 99
-        ),
+        key=lambda c: list(OPERATIONS).index(c.collective),  # a loaded table names no other
     ):
-        if case.collective not in choice.OPERATIONS or "none" not in case.settings:
+        if "none" not in case.settings:
             continue
-        bench, coll = choice.OPERATIONS[case.collective][0], case.collective
+        bench, coll = OPERATIONS[case.collective].benchmarks[0], case.collective
         job = dict(case.settings["none"])
-        alg_knob = "coll_tuned_%s_algorithm" % coll
+        alg_knob = OPERATIONS[coll].knob  # None for a one-sided operation: no stage forces it
         stages = sorted(
             {st for (st, cid) in rel if bench in rel[(st, cid)]},
             key=lambda st: (not any(alg_knob in geo[k]["config"] for k in geo if k[0] == st), st),

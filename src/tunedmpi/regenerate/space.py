@@ -18,13 +18,13 @@ from tunedmpi.bench import suites
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.regenerate.choice import collective_of, per_collective
 from tunedmpi.tables import schema
+from tunedmpi.tables.operations import BENCHMARKS
 
 SCHEMA_VERSION = 1
 TOP_KEYS = {"schema", "description", "benchmarks", "set", "repetitions", "stages", "job"}
 STAGE_KEYS = {"name", "knobs", "only", "set"}
 REPETITIONS = (2, 50)  # runs per configuration a space (or sweep --repetitions) may ask for
 DEFAULT = "default"  # a knob value meaning "leave the variable unset": the MPI's own default
-BENCHMARKS = suites.COLLECTIVES + suites.ONE_SIDED
 # How a sweep runs a stage's benchmarks (sweep.program_benchmarks). Part of every campaign's digest:
 # a space swept before the program changed is a campaign of its own, never resumed into the old one.
 PROGRAM = "every collective of the space in one IMB run"

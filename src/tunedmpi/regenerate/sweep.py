@@ -30,6 +30,7 @@ from tunedmpi.files import locked, read_text, write_atomic
 from tunedmpi.modules import envmap, sites
 from tunedmpi.regenerate import choice
 from tunedmpi.regenerate import space as spacemod
+from tunedmpi.tables.operations import COLLECTIVES
 
 LOCK = ".sweep.lock"  # in the campaign directory: held (fcntl.flock) by the sweep measuring it
 
@@ -85,7 +86,7 @@ def program_benchmarks(sp, judged):
     depends on what ran before it in the program (docs/regenerate.md, "Measured in validate's
     program"), so a band chosen on a collective run alone is chosen in another context than the one
     it is validated and used in. One-sided tests are programs of their own: only the judged ones."""
-    colls = [b for b in sp.benchmarks if b in suites.COLLECTIVES]
+    colls = [b for b in sp.benchmarks if b in COLLECTIVES]
     wide = colls if any(b in colls for b in judged) else []
     return [b for b in sp.benchmarks if b in judged or b in wide]
 
@@ -181,7 +182,7 @@ def missing_runs(cdir, stage_name, plan, repetitions):
         (config, run, rep)
         for config, benches in plan
         for rep in range(1, repetitions + 1)
-        for run in suites.run_names(benches)
+        for run, _ in suites.programs(benches)
         if not store.exists(store.record_path(cdir, stage_name, config, run, rep))
     ]
 

@@ -29,9 +29,8 @@ from tunedmpi.modules import sites
 from tunedmpi.policy import POLICY
 from tunedmpi.regenerate import choice, persize
 from tunedmpi.tables import rulesfile, schema
+from tunedmpi.tables.operations import COLLECTIVES, OPERATIONS
 from tunedmpi.tables.units import format_size
-
-OPERATIONS = choice.OPERATIONS
 
 
 def stage_order(metas, geo_data):
@@ -58,7 +57,9 @@ def stage_order(metas, geo_data):
 def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
     """The operation's own best job-wide configuration at one geometry (its TUNEDMPI_PROFILE row),
     or None when it was not measured. Per-collective stages are left to per-size bands."""
-    benches = [b for b in OPERATIONS[op] if any(b in e["bench"] for e in geo_data.values())]
+    benches = [
+        b for b in OPERATIONS[op].benchmarks if any(b in e["bench"] for e in geo_data.values())
+    ]
     if not benches:
         return None
     job_stages = {
@@ -219,7 +220,7 @@ def decide(
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        coll = op in schema.COLLECTIVES
+        coll = op in COLLECTIVES
         d["bands"] = (
             size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
         )
@@ -716,7 +717,7 @@ def row_losses(site, dirs):
             % (geo["nodes"], geo["ppn"], Path(where).name, doc.get("table_revision"))
         )
         for b in doc.get("bands", []):
-            if b.get("verdict") == "lose" and b["benchmark"] in schema.COLLECTIVES:
+            if b.get("verdict") == "lose" and b["benchmark"] in COLLECTIVES:
                 out.setdefault((geo["nodes"], geo["ppn"]), {}).setdefault(
                     b["benchmark"], []
                 ).append(

@@ -10,6 +10,7 @@ Adding a knob is one entry in KNOBS.
 
 import re
 
+from tunedmpi.tables.operations import COLLECTIVES, OPERATIONS, UCC_ALGORITHMS
 from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 
@@ -198,21 +199,12 @@ _algorithm = _count(
 
 
 COMPONENTS = ("none", "ucc", "hcoll")
-# UCC's own algorithms per collective (TL/UCP of UCC 1.3.0, `ucc_info -A`): a component value
-# "ucc@<algorithm>" runs the collective in UCC with that algorithm (UCC_TL_UCP_TUNE), "ucc" with
-# UCC's default choice. known-params checks each against the build's list. Not alltoall's
-# onesided: it needs a global work buffer Open MPI's coll/ucc does not pass ("TL_UCP ERROR global
-# work buffer not provided"), so every call falls back to Open MPI's own.
-UCC_ALGORITHMS = {
-    "alltoall": ("pairwise", "bruck"),
-    "allgather": ("knomial", "ring", "neighbor"),
-    "allreduce": ("knomial", "sra_knomial"),
-    "bcast": ("knomial", "sag_knomial", "dbt"),
-}
 
 
 def components_of(collective):
-    """The component values legal for one collective: COMPONENTS and its UCC algorithms."""
+    """The component values legal for one collective: COMPONENTS and its UCC algorithms
+    (operations.py): "ucc@<algorithm>" runs it in UCC with that algorithm (UCC_TL_UCP_TUNE), "ucc"
+    with UCC's default choice. known-params checks each against the build's list."""
     return COMPONENTS + tuple("ucc@" + a for a in UCC_ALGORITHMS.get(collective, ()))
 
 
@@ -268,10 +260,7 @@ KNOBS = {
         )
         for c in UCC_ALGORITHMS
     },
-    "coll_tuned_alltoall_algorithm": _algorithm,
-    "coll_tuned_allgather_algorithm": _algorithm,
-    "coll_tuned_allreduce_algorithm": _algorithm,
-    "coll_tuned_bcast_algorithm": _algorithm,
+    **{OPERATIONS[c].knob: _algorithm for c in COLLECTIVES},
     # Open MPI 5.0.8: int, bytes, 0 = no segmentation; used only beside a forced bcast algorithm
     # that segments (chain, pipeline, trees: see rulesfile.takes), ignored otherwise.
     "coll_tuned_bcast_algorithm_segmentsize": _bytes(

@@ -13,12 +13,10 @@ from typing import Dict, List, Optional
 from tunedmpi import yamlsrc
 from tunedmpi.errors import InputError, InputErrors
 from tunedmpi.tables import knobs, rulesfile
+from tunedmpi.tables.operations import COLLECTIVES, ONE_SIDED, OPERATIONS
 from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 SCHEMA_VERSION = 1
-COLLECTIVES = ("alltoall", "allgather", "allreduce", "bcast")
-ONE_SIDED = ("put", "get", "acc", "get_acc", "fop", "cas")
-OPERATIONS = COLLECTIVES + ONE_SIDED
 FINDING_ABOUT = (
     "ucc_vs_none",
     "hcoll_vs_none",
@@ -900,7 +898,7 @@ def _check_forced_beside_bands(ck, indexed):
             banded.setdefault((c.nodes, c.ppn), set()).add(c.collective)
     for i, c in indexed:
         for coll in sorted(banded.get((c.nodes, c.ppn), ())):
-            knob = "coll_tuned_%s_algorithm" % coll
+            knob = OPERATIONS[coll].knob
             for comp, values in c.settings.items():
                 if knob in values:
                     ck.err(
