@@ -2,9 +2,9 @@
 mount namespaces, each with its own hostname, address and slurmd, under one slurmctld on a login
 host. An `sbatch -N2` job spans both; mpirun inside it starts ranks on both and Open MPI treats them
 as two nodes (shared memory cannot reach the other host, TCP can); the tuned module reads the
-2-node geometry from the job's real SLURM_*; `validate/run.sh --submit --nodes 2 --ppn 1` and
-`tunedmpi sweep --slurm-array --nodes 2 --ppn 1` run across the hosts. After stop (or `down` after
-the caller died) no namespace, daemon or interface is left."""
+2-node geometry from the job's real SLURM_*; `validate/run.sh --rows all --submit` (its 2x1 row is
+`--submit --nodes 2 --ppn 1`) and `tunedmpi sweep --slurm-array --nodes 2 --ppn 1` run across the
+hosts. After stop (or `down` after the caller died) no namespace, daemon or interface is left."""
 
 import json
 import os
@@ -227,52 +227,6 @@ def test_a_login_loaded_modules_two_node_job_runs_with_the_jobs_row(cluster, tal
     assert "run 'module reload'" not in out and "unreachable" not in out, context
 
 
-@needs_mpi
-def test_validate_submit_runs_across_the_two_hosts(cluster, tmp_path):
-    out = tmp_path / "results"
-    s = watched(
-        cluster,
-        Watcher(cluster),
-        cluster.client(
-            [
-                str(ROOT / "validate" / "run.sh"),
-                "--submit",
-                "--nodes",
-                "2",
-                "--ppn",
-                "1",
-                "--repetitions",
-                "3",
-                "--no-extend",
-                "--short",
-                "--benchmarks",
-                "allreduce",
-                "--out",
-                str(out),
-            ]
-        ),
-        tmp_path,
-        timeout=400,
-    )
-    ctx = s.context()
-    assert s.returncode in VERDICT_EXITS, ctx  # a verdict, whichever
-    (rdir,) = [d for d in out.iterdir() if d.is_dir()]
-    r = json.loads((rdir / "results.json").read_text())
-    assert_verdict(s.returncode, r, ctx)
-    # the job gets --nodes/--ppn as given (source explicit); they must fit its allocation
-    assert r["geometry"] == {"nodes": 2, "ppn": 1, "np": 2, "source": "explicit"}, ctx
-    assert r["set"] == "short", ctx
-    both = sorted(cluster.nodes)
-    for role in ("baseline", "tuned"):
-        assert r["placement"][role] == {"collectives": both, "one_sided": both}, (
-            r["placement"],
-            ctx,
-        )
-    report = (rdir / "report.md").read_text()
-    assert "| hosts, tuned, collectives | %s (1), %s (1) |" % tuple(both) in report, report[:3000]
-    assert {x["status"] for x in r["runs"]} == {"ok"}, ctx
-
-
 SPACE = """schema: 1
 benchmarks: [allreduce]
 set: short
@@ -359,9 +313,10 @@ def test_down_after_the_caller_died_leaves_nothing_and_up_again_reuses_the_direc
 @needs_mpi
 def test_validate_rows_submit_runs_each_row_on_its_own_geometry(cluster, tmp_path):
     """validate --rows all --submit (issue 40 item 4) on the two hosts with the local table's rows:
-    each row its own job of its geometry. 2x1 runs across both hosts; 1x2 needs 2 CPUs on one host,
-    which a 2-core machine split into 2 hosts has not, so Slurm refuses it and that row could not
-    run: one summary, the worst row's exit code, 2."""
+    each row its own job of its geometry. 2x1 runs across both hosts (its job is validate --submit
+    --nodes 2 --ppn 1: the one real 2-host campaign here, its placement and report checked too);
+    1x2 needs 2 CPUs on one host, which a 2-core machine split into 2 hosts has not, so Slurm
+    refuses it and that row could not run: one summary, the worst row's exit code, 2."""
     from tunedmpi.acceptance import rows
 
     out = tmp_path / "results"
@@ -379,9 +334,14 @@ def test_validate_rows_submit_runs_each_row_on_its_own_geometry(cluster, tmp_pat
     assert two["exit_code"] in VERDICT_EXITS, (two, ctx)
     res = json.loads((campaign / two["dir"] / "results.json").read_text())
     assert_verdict(two["exit_code"], res, ctx)
+    # the job gets --nodes/--ppn as given (source explicit); they must fit its allocation
     assert res["geometry"] == {"nodes": 2, "ppn": 1, "np": 2, "source": "explicit"}, ctx
+    assert res["set"] == "short" and {x["status"] for x in res["runs"]} == {"ok"}, ctx
     both = sorted(cluster.nodes)
-    assert res["placement"]["tuned"]["collectives"] == both, res["placement"]
+    for role in ("baseline", "tuned"):
+        assert res["placement"][role] == {"collectives": both, "one_sided": both}, res["placement"]
+    report = (campaign / two["dir"] / "report.md").read_text()
+    assert "| hosts, tuned, collectives | %s (1), %s (1) |" % tuple(both) in report, report[:3000]
     summary = (campaign / "summary.md").read_text()
     assert "| row | allreduce <=1KB | allreduce 1KB-64KB |" in summary, summary
     assert "| 2x1 | " in summary and (campaign / "rows-heatmap.png").is_file()

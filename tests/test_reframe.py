@@ -182,11 +182,18 @@ def test_local_site_under_the_local_launcher(tmp_path):
     assert res["geometry"]["source"] == "explicit" and res["geometry"]["np"] == 2
 
 
-def test_a_module_that_does_not_win_fails_the_test_and_its_gains_are_still_logged(tmp_path):
+@pytest.mark.skipif(
+    bool(slurm.missing()),
+    reason="Slurm/munge not installed (%s): apt-get install %s"
+    % (" ".join(slurm.missing()), slurm.APT_PACKAGES),
+)
+def test_a_module_that_does_not_win_fails_the_test_under_a_real_one_node_slurm(tmp_path):
     """The same tuned module, judged with a tolerance of 900 % (-S tolerance=9: only a 10x gain would
     count) on 3 runs a side, one look: nothing can win or lose, validate says NO-GAIN (on a very
     noisy host INCONCLUSIVE, which ReFrame skips), and the ReFrame test fails in its performance
-    stage with every band's real gain in the perflog."""
+    stage with every band's real gain in the perflog. Under a real one-node Slurm (the test above
+    has the local launcher): validate runs inside the batch job ReFrame submitted, for the
+    allocation it asked for."""
     options = [
         "-S",
         "probes=true",
@@ -199,8 +206,14 @@ def test_a_module_that_does_not_win_fails_the_test_and_its_gains_are_still_logge
         "-S",
         "tolerance=9",
     ]
-    proc = reframe("local.py", tmp_path, lmod.clean_env(), options)
-    res = check_run(proc, tmp_path, "local", "default", benchmarks=COLLECTIVES)
+    cluster = slurm.start(tmp_path / "slurm")
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        proc = reframe("slurm.py", work, cluster.env(), options)
+        res = check_run(proc, work, "cluster", "compute", benchmarks=COLLECTIVES)
+    finally:
+        cluster.stop()
     assert res["tolerance"] == 9 and all(
         b["verdict"] == "tie" for b in res["bands"] if b["band"] != "reliability"
     )
@@ -210,23 +223,6 @@ def test_a_module_that_does_not_win_fails_the_test_and_its_gains_are_still_logge
         assert "Failing phase: performance" in proc.stdout and "verdict NO-GAIN (" in proc.stdout, (
             proc.stdout
         )
-
-
-@pytest.mark.skipif(
-    bool(slurm.missing()),
-    reason="Slurm/munge not installed (%s): apt-get install %s"
-    % (" ".join(slurm.missing()), slurm.APT_PACKAGES),
-)
-def test_local_site_under_a_real_one_node_slurm(tmp_path):
-    cluster = slurm.start(tmp_path / "slurm")
-    try:
-        work = tmp_path / "work"
-        work.mkdir()
-        proc = reframe("slurm.py", work, cluster.env())
-        res = check_run(proc, work, "cluster", "compute")
-    finally:
-        cluster.stop()
-    # validate ran inside the batch job ReFrame submitted, for the allocation it asked for
     (script,) = (p.read_text() for p in kept(work, "rfm_job.sh"))
     assert "#SBATCH --ntasks=2" in script and "#SBATCH --ntasks-per-node=2" in script, script
     assert "validate/run.sh --nodes 1 --ppn 2" in script, script
