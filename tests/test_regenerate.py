@@ -3,6 +3,7 @@ tune a table from the store, and ingest real IMB logs. Checks the table written,
 configuration wins (that depends on machine noise)."""
 
 import copy
+import json
 import subprocess
 
 import pytest
@@ -543,6 +544,70 @@ def test_the_committed_measured_table_is_what_tune_makes_of_the_archived_campaig
     assert out.read_text() == table.read_text()
 
 
+def ucc_routed(tmp_path):
+    """The local-source table before issue 49's retune, kept by promote: it routed sizes of
+    allgather and allreduce to UCC's algorithms (checked where a table lives: its platform's folder)."""
+    kept = next((ROOT / "tuning-tables/local-source/revisions").glob("*-689bae1c84d0/table.yaml"))
+    path = tmp_path / "kept" / "local-source" / "openmpi-5.0.6.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(kept.read_bytes())
+    return schema.load_table(str(path))
+
+
+def test_tune_routes_nothing_to_ucc_where_the_row_lost_as_users_load_it(tmp_path):
+    """tune --row-check (docs/regenerate.md, "Checked as users load it"): from the archived campaigns
+    of the local-source table that routed allgather and allreduce sizes to UCC, a validate campaign
+    of that module in which allgather and allreduce lost bands takes their routing away, and the
+    notes and provenance say why. The campaign is a real archived one of the local-source module,
+    measured against Intel MPI: relabelled as against the site's baseline, since this is about
+    tune's rule; as it is, it is refused (a row check judges the site's own baseline)."""
+    for name in ucc_routed(tmp_path).provenance["campaign"].split(", "):
+        unpack_archive(name, tmp_path)
+    unpack_archive("validate-local-source-vs-intel-mpi-20261127T223138Z", tmp_path / "v")
+    real = next((tmp_path / "v").rglob("results.json"))
+    doc = json.loads(real.read_text())
+    lost = {b["benchmark"] for b in doc["bands"] if b["verdict"] == "lose"}
+    assert {"allgather", "allreduce", "alltoall", "bcast"} <= lost
+    check = tmp_path / "check" / "local-source-relabelled"
+    check.mkdir(parents=True)
+    doc["modules"]["baseline"] = "openmpi/5.0.6"
+    (check / "results.json").write_text(json.dumps(doc))
+    store_dir = tmp_path / "results-store"
+
+    def routed(out, *extra):
+        proc = cli("tune", "--site", "local-source", "--store", store_dir, "--out", out, *extra)
+        assert proc.returncode == 0, proc.stderr
+        table = schema.load_table(str(out))
+        return table, {c.collective for c in table.cases if c.choice}
+
+    _, before = routed(tmp_path / "plain.yaml")
+    assert before == {"allgather", "allreduce"}
+    table, after = routed(tmp_path / "checked.yaml", "--row-check", check)
+    assert after == set()
+    notes = {c.collective: " ".join(c.notes) for c in table.cases}
+    for coll in ("allgather", "allreduce"):
+        assert "lost %s" % coll in notes[coll] and "local-source-relabelled" in notes[coll]
+    assert "UCC won" not in notes["alltoall"] + notes["bcast"]  # nothing routed, nothing taken
+    assert any(
+        "checked as users load it: validate campaign local-source-relabelled" in n
+        for n in table.provenance["notes"]
+    )
+    refused = cli(
+        "tune",
+        "--site",
+        "local-source",
+        "--store",
+        store_dir,
+        "--out",
+        tmp_path / "x.yaml",
+        "--row-check",
+        real.parent,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "results.json" in refused.stderr and "modules.baseline" in refused.stderr
+    assert "intel-mpi" in refused.stderr and not (tmp_path / "x.yaml").exists()
+
+
 def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_role(tmp_path):
     """sweep --confirm refuses a space with job-wide stages before it measures or writes anything,
     and a campaign is resumed only in the role it was started in."""
@@ -582,13 +647,13 @@ def test_a_confirmation_campaign_holds_per_collective_stages_only_and_keeps_its_
     assert sorted(p.name for p in started.iterdir()) == ["campaign.json"]
 
 
-def test_tune_names_a_component_change_and_writes_no_yaml_aliases():
+def test_tune_names_a_component_change_and_writes_no_yaml_aliases(tmp_path):
     """Before: a table whose only change was its UCC choice printed "(no change in chosen
     settings)", and one list object shared by two cases was dumped as a YAML alias, which the
     table's own check refuses (tune exited 2 on the UCC campaign)."""
     from tunedmpi.regenerate import tune
 
-    committed = schema.load_table(str(ROOT / "tuning-tables/local-source/openmpi-5.0.6.yaml"))
+    committed = ucc_routed(tmp_path)
     assert any(c.choice for c in committed.cases)  # the UCC algorithm bands of issue 41
     bare = copy.deepcopy(committed)
     for c in bare.cases:
