@@ -497,6 +497,8 @@ def test_spack_yaml_structure(name, pkg):
     # the site's MPI, and its view is a path the committed modules can name)
     assert env["view"] is (site.prefix == "site-configs/%s/.spack-env/view" % name)
     assert env["concretizer"]["unify"] is True
+    # the pin concretizes on any build host, also one that cannot run that target
+    assert env["concretizer"]["targets"] == {"host_compatible": False}
     assert _resolve(path, env["repos"]["tunedmpi"]) == NAMESPACE
     dirs = [_resolve(path, d) for d in env["config"]["template_dirs"]]
     assert TEMPLATES in dirs
@@ -1390,6 +1392,23 @@ def test_committed_lock_is_what_this_host_concretizes(name, tmp_path_factory):
         for n in here["concrete_specs"].values()
     }
     assert len(targets) == 1, targets
+
+
+@needs_spack
+@pytest.mark.parametrize(
+    "name", [n for n in SPACK_SITES if (spack_path(n).parent / "spack.lock").is_file()]
+)
+def test_spack_concretize_leaves_the_committed_lock_unchanged(name, tmp_path):
+    """docs/spack.md's steps (`spack -e site-configs/<site> concretize`, then `git status`) leave
+    the committed lock byte for byte as it is: Spack reuses a lock whose roots are the specs. (A
+    `--force` re-solve writes the same specs with the roots in another order on every run.)"""
+    env_dir = make_env(name, tmp_path)
+    committed = (spack_path(name).parent / "spack.lock").read_bytes()
+    (env_dir / "spack.lock").write_bytes(committed)
+    proc = spack(env_dir, "concretize")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    after = (env_dir / "spack.lock").read_bytes()
+    assert after == committed, "spack concretize rewrote site-configs/%s/spack.lock" % name
 
 
 @needs_spack
