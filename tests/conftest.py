@@ -84,6 +84,32 @@ def run_cli(capsys):
     return run
 
 
+# Files that start no MPI job, Slurm cluster or namespace host and measure nothing: `make test` runs
+# them on both cores (pytest-xdist, `-m parallel`), then everything else one test at a time, so no
+# measurement shares the machine and no two clusters or hosts share a port or a name. A new file
+# runs alone until it is named here.
+PARALLEL_FILES = {
+    "test_bcastmodel.py", "test_check_corpus.py", "test_check_fuzz.py", "test_cli_tables.py",
+    "test_coverage.py", "test_dashboard.py", "test_docs.py", "test_easybuild.py",
+    "test_files_fuzz.py", "test_function_length.py", "test_geometry.py", "test_history.py",
+    "test_hostile_input.py", "test_layout.py", "test_mirror_hostile.py",
+    "test_modules_conformance.py", "test_modules_hierarchy.py", "test_modules_hygiene.py",
+    "test_modules_outside.py", "test_modules_tcl.py", "test_modules_tcl_render.py",
+    "test_modules_users.py", "test_node_types.py", "test_parse.py", "test_persize.py",
+    "test_power.py", "test_procedure.py", "test_regret.py", "test_render.py",
+    "test_results_schema.py", "test_rules_install.py", "test_rulesfile.py",
+    "test_seed000.py", "test_seed_combination.py", "test_seed_crosscheck.py",
+    "test_seed_tables.py", "test_spack.py", "test_spack_source_mirror.py", "test_stats.py",
+    "test_units_knobs.py", "test_validate_defaults.py", "test_verdicts.py",
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in PARALLEL_FILES:
+            item.add_marker(pytest.mark.parallel)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def measure_lock(tmp_path_factory):
     """This session's machine-wide measurement lock (bench/machine.py) under its tmp folder: the
