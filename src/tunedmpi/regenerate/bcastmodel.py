@@ -20,7 +20,7 @@ Segment sizes are what Open MPI 5.0.8's coll_tuned takes (rulesfile): a power of
 """
 
 import math
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional
 
 from tunedmpi.errors import InputError
 from tunedmpi.tables import rulesfile
@@ -124,18 +124,13 @@ def bands(
                 if "segsize" in rulesfile.takes("bcast", n, mpi_version)
             ),
         )
-    if "faninout" in used and faninout is None:
-        raise _bad(
-            "faninout",
-            "bcast %d (%s) needs its chain fan-out" % (number, names[number]),
-            "pass faninout=1..%d" % rulesfile.MAX_FANINOUT,
+    if ("faninout" in used) != (faninout is not None):  # chain needs its fan-out, others take none
+        problem, fix = (
+            ("needs its chain fan-out", "pass faninout=1..%d" % rulesfile.MAX_FANINOUT)
+            if faninout is None
+            else ("takes no fan-out", "leave faninout out")
         )
-    if "faninout" not in used and faninout is not None:
-        raise _bad(
-            "faninout",
-            "bcast %d (%s) takes no fan-out" % (number, names[number]),
-            "leave faninout out",
-        )
+        raise _bad("faninout", "bcast %d (%s) %s" % (number, names[number], problem), fix)
     ordered = sorted(set(int(s) for s in sizes))
     if not ordered:
         raise _bad("sizes", "no message sizes", "give the IMB sizes measured, e.g. Series.sizes")
@@ -146,22 +141,11 @@ def bands(
             continue
         if out:
             out[-1]["to"] = size
-        band = {
-            "from": 0 if not out else size,
-            "to": None,
-            "algorithm": names[number],
-            "segsize": seg,
-        }
+        band = {"from": size if out else 0, "to": None, "algorithm": names[number], "segsize": seg}
         if faninout is not None:
             band["faninout"] = faninout
         out.append(band)
     return out
-
-
-def best_measured(times: Dict[int, float]) -> Tuple[int, float]:
-    """(segsize, time) of the fastest measured segment size; the smaller segsize on a tie."""
-    seg = min(times, key=lambda s: (times[s], s))
-    return seg, times[seg]
 
 
 def report(L: float, B: float, k: float, measured: Dict[int, Dict[int, float]]) -> str:
@@ -184,7 +168,8 @@ def report(L: float, B: float, k: float, measured: Dict[int, Dict[int, float]]) 
             s = 0 if s <= 0 or s >= size else s
             times[s] = min(t, times.get(s, t))
         seg = segment_size(L, B, size, k)
-        best_seg, best_t = best_measured(times)
+        best_seg = min(times, key=lambda s: (times[s], s))  # the smaller segsize on a tie
+        best_t = times[best_seg]
         at_model = times.get(seg)
         hits += at_model is not None and at_model == best_t
         lines.append(
