@@ -1,91 +1,16 @@
-"""Seed 002's broadcast pipeline model (tunedmpi.regenerate.bcastmodel): the fit, the segment size against a
+"""Seed 002's broadcast pipeline model (tunedmpi.regenerate.bcastmodel): the segment size against a
 brute-force minimum of the cost equations, the paper's own numbers, bands that the real tuning-table
-checker accepts, and the model-vs-measured report. Pure Python, real fixture output."""
+checker accepts, and the model-vs-measured report. Pure Python."""
 
 import math
 
 import pytest
 
-from conftest import FIXTURES
-from tunedmpi.bench.parse import parse_output
 from tunedmpi.errors import InputError
 from tunedmpi.regenerate import bcastmodel as bm
 from tunedmpi.tables import schema
 
-PINGPONG = (
-    FIXTURES
-    / "imb"
-    / "imb-mpi1_pt2pt-bandwidth-variants_pingpong-pingping-sendrecv-exchange_default-ompi.txt"
-)
-OSU_BCAST = FIXTURES / "osu" / "osu-7.4_osu_bcast_c-validation_default-ompi.txt"
 IMB_SIZES = [0] + [2**i for i in range(21)]  # -msglog 0:20
-
-
-def series(path, bench):
-    parsed = parse_output(path.read_text(), exit_code=0)
-    assert parsed.status == "ok", parsed.problems
-    return next(s for s in parsed.series if s.benchmark == bench)
-
-
-# ------------------------------------------------------------------ fit
-
-
-def test_fit_recovers_an_exact_line():
-    L, B = 1.73, 6340.0  # seed 002's Trinaryx6 fit: 1.73 us, 6.34 GB/s
-    f = bm.fit([(m, L + m / B) for m in IMB_SIZES])
-    assert f.L == pytest.approx(L, rel=1e-9) and f.B == pytest.approx(B, rel=1e-9)
-    assert f.n == 22 and f.rms_rel < 1e-9 and f.r2 == pytest.approx(1.0) and not f.latency_clamped
-    # a broadcast making 3 transfers one after another per call: eq. 3, t = N_R (L + M/B)
-    f3 = bm.fit([(m, 3 * (L + m / B)) for m in IMB_SIZES], rounds=3)
-    assert (f3.L, f3.B) == (pytest.approx(L), pytest.approx(B))
-
-
-def test_fit_weighs_relative_residuals_so_small_sizes_keep_the_latency():
-    # 10 % noise alternating up and down: the latency still comes out within 10 %
-    L, B = 2.0, 10000.0
-    pts = [(m, (L + m / B) * (1.1 if i % 2 else 0.9)) for i, m in enumerate(IMB_SIZES)]
-    f = bm.fit(pts)
-    assert f.L == pytest.approx(L, rel=0.1) and f.B == pytest.approx(B, rel=0.1)
-    assert 0.09 < f.rms_rel < 0.11 and f.max_rel == pytest.approx(0.1, rel=0.2)
-
-
-def test_fit_real_imb_pingpong_and_osu_bcast():
-    """The shared fixtures (Open MPI 5.0.8, 2 ranks, shared memory): a line fits poorly across
-    the eager-to-rendezvous switch at 4 KB and well above it, where segments live."""
-    pp = series(PINGPONG, "pingpong")
-    whole = bm.fit(pp.points)
-    assert whole.n == 22 and whole.rms_rel > 0.3 and whole.worst_size == 4096
-    big = bm.fit(pp.points, lo=4096)
-    assert big.n == 9 and big.rms_rel < 0.05 and big.r2 > 0.999
-    assert big.L == pytest.approx(3.94, abs=0.01) and big.B == pytest.approx(10868, rel=0.001)
-    # OSU's 2-rank broadcast is one transfer (eq. 3 with N_R = 1): the same order of L and B
-    osu = bm.fit(series(OSU_BCAST, "bcast").points, lo=4096)
-    assert osu.n == 9 and osu.rms_rel < 0.06
-    assert osu.L == pytest.approx(2.31, abs=0.01) and osu.B == pytest.approx(13654, rel=0.001)
-    assert "L = 3.937 us, B = 10868 bytes/us" in big.describe()
-
-
-@pytest.mark.parametrize(
-    "points, kwargs, key, message",
-    [
-        ([(0, 1.0)], {}, "points", "a line needs 2"),
-        ([(0, 1.0), (8, 1.0), (64, -2.0)], {}, "points[2]", "times > 0"),
-        ([(0, 5.0), (1024, 4.0), (4096, 3.0)], {}, "points", "does not grow with size"),
-        ([(0, 1.0), (8, "x")], {}, "points[1]", "not a (bytes, microseconds) pair"),
-        ([(0, 1.0), (8, 2.0)], {"rounds": 0}, "rounds", "rounds must be"),
-        ([(0, 1.0), (8, 2.0), (16, 3.0)], {"lo": 16}, "points", "1 point(s)"),
-    ],
-)
-def test_fit_refuses_bad_points(points, kwargs, key, message):
-    with pytest.raises(InputError) as err:
-        bm.fit(points, **kwargs)
-    assert err.value.key == key and message in err.value.problem and err.value.fix
-    assert err.value.path == "tunedmpi.regenerate.bcastmodel"
-
-
-def test_fit_through_the_origin_when_the_free_latency_is_negative():
-    f = bm.fit([(1024, 0.05), (65536, 6.5), (1048576, 105.0)])
-    assert f.latency_clamped and f.L == 0 and f.B > 0
 
 
 # ------------------------------------------------------------ the model
@@ -153,7 +78,7 @@ def test_eq5_as_printed_is_not_the_minimum_of_eq4():
 @pytest.mark.parametrize("ranks", [3, 4, 16, 64, 1024])
 def test_segment_size_is_the_best_power_of_two(ranks):
     L, B = 3.94, 10868.0
-    k = bm.k_for("pipeline", ranks)
+    k = ranks - 2  # pipeline: a chain of ranks - 1 hops (docs/bcast-model.md)
     for M in IMB_SIZES[1:] + [3 << 20, 1 << 28]:
         seg = bm.segment_size(L, B, M, k)
         candidates = [0] + [1 << j for j in range(31) if (1 << j) < M]
@@ -166,21 +91,9 @@ def test_segment_size_is_the_best_power_of_two(ranks):
 
 def test_one_hop_never_segments():
     # 2 ranks: every Open MPI broadcast is one transfer, k = 0, a segment only adds latency
-    assert bm.k_for("pipeline", 2) == 0 and bm.k_for(5, 2) == 0
     assert bm.optimal_segment(3.94, 10868.0, 1 << 20, 0) == math.inf
     assert all(bm.segment_size(3.94, 10868.0, m, 0) == 0 for m in IMB_SIZES)
     assert bm.predict(3.94, 10868.0, 1 << 20, 0, 0) == pytest.approx(3.94 + (1 << 20) / 10868.0)
-
-
-def test_k_for_open_mpi_algorithms():
-    assert [bm.k_for("pipeline", p) for p in (2, 3, 72)] == [0, 1, 70]
-    assert [bm.k_for("binary_tree", p) for p in (2, 3, 4, 5, 72, 3072)] == [0, 1, 1, 2, 6, 11]
-    with pytest.raises(InputError, match="no k for bcast algorithm 'binomial'"):
-        bm.k_for("binomial", 8)
-    with pytest.raises(InputError, match="no bcast algorithm 'pipe'"):
-        bm.k_for("pipe", 8)
-    with pytest.raises(InputError, match="2 or more ranks"):
-        bm.k_for("pipeline", 1)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +151,7 @@ def checked(bands, nodes, ppn):
 
 def test_bands_merge_sizes_and_pass_the_table_checker():
     L, B = 3.94, 10868.0  # the PingPong fit above 4 KB
-    k = bm.k_for("pipeline", 64)
+    k = 62  # pipeline on 64 ranks
     got = bm.bands(L, B, IMB_SIZES, k)
     assert got == [
         {"from": 0, "to": 2048, "algorithm": "pipeline", "segsize": 0},
@@ -259,7 +172,7 @@ def test_bands_merge_sizes_and_pass_the_table_checker():
 
 
 def test_two_ranks_is_one_unsegmented_band_and_chain_carries_its_fanout():
-    assert bm.bands(3.94, 10868.0, IMB_SIZES, bm.k_for("pipeline", 2)) == [
+    assert bm.bands(3.94, 10868.0, IMB_SIZES, 0) == [
         {"from": 0, "to": None, "algorithm": "pipeline", "segsize": 0}
     ]
     chain = bm.bands(3.94, 10868.0, IMB_SIZES, 14, algorithm=2, faninout=1)

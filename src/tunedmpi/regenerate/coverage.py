@@ -65,17 +65,8 @@ ENABLE = (
 
 def sacct_command(since, until):
     """The sacct call coverage runs; a saved file is this command's output."""
-    return [
-        "sacct",
-        "-a",
-        "--parsable2",
-        "--noheader",
-        "-S",
-        since,
-        "-E",
-        until,
-        "--format=" + ",".join(FIELDS),
-    ]
+    fields = "--format=" + ",".join(FIELDS)
+    return ["sacct", "-a", "--parsable2", "--noheader", "-S", since, "-E", until, fields]
 
 
 @dataclass
@@ -234,9 +225,8 @@ class Coverage:
     traced: bool  # untuned known (--comment-trace)
     runs: object = None  # runs of a sweep of one geometry (None: no space.yaml)
     source: str = ""
-    profile: str = (
-        ""  # whose rows: the site's default profile (a job's TUNEDMPI_PROFILE is not seen)
-    )
+    # whose rows: the site's default profile (a job's TUNEDMPI_PROFILE is not seen)
+    profile: str = ""
 
 
 def tally(site, pairs, counts, traced):
@@ -359,16 +349,12 @@ def to_markdown(cov):
     tot = totals(cov)
     all_h = sum(tot.values()) or 1.0
     assumed = sum(g.assumed_seconds for g in cov.geometries) / 3600.0
+    steps = sum(g.steps for g in cov.geometries)
     lines = [
         "# Coverage of site %s" % cov.site,
         "",
         "Source: %s. %d job steps, %s node-hours; rows of profile %s."
-        % (
-            cov.source,
-            sum(g.steps for g in cov.geometries),
-            _hours(sum(tot.values())),
-            cov.profile,
-        ),
+        % (cov.source, steps, _hours(sum(tot.values())), cov.profile),
         "",
         "| match | node-hours | share |",
         "|---|---:|---:|",
@@ -391,18 +377,10 @@ def to_markdown(cov):
         "|---|---|---|---|---:|---:|---:|",
     ]
     for g in cov.geometries:
+        hours, untuned = _hours(g.node_hours), _hours(g.seconds["untuned"] / 3600.0)
         lines.append(
             "| %s | %dx%d | %s | %s | %s | %s | %d |"
-            % (
-                g.node_type or "-",
-                g.nodes,
-                g.ppn,
-                g.row,
-                g.kind,
-                _hours(g.node_hours),
-                _hours(g.seconds["untuned"] / 3600.0),
-                g.steps,
-            )
+            % (g.node_type or "-", g.nodes, g.ppn, g.row, g.kind, hours, untuned, g.steps)
         )
     lines += ["", "## Measure next", ""]
     nxt = to_next(cov)

@@ -248,33 +248,36 @@ def _percentiles(values):
     return v[int(tail * (len(v) - 1))], v[int(round((1 - tail) * (len(v) - 1)))]
 
 
+# the figures each row carries a bootstrap interval of: {Row field: its interval's field}
+INTERVALS = {"gain": "gain_ci", "oracle": "oracle_ci", "regret_mean": "regret_ci"}
+FITTED_INTERVALS = {"fitted": "fitted_ci", "fitted_regret": "fitted_regret_ci"}
+
+
 def _with_intervals(rows_of, draws):
-    """rows_of(draw) -> [Row] computed from the runs as `draw` gives them. The rows as measured,
-    each with the bootstrap intervals of its gain, oracle gain and regret mean."""
-    measured = rows_of(_as_measured)
+    """rows_of(draw) -> [Row or None] computed from the runs as `draw` gives them. The rows as
+    measured, each with the bootstrap intervals of its figures (INTERVALS, FITTED_INTERVALS)."""
+
+    def rows(draw):
+        return [r for r in rows_of(draw) if r]
+
+    measured = rows(_as_measured)
     if draws < 2:
         return measured
     rng = random.Random(SEED)
     seen = {r.benchmark: [] for r in measured}
     for _ in range(draws):
-        for r in rows_of(_redrawn(rng)):
+        for r in rows(_redrawn(rng)):
             if r.benchmark in seen:
                 seen[r.benchmark].append(r)
     out = []
     for r in measured:
         drawn = seen[r.benchmark]
-        if len(drawn) >= 2:
-            r = r._replace(
-                gain_ci=_percentiles([d.gain for d in drawn]),
-                oracle_ci=_percentiles([d.oracle for d in drawn]),
-                regret_ci=_percentiles([d.regret_mean for d in drawn]),
-            )
-        fitted = [d for d in drawn if d.fitted is not None]
-        if r.fitted is not None and len(fitted) >= 2:
-            r = r._replace(
-                fitted_ci=_percentiles([d.fitted for d in fitted]),
-                fitted_regret_ci=_percentiles([d.fitted_regret for d in fitted]),
-            )
+        fitted = [d for d in drawn if d.fitted is not None] if r.fitted is not None else []
+        for fields, some in ((INTERVALS, drawn), (FITTED_INTERVALS, fitted)):
+            if len(some) >= 2:
+                r = r._replace(
+                    **{ci: _percentiles([getattr(d, f) for d in some]) for f, ci in fields.items()}
+                )
         out.append(r)
     return out
 
@@ -288,11 +291,10 @@ def regret(results_dir, campaign_dirs, draws=DRAWS, state=None):
     def rows_of(draw):
         module = _module(runs, draw)
         oracles = _oracles(geo, draw)[1]
-        rows = [
+        return [
             _row(bench, module[bench], *oracles[bench])
             for bench in sorted(set(module) & set(oracles))
         ]
-        return [r for r in rows if r]
 
     return _with_intervals(rows_of, draws)
 
@@ -351,7 +353,7 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
 
     def rows_of(draw):
         drawn, oracles = _oracles(geo, draw)
-        rows = [
+        return [
             _row(
                 bench,
                 {s: drawn[k][bench][s] for s, k in where.items() if s in drawn[k][bench]},
@@ -360,13 +362,13 @@ def table_regret(table, campaign_dirs, nodes, ppn, draws=DRAWS, state=None):
             for bench, where in picks
             if bench in oracles
         ]
-        return [r for r in rows if r]
 
     return _with_intervals(rows_of, draws)
 
 
-def _interval(ci, fmt):
-    return "" if ci is None else " (%s–%s)" % (fmt % ci[0], fmt % ci[1])
+def _figure(value, ci, fmt):
+    """A figure, with its bootstrap interval in brackets where one was drawn."""
+    return fmt % value + ("" if ci is None else " (%s–%s)" % (fmt % ci[0], fmt % ci[1]))
 
 
 def report(rows, what="module", draws=DRAWS):
@@ -377,34 +379,23 @@ def report(rows, what="module", draws=DRAWS):
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        fitted = (
-            "| %.2fx%s | %+.1f%%%s | %d of %d sizes |"
-            % (
-                r.fitted,
-                _interval(r.fitted_ci, "%.2fx"),
-                r.fitted_regret,
-                _interval(r.fitted_regret_ci, "%+.1f%%"),
-                *r.agree,
-            )
-            if r.fitted is not None
-            else "| - | - | - |"
-        )
-        lines.append(
-            "| %s | %d | %.2fx%s | %.2fx%s | %+.1f%%%s | %+.1f%% (%d B) %s"
-            % (
-                r.benchmark,
-                r.sizes,
-                r.gain,
-                _interval(r.gain_ci, "%.2fx"),
-                r.oracle,
-                _interval(r.oracle_ci, "%.2fx"),
-                r.regret_mean,
-                _interval(r.regret_ci, "%+.1f%%"),
-                r.worst,
-                r.worst_size,
-                fitted,
-            )
-        )
+        cells = [
+            r.benchmark,
+            "%d" % r.sizes,
+            _figure(r.gain, r.gain_ci, "%.2fx"),
+            _figure(r.oracle, r.oracle_ci, "%.2fx"),
+            _figure(r.regret_mean, r.regret_ci, "%+.1f%%"),
+            "%+.1f%% (%d B)" % (r.worst, r.worst_size),
+        ]
+        if r.fitted is None:
+            cells += ["-"] * 3
+        else:
+            cells += [
+                _figure(r.fitted, r.fitted_ci, "%.2fx"),
+                _figure(r.fitted_regret, r.fitted_regret_ci, "%+.1f%%"),
+                "%d of %d sizes" % r.agree,
+            ]
+        lines.append("| %s |" % " | ".join(cells))
     lines.append("")
     lines.append(
         "Oracle: at each size the best configuration of the campaign, picked and measured on the same runs "

@@ -33,19 +33,15 @@ from tunedmpi.regenerate import space as spacemod
 from tunedmpi.tables.operations import COLLECTIVES
 
 LOCK = ".sweep.lock"  # in the campaign directory: held (fcntl.flock) by the sweep measuring it
+ALIVE = "PENDING,RUNNING,SUSPENDED,CONFIGURING"  # squeue states of an array job that may still run
 
 
 def campaign_dir(store_root, site, sp, nodes, ppn, name=None, confirm=False):
     """Same site, space, geometry and role -> same campaign, so rerunning the command resumes it."""
     if name is not None:
         paths.safe_name(name, "--campaign", "campaign")
-    name = name or "%s-%dx%d-%s%s" % (
-        site.name,
-        nodes,
-        ppn,
-        sp.digest,
-        "-confirm" if confirm else "",
-    )
+    suffix = "-confirm" if confirm else ""
+    name = name or "%s-%dx%d-%s%s" % (site.name, nodes, ppn, sp.digest, suffix)
     return paths.inside(store_root, Path(store_root) / name, "--campaign", "campaign")
 
 
@@ -121,11 +117,7 @@ def round_order(n, campaign, stage, rep):
 def measure_config(ctx, stage, config, benches, rep):
     """Every missing run of one configuration's repetition; returns how many were measured."""
     site, sp, runner, binaries, cdir = (
-        ctx["site"],
-        ctx["space"],
-        ctx["runner"],
-        ctx["binaries"],
-        ctx["dir"],
+        ctx[k] for k in ("site", "space", "runner", "binaries", "dir")
     )
     exports, _ = envmap.knob_env(site, config, runner.nodes >= 2)
     done = 0
@@ -247,18 +239,16 @@ def run_sweep(
             timeout_s=runner.timeout,
             retries=retries,
             modulepaths=list(modulepaths),
+            build=built,
         )
-        meta["build"] = built
         if confirm:
             meta["role"] = "confirm"
-        meta["started"] = old.get("started") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        meta["started"] = old.get("started") or now
         # a campaign begun before the shuffle says so: its earlier runs were in the plan's order
         order = ORDER if not array else "one Slurm array task per repetition, " + ORDER
         meta["order"] = old.get("order") or (
-            "plan order until %s, then %s"
-            % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), order)
-            if old
-            else order
+            "plan order until %s, then %s" % (now, order) if old else order
         )
         # saved before the first run: tune needs the space's job even from an interrupted campaign
         job, history = dict(sp.job or {}), []
@@ -309,18 +299,10 @@ def _measure_stage(ctx, stage, plan, reps):
             n = measure_config(ctx, stage, config, benches, rep)
             measured += n
             done += 1
+            what = "stage %s rep %d/%d" % (stage.name, rep, sp.repetitions)
+            news = "%d run(s) measured" % n if n else "already in the store"
             progress(
-                done,
-                total,
-                stage_started,
-                "stage %s rep %d/%d %s: %s"
-                % (
-                    stage.name,
-                    rep,
-                    sp.repetitions,
-                    store.config_id(config),
-                    "%d run(s) measured" % n if n else "already in the store",
-                ),
+                done, total, stage_started, "%s %s: %s" % (what, store.config_id(config), news)
             )
     return measured
 
@@ -334,48 +316,33 @@ def _refuse_missing(ctx, stage, plan):
     ]
     if missing:
         job = ctx.get("arrays", {}).get(stage.name)
-        where = (
-            (
-                " after array job %s (tasks cancelled, failed or killed; their output: %s)"
-                % (job, cdir / stage.name / ("slurm-%s_<task>.out" % job))
+        where = ""
+        if job:
+            where = " after array job %s (tasks cancelled, failed or killed; their output: %s)" % (
+                job,
+                cdir / stage.name / ("slurm-%s_<task>.out" % job),
             )
-            if job
-            else ""
-        )
         raise CannotRun(
             "%d run(s) of %d configuration(s) of stage %s are missing (e.g. %s rep %d)%s; "
             "rerun the same command to finish them (finished runs are kept)"
-            % (
-                len(missing),
-                len({cid for cid, _ in missing}),
-                stage.name,
-                *missing[0],
-                where,
-            )
+            % (len(missing), len({cid for cid, _ in missing}), stage.name, *missing[0], where)
         )
 
 
 def _say_job(stage, decided, job):
     """The job configuration after a stage, on stderr."""
-    ch = decided["chosen"]
+    ch, unproven = decided["chosen"], decided.get("unproven")
     if any(choice.per_collective(k) for k in stage.knobs):
         sys.stderr.write("sweep: stage %s measured per size (tune makes its bands)\n" % stage.name)
+        return
+    if ch:
+        now = "%s (%.1f%% less time than the baseline)" % (ch["config_id"], (1 - ch["score"]) * 100)
+    elif unproven:
+        why = "%s beat its score but did not pass against it" % unproven["config_id"]
+        now = "unchanged, %s (%s)" % (store.config_id(job), why)
     else:
-        why = (
-            "%s beat its score but did not pass against it" % decided["unproven"]["config_id"]
-            if decided.get("unproven")
-            else "no candidate passed and beat it"
-        )
-        sys.stderr.write(
-            "sweep: after stage %s, the job configuration: %s\n"
-            % (
-                stage.name,
-                "%s (%.1f%% less time than the baseline)"
-                % (ch["config_id"], (1 - ch["score"]) * 100)
-                if ch
-                else "unchanged, %s (%s)" % (store.config_id(job), why),
-            )
-        )
+        now = "unchanged, %s (no candidate passed and beat it)" % store.config_id(job)
+    sys.stderr.write("sweep: after stage %s, the job configuration: %s\n" % (stage.name, now))
 
 
 def submit_array(ctx, stage, plan, sbatch_args):
@@ -390,34 +357,13 @@ def submit_array(ctx, stage, plan, sbatch_args):
     if not todo:
         return
     try:
-        q = subprocess.run(
-            [
-                "squeue",
-                "--noheader",
-                "--name",
-                job_name,
-                "--format",
-                "%F %o",
-                "--states",
-                "PENDING,RUNNING,SUSPENDED,CONFIGURING",
-            ],
-            capture_output=True,
-            text=True,
-        )
+        argv = ["squeue", "--noheader", "--name", job_name, "--format", "%F %o", "--states", ALIVE]
+        q = subprocess.run(argv, capture_output=True, text=True)
     except OSError as exc:
         raise CannotRun("--slurm-array needs Slurm's commands (squeue, sbatch) on PATH: %s" % exc)
-    active = (
-        sorted(
-            {
-                line.split(None, 1)[0]
-                for line in q.stdout.splitlines()
-                if line.split(None, 1)[1:] == [str(script)]
-            },
-            key=int,
-        )
-        if q.returncode == 0
-        else []
-    )
+    lines = q.stdout.splitlines() if q.returncode == 0 else []
+    mine = {line.split(None, 1)[0] for line in lines if line.split(None, 1)[1:] == [str(script)]}
+    active = sorted(mine, key=int)
     if active:
         raise CannotRun(
             "array job %s of stage %s of this campaign is still queued or running; wait "
