@@ -455,27 +455,24 @@ def knob_values(knob, ucx_version):
 def _component_table(mpi, comp, chosen, low_band):
     """A table of one 2x2 geometry where collective ``chosen`` picks ``comp`` (for every size, or
     only below 64 KB) and the others Open MPI's own: what row_env turns into component variables."""
-    cases = []
-    for coll in UCC_ALGORITHMS:
-        if coll != chosen:
-            choice = [schema.Choice(schema.Band(0, None), "none", [])]
-        elif low_band:
-            choice = [
-                schema.Choice(schema.Band(0, 65536), comp, []),
-                schema.Choice(schema.Band(65536, None), "none", []),
-            ]
-        else:
-            choice = [schema.Choice(schema.Band(0, None), comp, [])]
-        cases.append(
-            schema.Case(
-                nodes=2,
-                ppn=2,
-                collective=coll,
-                section="",
-                settings={"none": {}, comp: {}},
-                choice=choice,
-            )
+
+    def choice(*bands):
+        return [schema.Choice(schema.Band(lo, hi), c, []) for lo, hi, c in bands]
+
+    routed = (
+        choice((0, 65536, comp), (65536, None, "none")) if low_band else choice((0, None, comp))
+    )
+    cases = [
+        schema.Case(
+            nodes=2,
+            ppn=2,
+            collective=coll,
+            section="",
+            settings={"none": {}, comp: {}},
+            choice=routed if coll == chosen else choice((0, None, "none")),
         )
+        for coll in UCC_ALGORITHMS
+    ]
     return schema.Table(
         path="<knownparams>",
         platform="",

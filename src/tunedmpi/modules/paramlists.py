@@ -34,7 +34,6 @@ from tunedmpi import paths
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_lines, write_atomic
 
-LIBRARIES = ("openmpi", "ucx", "ucc")
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+\Z")
 
 
@@ -395,34 +394,23 @@ def import_install(where, out=None, build=None, date=None):
                 )
             )
         written.append(_write("openmpi", version, names, header + [("date", date)], out))
-    ucx = _tool(where, "ucx_info")
-    if ucx:
-        version = ucx_version(_run([str(ucx), "-v"]))
-        cmd = [str(ucx), "-c", "-a", "-f"]
+    # UCX and UCC: each tool's version, its variables, and what a value may name (UCX_TLS's
+    # transports; the algorithms a UCC tuning string may select)
+    for library, version_of in (("ucx", ucx_version), ("ucc", ucc_version)):
+        tool = _tool(where, library + "_info")
+        if not tool:
+            continue
+        version = version_of(_run([str(tool), "-v"]))
+        cmd = [str(tool), "-c", "-a", "-f"]
         text = _run(cmd)
         names = config_names(text)
-        names["UCX_TLS"] = ("list", ucx_transports(text))
-        header = [
-            ("build", build),
-            ("command", "%s -v" % ucx),
-            ("command", " ".join(cmd)),
-            ("date", date),
-        ]
-        written.append(_write("ucx", version, names, header, out))
-    ucc = _tool(where, "ucc_info")
-    if ucc:
-        version = ucc_version(_run([str(ucc), "-v"]))
-        cmd = [str(ucc), "-c", "-a", "-f"]
-        names = config_names(_run(cmd))
-        names.update(ucc_algorithms(_run([str(ucc), "-A"])))
-        header = [
-            ("build", build),
-            ("command", "%s -v" % ucc),
-            ("command", " ".join(cmd)),
-            ("command", "%s -A" % ucc),
-            ("date", date),
-        ]
-        written.append(_write("ucc", version, names, header, out))
+        header = [("build", build), ("command", "%s -v" % tool), ("command", " ".join(cmd))]
+        if library == "ucx":
+            names["UCX_TLS"] = ("list", ucx_transports(text))
+        else:
+            names.update(ucc_algorithms(_run([str(tool), "-A"])))
+            header.append(("command", "%s -A" % tool))
+        written.append(_write(library, version, names, header + [("date", date)], out))
     if not written:
         raise InputError(
             str(where),

@@ -142,10 +142,6 @@ class Site:
         return [self] + list(self.other_versions) + ([self.hpcx] if self.hpcx else [])
 
     @property
-    def version(self):
-        return self.mpi_version
-
-    @property
     def tuned_version(self):
         """The tuned module's version: the MPI's, with CANDIDATE_SUFFIX on a candidate."""
         return self.mpi_version + (CANDIDATE_SUFFIX if self.candidate else "")
