@@ -403,10 +403,7 @@ def _natural(text):
 
 
 def _enum(d):
-    return " ".join(
-        k if k == v else "%s=%s" % (k, v)
-        for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))
-    )
+    return paramlists.enum_text(d, lambda kv: _natural(kv[0]))
 
 
 # --- what envmap can emit ---

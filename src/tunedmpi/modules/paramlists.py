@@ -131,17 +131,13 @@ def render(library, version, names, header):
             # "list:" alone: none
             out.append(("%s %s: %s" % (name, kind[0], " ".join(sorted(kind[1])))).rstrip())
         else:
-            out.append(
-                "%s one-of: %s"
-                % (
-                    name,
-                    " ".join(
-                        k if k == v else "%s=%s" % (k, v)
-                        for k, v in sorted(kind[1].items(), key=_number_first)
-                    ),
-                )
-            )
+            out.append("%s one-of: %s" % (name, enum_text(kind[1], _number_first)))
     return "\n".join(out) + "\n"
+
+
+def enum_text(values, key):
+    """An enumeration {value: label} as words 'value' (a label equal to it) or 'value=label'."""
+    return " ".join(k if k == v else "%s=%s" % (k, v) for k, v in sorted(values.items(), key=key))
 
 
 def _number_first(item):

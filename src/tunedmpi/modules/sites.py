@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional
 
 from tunedmpi import paths, yamlsrc
@@ -880,8 +881,9 @@ def site_dir():
     return paths.project_root() / "site-configs"
 
 
-def site_names():
-    d = site_dir()
+def site_names(folder=None):
+    """The sites of site-configs/ (or of ``folder``): its folders that hold a site.yaml."""
+    d = Path(folder or site_dir())
     return sorted(p.name for p in d.iterdir() if (p / SITE_FILE).is_file()) if d.is_dir() else []
 
 
