@@ -308,16 +308,12 @@ def ucc_algorithms(text):
     return {k: (kind, frozenset(v)) for k, (kind, v) in out.items()}
 
 
-def ucx_version(text):
-    """'1.18.1' from `ucx_info -v` ('# Library version: 1.18.1', or '# Version 1.13.1' before 1.16)."""
-    m = re.search(r"^# (?:Library version:|Version) ([0-9][0-9.]*)", text, re.M)
-    return m.group(1) if m else None
-
-
-def ucc_version(text):
-    """'1.3.0' from `ucc_info -v` ('# UCC version=1.3.0 revision ...')."""
-    m = re.search(r"^# UCC version=([0-9][0-9.]*)", text, re.M)
-    return m.group(1) if m else None
+# The version line of `ucx_info -v` ('# Library version: 1.18.1', or '# Version 1.13.1' before
+# 1.16) and of `ucc_info -v` ('# UCC version=1.3.0 revision ...')
+VERSION_LINE = {
+    "ucx": re.compile(r"^# (?:Library version:|Version) ([0-9][0-9.]*)", re.M),
+    "ucc": re.compile(r"^# UCC version=([0-9][0-9.]*)", re.M),
+}
 
 
 # --- running the tools of one install ---
@@ -392,11 +388,12 @@ def import_install(where, out=None, build=None, date=None):
         written.append(_write("openmpi", version, names, header + [("date", date)], out))
     # UCX and UCC: each tool's version, its variables, and what a value may name (UCX_TLS's
     # transports; the algorithms a UCC tuning string may select)
-    for library, version_of in (("ucx", ucx_version), ("ucc", ucc_version)):
+    for library, version_line in VERSION_LINE.items():
         tool = _tool(where, library + "_info")
         if not tool:
             continue
-        version = version_of(_run([str(tool), "-v"]))
+        found = version_line.search(_run([str(tool), "-v"]))
+        version = found.group(1) if found else None
         cmd = [str(tool), "-c", "-a", "-f"]
         text = _run(cmd)
         names = config_names(text)

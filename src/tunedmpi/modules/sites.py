@@ -696,17 +696,14 @@ def _hierarchy(ck, doc):
     an MPI level (Spack's hierarchy [mpi], EasyBuild's HierarchicalMNS): the folder the site's MPI
     module prepends to MODULEPATH. That folder, or None."""
     value = doc.get("hierarchy", "flat")
-    fix = (
-        "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
-        "to MODULEPATH>} (site-configs/README.md)"
-    )
     if value == "flat":
         return None
     if not isinstance(value, dict) or set(value) != {"mpi_level"}:
         ck.err(
             ("hierarchy",),
             "hierarchy must be flat or {mpi_level: <folder>}, not %r" % (value,),
-            fix,
+            "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
+            "to MODULEPATH>} (site-configs/README.md)",
         )
         return None
     level = value["mpi_level"]
