@@ -857,13 +857,13 @@ def _hpcx(ck, doc):
     mods = ck.mapping(block.get("modules"), at, "hpcx.modules") or {}
     names = _module_names(ck, mods, at, "hpcx.modules", ("hpcx-tuned", "hpcx-untuned"))
     taken = _own_module_names(doc)
-    for key, name in names.items():
-        if isinstance(name, str) and name in taken:
-            ck.err(
-                at + (key,),
-                "the HPC-X modules need names of their own",
-                "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
-            )
+    clash = [key for key, name in names.items() if isinstance(name, str) and name in taken]
+    if clash:  # one error, also when both names are the site's own
+        ck.err(
+            at + (clash[0],),
+            "the HPC-X modules need names of their own",
+            "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
+        )
     return dict(
         mpi_version=version,
         base_module=base,
