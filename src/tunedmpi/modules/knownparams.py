@@ -411,22 +411,9 @@ def _enum(d):
 # Values tried on every knob; the schema keeps those it accepts (knobs.normalise), so a new knob
 # is enumerated without a change here. Choices and ranges come from the knob's own validator.
 _POOL = (
-    (
-        True,
-        False,
-        0,
-        1,
-        2,
-        4,
-        8,
-        "auto",
-        "inf",
-        "32kb",
-        "intra:32kb,inter:128kb",
-        "auto,intra:32kb",
-        "self,sm",
-        "self,sm,rc",
-    )
+    (True, False, 0, 1, 2, 4, 8)  # switches, counts, algorithm numbers
+    + ("auto", "inf", "32kb", "intra:32kb,inter:128kb", "auto,intra:32kb")  # thresholds
+    + ("self,sm", "self,sm,rc")  # transport lists
     + tuple(sorted(knobs.UCX_TRANSPORTS))
     + tuple("^" + t for t in sorted(knobs.UCX_TRANSPORTS))
 )
