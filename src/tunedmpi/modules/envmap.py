@@ -99,15 +99,8 @@ def knob_env(site, values, multi_node):
     if tls and (local_only or (multi_node and (sockets or site.network_transports))):
         env["UCX_TLS"] = tls
     elif tls:
-        notes.append(
-            "UCX_TLS %s not set: %s"
-            % (
-                tls,
-                "single-node row"
-                if not multi_node
-                else "this site's network has no such transports",
-            )
-        )
+        why = "this site's network has no such transports" if multi_node else "single-node row"
+        notes.append("UCX_TLS %s not set: %s" % (tls, why))
     if values.get("ucx_rndv_thresh"):
         env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi_node)
     if values.get("ucx_zcopy_thresh"):

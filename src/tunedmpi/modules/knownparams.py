@@ -482,14 +482,9 @@ def emitted(mpi):
                 env, notes = envmap.knob_env(mpi, {knob: value}, multi)
                 if mpi.mpi_flavour == "hpcx":
                     env, notes = envmap.hpcx_env(env, notes)
+                where = "several nodes" if multi else "one node"
                 if env:
-                    out.append(
-                        (
-                            "knob %s=%s on %s"
-                            % (knob, value, "several nodes" if multi else "one node"),
-                            env,
-                        )
-                    )
+                    out.append(("knob %s=%s on %s" % (knob, value, where), env))
     for comp in (c for c in mpi.components if c != "none"):
         for coll in UCC_ALGORITHMS:
             for low in (False, True):
