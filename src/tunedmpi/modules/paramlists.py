@@ -378,13 +378,8 @@ def import_install(where, out=None, build=None, date=None):
             )
             pversion, pnames = prte_info(_run(cmd, env))
             names.update(pnames)
-            header.append(
-                (
-                    "command",
-                    "%s   (PRRTE %s: mpirun's runtime; PRTE_MCA_ variables)"
-                    % (" ".join(cmd), pversion),
-                )
-            )
+            said = "PRRTE %s: mpirun's runtime; PRTE_MCA_ variables" % pversion
+            header.append(("command", "%s   (%s)" % (" ".join(cmd), said)))
         written.append(_write("openmpi", version, names, header + [("date", date)], out))
     # UCX and UCC: each tool's version, its variables, and what a value may name (UCX_TLS's
     # transports; the algorithms a UCC tuning string may select)
