@@ -160,13 +160,9 @@ def resolve(library, version, folder=None, stand_ins=None):
     stand_ins = load_stand_ins(folder) if stand_ins is None else stand_ins
     base = used = None
     if version is not None:
+        head = "%s-%s." % (library, version)  # ucx-1.18.: ucx-1.18.txt, ucx-1.18.1.txt, not 1.180
         found = sorted(
-            (
-                p
-                for p in folder.glob("%s-*.txt" % library)
-                if p.stem[len(library) + 1 :] == version
-                or p.stem[len(library) + 1 :].startswith(version + ".")
-            ),
+            (p for p in folder.glob("%s-*.txt" % library) if (p.stem + ".").startswith(head)),
             key=lambda p: _natural(p.stem),
         )
         if found:
