@@ -23,22 +23,18 @@ HCOLL_DISABLE = "HCOLL_ML_DISABLE_%s"
 PLACEMENT = {
     # mpirun (PRRTE): only these three variables work; block = by core, cyclic = over NUMA nodes.
     # Ranking takes slot/node/span/fill only: "core" makes PRRTE 3 exit 213 without a word.
-    "block": OrderedDict(
-        [
-            ("PRTE_MCA_rmaps_default_mapping_policy", "core"),
-            ("PRTE_MCA_rmaps_default_ranking_policy", "slot"),
-            ("PRTE_MCA_hwloc_default_binding_policy", "core"),
-            ("SLURM_DISTRIBUTION", "block:block"),
-        ]
-    ),
-    "cyclic": OrderedDict(
-        [
-            ("PRTE_MCA_rmaps_default_mapping_policy", "numa"),
-            ("PRTE_MCA_rmaps_default_ranking_policy", "span"),
-            ("PRTE_MCA_hwloc_default_binding_policy", "core"),
-            ("SLURM_DISTRIBUTION", "block:cyclic"),
-        ]
-    ),
+    "block": {
+        "PRTE_MCA_rmaps_default_mapping_policy": "core",
+        "PRTE_MCA_rmaps_default_ranking_policy": "slot",
+        "PRTE_MCA_hwloc_default_binding_policy": "core",
+        "SLURM_DISTRIBUTION": "block:block",
+    },
+    "cyclic": {
+        "PRTE_MCA_rmaps_default_mapping_policy": "numa",
+        "PRTE_MCA_rmaps_default_ranking_policy": "span",
+        "PRTE_MCA_hwloc_default_binding_policy": "core",
+        "SLURM_DISTRIBUTION": "block:cyclic",
+    },
 }
 
 
@@ -103,15 +99,8 @@ def knob_env(site, values, multi_node):
     if tls and (local_only or (multi_node and (sockets or site.network_transports))):
         env["UCX_TLS"] = tls
     elif tls:
-        notes.append(
-            "UCX_TLS %s not set: %s"
-            % (
-                tls,
-                "single-node row"
-                if not multi_node
-                else "this site's network has no such transports",
-            )
-        )
+        why = "this site's network has no such transports" if multi_node else "single-node row"
+        notes.append("UCX_TLS %s not set: %s" % (tls, why))
     if values.get("ucx_rndv_thresh"):
         env["UCX_RNDV_THRESH"] = rndv_value(values["ucx_rndv_thresh"], site.ucx_version, multi_node)
     if values.get("ucx_zcopy_thresh"):
@@ -205,54 +194,44 @@ def ucc_env(collectives, declined=(), ranks=1, algorithms=()):
 # only variables documented for what HPC-X ships, each with its source (docs/hpcx-sharp.md, "HPC-X
 # as the tuned MPI"). Everything else a row would set is left out, with a note saying why.
 HPCX_MANUAL = "NVIDIA HPC-X Software Toolkit manual, rev 2.20-2.23 (docs.nvidia.com/networking/display/hpcxv223)"
-HPCX_VARIABLES = OrderedDict(
-    [
-        (
-            "UCX_TLS",
-            HPCX_MANUAL
-            + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default pml "
-            "since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x UCX_TLS=dc,shm,self)",
-        ),
-        (
-            "UCX_RNDV_THRESH",
-            "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
-            "directs); keyed intra:/inter: form only with UCX >= 1.17 (docs/design.md, Knob facts)",
-        ),
-        ("UCX_ZCOPY_THRESH", "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)"),
-        (
-            "OMPI_MCA_pml",
-            "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml",
-        ),
-        ("OMPI_MCA_osc", "Open MPI 4.1 MCA parameter (ompi_info --param osc all)"),
-        ("OMPI_MCA_coll_hcoll_enable", HPCX_MANUAL + ", 'HCOLL' (-mca coll_hcoll_enable 0/1)"),
-        (
-            "OMPI_MCA_coll_ucc_enable",
-            HPCX_MANUAL + ", 'Unified Collective Communication (UCC)': not enabled by "
-            "default; -mca coll_ucc_enable 1",
-        ),
-        (
-            "OMPI_MCA_coll_ucc_priority",
-            "Open MPI's ucc component (docs.open-mpi.org, 'The ucc Component': enable it "
-            "with coll_ucc_enable 1 and coll_ucc_priority 100)",
-        ),
-        (
-            "OMPI_MCA_coll_ucc_cts",
-            "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; "
-            "check it in HPC-X's Open MPI 4.1 before relying on it)",
-        ),
-        (
-            "UCC_CL_BASIC_TUNE",
-            "UCC's own parameter (ucc_info -c of UCC 1.3.0: known-params/ucc-1.3.0.txt), read by "
-            "the UCC HPC-X bundles; it keeps UCC to the message sizes its table chose (confirm with "
-            "HPC-X's ucc_info -c)",
-        ),
-        (
-            "SLURM_DISTRIBUTION",
-            "Slurm's srun(1) (input environment variable of --distribution): the launcher's, "
-            "not the MPI's",
-        ),
-    ]
-)
+HPCX_VARIABLES = {
+    "UCX_TLS": (
+        HPCX_MANUAL + ", 'Unified Communication - X Framework Library' (UCX is HPC-X's default "
+        "pml since 2.1) and NVIDIA SHARP's 'Using NVIDIA SHARP with Open MPI' (-x "
+        "UCX_TLS=dc,shm,self)"
+    ),
+    "UCX_RNDV_THRESH": (
+        "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles, as the HPC-X UCX page "
+        "directs); keyed intra:/inter: form only with UCX >= 1.17 (docs/design.md, Knob facts)"
+    ),
+    "UCX_ZCOPY_THRESH": "UCX's own parameter (ucx_info -f of the UCX HPC-X bundles)",
+    "OMPI_MCA_pml": (
+        "Open MPI 4.1 MCA parameter (ompi_info); HPC-X's manual: UCX is the default pml"
+    ),
+    "OMPI_MCA_osc": "Open MPI 4.1 MCA parameter (ompi_info --param osc all)",
+    "OMPI_MCA_coll_hcoll_enable": HPCX_MANUAL + ", 'HCOLL' (-mca coll_hcoll_enable 0/1)",
+    "OMPI_MCA_coll_ucc_enable": (
+        HPCX_MANUAL + ", 'Unified Collective Communication (UCC)': not enabled by default; -mca "
+        "coll_ucc_enable 1"
+    ),
+    "OMPI_MCA_coll_ucc_priority": (
+        "Open MPI's ucc component (docs.open-mpi.org, 'The ucc Component': enable it with "
+        "coll_ucc_enable 1 and coll_ucc_priority 100)"
+    ),
+    "OMPI_MCA_coll_ucc_cts": (
+        "Open MPI's ucc component, coll_ucc_cts (ompi_info --param coll ucc --level 9; check it "
+        "in HPC-X's Open MPI 4.1 before relying on it)"
+    ),
+    "UCC_CL_BASIC_TUNE": (
+        "UCC's own parameter (ucc_info -c of UCC 1.3.0: known-params/ucc-1.3.0.txt), read by the "
+        "UCC HPC-X bundles; it keeps UCC to the message sizes its table chose (confirm with "
+        "HPC-X's ucc_info -c)"
+    ),
+    "SLURM_DISTRIBUTION": (
+        "Slurm's srun(1) (input environment variable of --distribution): the launcher's, not the "
+        "MPI's"
+    ),
+}
 HPCX_LEFT_OUT = (
     (
         "PRTE_MCA_",

@@ -194,21 +194,13 @@ def _site_doc(checkout, site, installer, build, mpi_version, name, pinned_copy):
     folder = os.path.join(checkout, "site-configs")
     src = os.path.join(folder, site, "site.yaml")
     if not os.path.isfile(src):
-        known = (
-            sorted(
-                n
-                for n in os.listdir(folder)
-                if os.path.isfile(os.path.join(folder, n, "site.yaml"))
-            )
-            if os.path.isdir(folder)
-            else []
-        )
         raise InputError(
             src,
             None,
             "site",
             "no site '%s' in %s" % (site, checkout),
-            "use one of: %s" % (", ".join(known) or "(none: not a tuned-mpi-modules checkout)"),
+            "use one of: %s"
+            % (", ".join(sites.site_names(folder)) or "(none: not a tuned-mpi-modules checkout)"),
         )
     # read as every project file is (yamlsrc: anchors refused, errors name file and line)
     doc = derive(yamlsrc.load(src).data or {}, checkout, installer, **build)

@@ -160,13 +160,9 @@ def resolve(library, version, folder=None, stand_ins=None):
     stand_ins = load_stand_ins(folder) if stand_ins is None else stand_ins
     base = used = None
     if version is not None:
+        head = "%s-%s." % (library, version)  # ucx-1.18.: ucx-1.18.txt, ucx-1.18.1.txt, not 1.180
         found = sorted(
-            (
-                p
-                for p in folder.glob("%s-*.txt" % library)
-                if p.stem[len(library) + 1 :] == version
-                or p.stem[len(library) + 1 :].startswith(version + ".")
-            ),
+            (p for p in folder.glob("%s-*.txt" % library) if (p.stem + ".").startswith(head)),
             key=lambda p: _natural(p.stem),
         )
         if found:
@@ -403,10 +399,7 @@ def _natural(text):
 
 
 def _enum(d):
-    return " ".join(
-        k if k == v else "%s=%s" % (k, v)
-        for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))
-    )
+    return paramlists.enum_text(d, lambda kv: _natural(kv[0]))
 
 
 # --- what envmap can emit ---
@@ -414,22 +407,9 @@ def _enum(d):
 # Values tried on every knob; the schema keeps those it accepts (knobs.normalise), so a new knob
 # is enumerated without a change here. Choices and ranges come from the knob's own validator.
 _POOL = (
-    (
-        True,
-        False,
-        0,
-        1,
-        2,
-        4,
-        8,
-        "auto",
-        "inf",
-        "32kb",
-        "intra:32kb,inter:128kb",
-        "auto,intra:32kb",
-        "self,sm",
-        "self,sm,rc",
-    )
+    (True, False, 0, 1, 2, 4, 8)  # switches, counts, algorithm numbers
+    + ("auto", "inf", "32kb", "intra:32kb,inter:128kb", "auto,intra:32kb")  # thresholds
+    + ("self,sm", "self,sm,rc")  # transport lists
     + tuple(sorted(knobs.UCX_TRANSPORTS))
     + tuple("^" + t for t in sorted(knobs.UCX_TRANSPORTS))
 )
@@ -455,27 +435,24 @@ def knob_values(knob, ucx_version):
 def _component_table(mpi, comp, chosen, low_band):
     """A table of one 2x2 geometry where collective ``chosen`` picks ``comp`` (for every size, or
     only below 64 KB) and the others Open MPI's own: what row_env turns into component variables."""
-    cases = []
-    for coll in UCC_ALGORITHMS:
-        if coll != chosen:
-            choice = [schema.Choice(schema.Band(0, None), "none", [])]
-        elif low_band:
-            choice = [
-                schema.Choice(schema.Band(0, 65536), comp, []),
-                schema.Choice(schema.Band(65536, None), "none", []),
-            ]
-        else:
-            choice = [schema.Choice(schema.Band(0, None), comp, [])]
-        cases.append(
-            schema.Case(
-                nodes=2,
-                ppn=2,
-                collective=coll,
-                section="",
-                settings={"none": {}, comp: {}},
-                choice=choice,
-            )
+
+    def choice(*bands):
+        return [schema.Choice(schema.Band(lo, hi), c, []) for lo, hi, c in bands]
+
+    routed = (
+        choice((0, 65536, comp), (65536, None, "none")) if low_band else choice((0, None, comp))
+    )
+    cases = [
+        schema.Case(
+            nodes=2,
+            ppn=2,
+            collective=coll,
+            section="",
+            settings={"none": {}, comp: {}},
+            choice=routed if coll == chosen else choice((0, None, "none")),
         )
+        for coll in UCC_ALGORITHMS
+    ]
     return schema.Table(
         path="<knownparams>",
         platform="",
@@ -501,14 +478,9 @@ def emitted(mpi):
                 env, notes = envmap.knob_env(mpi, {knob: value}, multi)
                 if mpi.mpi_flavour == "hpcx":
                     env, notes = envmap.hpcx_env(env, notes)
+                where = "several nodes" if multi else "one node"
                 if env:
-                    out.append(
-                        (
-                            "knob %s=%s on %s"
-                            % (knob, value, "several nodes" if multi else "one node"),
-                            env,
-                        )
-                    )
+                    out.append(("knob %s=%s on %s" % (knob, value, where), env))
     for comp in (c for c in mpi.components if c != "none"):
         for coll in UCC_ALGORITHMS:
             for low in (False, True):

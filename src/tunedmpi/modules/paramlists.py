@@ -34,7 +34,6 @@ from tunedmpi import paths
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_lines, write_atomic
 
-LIBRARIES = ("openmpi", "ucx", "ucc")
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*_[A-Za-z0-9_]+\Z")
 
 
@@ -132,17 +131,13 @@ def render(library, version, names, header):
             # "list:" alone: none
             out.append(("%s %s: %s" % (name, kind[0], " ".join(sorted(kind[1])))).rstrip())
         else:
-            out.append(
-                "%s one-of: %s"
-                % (
-                    name,
-                    " ".join(
-                        k if k == v else "%s=%s" % (k, v)
-                        for k, v in sorted(kind[1].items(), key=_number_first)
-                    ),
-                )
-            )
+            out.append("%s one-of: %s" % (name, enum_text(kind[1], _number_first)))
     return "\n".join(out) + "\n"
+
+
+def enum_text(values, key):
+    """An enumeration {value: label} as words 'value' (a label equal to it) or 'value=label'."""
+    return " ".join(k if k == v else "%s=%s" % (k, v) for k, v in sorted(values.items(), key=key))
 
 
 def _number_first(item):
@@ -313,16 +308,12 @@ def ucc_algorithms(text):
     return {k: (kind, frozenset(v)) for k, (kind, v) in out.items()}
 
 
-def ucx_version(text):
-    """'1.18.1' from `ucx_info -v` ('# Library version: 1.18.1', or '# Version 1.13.1' before 1.16)."""
-    m = re.search(r"^# (?:Library version:|Version) ([0-9][0-9.]*)", text, re.M)
-    return m.group(1) if m else None
-
-
-def ucc_version(text):
-    """'1.3.0' from `ucc_info -v` ('# UCC version=1.3.0 revision ...')."""
-    m = re.search(r"^# UCC version=([0-9][0-9.]*)", text, re.M)
-    return m.group(1) if m else None
+# The version line of `ucx_info -v` ('# Library version: 1.18.1', or '# Version 1.13.1' before
+# 1.16) and of `ucc_info -v` ('# UCC version=1.3.0 revision ...')
+VERSION_LINE = {
+    "ucx": re.compile(r"^# (?:Library version:|Version) ([0-9][0-9.]*)", re.M),
+    "ucc": re.compile(r"^# UCC version=([0-9][0-9.]*)", re.M),
+}
 
 
 # --- running the tools of one install ---
@@ -387,42 +378,27 @@ def import_install(where, out=None, build=None, date=None):
             )
             pversion, pnames = prte_info(_run(cmd, env))
             names.update(pnames)
-            header.append(
-                (
-                    "command",
-                    "%s   (PRRTE %s: mpirun's runtime; PRTE_MCA_ variables)"
-                    % (" ".join(cmd), pversion),
-                )
-            )
+            said = "PRRTE %s: mpirun's runtime; PRTE_MCA_ variables" % pversion
+            header.append(("command", "%s   (%s)" % (" ".join(cmd), said)))
         written.append(_write("openmpi", version, names, header + [("date", date)], out))
-    ucx = _tool(where, "ucx_info")
-    if ucx:
-        version = ucx_version(_run([str(ucx), "-v"]))
-        cmd = [str(ucx), "-c", "-a", "-f"]
+    # UCX and UCC: each tool's version, its variables, and what a value may name (UCX_TLS's
+    # transports; the algorithms a UCC tuning string may select)
+    for library, version_line in VERSION_LINE.items():
+        tool = _tool(where, library + "_info")
+        if not tool:
+            continue
+        found = version_line.search(_run([str(tool), "-v"]))
+        version = found.group(1) if found else None
+        cmd = [str(tool), "-c", "-a", "-f"]
         text = _run(cmd)
         names = config_names(text)
-        names["UCX_TLS"] = ("list", ucx_transports(text))
-        header = [
-            ("build", build),
-            ("command", "%s -v" % ucx),
-            ("command", " ".join(cmd)),
-            ("date", date),
-        ]
-        written.append(_write("ucx", version, names, header, out))
-    ucc = _tool(where, "ucc_info")
-    if ucc:
-        version = ucc_version(_run([str(ucc), "-v"]))
-        cmd = [str(ucc), "-c", "-a", "-f"]
-        names = config_names(_run(cmd))
-        names.update(ucc_algorithms(_run([str(ucc), "-A"])))
-        header = [
-            ("build", build),
-            ("command", "%s -v" % ucc),
-            ("command", " ".join(cmd)),
-            ("command", "%s -A" % ucc),
-            ("date", date),
-        ]
-        written.append(_write("ucc", version, names, header, out))
+        header = [("build", build), ("command", "%s -v" % tool), ("command", " ".join(cmd))]
+        if library == "ucx":
+            names["UCX_TLS"] = ("list", ucx_transports(text))
+        else:
+            names.update(ucc_algorithms(_run([str(tool), "-A"])))
+            header.append(("command", "%s -A" % tool))
+        written.append(_write(library, version, names, header + [("date", date)], out))
     if not written:
         raise InputError(
             str(where),

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional
 
 from tunedmpi import paths, yamlsrc
@@ -99,7 +100,6 @@ class Site:
     prefix: Optional[str]  # an install prefix the modules put on the paths, or None
     ucx_version: tuple
     network_transports: bool  # may UCX_TLS name network transports (rc, ud, dc)?
-    interconnect: str
     sockets: int
     components: List[str]
     default_profile: str
@@ -143,10 +143,6 @@ class Site:
         return [self] + list(self.other_versions) + ([self.hpcx] if self.hpcx else [])
 
     @property
-    def version(self):
-        return self.mpi_version
-
-    @property
     def tuned_version(self):
         """The tuned module's version: the MPI's, with CANDIDATE_SUFFIX on a candidate."""
         return self.mpi_version + (CANDIDATE_SUFFIX if self.candidate else "")
@@ -173,6 +169,100 @@ def _printable(ck, text, keypath, label):
         )
 
 
+def _module_name(value, versioned=False):
+    """A module name (MODULE_NAME), with a /version only where ``versioned``."""
+    return (
+        isinstance(value, str)
+        and bool(MODULE_NAME.match(value))
+        and (versioned or "/" not in value)
+    )
+
+
+def _plain_path(value):
+    """An install prefix: PREFIX characters, never climbing out with '..'."""
+    return isinstance(value, str) and bool(PREFIX.match(value)) and ".." not in value
+
+
+def _mpi_location(ck, block, at, label):
+    """(base_module, prefix) of an MPI's block (mpi:, hpcx:, an other_versions entry): exactly
+    one of a module that provides the MPI and its install directory; problems go to ck."""
+    base, prefix = block.get("base_module"), block.get("prefix")
+    if (base is None) == (prefix is None):
+        ck.err(
+            at,
+            "give exactly one of %sbase_module and %sprefix" % (label, label),
+            "base_module: a module that provides the MPI (e.g. Spack's), or prefix: its install directory",
+        )
+    if base is not None and not _module_name(base, versioned=True):
+        ck.err(
+            at + ("base_module",),
+            "base_module %r is not a module name" % (base,),
+            "write name/version with letters, digits and . _ + -",
+        )
+    if prefix is not None and not _plain_path(prefix):
+        ck.err(
+            at + ("prefix",),
+            "prefix %r is not a plain path" % (prefix,),
+            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
+        )
+    return base, prefix
+
+
+def _ucx_version(ck, value, keypath, fix):
+    """A UCX version tuple, else None and an error; a missing or null version is no version
+    ("None" would pass as None)."""
+    try:
+        return knobs.version_tuple("" if value is None else value)
+    except knobs.KnobError as exc:
+        ck.err(keypath, exc.problem, fix)
+        return None
+
+
+def _module_names(ck, mods, at, label, examples):
+    """{"tuned", "baseline"} of a modules block at keypath ``at`` (``label``: how errors name
+    it): each a module name without version, the two different; problems go to ck."""
+    names = {}
+    for key, example in zip(("tuned", "baseline"), examples):
+        names[key] = mods.get(key)
+        if not _module_name(names[key]):
+            ck.err(
+                at + (key,),
+                "%s.%s must be a module name without version" % (label, key),
+                "e.g. %s: %s" % (key, example),
+            )
+    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
+        ck.err(
+            at + ("baseline",),
+            "%s.baseline is the same name as %s.tuned: one module would overwrite the other"
+            % (label, label),
+            "give the baseline its own name, e.g. tuned: %s, baseline: %s" % examples,
+        )
+    return names
+
+
+def _own_module_names(block):
+    """The module names a modules: block of ``block`` (the site config, its hpcx:) gives."""
+    mods = block.get("modules") if isinstance(block, dict) else None
+    return {v for v in mods.values() if isinstance(v, str)} if isinstance(mods, dict) else set()
+
+
+def _hardware(ck, value, at):
+    """(sockets, cores per node: sockets x cores_per_socket, or 0 when that is not given) of a
+    hardware block at keypath ``at``."""
+    hw = ck.mapping(value, at, "hardware") or {}
+    ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, at, "hardware")
+    sockets = ck.positive_int(hw, "sockets", at)
+    if hw.get("cores_per_socket") is None:
+        return sockets, 0
+    return sockets, (sockets or 0) * (ck.positive_int(hw, "cores_per_socket", at) or 0)
+
+
+def _geometry(ck, value, at):
+    """(nodes, ppn) of a default_geometry block at keypath ``at``."""
+    geo = ck.mapping(value, at, "default_geometry") or {}
+    return ck.positive_int(geo, "nodes", at), ck.positive_int(geo, "ppn", at)
+
+
 def load_site(path):
     src = yamlsrc.load(path)
     ck = schema.Checker(src)
@@ -182,37 +272,41 @@ def load_site(path):
     return site
 
 
-def _table_of(ck, doc, at=()):
-    """(table reference, the loaded table or None) of a site config (or of a node type at keypath
-    ``at``); problems go to ck."""
-    table = None
-    ref = doc.get("table")
+def _table_of(ck, doc, at=(), version=None, label=""):
+    """(table reference, the loaded table or None) of a site config (or of a node type or other
+    version at keypath ``at``, whose table must be of Open MPI ``version``, named as ``label``);
+    problems go to ck."""
+    ref, where = doc.get("table"), at + ("table",)
     if "table" not in doc:
+        ck.err(where, "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
+    if ref is None:
+        return None, None
+    if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+\Z", ref):
         ck.err(
-            at + ("table",), "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null"
+            where,
+            "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
+            "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6",
         )
-    elif ref is not None:
-        if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+\Z", ref):
-            ck.err(
-                at + ("table",),
-                "table must look like <platform>/<mpi>-<version>, not %r" % (ref,),
-                "e.g. table: oci-bm-optimized3.36/openmpi-5.0.6",
-            )
-        else:
-            tpath = paths.tables_dir() / (ref + ".yaml")
-            if not tpath.is_file():
-                ck.err(
-                    at + ("table",), "no table %s" % tpath, "create it or name an existing table"
-                )
-            else:
-                try:
-                    table = schema.load_table(str(tpath))
-                except (InputError, InputErrors) as exc:
-                    ck.err(
-                        at + ("table",),
-                        "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
-                        "run tunedmpi check %s" % tpath,
-                    )
+        return ref, None
+    tpath = paths.tables_dir() / (ref + ".yaml")
+    if not tpath.is_file():
+        ck.err(where, "no table %s" % tpath, "create it or name an existing table")
+        return ref, None
+    try:
+        table = schema.load_table(str(tpath))
+    except (InputError, InputErrors) as exc:
+        ck.err(
+            where,
+            "its table does not pass `tunedmpi check`: %s" % str(exc).splitlines()[0],
+            "run tunedmpi check %s" % tpath,
+        )
+        return ref, None
+    if version and table.mpi_version != version:
+        ck.err(
+            where,
+            "its table's Open MPI %s is not %s %s" % (table.mpi_version, label, version),
+            "name a table measured with Open MPI %s" % version,
+        )
     return ref, table
 
 
@@ -239,27 +333,11 @@ def _other_versions(ck, doc, site):
             ck, one.get("version"), where + ("version",), "version must look like 5.0.7",
             "write the MPI version, quoted",
         )  # fmt: skip
-        ref, table = _table_of(ck, one, where)
         if version and version in seen:
             ck.err(where + ("version",), "version %s is given twice" % version, "give each once")
         seen.add(version)
-        if table and version and table.mpi_version != version:
-            ck.err(
-                where + ("table",),
-                "its table's Open MPI %s is not version %s" % (table.mpi_version, version),
-                "name a table measured with Open MPI %s" % version,
-            )
-        base, prefix = one.get("base_module"), one.get("prefix")
-        ok_base = base is None or (isinstance(base, str) and bool(MODULE_NAME.match(base)))
-        ok_prefix = prefix is None or (
-            isinstance(prefix, str) and bool(PREFIX.match(prefix)) and ".." not in prefix
-        )
-        if (base is None) == (prefix is None) or not (ok_base and ok_prefix):
-            ck.err(
-                where,
-                "give exactly one of prefix (a plain path) and base_module (a module name)",
-                "prefix: the install directory of that version, or base_module: its module",
-            )
+        ref, table = _table_of(ck, one, where, version, "version")
+        base, prefix = _mpi_location(ck, one, where, "")
         out.append(
             dataclasses.replace(
                 site,
@@ -286,14 +364,6 @@ def _users_page(ck, doc):
             "(install-module installs docs/users.md and names its copy)",
         )
     return page
-
-
-def _cores(ck, hw, sockets, where):
-    """Cores per node: sockets x hardware.cores_per_socket, or 0 when it is not given."""
-    if hw.get("cores_per_socket") is None:
-        return 0
-    per = ck.positive_int(hw, "cores_per_socket", where)
-    return (sockets or 0) * (per or 0)
 
 
 def _outside(ck, doc):
@@ -324,11 +394,6 @@ def _outside(ck, doc):
         )
         then = selector.OUTSIDE_CHOICES[0]
     return factor, then
-
-
-def _given(value):
-    """A required version: a missing or null one is no version ("None" would pass as None)."""
-    return "" if value is None else value
 
 
 def _version_text(ck, value, keypath, problem, fix):
@@ -373,49 +438,14 @@ def _mpi_of(ck, doc, table):
             "write version: %s, or measure a table with %s (docs/regenerate.md) and name it"
             % (table.mpi_version, version),
         )
-    base, prefix = mpi.get("base_module"), mpi.get("prefix")
-    if (base is None) == (prefix is None):
-        ck.err(
-            ("mpi",),
-            "give exactly one of mpi.base_module and mpi.prefix",
-            "base_module: a module that provides the MPI (e.g. Spack's), or prefix: its install directory",
-        )
-    if base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base)):
-        ck.err(
-            ("mpi", "base_module"),
-            "base_module %r is not a module name" % (base,),
-            "write name/version with letters, digits and . _ + -",
-        )
-    if prefix is not None and (
-        not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix
-    ):
-        ck.err(
-            ("mpi", "prefix"),
-            "prefix %r is not a plain path" % (prefix,),
-            "an absolute path, or one relative to the repository, of letters, digits and . _ + - /",
-        )
+    base, prefix = _mpi_location(ck, mpi, ("mpi",), "mpi.")
     return flavour, version, base, prefix
 
 
 def _modules_of(ck, doc):
     """({"tuned", "baseline"} module names, module formats) of a site config; problems go to ck."""
     mods = ck.mapping(doc.get("modules"), ("modules",), "modules") or {}
-    names = {}
-    for key in ("tuned", "baseline"):
-        value = mods.get(key)
-        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(
-                ("modules", key),
-                "modules.%s must be a module name without version" % key,
-                "e.g. %s: %s" % (key, "openmpi-tuned" if key == "tuned" else "openmpi"),
-            )
-        names[key] = value
-    if isinstance(names["tuned"], str) and names["tuned"] == names["baseline"]:
-        ck.err(
-            ("modules", "baseline"),
-            "modules.baseline is the same name as modules.tuned: one module would overwrite the other",
-            "give the baseline its own name, e.g. tuned: openmpi-tuned, baseline: openmpi",
-        )
+    names = _module_names(ck, mods, ("modules",), "modules", ("openmpi-tuned", "openmpi"))
     formats = doc.get("module_formats", ["lua"])
     if (
         not isinstance(formats, list)
@@ -456,11 +486,12 @@ def _check(ck, doc, path):
 
     flavour, version, base, prefix = _mpi_of(ck, doc, table)
 
-    ucx = None
-    try:
-        ucx = knobs.version_tuple(_given(doc.get("ucx_version")))
-    except knobs.KnobError as exc:
-        ck.err(("ucx_version",), exc.problem, 'quote the UCX version the MPI uses, e.g. "1.18"')
+    ucx = _ucx_version(
+        ck,
+        doc.get("ucx_version"),
+        ("ucx_version",),
+        'quote the UCX version the MPI uses, e.g. "1.18"',
+    )
 
     net = ck.mapping(doc.get("interconnect"), ("interconnect",), "interconnect") or {}
     ck.unknown_keys(net, {"name", "network_transports"}, ("interconnect",), "interconnect")
@@ -471,10 +502,7 @@ def _check(ck, doc, path):
             "true where UCX may be told to use rc/ud/dc (InfiniBand, RoCE)",
         )
 
-    hw = ck.mapping(doc.get("hardware"), ("hardware",), "hardware") or {}
-    ck.unknown_keys(hw, {"sockets", "cores_per_socket", "cpu"}, ("hardware",), "hardware")
-    sockets = ck.positive_int(hw, "sockets", ("hardware",))
-    cores = _cores(ck, hw, sockets, ("hardware",))
+    sockets, cores = _hardware(ck, doc.get("hardware"), ("hardware",))
     factor, then = _outside(ck, doc)
 
     comps = doc.get("components")
@@ -497,9 +525,7 @@ def _check(ck, doc, path):
             "default_profile must be one of %s" % ", ".join(OPERATIONS),
             "name the operation whose optimum sets the global UCX knobs",
         )
-    geo = ck.mapping(doc.get("default_geometry"), ("default_geometry",), "default_geometry") or {}
-    dn = ck.positive_int(geo, "nodes", ("default_geometry",))
-    dp = ck.positive_int(geo, "ppn", ("default_geometry",))
+    dn, dp = _geometry(ck, doc.get("default_geometry"), ("default_geometry",))
 
     names, formats = _modules_of(ck, doc)
     mpi_level = _hierarchy(ck, doc)
@@ -521,7 +547,6 @@ def _check(ck, doc, path):
         prefix=prefix,
         ucx_version=ucx,
         network_transports=net["network_transports"],
-        interconnect=net.get("name") or "",
         sockets=sockets,
         components=list(comps),
         default_profile=profile,
@@ -637,29 +662,15 @@ def _node_type_site(ck, one, where, site, name):
     default_profile where it gives them, else the site's."""
     ref, table, before = site.table_ref, site.table, len(ck.errors)
     if "table" in one:
-        ref, table = _table_of(ck, one, where)
+        ref, table = _table_of(ck, one, where, site.mpi_version, "mpi.version")
     if table is None and len(ck.errors) == before:
         ck.err(where + ("table",), "node type %s has no table" % name, "name its table")
-    if table and table.mpi_version != site.mpi_version:
-        ck.err(
-            where + ("table",),
-            "its table's Open MPI %s is not mpi.version %s" % (table.mpi_version, site.mpi_version),
-            "name a table measured with Open MPI %s" % site.mpi_version,
-        )
-    sockets, dn, dp = site.sockets, site.default_nodes, site.default_ppn
+    dn, dp = site.default_nodes, site.default_ppn
+    sockets, cores = site.sockets, site.cores
     if "hardware" in one:
-        hw = ck.mapping(one["hardware"], where + ("hardware",), "hardware") or {}
-        ck.unknown_keys(
-            hw, {"sockets", "cores_per_socket", "cpu"}, where + ("hardware",), "hardware"
-        )
-        sockets = ck.positive_int(hw, "sockets", where + ("hardware",))
-        cores = _cores(ck, hw, sockets, where + ("hardware",))
-    else:
-        cores = site.cores
+        sockets, cores = _hardware(ck, one["hardware"], where + ("hardware",))
     if "default_geometry" in one:
-        geo = ck.mapping(one["default_geometry"], where + ("default_geometry",), "default_geometry")
-        dn = ck.positive_int(geo or {}, "nodes", where + ("default_geometry",))
-        dp = ck.positive_int(geo or {}, "ppn", where + ("default_geometry",))
+        dn, dp = _geometry(ck, one["default_geometry"], where + ("default_geometry",))
     profile = one.get("default_profile", site.default_profile)
     if profile not in OPERATIONS:
         ck.err(
@@ -685,17 +696,14 @@ def _hierarchy(ck, doc):
     an MPI level (Spack's hierarchy [mpi], EasyBuild's HierarchicalMNS): the folder the site's MPI
     module prepends to MODULEPATH. That folder, or None."""
     value = doc.get("hierarchy", "flat")
-    fix = (
-        "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
-        "to MODULEPATH>} (site-configs/README.md)"
-    )
     if value == "flat":
         return None
     if not isinstance(value, dict) or set(value) != {"mpi_level"}:
         ck.err(
             ("hierarchy",),
             "hierarchy must be flat or {mpi_level: <folder>}, not %r" % (value,),
-            fix,
+            "write hierarchy: flat, or hierarchy: {mpi_level: <the folder the site's MPI module adds "
+            "to MODULEPATH>} (site-configs/README.md)",
         )
         return None
     level = value["mpi_level"]
@@ -756,12 +764,7 @@ def _peers(ck, doc):
     if not isinstance(items, list):
         ck.err(("peers",), "peers must be a list of MPIs, one mapping each", example)
         return []
-    taken = set()
-    for key in ("modules",):
-        if isinstance(doc.get(key), dict):
-            taken |= {v for v in doc[key].values() if isinstance(v, str)}
-    if isinstance(doc.get("hpcx"), dict) and isinstance(doc["hpcx"].get("modules"), dict):
-        taken |= {v for v in doc["hpcx"]["modules"].values() if isinstance(v, str)}
+    taken = _own_module_names(doc) | _own_module_names(doc.get("hpcx"))
     out, seen = [], set()
     for i, item in enumerate(items):
         where = ("peers", i)
@@ -771,7 +774,7 @@ def _peers(ck, doc):
         n = len(ck.errors)
         ck.unknown_keys(peer, PEER_KEYS, where, "a peer")
         module = peer.get("module")
-        if not isinstance(module, str) or not MODULE_NAME.match(module) or "/" in module:
+        if not _module_name(module):
             ck.err(
                 where + ("module",),
                 "peers[%d].module must be a module name without version, not %r" % (i, module),
@@ -806,7 +809,7 @@ def _peers(ck, doc):
                 "write one of: %s" % ", ".join(PEER_FLAVOURS),
             )
         prefix = peer.get("prefix")
-        if not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix:
+        if not _plain_path(prefix):
             ck.err(
                 where + ("prefix",),
                 "peers[%d].prefix %r is not a plain path" % (i, prefix),
@@ -843,51 +846,21 @@ def _hpcx(ck, doc):
         "hpcx.version must look like 2.20",
         "write the HPC-X version (hpcx-tuned/<it>)",
     )
-    base, prefix = block.get("base_module"), block.get("prefix")
-    if (base is None) == (prefix is None) or (
-        base is not None and (not isinstance(base, str) or not MODULE_NAME.match(base))
-    ):
-        ck.err(
-            ("hpcx",),
-            "give exactly one of hpcx.base_module (a module name) and hpcx.prefix",
-            "base_module: the site's HPC-X module (NVIDIA's modulefiles/hpcx as the site installed it)",
-        )
-    if prefix is not None and (
-        not isinstance(prefix, str) or not PREFIX.match(prefix) or ".." in prefix
-    ):
-        ck.err(("hpcx", "prefix"), "prefix %r is not a plain path" % (prefix,), "an absolute path")
-    ucx = None
-    try:
-        ucx = knobs.version_tuple(_given(block.get("ucx_version")))
-    except knobs.KnobError as exc:
-        ck.err(
-            ("hpcx", "ucx_version"),
-            exc.problem,
-            'quote the UCX version HPC-X bundles (ucx_info -v), e.g. "1.17"',
-        )
-    mods = ck.mapping(block.get("modules"), ("hpcx", "modules"), "hpcx.modules") or {}
-    names = {}
-    for key, example in (("tuned", "hpcx-tuned"), ("baseline", "hpcx-untuned")):
-        value = mods.get(key)
-        if not isinstance(value, str) or not MODULE_NAME.match(value) or "/" in value:
-            ck.err(
-                ("hpcx", "modules", key),
-                "hpcx.modules.%s must be a module name without version" % key,
-                "e.g. %s: %s" % (key, example),
-            )
-        names[key] = value
-    taken = (
-        list((doc.get("modules") or {}).values()) if isinstance(doc.get("modules"), dict) else []
+    base, prefix = _mpi_location(ck, block, ("hpcx",), "hpcx.")
+    ucx = _ucx_version(
+        ck,
+        block.get("ucx_version"),
+        ("hpcx", "ucx_version"),
+        'quote the UCX version HPC-X bundles (ucx_info -v), e.g. "1.17"',
     )
-    if names.get("tuned") and (names["tuned"] in taken or names["tuned"] == names["baseline"]):
+    at = ("hpcx", "modules")
+    mods = ck.mapping(block.get("modules"), at, "hpcx.modules") or {}
+    names = _module_names(ck, mods, at, "hpcx.modules", ("hpcx-tuned", "hpcx-untuned"))
+    taken = _own_module_names(doc)
+    clash = [key for key, name in names.items() if isinstance(name, str) and name in taken]
+    if clash:  # one error, also when both names are the site's own
         ck.err(
-            ("hpcx", "modules", "tuned"),
-            "the HPC-X modules need names of their own",
-            "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
-        )
-    elif names.get("baseline") and names["baseline"] in taken:
-        ck.err(
-            ("hpcx", "modules", "baseline"),
+            at + (clash[0],),
             "the HPC-X modules need names of their own",
             "e.g. tuned: hpcx-tuned, baseline: hpcx-untuned",
         )
@@ -905,8 +878,9 @@ def site_dir():
     return paths.project_root() / "site-configs"
 
 
-def site_names():
-    d = site_dir()
+def site_names(folder=None):
+    """The sites of site-configs/ (or of ``folder``): its folders that hold a site.yaml."""
+    d = Path(folder or site_dir())
     return sorted(p.name for p in d.iterdir() if (p / SITE_FILE).is_file()) if d.is_dir() else []
 
 
