@@ -73,28 +73,12 @@ from tunedmpi.tables.units import SizeError, format_human, parse_size
 
 # ompi/mca/coll/base/coll_base_functions.h:44-68 (typedef enum COLLTYPE), v5.0.0 - v5.0.10.
 COLLTYPE = {
-    "allgather": 0,
-    "allgatherv": 1,
-    "allreduce": 2,
-    "alltoall": 3,
-    "alltoallv": 4,
-    "alltoallw": 5,
-    "barrier": 6,
-    "bcast": 7,
-    "exscan": 8,
-    "gather": 9,
-    "gatherv": 10,
-    "reduce": 11,
-    "reduce_scatter": 12,
-    "reduce_scatter_block": 13,
-    "scan": 14,
-    "scatter": 15,
-    "scatterv": 16,
-    "neighbor_allgather": 17,
-    "neighbor_allgatherv": 18,
-    "neighbor_alltoall": 19,
-    "neighbor_alltoallv": 20,
-    "neighbor_alltoallw": 21,
+    name: number
+    for number, name in enumerate(
+        """allgather allgatherv allreduce alltoall alltoallv alltoallw barrier bcast exscan gather
+        gatherv reduce reduce_scatter reduce_scatter_block scan scatter scatterv neighbor_allgather
+        neighbor_allgatherv neighbor_alltoall neighbor_alltoallv neighbor_alltoallw""".split()
+    )
 }
 COLLCOUNT = 22
 COLLTYPE_NAME = {v: k for k, v in COLLTYPE.items()}
@@ -112,82 +96,40 @@ NOT_TUNED = {
 # tuned/coll_tuned_<coll>_decision.c (line given) = ompi_info "Valid values" (tested against the
 # wheel); which numbers run what: the switch in <coll>_intra_do_this (line given).
 # "takes": the file fields that algorithm actually uses (read in the do_this call).
-_ALGS_5_0 = {
+# Each lists the names of algorithms 1, 2, 3, ... in number order.
+_NAMES_5_0 = {
     # allgather_decision.c:35-43, do_this switch :138-171. No algorithm uses segsize/faninout.
-    "allgather": {
-        1: "linear",
-        2: "bruck",
-        3: "recursive_doubling",
-        4: "ring",
-        5: "neighbor",
-        6: "two_proc",
-        7: "sparbit",
-    },
+    "allgather": "linear bruck recursive_doubling ring neighbor two_proc sparbit",
     # allgatherv_decision.c:35-42, switch :139-172.
-    "allgatherv": {1: "default", 2: "bruck", 3: "ring", 4: "neighbor", 5: "two_proc", 6: "sparbit"},
+    "allgatherv": "default bruck ring neighbor two_proc sparbit",
     # allreduce_decision.c:37-44, switch :134-149 (5 passes segsize).
-    "allreduce": {
-        1: "basic_linear",
-        2: "nonoverlapping",
-        3: "recursive_doubling",
-        4: "ring",
-        5: "segmented_ring",
-        6: "rabenseifner",
-    },
+    "allreduce": "basic_linear nonoverlapping recursive_doubling ring segmented_ring rabenseifner",
     # alltoall_decision.c:35-41, switch :168-181 (4 passes max_requests).
-    "alltoall": {1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync", 5: "two_proc"},
+    "alltoall": "linear pairwise modified_bruck linear_sync two_proc",
     # alltoallv_decision.c:32-35, switch :103-121.
-    "alltoallv": {1: "basic_linear", 2: "pairwise"},
+    "alltoallv": "basic_linear pairwise",
     # barrier_decision.c:30-37, switch :97-108.
-    "barrier": {
-        1: "linear",
-        2: "double_ring",
-        3: "recursive_doubling",
-        4: "bruck",
-        5: "two_proc",
-        6: "tree",
-    },
+    "barrier": "linear double_ring recursive_doubling bruck two_proc tree",
     # bcast_decision.c:37-47, switch :145-167 (2 passes segsize and faninout, 3-9 segsize; the
     # knomial radix of 7 comes from coll_tuned_bcast_algorithm_knomial_radix, not the file).
-    "bcast": {
-        1: "basic_linear",
-        2: "chain",
-        3: "pipeline",
-        4: "split_binary_tree",
-        5: "binary_tree",
-        6: "binomial",
-        7: "knomial",
-        8: "scatter_allgather",
-        9: "scatter_allgather_ring",
-    },
+    "bcast": "basic_linear chain pipeline split_binary_tree binary_tree binomial knomial "
+    "scatter_allgather scatter_allgather_ring",
     # exscan_decision.c:32-35, switch :98-107.
-    "exscan": {1: "linear", 2: "recursive_doubling"},
+    "exscan": "linear recursive_doubling",
     # gather_decision.c:35-39, switch :136-156 (3 passes segsize).
-    "gather": {1: "basic_linear", 2: "binomial", 3: "linear_sync"},
+    "gather": "basic_linear binomial linear_sync",
     # reduce_decision.c:36-44, switch :158-182 (2 segsize+faninout+max_requests, 3-6 segsize+max_requests).
-    "reduce": {
-        1: "linear",
-        2: "chain",
-        3: "pipeline",
-        4: "binary",
-        5: "binomial",
-        6: "in-order_binary",
-        7: "rabenseifner",
-    },
+    "reduce": "linear chain pipeline binary binomial in-order_binary rabenseifner",
     # reduce_scatter_decision.c:36-41, switch :135-149.
-    "reduce_scatter": {1: "non-overlapping", 2: "recursive_halving", 3: "ring", 4: "butterfly"},
+    "reduce_scatter": "non-overlapping recursive_halving ring butterfly",
     # reduce_scatter_block_decision.c:37-42, switch :128-142.
-    "reduce_scatter_block": {
-        1: "basic_linear",
-        2: "recursive_doubling",
-        3: "recursive_halving",
-        4: "butterfly",
-    },
+    "reduce_scatter_block": "basic_linear recursive_doubling recursive_halving butterfly",
     # scan_decision.c:32-35, switch :98-107.
-    "scan": {1: "linear", 2: "recursive_doubling"},
+    "scan": "linear recursive_doubling",
     # scatter_decision.c:36-40, switch :169-191 (3 takes its ratio from an MCA parameter).
-    "scatter": {1: "basic_linear", 2: "binomial", 3: "linear_nb"},
+    "scatter": "basic_linear binomial linear_nb",
 }
+_ALGS_5_0 = {coll: dict(enumerate(names.split(), 1)) for coll, names in _NAMES_5_0.items()}
 _TAKES_5_0 = {
     ("allreduce", 5): ("segsize",),
     ("alltoall", 4): ("max_requests",),
@@ -1062,26 +1004,3 @@ def check(source, mpi_version, name=None):
             "raise the collectives count, or remove the extra lines",
         )
     return RulesFile(name, version, out)
-
-
-# ---------------------------------------------------------------------------------------------
-# ompi_info
-
-_PARAM = re.compile(r'parameter "coll_tuned_([a-z_]+)_algorithm" ')
-_VALID = re.compile(r"Valid values:\s*(.*)\Z")
-
-
-def ompi_info_algorithms(text):
-    """{collective: {number: name}} from `ompi_info --param coll tuned --level 9` output."""
-    out, current = {}, None
-    for line in text.splitlines():
-        m = _PARAM.search(line)
-        if m:
-            current = m.group(1)
-            continue
-        m = _VALID.search(line)
-        if m and current:
-            pairs = [p.strip().split("|", 1) for p in m.group(1).split(",")]
-            out[current] = {int(num): name for num, name in pairs}
-            current = None
-    return out
