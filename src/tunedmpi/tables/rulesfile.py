@@ -188,6 +188,11 @@ MESSAGE_SIZE = {
 }
 
 
+def _refused(where, key, problem, fix):
+    """The InputError for rules given as values, where there is no line to name."""
+    return InputError(where, None, key, problem, fix)
+
+
 def _version(mpi_version):
     """(5, 0, 8) from '5.0.8' or a tuple; InputError if not a version we have tables for."""
     try:
@@ -195,11 +200,10 @@ def _version(mpi_version):
             ".".join(map(str, mpi_version)) if isinstance(mpi_version, tuple) else mpi_version
         )
     except KnobError as exc:
-        raise InputError("mpi_version", None, "mpi_version", exc.problem, exc.fix)
+        raise _refused("mpi_version", "mpi_version", exc.problem, exc.fix)
     if v is None:
-        raise InputError(
+        raise _refused(
             "mpi_version",
-            None,
             "mpi_version",
             "no Open MPI version given",
             "give the version the module loads, e.g. 5.0.8",
@@ -208,9 +212,8 @@ def _version(mpi_version):
     for first, last, algs, takes in _VERSIONS:
         if first <= v <= last:
             return v, algs, takes
-    raise InputError(
+    raise _refused(
         "mpi_version",
-        None,
         "mpi_version",
         "no coll_tuned algorithm table for Open MPI %s" % ".".join(map(str, v)),
         "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/tables/rulesfile.py "
@@ -227,9 +230,8 @@ def algorithms(collective, mpi_version):
     """{number: name} of coll_tuned's algorithms for a collective, 0 ('ignore') included."""
     _, algs, _ = _version(mpi_version)
     if collective not in algs:
-        raise InputError(
+        raise _refused(
             "mpi_version",
-            None,
             collective,
             "coll_tuned has no rules for '%s'" % collective,
             "use one of: %s" % ", ".join(sorted(algs)),
@@ -456,9 +458,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     elif isinstance(band, dict):
         band = Band(**band)
     if not isinstance(band, Band):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key,
             "%r is not a Band" % (band,),
             "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
@@ -466,28 +467,25 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     try:
         lo = parse_size(band.lo)
     except SizeError as exc:
-        raise InputError(where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
+        raise _refused(where, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
     if i == 1 and lo != 0:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "the first band starts at %d, not 0 (Open MPI "
             "drops a file whose first message size is not 0)" % lo,
             "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)",
         )
     if last is not None and lo <= last:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "bands must ascend: %d after %d" % (lo, last),
             "sort the bands by lo and merge duplicates",
         )
     if MESSAGE_SIZE[coll][0] is None and i > 1:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key,
             "%s has one rule per communicator size: Open MPI's "
             "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
@@ -495,9 +493,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
         )
     alg = algorithm_number(band.algorithm, names)
     if alg is None:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " algorithm",
             "%s has no algorithm %r in Open MPI %s" % (coll, band.algorithm, ".".join(map(str, v))),
             "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
@@ -505,18 +502,16 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     for name in ("segsize", "faninout"):
         val = getattr(band, name)
         if isinstance(val, bool) or not isinstance(val, int):
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 "%s %s" % (key, name),
                 "%s must be a whole number, not %r" % (name, val),
                 "give a number of %s" % ("bytes" if name == "segsize" else "children"),
             )
     mr = band.max_requests
     if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " max_requests",
             "max_requests must be a whole number or None, not %r" % (mr,),
             "give a number of requests, or None",
@@ -524,12 +519,11 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
     bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
     if bad:
-        raise InputError(where, None, "%s %s" % (key, bad[0]), bad[1], bad[2])
+        raise _refused(where, "%s %s" % (key, bad[0]), bad[1], bad[2])
     msg = message_size(coll, lo, rules.comm_size)
     if msg > LONG_MAX:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "%d bytes x %d ranks overflows Open MPI's reader" % (lo, rules.comm_size),
             "give a smaller band start",
@@ -546,18 +540,16 @@ def _validated(rules, vinfo):
         or not isinstance(rules.comm_size, int)
         or rules.comm_size < 2
     ):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             "comm_size",
             "the communicator size must be a whole number >= 2, "
             "not %r (tuned is not used below 2 ranks)" % (rules.comm_size,),
             "give the job's ranks, nodes x ppn",
         )
     if not rules.collectives:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             "collectives",
             "no collective has rules",
             "give at least one collective with its bands, or write no rules file",
@@ -567,17 +559,15 @@ def _validated(rules, vinfo):
         bands = list(rules.collectives[coll])
         if coll not in algs:
             why = NOT_TUNED.get(coll, "not a collective coll_tuned reads rules for")
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 coll,
                 "'%s': %s" % (coll, why),
                 "use one of: %s" % ", ".join(sorted(algs)),
             )
         if not bands:
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 coll,
                 "%s has no bands" % coll,
                 "give at least one band starting at 0, or leave the collective out",
@@ -708,9 +698,8 @@ def _text_of(source, name):
         try:
             text = read_text(source)
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(
+            raise _refused(
                 name,
-                None,
                 None,
                 "cannot read the rules file: %s" % exc,
                 "give a readable UTF-8 text file",
