@@ -112,7 +112,7 @@ def load(path, text=None):
     if text is None:
         try:
             text = read_text(path)
-        except InputError:
+        except InputError:  # a FileRefused is an OSError too, and says what is wrong itself
             raise
         except OSError as exc:
             raise InputError(
@@ -122,8 +122,6 @@ def load(path, text=None):
                 "cannot read file: %s" % exc.strerror,
                 "check the path and permissions",
             )
-        except UnicodeDecodeError:
-            raise InputError(path, None, None, "file is not UTF-8 text", "save it as UTF-8")
     try:
         node = yaml.compose(text, Loader=_NoAliasLoader)
     except _AliasFound as exc:
@@ -145,10 +143,6 @@ def load(path, text=None):
             "not valid YAML: %s" % problem,
             "fix the YAML syntax (indentation, quotes, colons)",
         )
-    except (
-        yaml.constructor.ConstructorError
-    ) as exc:  # pragma: no cover - compose does not construct
-        raise InputError(path, None, None, "not valid YAML: %s" % exc, "fix the YAML syntax")
     if node is None:
         raise InputError(
             path, 1, None, "file is empty", "write a table (see tuning-tables/README.md)"
