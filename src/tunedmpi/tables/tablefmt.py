@@ -109,11 +109,16 @@ def bands(table):
     if not rows:
         return []
     rows.insert(0, ["nodes x ppn", "collective", "message size", "coll_tuned algorithm"])
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return [
         "",
         "coll_tuned algorithm bands (from inclusive, to exclusive; one rules file per nodes x ppn)",
-    ] + ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    ] + _columns(rows)
+
+
+def _columns(rows):
+    """Rows of cells as lines, each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def grid(table):
@@ -125,15 +130,8 @@ def grid(table):
     ]
     nodes = sorted({c.nodes for c in table.cases})
     ppns = sorted({c.ppn for c in table.cases})
-    colls = []
-    for c in table.cases:
-        if c.collective not in colls:
-            colls.append(c.collective)
-    for coll in colls:
-        comps = []
-        for c in table.cases:
-            if c.collective == coll:
-                comps += [k for k in c.settings if k not in comps]
+    for coll in dict.fromkeys(c.collective for c in table.cases):  # in the table's order
+        comps = dict.fromkeys(k for c in table.cases if c.collective == coll for k in c.settings)
         for comp in comps:
             rows = [["nodes \\ ppn"] + [str(p) for p in ppns]]
             for n in nodes:
@@ -150,10 +148,6 @@ def grid(table):
                             + (" +bands" if case.bands else "")
                         )
                 rows.append(row)
-            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-            lines.append("")
-            lines.append("%s / %s" % (coll, comp))
-            for r in rows:
-                lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+            lines += ["", "%s / %s" % (coll, comp)] + _columns(rows)
     lines += bands(table)
     return "\n".join(lines) + "\n"
