@@ -677,9 +677,8 @@ def environment(path):
 
 
 def write(path, rules, mpi_version):
-    """Render, check and write ``path`` atomically (readers never see half a file); returns the text."""
+    """Render and write ``path`` atomically (readers never see half a file); returns the text."""
     text = render(rules, mpi_version)
-    check(text, mpi_version, name=str(path))
     write_atomic(path, text)
     return text
 
