@@ -87,9 +87,8 @@ COLLTYPE_NAME = {v: k for k, v in COLLTYPE.items()}
 # dynamic decision for these; alltoallw, gatherv and scatterv get NULL (no tuned version) and the
 # neighbourhood collectives are never looked up.
 NOT_TUNED = {
-    "alltoallw": "tuned has no alltoallw (coll_tuned_module.c sets it to NULL)",
-    "gatherv": "tuned has no gatherv (coll_tuned_module.c sets it to NULL)",
-    "scatterv": "tuned has no scatterv (coll_tuned_module.c sets it to NULL)",
+    c: "tuned has no %s (coll_tuned_module.c sets it to NULL)" % c
+    for c in ("alltoallw", "gatherv", "scatterv")
 }
 
 # Algorithm numbers and names: the mca_base_var_enum_value_t table of each

@@ -17,16 +17,8 @@ from tunedmpi.tables.operations import COLLECTIVES, ONE_SIDED, OPERATIONS
 from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 SCHEMA_VERSION = 1
-FINDING_ABOUT = (
-    "ucc_vs_none",
-    "hcoll_vs_none",
-    "ucc_vs_hcoll",
-    "untuned_vs_tuned",
-    "ucx_vs_default",
-    "rndv",
-    "nps",
-    "mapping",
-    "other",
+FINDING_ABOUT = tuple(
+    "ucc_vs_none hcoll_vs_none ucc_vs_hcoll untuned_vs_tuned ucx_vs_default rndv nps mapping other".split()
 )
 EFFECTS = ("better", "worse", "neutral")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
@@ -36,18 +28,9 @@ INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
 TOP_KEYS = {"schema", "platform", "title", "mpi", "ucx_version", "provenance", "baseline", "cases"}
 PROVENANCE_REQUIRED = ("document", "platform", "benchmark", "command", "method", "date")
 PROVENANCE_OPTIONAL = ("source", "url", "mpi", "ucx", "msglog_max", "notes", "campaign")
-CASE_KEYS = {
-    "nodes",
-    "ppn",
-    "collective",
-    "section",
-    "settings",
-    "unstated",
-    "findings",
-    "choice",
-    "bands",
-    "notes",
-}
+CASE_KEYS = set(
+    "nodes ppn collective section settings unstated findings choice bands notes".split()
+)
 ALGORITHM_BAND_KEYS = {"from", "to", "algorithm", "segsize", "faninout", "max_requests"}
 
 

@@ -5,16 +5,8 @@ import io
 
 from tunedmpi.tables.units import format_size
 
-CSV_COLUMNS = (
-    "nodes",
-    "ppn",
-    "collective",
-    "component",
-    "ucx_tls",
-    "ucx_rndv_thresh",
-    "ucx_zcopy_thresh",
-    "nps",
-    "mapping",
+CSV_COLUMNS = tuple(
+    "nodes ppn collective component ucx_tls ucx_rndv_thresh ucx_zcopy_thresh nps mapping".split()
 )
 
 
