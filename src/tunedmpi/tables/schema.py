@@ -504,7 +504,7 @@ def _check_inter_node(ck, values, unstated, skp):
 
 
 def _check_band(ck, raw, kp):
-    lo = ck.size(raw.get("from", None), kp + ("from",)) if "from" in raw else 0
+    lo = ck.size(raw["from"], kp + ("from",)) if "from" in raw else 0
     hi = ck.size(raw.get("to"), kp + ("to",), allow_none=True)
     if lo is False or hi is False:
         return None
@@ -571,9 +571,7 @@ def _check_choice(ck, raw, kp, settings, nfindings):
                 "choose one of: %s" % ", ".join(settings) if settings else "add its settings first",
             )
         basis = rc.get("basis") or []
-        if not isinstance(basis, list) or not all(
-            isinstance(b, int) and not isinstance(b, bool) and 0 <= b < nfindings for b in basis
-        ):
+        if not isinstance(basis, list) or not all(_whole(b, 0, nfindings - 1) for b in basis):
             ck.err(
                 ckp + ("basis",),
                 "basis must list indexes of this case's findings (0..%d)" % (nfindings - 1),

@@ -10,8 +10,11 @@ CSV_COLUMNS = tuple(
 )
 
 
-def csv_rows(table):
+def to_csv(table):
     """One row per (case, component), values as UCX writes them, empty where the study has none."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
     for case in sorted(table.cases, key=lambda c: (c.nodes, c.ppn, c.collective)):
         for comp, values in case.settings.items():
             row = {
@@ -23,15 +26,7 @@ def csv_rows(table):
             for col in CSV_COLUMNS[4:]:
                 value = values.get(col)
                 row[col] = "" if value is None else str(value).lower()
-            yield row
-
-
-def to_csv(table):
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in csv_rows(table):
-        writer.writerow(row)
+            writer.writerow(row)
     return out.getvalue()
 
 
