@@ -53,14 +53,12 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _AliasFound(event.start_mark)
+            raise _AliasFound(problem_mark=event.start_mark)
         return super().compose_node(parent, index)
 
 
-class _AliasFound(Exception):
-    def __init__(self, mark):
-        super().__init__("alias")
-        self.mark = mark
+class _AliasFound(yaml.MarkedYAMLError):
+    """An anchor or alias, at its problem_mark."""
 
 
 def _scalar(node, keypath, path):
@@ -127,7 +125,7 @@ def load(path, text=None):
     except _AliasFound as exc:
         raise InputError(
             path,
-            exc.mark.line + 1,
+            exc.problem_mark.line + 1,
             None,
             "YAML anchors and aliases (&name, *name, <<:) are not accepted",
             "write the values out in full where they are used",
