@@ -199,18 +199,6 @@ def test_algorithm_tables():
     assert len(rulesfile.COLLTYPE) == rulesfile.COLLCOUNT == 22
 
 
-def test_ompi_info_valid_values_are_parsed():
-    out = (
-        'MCA coll tuned: parameter "coll_tuned_alltoallv_algorithm" (current value: "ignore", ...)\n'
-        "               Which alltoallv algorithm is used.\n"
-        "               Valid values: 0|ignore, 1|basic_linear, 2|pairwise\n"
-        'MCA coll tuned: parameter "coll_tuned_alltoallv_algorithm_segmentsize" (current value: "0")\n'
-    )
-    assert rulesfile.ompi_info_algorithms(out) == {
-        "alltoallv": {0: "ignore", 1: "basic_linear", 2: "pairwise"}
-    }
-
-
 # --- check(): every refusal names the file, the line, the key and the fix.
 
 GOOD = """# allreduce for 4 ranks

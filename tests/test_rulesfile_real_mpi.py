@@ -245,6 +245,38 @@ def classes(fp, phase, coll):
     return sorted(groups.values())
 
 
+_PARAM = re.compile(r'parameter "coll_tuned_([a-z_]+)_algorithm" ')
+_VALID = re.compile(r"Valid values:\s*(.*)\Z")
+
+
+def ompi_info_algorithms(text):
+    """{collective: {number: name}} from `ompi_info --param coll tuned --level 9` output."""
+    out, current = {}, None
+    for line in text.splitlines():
+        m = _PARAM.search(line)
+        if m:
+            current = m.group(1)
+            continue
+        m = _VALID.search(line)
+        if m and current:
+            pairs = [p.strip().split("|", 1) for p in m.group(1).split(",")]
+            out[current] = {int(num): name for num, name in pairs}
+            current = None
+    return out
+
+
+def test_ompi_info_valid_values_are_parsed():
+    out = (
+        'MCA coll tuned: parameter "coll_tuned_alltoallv_algorithm" (current value: "ignore", ...)\n'
+        "               Which alltoallv algorithm is used.\n"
+        "               Valid values: 0|ignore, 1|basic_linear, 2|pairwise\n"
+        'MCA coll tuned: parameter "coll_tuned_alltoallv_algorithm_segmentsize" (current value: "0")\n'
+    )
+    assert ompi_info_algorithms(out) == {
+        "alltoallv": {0: "ignore", 1: "basic_linear", 2: "pairwise"}
+    }
+
+
 def test_ompi_info_lists_the_algorithm_numbers_we_have():
     out = subprocess.run(
         [str(BIN / "ompi_info"), "--param", "coll", "tuned", "--level", "9"],
@@ -253,7 +285,7 @@ def test_ompi_info_lists_the_algorithm_numbers_we_have():
         text=True,
         check=True,
     ).stdout
-    listed = rulesfile.ompi_info_algorithms(out)
+    listed = ompi_info_algorithms(out)
     ours = {c: rulesfile.algorithms(c, VERSION) for c in collectives()}
     assert listed == ours
     version = subprocess.run(

@@ -53,14 +53,12 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _AliasFound(event.start_mark)
+            raise _AliasFound(problem_mark=event.start_mark)
         return super().compose_node(parent, index)
 
 
-class _AliasFound(Exception):
-    def __init__(self, mark):
-        super().__init__("alias")
-        self.mark = mark
+class _AliasFound(yaml.MarkedYAMLError):
+    """An anchor or alias, at its problem_mark."""
 
 
 def _scalar(node, keypath, path):
@@ -112,7 +110,7 @@ def load(path, text=None):
     if text is None:
         try:
             text = read_text(path)
-        except InputError:
+        except InputError:  # a FileRefused is an OSError too, and says what is wrong itself
             raise
         except OSError as exc:
             raise InputError(
@@ -122,14 +120,12 @@ def load(path, text=None):
                 "cannot read file: %s" % exc.strerror,
                 "check the path and permissions",
             )
-        except UnicodeDecodeError:
-            raise InputError(path, None, None, "file is not UTF-8 text", "save it as UTF-8")
     try:
         node = yaml.compose(text, Loader=_NoAliasLoader)
     except _AliasFound as exc:
         raise InputError(
             path,
-            exc.mark.line + 1,
+            exc.problem_mark.line + 1,
             None,
             "YAML anchors and aliases (&name, *name, <<:) are not accepted",
             "write the values out in full where they are used",
@@ -145,10 +141,6 @@ def load(path, text=None):
             "not valid YAML: %s" % problem,
             "fix the YAML syntax (indentation, quotes, colons)",
         )
-    except (
-        yaml.constructor.ConstructorError
-    ) as exc:  # pragma: no cover - compose does not construct
-        raise InputError(path, None, None, "not valid YAML: %s" % exc, "fix the YAML syntax")
     if node is None:
         raise InputError(
             path, 1, None, "file is empty", "write a table (see tuning-tables/README.md)"

@@ -126,6 +126,10 @@ def ucx_zcopy_thresh(value, ucx_version=None):
 
 
 def _choice(name, allowed, fix=None):
+    if fix is None and allowed[0] == "default":  # say what default means
+        *rest, last = allowed[1:]
+        fix = "use default (Open MPI's own choice), %s or %s" % (", ".join(rest), last)
+
     def check(value, ucx_version=None):
         text = str(value).strip().lower() if not isinstance(value, bool) else None
         if text not in allowed:
@@ -220,25 +224,13 @@ KNOBS = {
     "component": _choice("component", COMPONENTS),
     "nps": nps,
     "mapping": _choice("mapping", ("block", "cyclic")),
-    "pml": _choice(
-        "pml",
-        ("default", "ob1", "ucx", "cm"),
-        "use default (Open MPI's own choice), ob1, ucx or cm",
-    ),
-    "osc": _choice(
-        "osc",
-        ("default", "ucx", "rdma", "sm", "pt2pt"),
-        "use default (Open MPI's own choice), ucx, rdma, sm or pt2pt",
-    ),
+    "pml": _choice("pml", ("default", "ob1", "ucx", "cm")),
+    "osc": _choice("osc", ("default", "ucx", "rdma", "sm", "pt2pt")),
     # ob1's shared-memory path (Open MPI's default pml on one node): btl sm's protocol limits and
     # the single-copy mechanism (smsc: cma here, xpmem/knem where built; none = copy in/out only).
     "btl_sm_eager_limit": _bytes("btl_sm_eager_limit", 256, 1 << 20),
     "btl_sm_max_send_size": _bytes("btl_sm_max_send_size", 4096, 1 << 24),
-    "smsc": _choice(
-        "smsc",
-        ("default", "cma", "xpmem", "knem", "none"),
-        "use default (Open MPI's own choice), cma, xpmem, knem or none",
-    ),
+    "smsc": _choice("smsc", ("default", "cma", "xpmem", "knem", "none")),
     # ob1's TCP path (between nodes where there is no RDMA network): btl tcp's protocol limits,
     # socket buffers (0 = the kernel's autotuning) and sockets per peer
     "btl_tcp_eager_limit": _bytes("btl_tcp_eager_limit", 1024, 1 << 24),

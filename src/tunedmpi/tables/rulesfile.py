@@ -73,28 +73,12 @@ from tunedmpi.tables.units import SizeError, format_human, parse_size
 
 # ompi/mca/coll/base/coll_base_functions.h:44-68 (typedef enum COLLTYPE), v5.0.0 - v5.0.10.
 COLLTYPE = {
-    "allgather": 0,
-    "allgatherv": 1,
-    "allreduce": 2,
-    "alltoall": 3,
-    "alltoallv": 4,
-    "alltoallw": 5,
-    "barrier": 6,
-    "bcast": 7,
-    "exscan": 8,
-    "gather": 9,
-    "gatherv": 10,
-    "reduce": 11,
-    "reduce_scatter": 12,
-    "reduce_scatter_block": 13,
-    "scan": 14,
-    "scatter": 15,
-    "scatterv": 16,
-    "neighbor_allgather": 17,
-    "neighbor_allgatherv": 18,
-    "neighbor_alltoall": 19,
-    "neighbor_alltoallv": 20,
-    "neighbor_alltoallw": 21,
+    name: number
+    for number, name in enumerate(
+        """allgather allgatherv allreduce alltoall alltoallv alltoallw barrier bcast exscan gather
+        gatherv reduce reduce_scatter reduce_scatter_block scan scatter scatterv neighbor_allgather
+        neighbor_allgatherv neighbor_alltoall neighbor_alltoallv neighbor_alltoallw""".split()
+    )
 }
 COLLCOUNT = 22
 COLLTYPE_NAME = {v: k for k, v in COLLTYPE.items()}
@@ -103,91 +87,48 @@ COLLTYPE_NAME = {v: k for k, v in COLLTYPE.items()}
 # dynamic decision for these; alltoallw, gatherv and scatterv get NULL (no tuned version) and the
 # neighbourhood collectives are never looked up.
 NOT_TUNED = {
-    "alltoallw": "tuned has no alltoallw (coll_tuned_module.c sets it to NULL)",
-    "gatherv": "tuned has no gatherv (coll_tuned_module.c sets it to NULL)",
-    "scatterv": "tuned has no scatterv (coll_tuned_module.c sets it to NULL)",
+    c: "tuned has no %s (coll_tuned_module.c sets it to NULL)" % c
+    for c in ("alltoallw", "gatherv", "scatterv")
 }
 
 # Algorithm numbers and names: the mca_base_var_enum_value_t table of each
 # tuned/coll_tuned_<coll>_decision.c (line given) = ompi_info "Valid values" (tested against the
 # wheel); which numbers run what: the switch in <coll>_intra_do_this (line given).
 # "takes": the file fields that algorithm actually uses (read in the do_this call).
-_ALGS_5_0 = {
+# Each lists the names of algorithms 1, 2, 3, ... in number order.
+_NAMES_5_0 = {
     # allgather_decision.c:35-43, do_this switch :138-171. No algorithm uses segsize/faninout.
-    "allgather": {
-        1: "linear",
-        2: "bruck",
-        3: "recursive_doubling",
-        4: "ring",
-        5: "neighbor",
-        6: "two_proc",
-        7: "sparbit",
-    },
+    "allgather": "linear bruck recursive_doubling ring neighbor two_proc sparbit",
     # allgatherv_decision.c:35-42, switch :139-172.
-    "allgatherv": {1: "default", 2: "bruck", 3: "ring", 4: "neighbor", 5: "two_proc", 6: "sparbit"},
+    "allgatherv": "default bruck ring neighbor two_proc sparbit",
     # allreduce_decision.c:37-44, switch :134-149 (5 passes segsize).
-    "allreduce": {
-        1: "basic_linear",
-        2: "nonoverlapping",
-        3: "recursive_doubling",
-        4: "ring",
-        5: "segmented_ring",
-        6: "rabenseifner",
-    },
+    "allreduce": "basic_linear nonoverlapping recursive_doubling ring segmented_ring rabenseifner",
     # alltoall_decision.c:35-41, switch :168-181 (4 passes max_requests).
-    "alltoall": {1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync", 5: "two_proc"},
+    "alltoall": "linear pairwise modified_bruck linear_sync two_proc",
     # alltoallv_decision.c:32-35, switch :103-121.
-    "alltoallv": {1: "basic_linear", 2: "pairwise"},
+    "alltoallv": "basic_linear pairwise",
     # barrier_decision.c:30-37, switch :97-108.
-    "barrier": {
-        1: "linear",
-        2: "double_ring",
-        3: "recursive_doubling",
-        4: "bruck",
-        5: "two_proc",
-        6: "tree",
-    },
+    "barrier": "linear double_ring recursive_doubling bruck two_proc tree",
     # bcast_decision.c:37-47, switch :145-167 (2 passes segsize and faninout, 3-9 segsize; the
     # knomial radix of 7 comes from coll_tuned_bcast_algorithm_knomial_radix, not the file).
-    "bcast": {
-        1: "basic_linear",
-        2: "chain",
-        3: "pipeline",
-        4: "split_binary_tree",
-        5: "binary_tree",
-        6: "binomial",
-        7: "knomial",
-        8: "scatter_allgather",
-        9: "scatter_allgather_ring",
-    },
+    "bcast": "basic_linear chain pipeline split_binary_tree binary_tree binomial knomial "
+    "scatter_allgather scatter_allgather_ring",
     # exscan_decision.c:32-35, switch :98-107.
-    "exscan": {1: "linear", 2: "recursive_doubling"},
+    "exscan": "linear recursive_doubling",
     # gather_decision.c:35-39, switch :136-156 (3 passes segsize).
-    "gather": {1: "basic_linear", 2: "binomial", 3: "linear_sync"},
+    "gather": "basic_linear binomial linear_sync",
     # reduce_decision.c:36-44, switch :158-182 (2 segsize+faninout+max_requests, 3-6 segsize+max_requests).
-    "reduce": {
-        1: "linear",
-        2: "chain",
-        3: "pipeline",
-        4: "binary",
-        5: "binomial",
-        6: "in-order_binary",
-        7: "rabenseifner",
-    },
+    "reduce": "linear chain pipeline binary binomial in-order_binary rabenseifner",
     # reduce_scatter_decision.c:36-41, switch :135-149.
-    "reduce_scatter": {1: "non-overlapping", 2: "recursive_halving", 3: "ring", 4: "butterfly"},
+    "reduce_scatter": "non-overlapping recursive_halving ring butterfly",
     # reduce_scatter_block_decision.c:37-42, switch :128-142.
-    "reduce_scatter_block": {
-        1: "basic_linear",
-        2: "recursive_doubling",
-        3: "recursive_halving",
-        4: "butterfly",
-    },
+    "reduce_scatter_block": "basic_linear recursive_doubling recursive_halving butterfly",
     # scan_decision.c:32-35, switch :98-107.
-    "scan": {1: "linear", 2: "recursive_doubling"},
+    "scan": "linear recursive_doubling",
     # scatter_decision.c:36-40, switch :169-191 (3 takes its ratio from an MCA parameter).
-    "scatter": {1: "basic_linear", 2: "binomial", 3: "linear_nb"},
+    "scatter": "basic_linear binomial linear_nb",
 }
+_ALGS_5_0 = {coll: dict(enumerate(names.split(), 1)) for coll, names in _NAMES_5_0.items()}
 _TAKES_5_0 = {
     ("allreduce", 5): ("segsize",),
     ("alltoall", 4): ("max_requests",),
@@ -246,6 +187,11 @@ MESSAGE_SIZE = {
 }
 
 
+def _refused(where, key, problem, fix):
+    """The InputError for rules given as values, where there is no line to name."""
+    return InputError(where, None, key, problem, fix)
+
+
 def _version(mpi_version):
     """(5, 0, 8) from '5.0.8' or a tuple; InputError if not a version we have tables for."""
     try:
@@ -253,11 +199,10 @@ def _version(mpi_version):
             ".".join(map(str, mpi_version)) if isinstance(mpi_version, tuple) else mpi_version
         )
     except KnobError as exc:
-        raise InputError("mpi_version", None, "mpi_version", exc.problem, exc.fix)
+        raise _refused("mpi_version", "mpi_version", exc.problem, exc.fix)
     if v is None:
-        raise InputError(
+        raise _refused(
             "mpi_version",
-            None,
             "mpi_version",
             "no Open MPI version given",
             "give the version the module loads, e.g. 5.0.8",
@@ -266,9 +211,8 @@ def _version(mpi_version):
     for first, last, algs, takes in _VERSIONS:
         if first <= v <= last:
             return v, algs, takes
-    raise InputError(
+    raise _refused(
         "mpi_version",
-        None,
         "mpi_version",
         "no coll_tuned algorithm table for Open MPI %s" % ".".join(map(str, v)),
         "tunedmpi knows Open MPI 5.0.0-5.0.10; add a table to tunedmpi/tables/rulesfile.py "
@@ -285,9 +229,8 @@ def algorithms(collective, mpi_version):
     """{number: name} of coll_tuned's algorithms for a collective, 0 ('ignore') included."""
     _, algs, _ = _version(mpi_version)
     if collective not in algs:
-        raise InputError(
+        raise _refused(
             "mpi_version",
-            None,
             collective,
             "coll_tuned has no rules for '%s'" % collective,
             "use one of: %s" % ", ".join(sorted(algs)),
@@ -514,9 +457,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     elif isinstance(band, dict):
         band = Band(**band)
     if not isinstance(band, Band):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key,
             "%r is not a Band" % (band,),
             "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
@@ -524,28 +466,25 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     try:
         lo = parse_size(band.lo)
     except SizeError as exc:
-        raise InputError(where, None, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
+        raise _refused(where, key + " lo", str(exc), "give IMB #bytes, e.g. 0, 4096, 64KB")
     if i == 1 and lo != 0:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "the first band starts at %d, not 0 (Open MPI "
             "drops a file whose first message size is not 0)" % lo,
             "start the first band at 0 (algorithm 0 keeps Open MPI's choice there)",
         )
     if last is not None and lo <= last:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "bands must ascend: %d after %d" % (lo, last),
             "sort the bands by lo and merge duplicates",
         )
     if MESSAGE_SIZE[coll][0] is None and i > 1:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key,
             "%s has one rule per communicator size: Open MPI's "
             "message size for it is %s" % (coll, MESSAGE_SIZE[coll][1]),
@@ -553,9 +492,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
         )
     alg = algorithm_number(band.algorithm, names)
     if alg is None:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " algorithm",
             "%s has no algorithm %r in Open MPI %s" % (coll, band.algorithm, ".".join(map(str, v))),
             "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
@@ -563,18 +501,16 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     for name in ("segsize", "faninout"):
         val = getattr(band, name)
         if isinstance(val, bool) or not isinstance(val, int):
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 "%s %s" % (key, name),
                 "%s must be a whole number, not %r" % (name, val),
                 "give a number of %s" % ("bytes" if name == "segsize" else "children"),
             )
     mr = band.max_requests
     if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " max_requests",
             "max_requests must be a whole number or None, not %r" % (mr,),
             "give a number of requests, or None",
@@ -582,12 +518,11 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
     bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
     if bad:
-        raise InputError(where, None, "%s %s" % (key, bad[0]), bad[1], bad[2])
+        raise _refused(where, "%s %s" % (key, bad[0]), bad[1], bad[2])
     msg = message_size(coll, lo, rules.comm_size)
     if msg > LONG_MAX:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             key + " lo",
             "%d bytes x %d ranks overflows Open MPI's reader" % (lo, rules.comm_size),
             "give a smaller band start",
@@ -604,18 +539,16 @@ def _validated(rules, vinfo):
         or not isinstance(rules.comm_size, int)
         or rules.comm_size < 2
     ):
-        raise InputError(
+        raise _refused(
             where,
-            None,
             "comm_size",
             "the communicator size must be a whole number >= 2, "
             "not %r (tuned is not used below 2 ranks)" % (rules.comm_size,),
             "give the job's ranks, nodes x ppn",
         )
     if not rules.collectives:
-        raise InputError(
+        raise _refused(
             where,
-            None,
             "collectives",
             "no collective has rules",
             "give at least one collective with its bands, or write no rules file",
@@ -625,17 +558,15 @@ def _validated(rules, vinfo):
         bands = list(rules.collectives[coll])
         if coll not in algs:
             why = NOT_TUNED.get(coll, "not a collective coll_tuned reads rules for")
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 coll,
                 "'%s': %s" % (coll, why),
                 "use one of: %s" % ", ".join(sorted(algs)),
             )
         if not bands:
-            raise InputError(
+            raise _refused(
                 where,
-                None,
                 coll,
                 "%s has no bands" % coll,
                 "give at least one band starting at 0, or leave the collective out",
@@ -745,9 +676,8 @@ def environment(path):
 
 
 def write(path, rules, mpi_version):
-    """Render, check and write ``path`` atomically (readers never see half a file); returns the text."""
+    """Render and write ``path`` atomically (readers never see half a file); returns the text."""
     text = render(rules, mpi_version)
-    check(text, mpi_version, name=str(path))
     write_atomic(path, text)
     return text
 
@@ -766,9 +696,8 @@ def _text_of(source, name):
         try:
             text = read_text(source)
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(
+            raise _refused(
                 name,
-                None,
                 None,
                 "cannot read the rules file: %s" % exc,
                 "give a readable UTF-8 text file",
@@ -1062,26 +991,3 @@ def check(source, mpi_version, name=None):
             "raise the collectives count, or remove the extra lines",
         )
     return RulesFile(name, version, out)
-
-
-# ---------------------------------------------------------------------------------------------
-# ompi_info
-
-_PARAM = re.compile(r'parameter "coll_tuned_([a-z_]+)_algorithm" ')
-_VALID = re.compile(r"Valid values:\s*(.*)\Z")
-
-
-def ompi_info_algorithms(text):
-    """{collective: {number: name}} from `ompi_info --param coll tuned --level 9` output."""
-    out, current = {}, None
-    for line in text.splitlines():
-        m = _PARAM.search(line)
-        if m:
-            current = m.group(1)
-            continue
-        m = _VALID.search(line)
-        if m and current:
-            pairs = [p.strip().split("|", 1) for p in m.group(1).split(",")]
-            out[current] = {int(num): name for num, name in pairs}
-            current = None
-    return out

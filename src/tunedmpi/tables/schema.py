@@ -17,16 +17,8 @@ from tunedmpi.tables.operations import COLLECTIVES, ONE_SIDED, OPERATIONS
 from tunedmpi.tables.units import SizeError, format_size, parse_size
 
 SCHEMA_VERSION = 1
-FINDING_ABOUT = (
-    "ucc_vs_none",
-    "hcoll_vs_none",
-    "ucc_vs_hcoll",
-    "untuned_vs_tuned",
-    "ucx_vs_default",
-    "rndv",
-    "nps",
-    "mapping",
-    "other",
+FINDING_ABOUT = tuple(
+    "ucc_vs_none hcoll_vs_none ucc_vs_hcoll untuned_vs_tuned ucx_vs_default rndv nps mapping other".split()
 )
 EFFECTS = ("better", "worse", "neutral")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
@@ -36,18 +28,9 @@ INTER_NODE_KNOBS = ("ucx_tls", "ucx_rndv_thresh")
 TOP_KEYS = {"schema", "platform", "title", "mpi", "ucx_version", "provenance", "baseline", "cases"}
 PROVENANCE_REQUIRED = ("document", "platform", "benchmark", "command", "method", "date")
 PROVENANCE_OPTIONAL = ("source", "url", "mpi", "ucx", "msglog_max", "notes", "campaign")
-CASE_KEYS = {
-    "nodes",
-    "ppn",
-    "collective",
-    "section",
-    "settings",
-    "unstated",
-    "findings",
-    "choice",
-    "bands",
-    "notes",
-}
+CASE_KEYS = set(
+    "nodes ppn collective section settings unstated findings choice bands notes".split()
+)
 ALGORITHM_BAND_KEYS = {"from", "to", "algorithm", "segsize", "faninout", "max_requests"}
 
 
@@ -143,6 +126,12 @@ class Checker:
                     "remove it or use one of: %s" % ", ".join(sorted(allowed)),
                 )
 
+    def missing(self, container, key, keypath, fix):
+        """True, the error noted, when ``key`` is not in ``container``."""
+        if key not in container:
+            self.err(keypath + (key,), "missing key '%s'" % key, fix)
+        return key not in container
+
     def schema_version(self, doc, want, fix):
         """The document's `schema:` must be `want`; fix: where to write it (the doc's README)."""
         if doc.get("schema") != want:
@@ -160,9 +149,9 @@ class Checker:
 
     def text(self, container, key, keypath, required=True, nullable=False):
         value = container.get(key)
-        if key not in container:
-            if required:
-                self.err(keypath + (key,), "missing key '%s'" % key, "add %s: <text>" % key)
+        if not required and key not in container:
+            return None
+        if self.missing(container, key, keypath, "add %s: <text>" % key):
             return None
         if value is None and nullable:
             return None
@@ -177,8 +166,7 @@ class Checker:
 
     def positive_int(self, container, key, keypath):
         value = container.get(key)
-        if key not in container:
-            self.err(keypath + (key,), "missing key '%s'" % key, "add %s: <whole number>" % key)
+        if self.missing(container, key, keypath, "add %s: <whole number>" % key):
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             self.err(
@@ -250,9 +238,9 @@ def _check_table(ck, doc):
         )
     ck.text(doc, "title", root, required=False)
 
-    mpi = ck.mapping(doc.get("mpi"), ("mpi",), "mpi") if "mpi" in doc else None
-    if "mpi" not in doc:
-        ck.err(("mpi",), "missing key 'mpi'", "add mpi: {flavour: openmpi, version: 5.0.6}")
+    mpi = None
+    if not ck.missing(doc, "mpi", root, "add mpi: {flavour: openmpi, version: 5.0.6}"):
+        mpi = ck.mapping(doc["mpi"], ("mpi",), "mpi")
     flavour = version = None
     if mpi:
         ck.unknown_keys(mpi, {"flavour", "version"}, ("mpi",), "mpi")
@@ -272,13 +260,8 @@ def _check_table(ck, doc):
                 version = None  # nothing further is checked against it
 
     ucx_version = None
-    if "ucx_version" not in doc:
-        ck.err(
-            ("ucx_version",),
-            "missing key 'ucx_version'",
-            'add ucx_version: "1.18" (or null when the source does not say); it decides threshold syntax',
-        )
-    elif doc["ucx_version"] is not None:
+    fix = 'add ucx_version: "1.18" (or null when the source does not say); it decides threshold syntax'
+    if not ck.missing(doc, "ucx_version", root, fix) and doc["ucx_version"] is not None:
         try:
             ucx_version = knobs.version_tuple(doc["ucx_version"])
         except knobs.KnobError as exc:
@@ -287,34 +270,7 @@ def _check_table(ck, doc):
     provenance = _check_provenance(ck, doc)
     baseline, baseline_text = _check_baseline(ck, doc, ucx_version)
 
-    cases = []
-    if "cases" not in doc:
-        ck.err(
-            ("cases",),
-            "missing key 'cases'",
-            "add cases: with one entry per (nodes, ppn, collective)",
-        )
-    elif not isinstance(doc["cases"], list) or not doc["cases"]:
-        ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
-    else:
-        seen = {}
-        indexed = []
-        for i, raw in enumerate(doc["cases"]):
-            case = _check_case(ck, raw, ("cases", i), ucx_version, (flavour, version))
-            if case is None:
-                continue
-            if case.key in seen:
-                ck.err(
-                    ("cases", i),
-                    "duplicate case nodes=%d ppn=%d %s (first at line %d)"
-                    % (case.key + (seen[case.key],)),
-                    "merge the two cases into one",
-                )
-            else:
-                seen[case.key] = case.line
-            cases.append(case)
-            indexed.append((i, case))
-        _check_forced_beside_bands(ck, indexed)
+    cases = _check_cases(ck, doc, ucx_version, (flavour, version))
     if ck.errors:
         return None
     return Table(
@@ -331,14 +287,35 @@ def _check_table(ck, doc):
     )
 
 
+def _check_cases(ck, doc, ucx_version, mpi):
+    if ck.missing(doc, "cases", (), "add cases: with one entry per (nodes, ppn, collective)"):
+        return []
+    if not isinstance(doc["cases"], list) or not doc["cases"]:
+        ck.err(("cases",), "cases must be a non-empty list", "write each case as '- nodes: ...'")
+        return []
+    seen, indexed = {}, []
+    for i, raw in enumerate(doc["cases"]):
+        case = _check_case(ck, raw, ("cases", i), ucx_version, mpi)
+        if case is None:
+            continue
+        if case.key in seen:
+            ck.err(
+                ("cases", i),
+                "duplicate case nodes=%d ppn=%d %s (first at line %d)"
+                % (case.key + (seen[case.key],)),
+                "merge the two cases into one",
+            )
+        else:
+            seen[case.key] = case.line
+        indexed.append((i, case))
+    _check_forced_beside_bands(ck, indexed)
+    return [case for _, case in indexed]
+
+
 def _check_provenance(ck, doc):
     kp = ("provenance",)
-    if "provenance" not in doc:
-        ck.err(
-            kp,
-            "missing key 'provenance'",
-            "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED),
-        )
+    fix = "add provenance: with %s (tuning-tables/README.md)" % ", ".join(PROVENANCE_REQUIRED)
+    if ck.missing(doc, "provenance", (), fix):
         return {}
     prov = ck.mapping(doc["provenance"], kp, "provenance")
     if not prov:
@@ -370,12 +347,8 @@ def _is_date(text):
 
 def _check_baseline(ck, doc, ucx_version):
     kp = ("baseline",)
-    if "baseline" not in doc:
-        ck.err(
-            kp,
-            "missing key 'baseline'",
-            "add baseline: {text: <the study's untuned settings>, knobs: {...}}",
-        )
+    fix = "add baseline: {text: <the study's untuned settings>, knobs: {...}}"
+    if ck.missing(doc, "baseline", (), fix):
         return {}, ""
     base = ck.mapping(doc["baseline"], kp, "baseline")
     if not base:
@@ -432,13 +405,8 @@ def _check_case(ck, raw, kp, ucx_version, mpi=(None, None)):
                 unstated[name] = why
 
     settings = {}
-    if "settings" not in raw:
-        ck.err(
-            kp + ("settings",),
-            "missing key 'settings'",
-            "add settings: {none: {...}, ucc: {...}, hcoll: {...}}",
-        )
-    else:
+    fix = "add settings: {none: {...}, ucc: {...}, hcoll: {...}}"
+    if not ck.missing(raw, "settings", kp, fix):
         sets = ck.mapping(raw["settings"], kp + ("settings",), "settings")
         if sets is not None and not sets:
             ck.err(
@@ -536,7 +504,7 @@ def _check_inter_node(ck, values, unstated, skp):
 
 
 def _check_band(ck, raw, kp):
-    lo = ck.size(raw.get("from", None), kp + ("from",)) if "from" in raw else 0
+    lo = ck.size(raw["from"], kp + ("from",)) if "from" in raw else 0
     hi = ck.size(raw.get("to"), kp + ("to",), allow_none=True)
     if lo is False or hi is False:
         return None
@@ -603,9 +571,7 @@ def _check_choice(ck, raw, kp, settings, nfindings):
                 "choose one of: %s" % ", ".join(settings) if settings else "add its settings first",
             )
         basis = rc.get("basis") or []
-        if not isinstance(basis, list) or not all(
-            isinstance(b, int) and not isinstance(b, bool) and 0 <= b < nfindings for b in basis
-        ):
+        if not isinstance(basis, list) or not all(_whole(b, 0, nfindings - 1) for b in basis):
             ck.err(
                 ckp + ("basis",),
                 "basis must list indexes of this case's findings (0..%d)" % (nfindings - 1),
@@ -637,13 +603,9 @@ def _band_range(ck, rb, bkp, i, expect):
     """(from, to, where the next band must start) of an algorithm band, the bands' continuity
     checked; expect: where this band must start, "end" after to: null, None when unknown."""
     lo = hi = False
+    fix = "give every band from: and to: (to: null on the last band)"
     for key in ("from", "to"):
-        if key not in rb:
-            ck.err(
-                bkp + (key,),
-                "missing key '%s'" % key,
-                "give every band from: and to: (to: null on the last band)",
-            )
+        ck.missing(rb, key, bkp, fix)
     if "from" in rb:
         lo = ck.size(rb["from"], bkp + ("from",))
     if "to" in rb:
@@ -693,13 +655,7 @@ def _band_algorithm(ck, rb, bkp, coll, names, version, ranks, geometry):
     listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
     nodes, ppn = geometry
     alg = None
-    if "algorithm" not in rb:
-        ck.err(
-            bkp + ("algorithm",),
-            "missing key 'algorithm'",
-            "give its number or name: %s" % listing,
-        )
-    else:
+    if not ck.missing(rb, "algorithm", bkp, "give its number or name: %s" % listing):
         alg = rulesfile.algorithm_number(rb["algorithm"], names)
         if alg is None:
             ck.err(

@@ -5,21 +5,16 @@ import io
 
 from tunedmpi.tables.units import format_size
 
-CSV_COLUMNS = (
-    "nodes",
-    "ppn",
-    "collective",
-    "component",
-    "ucx_tls",
-    "ucx_rndv_thresh",
-    "ucx_zcopy_thresh",
-    "nps",
-    "mapping",
+CSV_COLUMNS = tuple(
+    "nodes ppn collective component ucx_tls ucx_rndv_thresh ucx_zcopy_thresh nps mapping".split()
 )
 
 
-def csv_rows(table):
+def to_csv(table):
     """One row per (case, component), values as UCX writes them, empty where the study has none."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
     for case in sorted(table.cases, key=lambda c: (c.nodes, c.ppn, c.collective)):
         for comp, values in case.settings.items():
             row = {
@@ -31,15 +26,7 @@ def csv_rows(table):
             for col in CSV_COLUMNS[4:]:
                 value = values.get(col)
                 row[col] = "" if value is None else str(value).lower()
-            yield row
-
-
-def to_csv(table):
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in csv_rows(table):
-        writer.writerow(row)
+            writer.writerow(row)
     return out.getvalue()
 
 
@@ -109,11 +96,16 @@ def bands(table):
     if not rows:
         return []
     rows.insert(0, ["nodes x ppn", "collective", "message size", "coll_tuned algorithm"])
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return [
         "",
         "coll_tuned algorithm bands (from inclusive, to exclusive; one rules file per nodes x ppn)",
-    ] + ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    ] + _columns(rows)
+
+
+def _columns(rows):
+    """Rows of cells as lines, each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def grid(table):
@@ -125,15 +117,8 @@ def grid(table):
     ]
     nodes = sorted({c.nodes for c in table.cases})
     ppns = sorted({c.ppn for c in table.cases})
-    colls = []
-    for c in table.cases:
-        if c.collective not in colls:
-            colls.append(c.collective)
-    for coll in colls:
-        comps = []
-        for c in table.cases:
-            if c.collective == coll:
-                comps += [k for k in c.settings if k not in comps]
+    for coll in dict.fromkeys(c.collective for c in table.cases):  # in the table's order
+        comps = dict.fromkeys(k for c in table.cases if c.collective == coll for k in c.settings)
         for comp in comps:
             rows = [["nodes \\ ppn"] + [str(p) for p in ppns]]
             for n in nodes:
@@ -150,10 +135,6 @@ def grid(table):
                             + (" +bands" if case.bands else "")
                         )
                 rows.append(row)
-            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-            lines.append("")
-            lines.append("%s / %s" % (coll, comp))
-            for r in rows:
-                lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+            lines += ["", "%s / %s" % (coll, comp)] + _columns(rows)
     lines += bands(table)
     return "\n".join(lines) + "\n"

@@ -7,19 +7,9 @@ and stay words.
 
 import re
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-}
+# k, kb and kib are all 1024 (m, g likewise); a bare number or b is bytes
+_UNITS = {"": 1, "b": 1}
+_UNITS.update({p + s: 1 << (10 * n) for n, p in enumerate("kmg", 1) for s in ("", "b", "ib")})
 _SIZE = re.compile(r"^\s*([0-9]{1,40})\s*([a-z]*)\s*\Z")
 # The largest size a table may give: what a signed 64-bit size holds (UCX and Open MPI read sizes
 # into 64-bit integers; anything above wraps or is refused there at run time).
