@@ -104,11 +104,10 @@ def fisher_two_sided(a, b, c, d):
 
 
 def holm(p_values, alpha, m=None, done=0, nominal=None):
-    """Holm's step-down: the level each of `p_values` had to reach, in their order; a p is rejected
-    when it is at most its level. m: the family's size (default: these, plus `done`); done: members
-    already rejected (at an earlier look: their shares of alpha pass on); nominal(share): the level
-    a share of alpha is tested at (a look's Pocock level; default the share). At the first p above
-    its level Holm stops, and every p left gets that level."""
+    """Holm's step-down: the level each of `p_values` had to reach (rejected: p <= level); at the
+    first p above its level Holm stops, every p left gets that level. m: the family's size
+    (default these plus `done`, members rejected at an earlier look, whose shares of alpha pass
+    on); nominal(share): the level a share is tested at (a look's Pocock level)."""
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     m = len(p_values) + done if m is None else m
     levels, rejected = [None] * len(p_values), done
@@ -155,9 +154,8 @@ def _t(diff, parts, df_if_exact):
 
 
 def contrast(sides):
-    """Welch's t for a signed sum of independent sides' means, sides = [(sign, values, floor)], each
-    at least 2 values (floor: welch_side's): two samples (welch) or the change of a gain between two
-    campaigns (gain_change)."""
+    """Welch's t for a signed sum of independent sides' means, sides = [(sign, values, floor)] of at
+    least 2 values each: two samples (welch), or a gain's change between campaigns (gain_change)."""
     diff, parts = 0.0, []
     for sign, values, floor in sides:
         mean, d = welch_side(values, floor)
@@ -207,9 +205,8 @@ def resolution_floor(reps, sizes, all_reps):
 
 
 def median_cv(series):
-    """The runs' noise: the median, over every (benchmark, module, message size) with 2 or more
-    runs, of the coefficient of variation (SD / mean) of the runs' figures; None when none has.
-    series: lists of runs, each {size: figure}."""
+    """The runs' noise: the median coefficient of variation (SD / mean) over every (benchmark,
+    module, size) of 2 or more runs (series: lists of runs, each {size: figure}), or None."""
     cvs = []
     for reps in series:
         for size in common_sizes(reps, []) if len(reps) >= 2 else ():
@@ -233,9 +230,8 @@ HOST_TEST_NAME = "Welch t on per-run log band scores within each host state, wei
 
 def host_labels(hosts):
     """(one label per run, slow limit in ns) from the runs' host figures ({"before_ns", "after_ns"}
-    or None), relative to the campaign: above SLOW_FACTOR x the FAST_QUANTILE of all its figures is
-    slow. A run is "fast" or "slow" when its figures agree, "changed" when the state changed during
-    the run, None without figures (limit None when no run has any)."""
+    or None): above SLOW_FACTOR x the campaign's FAST_QUANTILE is slow; a run is "fast", "slow",
+    "changed" (during the run) or None (no figures; limit None when no run has any)."""
 
     def figures(h):
         return [v for v in ((h or {}).get("before_ns"), (h or {}).get("after_ns")) if v]
@@ -283,10 +279,8 @@ def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
 
-    def state(reps):
-        return [getattr(r, "state", None) for r in reps]
-
-    return host_strata(state(reps_a), state(reps_b), alpha)[0]
+    a, b = ([getattr(r, "state", None) for r in reps] for reps in (reps_a, reps_b))
+    return host_strata(a, b, alpha)[0]
 
 
 def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
@@ -331,9 +325,8 @@ def paired(design):
 
 
 def pairs_of(baseline_keys, tuned_keys, baseline_first):
-    """compare_bands' `pairs`: [(i, j, baseline ran first)] where baseline_keys[i] == tuned_keys[j]
-    (the repetition both runs belong to); baseline_first(key) says the pair's order. Runs without
-    their pair are left out."""
+    """compare_bands' `pairs`: [(i, j, baseline_first(key))] where baseline_keys[i] ==
+    tuned_keys[j] == key (their repetition); runs without their pair are left out."""
     where = {k: j for j, k in enumerate(tuned_keys)}
     return [(i, where[k], baseline_first(k)) for i, k in enumerate(baseline_keys) if k in where]
 
@@ -556,9 +549,8 @@ def test_bands(
 ):
     """Each band's test, not yet decided: [(BandResult, TestResult or None)], None for bands
     without data and for bands rejected at an earlier look (kept as they were).
-
-    baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
-    strata: host_strata's labels of both sides: the test is made within each state (`stratified`).
+    baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far); strata:
+    host_strata's labels of both sides: the test is made within each state (`stratified`).
     pairs: pairs_of's pairs: the `crossover` test over them (strata unused).
     design: look 1, or look 2 when `previous` holds this benchmark's look-1 results; `look` names
     a later look of a budget design, `previous` then holding the bands at the look before."""
@@ -578,32 +570,19 @@ def test_bands(
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
             continue
+        why = "fewer than 2 successful repetitions of a module"
+        r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
-            why = "fewer than 2 successful repetitions of a module"
-            r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
             out.append((r, None))
             continue
-        # inverse of the tuned relative time
-        gain = band_gain(rel, in_band)
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1
-        r = BandResult(
-            benchmark,
-            name,
-            in_band,
-            gain,
-            None,
-            "no-data",
-            "no positive values to compare",
-            [math.exp(sign * x) for x in a],
-            [math.exp(sign * x) for x in b],
-            look=look,
-            n_baseline=len(a),
-            n_tuned=len(b),
-            test=test_name,
-        )
-        if gain is None:
+        r.gain, r.reason = band_gain(rel, in_band), "no positive values to compare"
+        r.baseline_band = [math.exp(sign * x) for x in a]
+        r.tuned_band = [math.exp(sign * x) for x in b]
+        r.look, r.n_baseline, r.n_tuned = look, len(a), len(b)
+        if r.gain is None:
             out.append((r, None))
             continue
         old = before.get(name)
@@ -650,13 +629,9 @@ def judge_family(
     look = pending[0][0].look if pending else None
     family = [r for r in (previous or []) if r.p_value is not None and r.level is not None]
     done = sum(1 for r in family if rejected(r))
-    levels = holm(
-        [r.p_value for r, _ in pending],
-        alpha,
-        m=max(len(family), done + len(pending)),
-        done=done,
-        nominal=None if design is None else lambda share: design.level(share, look),
-    )
+    nominal = None if design is None else lambda share: design.level(share, look)
+    ps = [r.p_value for r, _ in pending]
+    levels = holm(ps, alpha, m=max(len(family), done + len(pending)), done=done, nominal=nominal)
     for (r, res), level in zip(pending, levels):
         r.level = level
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
@@ -769,11 +744,8 @@ def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_r
     return BandResult(benchmark, "reliability", [], None, None, verdict, reason)
 
 
-# The module's verdicts, one meaning each (validate/README.md; validate.EXIT_CODES gives each its
-# exit code): PASS a band wins and none loses; FAIL a band loses (a regression); NO-GAIN no band
-# wins or loses and none is undecided (shown equivalent within the tolerance: do not ship it);
-# INCONCLUSIVE none wins or loses and some band is undecided (too noisy to say); NO-DATA nothing
-# compared.
+# The module's verdicts, one meaning each (module_verdict; docs/design.md, "Statistics" step 10;
+# validate.EXIT_CODES gives each its exit code). NO-GAIN: shown equivalent within the tolerance.
 PASS, FAIL, NO_GAIN, INCONCLUSIVE, NO_DATA = "PASS", "FAIL", "NO-GAIN", "INCONCLUSIVE", "NO-DATA"
 
 
