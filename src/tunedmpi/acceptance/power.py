@@ -71,8 +71,9 @@ RESULTS_FIX = (
 
 
 def _validate_source(path):
-    res = store.read_json(path / "results.json", RESULTS_FIX)
-    results.check_runs(res, path / "results.json")
+    where = path / "results.json"
+    res = store.read_json(where, RESULTS_FIX)
+    results.check_runs(res, where)
     final, first = OrderedDict(), {}
     # later attempts replace earlier ones; list order = run order
     for i, r in enumerate(res.get("runs", [])):
@@ -89,6 +90,8 @@ def _validate_source(path):
         module = r.get("module") or res["modules"][r["role"]]
         for bench, s in r["series"].items():
             config = ("validate", s["suite"], res.get("set"), geo.get("np"), module, bench)
+            key = "runs[%d].series.%s.points" % (i, bench)
+            points = store.checked_points(s["points"], where, key, RESULTS_FIX)
             runs.append(
                 Run(
                     path.name,
@@ -100,26 +103,17 @@ def _validate_source(path):
                     r["role"],
                     r["rep"],
                     float(i),
-                    store.checked_points(
-                        s["points"],
-                        path / "results.json",
-                        "runs[%d].series.%s.points" % (i, bench),
-                        RESULTS_FIX,
-                    ),
+                    points,
                     state[id(r)],
                     first[(r["run"], r["rep"])] == "baseline",
                     r["run"],
                 )
             )
     mods = res.get("modules", {})
+    aa = bool(mods) and mods.get("baseline") == mods.get("tuned")
     looks = results.looks_of(res) if "design" in res or "repetitions" in res else None
     return Source(
-        path.name,
-        "validate",
-        runs,
-        False,
-        aa=bool(mods) and mods.get("baseline") == mods.get("tuned"),
-        design=looks and results.design_from(looks, path / "results.json"),
+        path.name, "validate", runs, False, aa, looks and results.design_from(looks, where)
     )
 
 
@@ -173,12 +167,8 @@ def _campaigns_under(path, depth):
         return [_store_source(path)]
     if depth == 0 or not path.is_dir():
         return []
-    return [
-        src
-        for child in sorted(path.iterdir())
-        if child.is_dir()
-        for src in _campaigns_under(child, depth - 1)
-    ]
+    children = [child for child in sorted(path.iterdir()) if child.is_dir()]
+    return [src for child in children for src in _campaigns_under(child, depth - 1)]
 
 
 def load(paths):
@@ -222,7 +212,7 @@ def bands_of(runs):
 
 
 def _by_bench(runs, key=lambda r: r.bench):
-    """{benchmark (or key(run)): [runs]} in first-seen order."""
+    """{benchmark (or key(item)): [runs (items)]} in first-seen order."""
     by = OrderedDict()
     for r in runs:
         by.setdefault(key(r), []).append(r)
@@ -240,7 +230,7 @@ def noise(runs, bands):
     out = OrderedDict()
     groups = _groups(runs)
     for name, sizes in bands.items():
-        resid, cells, runmeans, dof = [], [], [], 0
+        resid, cells, dof = [], [], 0
         for grp in groups:
             scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
             mean = sum(scores) / len(scores)
@@ -248,10 +238,8 @@ def noise(runs, bands):
             dof += len(grp) - 1
             logs = [[stats._cost(r.points[s], r.metric) for s in sizes] for r in grp]
             col = [sum(row[j] for row in logs) / len(logs) for j in range(len(sizes))]
-            for row in logs:
-                c = [row[j] - col[j] for j in range(len(sizes))]
-                cells.append(c)
-                runmeans.append(sum(c) / len(c))
+            cells += [[x - m for x, m in zip(row, col)] for row in logs]
+        runmeans = [sum(c) / len(c) for c in cells]
         if dof < 2:
             continue
         sd = math.sqrt(sum(x * x for x in resid) / dof)
@@ -261,9 +249,8 @@ def noise(runs, bands):
         icc = None
         if m > 1:
             msb = m * sum(x * x for x in runmeans) / dof
-            msw = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m)) / (
-                dof * (m - 1)
-            )
+            within = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m))
+            msw = within / (dof * (m - 1))
             icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
         out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
     return out
@@ -278,10 +265,9 @@ def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
 
 
 def design_power(sd, gain, alpha, bands, design, repetitions):
-    """Power for a true `gain` on one band at this SD under the two-look design (or one look of
-    `repetitions` runs): Welch's critical values at Holm's first level for `bands` bands, the two
-    looks' statistics bivariate normal with correlation sqrt(first/final). A model, for noise
-    levels the pools cannot be resampled at."""
+    """Power for a true `gain` on one band at this SD under the design (None: one look of
+    `repetitions` runs), at Holm's first level for `bands` bands, the looks' statistics bivariate
+    normal with correlation sqrt(first/final): a model, for noise the pools cannot resample."""
     if sd <= 0:
         return 1.0
     n1 = design.first if design else repetitions
@@ -314,34 +300,30 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
 
 def _slope(points):
     """Pooled within-group least-squares slope of [(group, x, y)] and its standard error."""
-    by = OrderedDict()
-    for g, x, y in points:
-        by.setdefault(g, []).append((x, y))
+    groups = _by_bench(points, lambda p: p[0]).values()
     cent = []
-    for pts in by.values():
+    for pts in groups:
         if len(pts) < 2:
             continue
-        mx = sum(p[0] for p in pts) / len(pts)
-        my = sum(p[1] for p in pts) / len(pts)
-        cent += [(x - mx, y - my) for x, y in pts]
+        mx = sum(p[1] for p in pts) / len(pts)
+        my = sum(p[2] for p in pts) / len(pts)
+        cent += [(x - mx, y - my) for _, x, y in pts]
     sxx = sum(x * x for x, _ in cent)
     sxy = sum(x * y for x, y in cent)
     if sxx <= 0 or len(cent) < 3:
         return None, None
     b = sxy / sxx
     rss = sum((y - b * x) ** 2 for x, y in cent)
-    return b, math.sqrt(rss / max(1, len(cent) - len(by) - 1) / sxx)
+    return b, math.sqrt(rss / max(1, len(cent) - len(groups) - 1) / sxx)
 
 
 def order_effects(source):
     """Drift, serial correlation and the effect of running second, for one source."""
     out = OrderedDict()
-    by_bench = _by_bench(source.runs)
     drift_pts, across, lag, pair_x, pair_y, reps = [], [], [], [], [], {}
     second = OrderedDict()
-    for bench, runs in by_bench.items():
-        bands = bands_of(runs)
-        for name, sizes in bands.items():
+    for bench, runs in _by_bench(source.runs).items():
+        for name, sizes in bands_of(runs).items():
             seq = []
             for grp in _groups(runs):
                 scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
@@ -359,10 +341,7 @@ def order_effects(source):
                 if den > 0:
                     lag.append(sum((v[i] - m) * (v[i + 1] - m) for i in range(len(v) - 1)) / den)
             if source.kind == "validate":
-                pairs = OrderedDict()
-                for t in seq:
-                    pairs.setdefault(t[2].rep, []).append(t)
-                for rep, pr in pairs.items():
+                for rep, pr in _by_bench(seq, lambda t: t[2].rep).items():
                     if len(pr) != 2 or pr[0][2].role == pr[1][2].role:
                         continue
                     (_, x1, r1), (_, x2, r2) = sorted(pr, key=lambda t: t[0])
@@ -378,7 +357,7 @@ def order_effects(source):
         out["drift_across"] = _slope(across)
     out["lag1"] = statistics.mean(lag) if lag else None
     out["rep_effect"] = {k: statistics.mean(v) for k, v in sorted(reps.items()) if v}
-    if pair_x and len(pair_x) > 2:
+    if len(pair_x) > 2:
         mx, my = statistics.mean(pair_x), statistics.mean(pair_y)
         num = sum((x - mx) * (y - my) for x, y in zip(pair_x, pair_y))
         den = math.sqrt(sum((x - mx) ** 2 for x in pair_x) * sum((y - my) ** 2 for y in pair_y))
@@ -406,10 +385,8 @@ def second_effect(second, aa):
             plus = [v for v, s in zip(vals, signs) if s > 0]
             minus = [v for v, s in zip(vals, signs) if s < 0]
             est = (statistics.mean(plus) + statistics.mean(minus)) / 2
-            se = 0.5 * math.sqrt(
-                (statistics.variance(plus) / len(plus) if len(plus) > 1 else 0)
-                + (statistics.variance(minus) / len(minus) if len(minus) > 1 else 0)
-            )
+            parts = [statistics.variance(v) / len(v) if len(v) > 1 else 0 for v in (plus, minus)]
+            se = 0.5 * math.sqrt(parts[0] + parts[1])
             out[bench] = (est, se, len(vals))
         else:
             out[bench] = None  # the tuned module always ran second: order and module are confounded
@@ -497,19 +474,12 @@ def _same_config_pools(sources, design, least):
         if not bands:
             continue
         names = sorted({r.source for r in runs})
-        if config[0] == "validate":
-            label = "%s %s np=%s %s (%s)" % (
-                config[1],
-                config[2],
-                config[3],
-                config[4],
-                names[0] if len(names) == 1 else "%d campaigns" % len(names),
-            )
-        else:
-            label = "%s %s" % (
-                config[1],
-                config[2] if len(config[2]) <= 40 else config[2][:37] + "...",
-            )
+        if config[0] == "validate":  # suite, set, np, module (campaigns)
+            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
+            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
+        else:  # campaign, configuration id
+            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
+            label = "%s %s" % (config[1], cid)
         out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
     return out
 
@@ -590,28 +560,26 @@ def _scaled(unit, sizes, factor, metric):
     return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
 
 
+def _test_upto(n, bench, metric, base, tuned, design, previous, strata, pairs, look):
+    """stats.test_bands on each side's first n runs (and the pairs among them)."""
+    if pairs is not None:
+        pairs = [p for p in pairs if p[0] < n and p[1] < n]
+    return stats.test_bands(
+        bench, metric, base[:n], tuned[:n], design, previous, strata, pairs, look
+    )
+
+
 def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=None):
-    """The verdict's procedure (stats.Procedure, per benchmark) on one draw: look 1, and look 2 when
-    an undecided band asks for it and the draw holds the runs; with `states` (each side's runs'
-    host states) within host states, and with `pairs` (test_bands' pairs of base and tuned) by the
-    crossover test. Returns ({band: verdict}, extended, look-1 estimates)."""
+    """stats.Procedure, per benchmark, on one draw (later looks while the draw holds the runs);
+    within host `states` (each side's), or by the crossover test over `pairs`. Returns ({band:
+    verdict}, extended, look-1 estimates)."""
 
     def test(bench, look, previous):
         n = design.sizes()[look - 1] if design else len(base)
         strata = None
         if states is not None:
             strata = stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-        return stats.test_bands(
-            bench,
-            pool.metric,
-            base[:n],
-            tuned[:n],
-            design=design,
-            previous=previous,
-            strata=strata,
-            pairs=None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n],
-            look=look,
-        )
+        return _test_upto(n, bench, pool.metric, base, tuned, design, previous, strata, pairs, look)
 
     def extend(undecided, look):
         return list(undecided) if len(base) >= design.sizes()[look - 1] else []
@@ -619,11 +587,8 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
     out = stats.Procedure(design, tolerance, alpha, stats.PER_BENCHMARK).run(
         [pool.bench], test, extend
     )
-    return (
-        {r.band: r.verdict for r in out.bands},
-        bool(out.extended),
-        [r.estimate for r in out.look1 if r.estimate],
-    )
+    verdicts = {r.band: r.verdict for r in out.bands}
+    return verdicts, bool(out.extended), [r.estimate for r in out.look1 if r.estimate]
 
 
 def _validate_order(drawn):
@@ -675,17 +640,13 @@ def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha):
             base, tuned = ([pool.units[i] for i in idx[k::2]] for k in (0, 1))
             if pool.states:
                 states = tuple([pool.states[i] for i in idx[k::2]] for k in (0, 1))
-        verdicts, ext, est = procedure(
-            pool, base, tuned, design, tolerance, alpha, states=states, pairs=pairs
-        )
+        verdicts, ext, est = procedure(pool, base, tuned, design, tolerance, alpha, states, pairs)
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
         for name, sizes in pool.bands.items():
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
-            v, _, _ = procedure(
-                pool, base, faster, design, tolerance, alpha, states=states, pairs=pairs
-            )
+            v, _, _ = procedure(pool, base, faster, design, tolerance, alpha, states, pairs)
             wins[name] += v.get(name) == "win"
     apparent.sort()
     return dict(
@@ -718,10 +679,8 @@ class Campaign:
 
 
 def campaign_of(src, design):
-    """A validate campaign's repetitions as A/A data: an A/A campaign's own runs, else residuals
-    (each module's mean removed per benchmark and size); each repetition keeps its benchmarks'
-    two runs in the order they ran. Repetitions every benchmark has; None when fewer than the
-    design's first look."""
+    """A validate campaign's repetitions (those every benchmark has) as A/A data: an A/A campaign's
+    runs, else residuals, each pair in the order it ran; None with fewer than the first look's."""
     if src.kind != "validate":
         return None
     benches, per_rep = OrderedDict(), OrderedDict()
@@ -750,12 +709,12 @@ def campaign_of(src, design):
                 - stats.band_scores([u[0]], sizes, metric)[0]
                 for u in (rep[bench] for rep in reps)
             ]
-            mid = statistics.median(d) if len(d) > 2 else None
             # robust (MAD) SD: a few slow-state pairs would swamp a plain SD. Welch's t does see
             # them, so the pairs it is said to need are a lower bound (the report: optimistic)
-            sd[(bench, band)] = (
-                None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
-            )
+            sd[(bench, band)] = None
+            if len(d) > 2:
+                mid = statistics.median(d)
+                sd[(bench, band)] = 1.4826 * statistics.median(abs(x - mid) for x in d)
     run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
     return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
@@ -773,10 +732,9 @@ def _campaign_draw(camp, rng, n):
 
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
-    """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
-    family), the runs of the undecided benchmarks extended at each look the draw holds runs for.
-    gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
-    draw. Returns ({(benchmark, band): BandResult}, extended)."""
+    """validate's verdict (stats.Procedure, one family) on one drawn campaign. gains: {(benchmark,
+    band): true gain of the tuned module}; cache: tests already made on this draw. Returns
+    ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
     n = len(next(iter(draw.values()))[0])
 
@@ -789,15 +747,9 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
             base, tuned, pairs = draw[bench]
             for band, g in own:
                 tuned = [_scaled(u, set(bands[band]), g, metric) for u in tuned]
-            cache[key] = stats.test_bands(
-                bench,
-                metric,
-                base[:upto],
-                tuned[:upto],
-                design=design,
-                previous=None if look == 1 else [],
-                pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
-                look=look,
+            before = None if look == 1 else []
+            cache[key] = _test_upto(
+                upto, bench, metric, base, tuned, design, before, None, pairs, look
             )
         # the cache holds later looks without earlier rejections: those are final, as test_bands keeps them
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
@@ -827,12 +779,9 @@ RATES = ("fail", "pass_", "any", "extended", "win_all", "inconclusive")
 
 
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
-    """The campaign's error rates over `draws` drawn campaigns: A/A (false FAIL: a band loses;
-    false PASS: a band wins and none loses; NO-GAIN and INCONCLUSIVE are no false call there, and
-    `inconclusive` is the share of INCONCLUSIVE: too noisy to show the modules equal), every band
-    at `gain` (P(PASS), each band's power; NO-GAIN or INCONCLUSIVE there is a miss), and, for each
-    band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the power to catch a
-    real loss among real wins)."""
+    """The campaign's rates over `draws` drawn campaigns: A/A (false FAIL, false PASS, the share
+    INCONCLUSIVE), every band at `gain` (P(PASS), each band's power), and each band at `loss` with
+    every other at `gain` (P(FAIL by a loss): the power to catch a real loss among real wins)."""
     n = drawn(camp.design, len(camp.reps))
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
     c = dict.fromkeys(RATES, 0)
@@ -849,17 +798,15 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
         draw = _campaign_draw(camp, rng, n)
         cache = {}
         res, ext = judge_campaign(camp, draw, {}, tolerance, alpha, cache)
-        verdicts = {k: r.verdict for k, r in res.items()}
         verdict = stats.module_verdict(list(res.values()))
         c["fail"] += verdict == stats.FAIL
         c["pass_"] += verdict == stats.PASS
-        c["any"] += any(v in ("win", "lose") for v in verdicts.values())
+        called = {b for (b, _), r in res.items() if r.verdict in ("win", "lose")}
+        c["any"] += bool(called)
         c["inconclusive"] += verdict == stats.INCONCLUSIVE
         c["extended"] += ext
-        for b in camp.benches:
-            c["bench_false"][b] += any(
-                v in ("win", "lose") for (bn, _), v in verdicts.items() if bn == b
-            )
+        for b in called:
+            c["bench_false"][b] += 1
         everyone = {k: gain for k in keys}
         res, _ = judge_campaign(camp, draw, everyone, tolerance, alpha, cache)
         c["win_all"] += stats.module_verdict(list(res.values())) == stats.PASS
@@ -878,12 +825,10 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
 
 
 def drift_study(src, rng, draws, tolerance, alpha):
-    """history's drift rule (stats.drifted) on one validate campaign cut into two pseudo-campaigns
-    of the same two modules, back to back: its first and second halves of repetitions, and `draws`
-    random halvings that keep each half's pair orders as balanced as validate's ABBA keeps a
-    campaign's (half of the repetitions of each order). Every drift is false. Returns (bands
-    tested, repetitions, drifts of the time split, share of random halvings with any drift) or
-    None (fewer than 2 x min_pairs pairs)."""
+    """history's drift rule (stats.drifted) on one validate campaign cut into two back-to-back
+    campaigns: its first and second halves, and `draws` random halvings with half of each pair
+    order's repetitions each (as balanced as validate's ABBA). Every drift is false. Returns (bands
+    tested, repetitions, drifts of the time split, share of halvings with a drift) or None."""
     if src.kind != "validate":
         return None
     benches, orders = [], {}  # (metric, {band: sizes}, {rep: (baseline, tuned)}); rep -> orders
@@ -937,9 +882,8 @@ def pairs_needed(sd, gain, level, target=0.8, limit=400):
 
 @dataclass
 class Study:
-    """What `tunedmpi power` found, computed before anything is written (render turns it into
-    Markdown): the parameters, each source's design, noise and order effects, the campaign studies
-    (campaign_study) and the pool studies (study)."""
+    """What `tunedmpi power` found, computed before anything is written (power_report renders
+    it)."""
 
     gain: float
     alpha: float
@@ -960,12 +904,10 @@ def _noise_rows(src, d, gain, alpha):
     for bench, runs in _by_bench(src.runs).items():
         bands = bands_of(runs)
         for band, n in noise(runs, bands).items():
-            one = design_power(n["sd"], gain, alpha, len(bands), None, d.first)
-            two = None
-            if d.final > d.first:
-                two = design_power(n["sd"], gain, alpha, len(bands), d, d.first)
-            need = reps_needed(n["sd"], gain, alpha, len(bands))
-            rows.append((src.name, bench, band, n, need, one, two))
+            sd, k = n["sd"], len(bands)
+            one = design_power(sd, gain, alpha, k, None, d.first)
+            two = design_power(sd, gain, alpha, k, d, d.first) if d.final > d.first else None
+            rows.append((src.name, bench, band, n, reps_needed(sd, gain, alpha, k), one, two))
     return rows
 
 
@@ -983,22 +925,22 @@ def compute(
     """The Study of these directories (InputError on bad input). max_pairs: simulate validate
     --max-pairs (a budget design from each campaign's first look, or --repetitions)."""
     sources = load(paths)
-    for bad, key, problem, fix in (
-        (
-            max_pairs is not None and final is not None,
+    if max_pairs is not None and final is not None:
+        raise InputError(
             "--max-pairs",
+            None,
+            None,
             "with --max-repetitions",
             "give one: --max-pairs simulates a budget campaign, --max-repetitions two looks",
-        ),
-        (
-            repetitions is None and final is not None,
+        )
+    if repetitions is None and final is not None:
+        raise InputError(
             "--max-repetitions",
+            None,
+            None,
             "without --repetitions",
             "give --repetitions too (without both: each campaign's own design)",
-        ),
-    ):
-        if bad:
-            raise InputError(key, None, None, problem, fix)
+        )
     # the design simulated: --repetitions for every campaign, else each validate campaign's own
     design = None
     if repetitions is not None:

@@ -126,11 +126,9 @@ def _render_order(st):
     for src, o in st.order:
         b, se, unit = o["drift"]
         drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
-        if o.get("drift_across") and o["drift_across"][0] is not None:
-            drift += " (same configuration across stages: %s ± %.1f%%)" % (
-                _pct(o["drift_across"][0], 2),
-                196 * o["drift_across"][1],
-            )
+        across = o.get("drift_across")
+        if across and across[0] is not None:
+            drift += f" (same configuration across stages: {_pct(across[0], 2)} ± {196 * across[1]:.1f}%)"
         reps = o["rep_effect"]
         warm = None
         if 1 in reps and len(reps) > 1:
