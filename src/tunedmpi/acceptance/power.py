@@ -565,7 +565,7 @@ def _test_upto(n, bench, metric, base, tuned, design, previous, strata, pairs, l
     if pairs is not None:
         pairs = [p for p in pairs if p[0] < n and p[1] < n]
     return stats.test_bands(
-        bench, metric, base[:n], tuned[:n], design, previous, strata, pairs, look
+        bench, metric, base[:n], tuned[:n], design, previous, strata, pairs=pairs, look=look
     )
 
 
