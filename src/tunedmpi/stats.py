@@ -1,33 +1,15 @@
-"""Repetition statistics and the tuned-vs-baseline verdict (docs/design.md, "Statistics").
+"""Repetition statistics and the tuned-vs-baseline verdict.
 
 The one statistics layer: validate, history and power (acceptance/) and tune, persize and regret
 (regenerate/) take every rule from here, so each is written once: the bands and their labels, the
 seed figure, the band score, Welch's side variance, Welch-Satterthwaite degrees of freedom, Holm's
-step-down, the verdict. Distributions and Fisher's exact test are SciPy's.
-
-Per message size the reported figure is the seed studies' own: of the repetitions, drop the
-largest and the smallest and average the rest. Whether a difference is real is decided per
-message-size band, with the **run** (one benchmark process) as the unit of replication: every run
-gets one *band score*, the mean over the band's sizes of its log time (log 1/bandwidth), so every
-size and every repetition counts, while the sizes of one run, which share that run's slowness,
-are not mistaken for independent replicates. The two modules' band scores are compared with
-Welch's t test (means, sample variances, Satterthwaite's degrees of freedom), two-sided; nothing
-is trimmed (Yuen's trimmed version tied with it in the measured power and false-verdict rate:
-results-archive/notes/2026-11-27-campaign-level-verdict.md). validate's family is the whole
-campaign: Holm's step-down over every benchmark x band test keeps the chance of any false win or
-loss anywhere in the campaign at alpha (`judge_family`; tune and history judge one benchmark's
-bands as a family). Optionally the campaign has two looks (`Design`): undecided benchmarks get one
-extension to twice the repetitions, and Pocock boundaries keep the overall error at alpha across
-both looks; a budget campaign (`Design.budgeted`) has up to K looks fixed in advance, each at
-alpha / K (Bonferroni over looks).
-
-A band wins when the test rejects "no difference" at its level, the test's estimate says the tuned
-module is better and the reported gain (seed figures) is at least the tolerance; it loses in the
-mirror case; it ties otherwise.
+step-down, the looks, the verdict. The method, step by step and why: docs/design.md,
+"Statistics". Distributions and Fisher's exact test are SciPy's.
 """
 
 import functools
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -122,11 +104,10 @@ def fisher_two_sided(a, b, c, d):
 
 
 def holm(p_values, alpha, m=None, done=0, nominal=None):
-    """Holm's step-down: the level each of `p_values` had to reach, in their order; a p is rejected
-    when it is at most its level. m: the family's size (default: these, plus `done`); done: members
-    already rejected (at an earlier look: their shares of alpha pass on); nominal(share): the level
-    a share of alpha is tested at (a look's Pocock level; default the share). At the first p above
-    its level Holm stops, and every p left gets that level."""
+    """Holm's step-down: the level each of `p_values` had to reach (rejected: p <= level); at the
+    first p above its level Holm stops, every p left gets that level. m: the family's size
+    (default these plus `done`, members rejected at an earlier look, whose shares of alpha pass
+    on); nominal(share): the level a share is tested at (a look's Pocock level)."""
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     m = len(p_values) + done if m is None else m
     levels, rejected = [None] * len(p_values), done
@@ -161,27 +142,20 @@ def welch_side(values, floor=0.0):
     return mean, max(var, floor) / n
 
 
-def satterthwaite(parts):
-    """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates,
-    parts = [(variance, its df)]; None when every variance is 0."""
-    den = sum(v * v / df for v, df in parts if v)
-    return sum(v for v, _ in parts) ** 2 / den if den > 0 else None
-
-
 def _t(diff, parts, df_if_exact):
     """The TestResult of an estimate `diff` whose variance is the sum of independent parts
-    [(variance, its df)]: Satterthwaite's df, two-sided; no variance: p 1 or 0, df_if_exact."""
+    [(variance, its df)]: Welch-Satterthwaite df, two-sided; no variance: p 1 or 0, df_if_exact."""
     se2 = sum(v for v, _ in parts)
     if se2 <= 0:
         return TestResult(diff, 0.0, df_if_exact, 1.0 if diff == 0 else 0.0)
-    df = satterthwaite(parts) or df_if_exact
+    den = sum(v * v / df for v, df in parts if v)
+    df = (se2**2 / den if den > 0 else None) or df_if_exact
     return TestResult(diff, math.sqrt(se2), df, t_two_sided(diff / math.sqrt(se2), df))
 
 
 def contrast(sides):
-    """Welch's t for a signed sum of independent sides' means, sides = [(sign, values, floor)], each
-    at least 2 values (floor: welch_side's): two samples (welch) or the change of a gain between two
-    campaigns (gain_change)."""
+    """Welch's t for a signed sum of independent sides' means, sides = [(sign, values, floor)] of at
+    least 2 values each: two samples (welch), or a gain's change between campaigns (gain_change)."""
     diff, parts = 0.0, []
     for sign, values, floor in sides:
         mean, d = welch_side(values, floor)
@@ -191,11 +165,8 @@ def contrast(sides):
 
 
 def welch(a, b, floor_a=0.0, floor_b=0.0):
-    """Welch's two-sample t test of b against a (each at least 2 values), two-sided.
-
-    floor_a/floor_b: the smallest per-run variance a side can be credited with (printed digits).
-    Without floors it is SciPy's ttest_ind(b, a, equal_var=False); SciPy has no place for the
-    floors, so only its t distribution is used here."""
+    """Welch's two-sided t test of b against a (each at least 2 values); without the floors
+    (welch_side's) SciPy's ttest_ind(b, a, equal_var=False), which has no place for them."""
     return contrast([(-1, a, floor_a), (1, b, floor_b)])
 
 
@@ -234,9 +205,8 @@ def resolution_floor(reps, sizes, all_reps):
 
 
 def median_cv(series):
-    """The runs' noise: the median, over every (benchmark, module, message size) with 2 or more
-    runs, of the coefficient of variation (SD / mean) of the runs' figures; None when none has.
-    series: lists of runs, each {size: figure}."""
+    """The runs' noise: the median coefficient of variation (SD / mean) over every (benchmark,
+    module, size) of 2 or more runs (series: lists of runs, each {size: figure}), or None."""
     cvs = []
     for reps in series:
         for size in common_sizes(reps, []) if len(reps) >= 2 else ():
@@ -245,11 +215,7 @@ def median_cv(series):
             if mean > 0:
                 var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
                 cvs.append(math.sqrt(var) / mean)
-    if not cvs:
-        return None
-    cvs.sort()
-    mid = len(cvs) // 2
-    return cvs[mid] if len(cvs) % 2 else (cvs[mid - 1] + cvs[mid]) / 2
+    return statistics.median(cvs) if cvs else None
 
 
 # ---- the host's state ------------------------------------------------------------------------
@@ -264,9 +230,8 @@ HOST_TEST_NAME = "Welch t on per-run log band scores within each host state, wei
 
 def host_labels(hosts):
     """(one label per run, slow limit in ns) from the runs' host figures ({"before_ns", "after_ns"}
-    or None), relative to the campaign: above SLOW_FACTOR x the FAST_QUANTILE of all its figures is
-    slow. A run is "fast" or "slow" when its figures agree, "changed" when the state changed during
-    the run, None without figures (limit None when no run has any)."""
+    or None): above SLOW_FACTOR x the campaign's FAST_QUANTILE is slow; a run is "fast", "slow",
+    "changed" (during the run) or None (no figures; limit None when no run has any)."""
 
     def figures(h):
         return [v for v in ((h or {}).get("before_ns"), (h or {}).get("after_ns")) if v]
@@ -314,17 +279,14 @@ def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
 
-    def state(reps):
-        return [getattr(r, "state", None) for r in reps]
-
-    return host_strata(state(reps_a), state(reps_b), alpha)[0]
+    a, b = ([getattr(r, "state", None) for r in reps] for reps in (reps_a, reps_b))
+    return host_strata(a, b, alpha)[0]
 
 
 def stratified(a, b, labels_a, labels_b, floor_a=0.0, floor_b=0.0):
-    """welch within each label that has >= 2 runs of each side, the differences averaged with
-    weights by runs (post-stratification; Satterthwaite's degrees of freedom). Returns (TestResult,
-    {label: [runs a, runs b]} used); runs of labels with fewer are left out. No usable label: the
-    test over all runs, and {}."""
+    """welch within each label that has >= 2 runs of each side, weighted by runs (post-
+    stratification). Returns (TestResult, {label: [runs a, runs b]} used), or without such a
+    label the test over all runs and {}."""
     groups = {}
     for side, values, labels in ((0, a, labels_a), (1, b, labels_b)):
         for v, label in zip(values, labels):
@@ -363,20 +325,17 @@ def paired(design):
 
 
 def pairs_of(baseline_keys, tuned_keys, baseline_first):
-    """compare_bands' `pairs`: [(i, j, baseline ran first)] where baseline_keys[i] == tuned_keys[j]
-    (the repetition both runs belong to); baseline_first(key) says the pair's order. Runs without
-    their pair are left out."""
+    """compare_bands' `pairs`: [(i, j, baseline_first(key))] where baseline_keys[i] ==
+    tuned_keys[j] == key (their repetition); runs without their pair are left out."""
     where = {k: j for j, k in enumerate(tuned_keys)}
     return [(i, where[k], baseline_first(k)) for i, k in enumerate(baseline_keys) if k in where]
 
 
 def crossover(a, b, baseline_first, floor_a=0.0, floor_b=0.0):
-    """The 2 x 2 crossover analysis of pairs (a[i], b[i]), measured in the order baseline_first[i]
-    says. Within a pair d = b - a; over the pairs that ran the baseline first its mean is the module
-    effect plus the effect of running second, over the others the effect minus it. So welch between
-    the first group's d and the second group's -d estimates twice the module effect, and running
-    second cancels instead of adding noise. Returns a TestResult on the scale of welch(a, b)
-    (diff: tuned minus baseline), or None when a group has fewer than 2 pairs."""
+    """The 2 x 2 crossover analysis of pairs (a[i], b[i]) run in the order baseline_first[i] says:
+    d = b - a is the module effect plus running second's (baseline first), or minus it, so welch
+    between the two groups' d and -d is twice the module effect with running second cancelled.
+    A TestResult on welch(a, b)'s scale, or None when a group has fewer than 2 pairs."""
     first = [y - x for x, y, f in zip(a, b, baseline_first) if f]
     second = [x - y for x, y, f in zip(a, b, baseline_first) if not f]
     if len(first) < 2 or len(second) < 2:
@@ -389,6 +348,13 @@ def crossover(a, b, baseline_first, floor_a=0.0, floor_b=0.0):
 # ---- sequential design -----------------------------------------------------------------------
 
 
+def simpson(f, lo, hi, steps=400):
+    """Simpson's rule: the integral of f over [lo, hi] (steps even)."""
+    h = (hi - lo) / steps
+    weights = (1 if i in (0, steps) else 4 if i % 2 else 2 for i in range(steps + 1))
+    return sum(f(lo + i * h) * w for i, w in enumerate(weights)) * h / 3
+
+
 @functools.lru_cache(maxsize=256)
 def _pocock_nominal(alpha, fraction):
     """Two-sided nominal level c such that two looks at information fractions `fraction` and 1,
@@ -396,18 +362,16 @@ def _pocock_nominal(alpha, fraction):
     rho = math.sqrt(fraction)
     s = math.sqrt(1 - rho * rho)
 
-    def inside(c, steps=400):  # P(|Z1| < c and |Z2| < c), Simpson over z1
-        h = 2 * c / steps
-        total = 0.0
-        for i in range(steps + 1):
-            z = -c + i * h
-            f = (
+    def inside(c):  # P(|Z1| < c and |Z2| < c)
+        return simpson(
+            lambda z: (
                 math.exp(-z * z / 2)
                 / math.sqrt(2 * math.pi)
                 * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
-            )
-            total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
-        return total * h / 3
+            ),
+            -c,
+            c,
+        )
 
     lo, hi = 0.5, 8.0
     for _ in range(60):
@@ -422,14 +386,10 @@ def _pocock_nominal(alpha, fraction):
 @dataclass(frozen=True)
 class Design:
     """Group-sequential plan: `first` repetitions, then at most one extension to `final` for the
-    benchmarks with an undecided band. Both looks use Pocock's constant nominal level, computed for
-    the information fraction first/final, so the two looks together reject a true null with
-    probability alpha (less when a benchmark is not extended).
-
-    A budget campaign (validate --budget/--max-pairs, `budgeted`) has a `schedule` instead: the
-    repetitions of every look, fixed before the first, each look testing at alpha / its number of
-    looks (Bonferroni over looks: valid whatever the looks' dependence and wherever the budget
-    stops, since every look's test is exact at its fixed size and a look not made spends nothing)."""
+    benchmarks with an undecided band, both looks at Pocock's nominal level for the information
+    fraction first/final. A budget campaign (`budgeted`) has a `schedule` instead: every look's
+    repetitions fixed in advance, each look at alpha / looks (Bonferroni: valid under any
+    dependence, and a look the budget stops spends nothing)."""
 
     first: int = POLICY.first_look["quick"]
     final: int = POLICY.looks(POLICY.first_look["quick"])[1]
@@ -520,33 +480,26 @@ def _decide(r, tolerance):
     """Set verdict, reason and undecided of a tested band from p, level, estimate and gain."""
     tol_hi, tol_lo = 1 + tolerance, 1 / (1 + tolerance)
     where = "" if r.look is None else ", look %d" % r.look
+    r.verdict = "tie"
     if r.p_value <= r.level:
-        if r.estimate > 1 and r.gain >= tol_hi:
-            r.verdict, r.reason = (
-                "win",
-                "tuned better by %.1f%%, p=%.2g <= %.2g%s"
-                % ((r.gain - 1) * 100, r.p_value, r.level, where),
-            )
-        elif r.estimate < 1 and r.gain <= tol_lo:
-            r.verdict, r.reason = (
-                "lose",
-                "tuned worse by %.1f%%, p=%.2g <= %.2g%s"
-                % ((1 - r.gain) * 100, r.p_value, r.level, where),
-            )
+        better = r.estimate > 1 and r.gain >= tol_hi
+        if better or (r.estimate < 1 and r.gain <= tol_lo):
+            r.verdict = "win" if better else "lose"
+            word = "better" if better else "worse"
+            r.reason = "tuned %s by %.1f%%" % (word, abs(r.gain - 1) * 100)
+            r.reason += ", p=%.2g <= %.2g%s" % (r.p_value, r.level, where)
         elif (r.estimate > 1) != (r.gain > 1):
-            r.verdict, r.reason = (
-                "tie",
-                "the test (x%.3f) and the seed figures (x%.3f) disagree in direction"
-                % (r.estimate, r.gain),
+            r.reason = "the test (x%.3f) and the seed figures (x%.3f) disagree in direction" % (
+                r.estimate,
+                r.gain,
             )
         else:
-            r.verdict, r.reason = (
-                "tie",
-                "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)"
-                % ((r.gain - 1) * 100, tolerance * 100, r.p_value),
+            r.reason = "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)" % (
+                (r.gain - 1) * 100,
+                tolerance * 100,
+                r.p_value,
             )
         return r
-    r.verdict = "tie"
     lo, hi = r.ci
     if tol_lo < lo and hi < tol_hi:
         r.reason = (
@@ -580,8 +533,7 @@ def compare_bands(
     tested = test_bands(
         benchmark, metric, baseline_reps, tuned_reps, design, previous, strata, pairs
     )
-    mine = None if previous is None else [r for r in previous if r.benchmark == benchmark]
-    return Procedure(design, tolerance, alpha, PER_BENCHMARK).look(tested, mine)
+    return Procedure(design, tolerance, alpha, PER_BENCHMARK).look(tested, previous)
 
 
 def test_bands(
@@ -596,20 +548,12 @@ def test_bands(
     look=None,
 ):
     """Each band's test, not yet decided: [(BandResult, TestResult or None)], None for bands
-    without data and for bands rejected at look 1 (kept as they were).
-
-    baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far).
-    strata: (labels of baseline_reps, labels of tuned_reps), the host state of each run
-    (host_strata): the test is then made within each state (`stratified`).
-    pairs: [(index in baseline_reps, index in tuned_reps, baseline ran first)] of the runs measured
-    as pairs: the test is then the `crossover` test over them (strata are not used; runs without
-    their pair are left out and counted in the reason).
-    design: look 1, or look 2 when `previous` holds this benchmark's look-1 results (bands
-    decided significant at look 1 keep that result); `look` names a later look of a budget design,
-    `previous` then holding the benchmark's bands at the look before. Each band's `test` names the test its p came
-    from: the crossover test only where a band had its pairs (2 of each order), else the test
-    within host states only where states were held equal, else the test over all runs.
-    """
+    without data and for bands rejected at an earlier look (kept as they were).
+    baseline_reps / tuned_reps: one {size: value} per successful run (all runs so far); strata:
+    host_strata's labels of both sides: the test is made within each state (`stratified`).
+    pairs: pairs_of's pairs: the `crossover` test over them (strata unused).
+    design: look 1, or look 2 when `previous` holds this benchmark's look-1 results; `look` names
+    a later look of a budget design, `previous` then holding the bands at the look before."""
     sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     if design is None:
@@ -626,44 +570,19 @@ def test_bands(
         in_band = [s for s in sizes if band_of(s) == name]
         if not in_band:
             continue
+        why = "fewer than 2 successful repetitions of a module"
+        r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
-            out.append(
-                (
-                    BandResult(
-                        benchmark,
-                        name,
-                        in_band,
-                        None,
-                        None,
-                        "no-data",
-                        "fewer than 2 successful repetitions of a module",
-                        test=test_name,
-                    ),
-                    None,
-                )
-            )
+            out.append((r, None))
             continue
-        # inverse of the tuned relative time
-        gain = band_gain(rel, in_band)
         a = band_scores(baseline_reps, in_band, metric)
         b = band_scores(tuned_reps, in_band, metric)
         sign = 1 if LOWER_IS_BETTER[metric] else -1
-        r = BandResult(
-            benchmark,
-            name,
-            in_band,
-            gain,
-            None,
-            "no-data",
-            "no positive values to compare",
-            [math.exp(sign * x) for x in a],
-            [math.exp(sign * x) for x in b],
-            look=look,
-            n_baseline=len(a),
-            n_tuned=len(b),
-            test=test_name,
-        )
-        if gain is None:
+        r.gain, r.reason = band_gain(rel, in_band), "no positive values to compare"
+        r.baseline_band = [math.exp(sign * x) for x in a]
+        r.tuned_band = [math.exp(sign * x) for x in b]
+        r.look, r.n_baseline, r.n_tuned = look, len(a), len(b)
+        if r.gain is None:
             out.append((r, None))
             continue
         old = before.get(name)
@@ -671,28 +590,17 @@ def test_bands(
             out.append((old, None))  # rejected at look 1: that decision is final
             continue
         everyone = list(baseline_reps) + list(tuned_reps)
-        floors = (
-            resolution_floor(baseline_reps, in_band, everyone),
-            resolution_floor(tuned_reps, in_band, everyone),
-        )
-        res = (
-            None
-            if pairs is None
-            else crossover(
-                [a[i] for i, _, _ in pairs],
-                [b[j] for _, j, _ in pairs],
-                [f for _, _, f in pairs],
-                *floors,
-            )
-        )
+        floors = [resolution_floor(reps, in_band, everyone) for reps in (baseline_reps, tuned_reps)]
+        res = None
+        if pairs:  # (none: crossover has no group of 2 pairs either)
+            ia, ib, order = zip(*pairs)
+            res = crossover([a[i] for i in ia], [b[j] for j in ib], order, *floors)
         # the name says which test gave p: a fallback (too few pairs of an order, no state with 2
         # runs of each module) is named as the test it fell back to
         if res is not None:
             r.test = PAIRED_TEST_NAME
-            r.pairs = {
-                "baseline first": sum(1 for p in pairs if p[2]),
-                "tuned first": sum(1 for p in pairs if not p[2]),
-            }
+            first = sum(1 for p in pairs if p[2])
+            r.pairs = {"baseline first": first, "tuned first": len(pairs) - first}
         elif strata is None:
             res = welch(a, b, *floors)
             r.test = TEST_NAME
@@ -713,46 +621,35 @@ def rejected(r):
 def judge_family(
     tested, tolerance=POLICY.tolerance, alpha=POLICY.alpha, design=None, previous=None
 ):
-    """The verdict of every band in `tested` (test_bands' pairs, of one benchmark or of a whole
-    campaign): one family, Holm's step-down over all its tests at the look's nominal levels (both
-    directions: a win and a loss are both rejections), so the chance of any false win or loss in
-    the family stays at alpha. previous: at look 2, the family's look-1 results: the family is
-    every band tested then, those rejected then keep their verdict and pass their share of alpha
-    on, and bands not tested again count as members that are not rejected. Returns the bands."""
+    """The verdict of every band in `tested` (test_bands' pairs): one family, Holm's step-down over
+    all its tests (a win and a loss are both rejections) at the look's nominal levels. previous:
+    the family at the look before; its rejections keep their verdict and pass their share of alpha
+    on, and bands not tested again stay members, not rejected. Returns the bands."""
     pending = [(r, res) for r, res in tested if res is not None]
     look = pending[0][0].look if pending else None
     family = [r for r in (previous or []) if r.p_value is not None and r.level is not None]
     done = sum(1 for r in family if rejected(r))
-    levels = holm(
-        [r.p_value for r, _ in pending],
-        alpha,
-        m=max(len(family), done + len(pending)),
-        done=done,
-        nominal=None if design is None else lambda share: design.level(share, look),
-    )
+    nominal = None if design is None else lambda share: design.level(share, look)
+    ps = [r.p_value for r, _ in pending]
+    levels = holm(ps, alpha, m=max(len(family), done + len(pending)), done=done, nominal=nominal)
     for (r, res), level in zip(pending, levels):
         r.level = level
         q = t_quantile(r.level, res.df) * res.se if res.se > 0 else 0.0
         r.ci = sorted([math.exp(-(res.diff + q)), math.exp(-(res.diff - q))])
         _decide(r, tolerance)
         if r.pairs:
-            left = r.n_baseline + r.n_tuned - 2 * sum(r.pairs.values())
-            r.reason += "; paired: %d pairs (%d baseline first, %d tuned first)%s" % (
-                sum(r.pairs.values()),
-                r.pairs["baseline first"],
-                r.pairs["tuned first"],
-                "; %d run(s) without their pair left out" % left if left else "",
-            )
+            n = sum(r.pairs.values())
+            first = (r.pairs["baseline first"], r.pairs["tuned first"])
+            r.reason += "; paired: %d pairs (%d baseline first, %d tuned first)" % ((n,) + first)
+            left = r.n_baseline + r.n_tuned - 2 * n
+            if left:
+                r.reason += "; %d run(s) without their pair left out" % left
         if r.host_strata:
             left = r.n_baseline + r.n_tuned - sum(sum(n) for n in r.host_strata.values())
-            r.reason += "; host state held equal (%s%s)" % (
-                ", ".join(
-                    "%s %d+%d" % (state, na, nb) for state, (na, nb) in r.host_strata.items()
-                ),
-                "; %d run(s) left out: their state has fewer than 2 runs of a module" % left
-                if left
-                else "",
-            )
+            held = ", ".join("%s %d+%d" % (s, na, nb) for s, (na, nb) in r.host_strata.items())
+            if left:
+                held += "; %d run(s) left out: their state has fewer than 2 runs of a module" % left
+            r.reason += "; host state held equal (%s)" % held
     return [r for r, _ in tested]
 
 
@@ -771,26 +668,21 @@ CAMPAIGN, PER_BENCHMARK = "campaign", "benchmark"  # Procedure.scope: what one H
 
 @dataclass
 class Outcome:
-    """What the Procedure decided, as data: every band at its last look (reliability bands too,
-    when the test gave them), the look-1 bands, the benchmarks judged again at any later look,
-    those judged at each look after the first, the verdict."""
+    """What the Procedure decided: every band at its last look (reliability bands too), the look-1
+    bands, the benchmarks judged again at any later look, the verdict."""
 
     bands: List[BandResult]
     look1: List[BandResult]
     extended: List[str]
     verdict: str
-    later: List[List[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Procedure:
-    """The verdict's procedure, written once: look 1 -> extension -> the next look -> ... (two
-    looks, or a budget design's schedule) -> Holm family -> module verdict. validate runs it on
-    measured runs, power on drawn ones, compare_bands (tune, history) makes one look of its
-    per-benchmark variant.
-
-    scope CAMPAIGN (validate): one family of every benchmark x band, so the chance of any false win
-    or loss in the campaign is alpha; PER_BENCHMARK: each benchmark's bands a family of their own."""
+    """The verdict's procedure, written once: look 1 -> extension -> the next look -> ... -> Holm
+    family -> module verdict. validate runs it on measured runs, power on drawn ones,
+    compare_bands (tune, history) makes one look of it. scope CAMPAIGN (validate): one family of
+    every benchmark x band; PER_BENCHMARK: each benchmark's bands a family of their own."""
 
     design: Optional[Design] = None
     tolerance: float = POLICY.tolerance
@@ -812,14 +704,13 @@ class Procedure:
         return out
 
     def run(self, benchmarks, test, extend=None):
-        """The whole procedure. test(benchmark, look, previous) -> test_bands' list for that
-        benchmark on the runs of `look` (design.sizes()[look - 1] repetitions), previous its bands
-        at the look before. extend(undecided {benchmark: bands}, look) -> the benchmarks measured
-        up to that look (validate measures their runs; default: the undecided ones); called while
-        the design has a next look; none measured ends the looks (all decided, a budget spent). Returns an Outcome."""
+        """The whole procedure, an Outcome. test(benchmark, look, previous) -> test_bands' list on
+        the runs of `look`, previous its bands at the look before. extend(undecided {benchmark:
+        bands}, look) -> the benchmarks measured up to that look (default: the undecided ones);
+        none ends the looks (all decided, a budget spent)."""
         one = self.look([t for b in benchmarks for t in test(b, 1, None)])
         final = {(r.benchmark, r.band): r for r in one}
-        later = []
+        extended = {}  # ordered set
         looks = len(self.design.sizes()) if self.design is not None else 1
         for look in range(2, looks + 1):
             undecided = extension(list(final.values()), self.design, look - 1)
@@ -831,10 +722,9 @@ class Procedure:
                 t for b in again for t in test(b, look, [r for r in before if r.benchmark == b])
             ]
             final.update(((r.benchmark, r.band), r) for r in self.look(tested, before))
-            later.append(again)
+            extended.update(dict.fromkeys(again))
         bands = list(final.values())
-        extended = list(dict.fromkeys(b for again in later for b in again))
-        return Outcome(bands, one, extended, module_verdict(bands), later)
+        return Outcome(bands, one, list(extended), module_verdict(bands))
 
 
 def pair_order(rep, run_index=0):
@@ -846,26 +736,16 @@ def pair_order(rep, run_index=0):
 
 def reliability(benchmark, baseline_failed, baseline_runs, tuned_failed, tuned_runs):
     """A crash or failure is a decisive outcome, not noise: fewer failures wins."""
-    if tuned_failed > baseline_failed:
-        verdict = "lose"
-    elif baseline_failed > tuned_failed:
-        verdict = "win"
-    else:
-        verdict = "tie"
-    reason = "failed runs: baseline %d/%d, tuned %d/%d" % (
-        baseline_failed,
-        baseline_runs,
-        tuned_failed,
-        tuned_runs,
-    )
+    verdict = "tie"
+    if tuned_failed != baseline_failed:
+        verdict = "lose" if tuned_failed > baseline_failed else "win"
+    counts = (baseline_failed, baseline_runs, tuned_failed, tuned_runs)
+    reason = "failed runs: baseline %d/%d, tuned %d/%d" % counts
     return BandResult(benchmark, "reliability", [], None, None, verdict, reason)
 
 
-# The module's verdicts, one meaning each (validate/README.md; validate.EXIT_CODES gives each its
-# exit code): PASS a band wins and none loses; FAIL a band loses (a regression); NO-GAIN no band
-# wins or loses and none is undecided (shown equivalent within the tolerance: do not ship it);
-# INCONCLUSIVE none wins or loses and some band is undecided (too noisy to say); NO-DATA nothing
-# compared.
+# The module's verdicts, one meaning each (module_verdict; docs/design.md, "Statistics" step 10;
+# validate.EXIT_CODES gives each its exit code). NO-GAIN: shown equivalent within the tolerance.
 PASS, FAIL, NO_GAIN, INCONCLUSIVE, NO_DATA = "PASS", "FAIL", "NO-GAIN", "INCONCLUSIVE", "NO-DATA"
 
 
@@ -907,12 +787,10 @@ def band_gain(relative, sizes):
 
 
 def gain_change(ref, now, sizes, metric):
-    """Welch's t for the change of one band's log gain from campaign `ref` to campaign `now` of the
-    same modules, each (baseline runs, tuned runs) of {size: value}: a campaign's log gain is its
-    baseline's mean band score minus its tuned module's (log cost), the change is now's minus ref's
-    (diff < 0: the gain fell). The four sides count as independent, which overstates the variance
-    where a campaign's pairs share the host's noise: a change must be clear to be called. Over the
-    `sizes` every run has; None without one or with fewer than 2 runs a side."""
+    """Welch's t for the change of one band's log gain (baseline's mean band score minus tuned's)
+    from campaign `ref` to `now`, each (baseline runs, tuned runs); diff < 0: the gain fell. The
+    four sides count as independent, overstating the variance where pairs share the host's noise:
+    a change must be clear to be called. None without a shared size or 2 runs a side."""
     if min(len(runs) for runs in ref + now) < 2:
         return None
     shared = set(common_sizes(ref[0] + now[0], ref[1] + now[1]))
@@ -928,11 +806,9 @@ def gain_change(ref, now, sizes, metric):
 
 
 def drifted(changes, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
-    """Which of a campaign's band changes are drift. changes: [(reported gain now / reported gain
-    before, gain_change's TestResult)] of every band compared with the campaign before, one Holm
-    family (the chance of any false drift in the campaign stays at alpha). Drift, the mirror of a
-    band's loss (_decide): p reaches its Holm level, the test's estimate is a fall and the reported
-    gain fell by at least the tolerance (now <= before / (1 + tolerance)). Returns [(level, drift)]."""
+    """Which of a campaign's band changes are drift, one Holm family. changes: [(reported gain now /
+    before, gain_change's TestResult)]. Drift mirrors a band's loss (_decide): p reaches its level,
+    the estimate is a fall and the reported gain fell by the tolerance. Returns [(level, drift)]."""
     levels = holm([t.p for _, t in changes], alpha)
     return [
         (level, t.p <= level and t.diff < 0 and ratio <= 1 / (1 + tolerance))

@@ -1,23 +1,19 @@
 """`tunedmpi power`: how often the verdict is wrong, and how often it finds a real gain, on this
-machine's own noise (method: docs/design.md, "Statistics";
-use: validate/README.md).
+machine's own noise (method: docs/design.md, "Statistics"; use: validate/README.md).
 
 Reads validate result directories (results.json) and results-store campaigns (campaign.json plus
-one record per run), or directories holding either. From their runs it builds:
+one record per run), or directories holding either, and pools their runs:
 
-- **same-configuration pools**: every successful run of one configuration and benchmark (the same
-  module in validate campaigns of the same suite, set and size, pooled across campaigns; the same
-  store configuration across a campaign's stages, e.g. the baseline every stage measures again);
-- **residual pools**: per campaign and benchmark, each run's log values minus the mean of its own
-  group (module, or configuration x stage), scaled by sqrt(n/(n-1)) to undo the centring. They keep
-  each run's noise (whole-run slowness, outliers) and remove the modules' difference, so A/B
-  campaigns give A/A data too (an approximation: centring on 5 runs is itself noisy).
+- **same-configuration pools**: every successful run of one configuration and benchmark (one
+  module in validate campaigns of the same suite, set and size; one store configuration across
+  a campaign's stages, e.g. the baseline every stage measures again);
+- **residual pools**: per campaign and benchmark, each run's log values minus its group's mean
+  (module, or configuration x stage), scaled by sqrt(n/(n-1)) to undo the centring: each run's
+  noise without the modules' difference, so A/B campaigns give A/A data too (approximately).
 
-A/A: draw 2 x R runs of a pool without replacement, give half to each side, and judge them with
-the verdict (stats.compare_bands): any band that wins or loses is a false call. Power: the same
-draws with one side's band made `gain` times faster. With a two-look Design the draw holds enough
-runs for the extension, which is used when stats.extension says so. Also measured: run-to-run
-noise (SD of per-run log band scores), how much sizes share a run's slowness (intra-class
+A/A: runs drawn without replacement, half to each side, judged as validate judges (any band that
+wins or loses is a false call); power: the same draws with one side's band `gain` times faster.
+Also measured: run-to-run noise, how much sizes share a run's slowness (intra-class
 correlation), drift, and the effect of running second in a pair.
 """
 
@@ -75,8 +71,9 @@ RESULTS_FIX = (
 
 
 def _validate_source(path):
-    res = store.read_json(path / "results.json", RESULTS_FIX)
-    results.check_runs(res, path / "results.json")
+    where = path / "results.json"
+    res = store.read_json(where, RESULTS_FIX)
+    results.check_runs(res, where)
     final, first = OrderedDict(), {}
     # later attempts replace earlier ones; list order = run order
     for i, r in enumerate(res.get("runs", [])):
@@ -93,6 +90,8 @@ def _validate_source(path):
         module = r.get("module") or res["modules"][r["role"]]
         for bench, s in r["series"].items():
             config = ("validate", s["suite"], res.get("set"), geo.get("np"), module, bench)
+            key = "runs[%d].series.%s.points" % (i, bench)
+            points = store.checked_points(s["points"], where, key, RESULTS_FIX)
             runs.append(
                 Run(
                     path.name,
@@ -104,26 +103,17 @@ def _validate_source(path):
                     r["role"],
                     r["rep"],
                     float(i),
-                    store.checked_points(
-                        s["points"],
-                        path / "results.json",
-                        "runs[%d].series.%s.points" % (i, bench),
-                        RESULTS_FIX,
-                    ),
+                    points,
                     state[id(r)],
                     first[(r["run"], r["rep"])] == "baseline",
                     r["run"],
                 )
             )
     mods = res.get("modules", {})
+    aa = bool(mods) and mods.get("baseline") == mods.get("tuned")
     looks = results.looks_of(res) if "design" in res or "repetitions" in res else None
     return Source(
-        path.name,
-        "validate",
-        runs,
-        False,
-        aa=bool(mods) and mods.get("baseline") == mods.get("tuned"),
-        design=looks and results.design_from(looks, path / "results.json"),
+        path.name, "validate", runs, False, aa, looks and results.design_from(looks, where)
     )
 
 
@@ -177,12 +167,8 @@ def _campaigns_under(path, depth):
         return [_store_source(path)]
     if depth == 0 or not path.is_dir():
         return []
-    return [
-        src
-        for child in sorted(path.iterdir())
-        if child.is_dir()
-        for src in _campaigns_under(child, depth - 1)
-    ]
+    children = [child for child in sorted(path.iterdir()) if child.is_dir()]
+    return [src for child in children for src in _campaigns_under(child, depth - 1)]
 
 
 def load(paths):
@@ -226,7 +212,7 @@ def bands_of(runs):
 
 
 def _by_bench(runs, key=lambda r: r.bench):
-    """{benchmark (or key(run)): [runs]} in first-seen order."""
+    """{benchmark (or key(item)): [runs (items)]} in first-seen order."""
     by = OrderedDict()
     for r in runs:
         by.setdefault(key(r), []).append(r)
@@ -244,7 +230,7 @@ def noise(runs, bands):
     out = OrderedDict()
     groups = _groups(runs)
     for name, sizes in bands.items():
-        resid, cells, runmeans, dof = [], [], [], 0
+        resid, cells, dof = [], [], 0
         for grp in groups:
             scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
             mean = sum(scores) / len(scores)
@@ -252,10 +238,8 @@ def noise(runs, bands):
             dof += len(grp) - 1
             logs = [[stats._cost(r.points[s], r.metric) for s in sizes] for r in grp]
             col = [sum(row[j] for row in logs) / len(logs) for j in range(len(sizes))]
-            for row in logs:
-                c = [row[j] - col[j] for j in range(len(sizes))]
-                cells.append(c)
-                runmeans.append(sum(c) / len(c))
+            cells += [[x - m for x, m in zip(row, col)] for row in logs]
+        runmeans = [sum(c) / len(c) for c in cells]
         if dof < 2:
             continue
         sd = math.sqrt(sum(x * x for x in resid) / dof)
@@ -265,31 +249,25 @@ def noise(runs, bands):
         icc = None
         if m > 1:
             msb = m * sum(x * x for x in runmeans) / dof
-            msw = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m)) / (
-                dof * (m - 1)
-            )
+            within = sum((c[j] - rm) ** 2 for c, rm in zip(cells, runmeans) for j in range(m))
+            msw = within / (dof * (m - 1))
             icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
         out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
     return out
 
 
 def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
-    """Runs per module for `target` power on one band of `bands` at this SD (Welch, one look at
-    Holm's first level alpha/bands; normal approximation of the noncentral t)."""
-    if sd <= 0:
-        return 2
-    for n in range(2, limit + 1):
-        ncp = math.log(gain) / (sd * math.sqrt(2.0 / n))
-        if 1 - stats.normal_cdf(stats.t_quantile(alpha / bands, 2 * n - 2) - ncp) >= target:
-            return n
-    return None
+    """Runs per module for `target` power on one band of `bands` at this SD, in one look."""
+    return next(
+        (n for n in range(2, limit + 1) if design_power(sd, gain, alpha, bands, None, n) >= target),
+        None,
+    )
 
 
 def design_power(sd, gain, alpha, bands, design, repetitions):
-    """Power for a true `gain` on one band at this SD under the two-look design (or one look of
-    `repetitions` runs): Welch's critical values at Holm's first level for `bands` bands, the two
-    looks' statistics bivariate normal with correlation sqrt(first/final). A model, for noise
-    levels the pools cannot be resampled at."""
+    """Power for a true `gain` on one band at this SD under the design (None: one look of
+    `repetitions` runs), at Holm's first level for `bands` bands, the looks' statistics bivariate
+    normal with correlation sqrt(first/final): a model, for noise the pools cannot resample."""
     if sd <= 0:
         return 1.0
     n1 = design.first if design else repetitions
@@ -303,20 +281,18 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
     d2 = math.log(gain) / (sd * math.sqrt(2.0 / n2))
     rho = math.sqrt(n1 / float(n2))
     s = math.sqrt(1 - rho * rho)
-    lo, steps = d1 - 9.0, 400
+    lo = d1 - 9.0
     if c1 <= lo:
         return first
-    h = (c1 - lo) / steps
-    total = 0.0
-    for i in range(steps + 1):
-        z = lo + i * h
-        f = (
+    return first + stats.simpson(
+        lambda z: (
             math.exp(-((z - d1) ** 2) / 2)
             / math.sqrt(2 * math.pi)
             * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s))
-        )
-        total += f * (1 if i in (0, steps) else 4 if i % 2 else 2)
-    return first + total * h / 3
+        ),
+        lo,
+        c1,
+    )
 
 
 # ---- order and time effects ------------------------------------------------------------------
@@ -324,34 +300,30 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
 
 def _slope(points):
     """Pooled within-group least-squares slope of [(group, x, y)] and its standard error."""
-    by = OrderedDict()
-    for g, x, y in points:
-        by.setdefault(g, []).append((x, y))
+    groups = _by_bench(points, lambda p: p[0]).values()
     cent = []
-    for pts in by.values():
+    for pts in groups:
         if len(pts) < 2:
             continue
-        mx = sum(p[0] for p in pts) / len(pts)
-        my = sum(p[1] for p in pts) / len(pts)
-        cent += [(x - mx, y - my) for x, y in pts]
+        mx = sum(p[1] for p in pts) / len(pts)
+        my = sum(p[2] for p in pts) / len(pts)
+        cent += [(x - mx, y - my) for _, x, y in pts]
     sxx = sum(x * x for x, _ in cent)
     sxy = sum(x * y for x, y in cent)
     if sxx <= 0 or len(cent) < 3:
         return None, None
     b = sxy / sxx
     rss = sum((y - b * x) ** 2 for x, y in cent)
-    return b, math.sqrt(rss / max(1, len(cent) - len(by) - 1) / sxx)
+    return b, math.sqrt(rss / max(1, len(cent) - len(groups) - 1) / sxx)
 
 
 def order_effects(source):
     """Drift, serial correlation and the effect of running second, for one source."""
     out = OrderedDict()
-    by_bench = _by_bench(source.runs)
     drift_pts, across, lag, pair_x, pair_y, reps = [], [], [], [], [], {}
     second = OrderedDict()
-    for bench, runs in by_bench.items():
-        bands = bands_of(runs)
-        for name, sizes in bands.items():
+    for bench, runs in _by_bench(source.runs).items():
+        for name, sizes in bands_of(runs).items():
             seq = []
             for grp in _groups(runs):
                 scores = stats.band_scores([r.points for r in grp], sizes, grp[0].metric)
@@ -369,30 +341,23 @@ def order_effects(source):
                 if den > 0:
                     lag.append(sum((v[i] - m) * (v[i + 1] - m) for i in range(len(v) - 1)) / den)
             if source.kind == "validate":
-                pairs = OrderedDict()
-                for t in seq:
-                    pairs.setdefault(t[2].rep, []).append(t)
-                for rep, pr in pairs.items():
+                for rep, pr in _by_bench(seq, lambda t: t[2].rep).items():
                     if len(pr) != 2 or pr[0][2].role == pr[1][2].role:
                         continue
-                    (o1, x1, r1), (o2, x2, r2) = sorted(pr, key=lambda t: t[0])
+                    (_, x1, r1), (_, x2, r2) = sorted(pr, key=lambda t: t[0])
                     pair_x.append(x1)
                     pair_y.append(x2)
                     raw1 = stats.band_scores([r1.points], sizes, r1.metric)[0]
                     raw2 = stats.band_scores([r2.points], sizes, r2.metric)[0]
                     # second minus first (log cost; > 0: the second run is slower), with who was second
                     second.setdefault(bench, {}).setdefault(rep, []).append((raw2 - raw1, r2.role))
-    b, se = _slope(drift_pts)
-    out["drift"] = (
-        b,
-        se,
-        "minute" if source.timed else "round" if source.kind == "store" else "run",
-    )
+    unit = "minute" if source.timed else "round" if source.kind == "store" else "run"
+    out["drift"] = _slope(drift_pts) + (unit,)
     if source.kind == "store":  # the same configuration measured again in later stages
         out["drift_across"] = _slope(across)
     out["lag1"] = statistics.mean(lag) if lag else None
     out["rep_effect"] = {k: statistics.mean(v) for k, v in sorted(reps.items()) if v}
-    if pair_x and len(pair_x) > 2:
+    if len(pair_x) > 2:
         mx, my = statistics.mean(pair_x), statistics.mean(pair_y)
         num = sum((x - mx) * (y - my) for x, y in zip(pair_x, pair_y))
         den = math.sqrt(sum((x - mx) ** 2 for x in pair_x) * sum((y - my) ** 2 for y in pair_y))
@@ -412,24 +377,19 @@ def second_effect(second, aa):
             vals.append(sum(d for d, _ in items) / len(items))
             signs.append(1 if items[0][1] == "tuned" else -1)  # +1: tuned ran second
         if aa:
-            d = vals
+            if len(vals) >= 2:
+                se = statistics.stdev(vals) / math.sqrt(len(vals))
+                out[bench] = (statistics.mean(vals), se, len(vals))
         elif 0 < signs.count(1) < len(signs):
             # second-minus-first = o + s * (tuned-minus-baseline): o is the mean of the two order groups
             plus = [v for v, s in zip(vals, signs) if s > 0]
             minus = [v for v, s in zip(vals, signs) if s < 0]
             est = (statistics.mean(plus) + statistics.mean(minus)) / 2
-            se = 0.5 * math.sqrt(
-                (statistics.variance(plus) / len(plus) if len(plus) > 1 else 0)
-                + (statistics.variance(minus) / len(minus) if len(minus) > 1 else 0)
-            )
+            parts = [statistics.variance(v) / len(v) if len(v) > 1 else 0 for v in (plus, minus)]
+            se = 0.5 * math.sqrt(parts[0] + parts[1])
             out[bench] = (est, se, len(vals))
-            continue
         else:
             out[bench] = None  # the tuned module always ran second: order and module are confounded
-            continue
-        if len(d) < 2:
-            continue
-        out[bench] = (statistics.mean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d))
     return out
 
 
@@ -467,16 +427,46 @@ def _pairs(runs):
     return [(v["baseline"], v["tuned"]) for _, v in sorted(by.items()) if len(v) == 2]
 
 
-def _same_config_pools(sources, design_of, least):
+def _design_of(src, design):
+    """The design a source is judged by: `design` (--repetitions), else its own, else the default."""
+    return design or src.design or DEFAULT_DESIGN
+
+
+def _pool(label, family, runs, unit, bands, design, pairs=None):
+    """A Pool of `runs` (unit(run): what is resampled of it), or of their `pairs` (_pairs), each
+    pair keeping which of its runs ran first."""
+    if pairs is None:
+        units, states, first = [unit(r) for r in runs], _states(runs), None
+    else:
+        units = [(unit(a), unit(b)) for a, b in pairs]
+        states = _states([r for pr in pairs for r in pr]) and [(a.state, b.state) for a, b in pairs]
+        first = [a.baseline_first for a, _ in pairs]
+    return Pool(
+        label,
+        family,
+        runs[0].bench,
+        runs[0].metric,
+        runs[0].suite,
+        units,
+        bands,
+        paired=pairs is not None,
+        states=states,
+        design=design,
+        baseline_first=first,
+    )
+
+
+def _same_config_pools(sources, design, least):
     """Pools of every run of one configuration (validate: one module in campaigns of the same suite,
     set and size; store: one configuration), for the sources whose design is not paired."""
     out = []
     same = OrderedDict()
     for src in sources:
-        if stats.paired(design_of(src)):
+        d = _design_of(src, design)
+        if stats.paired(d):
             continue
         for r in src.runs:
-            same.setdefault((r.config, design_of(src)), []).append(r)
+            same.setdefault((r.config, d), []).append(r)
     for (config, d), runs in same.items():
         if len(runs) < least(d):
             continue
@@ -484,32 +474,13 @@ def _same_config_pools(sources, design_of, least):
         if not bands:
             continue
         names = sorted({r.source for r in runs})
-        if config[0] == "validate":
-            label = "%s %s np=%s %s (%s)" % (
-                config[1],
-                config[2],
-                config[3],
-                config[4],
-                names[0] if len(names) == 1 else "%d campaigns" % len(names),
-            )
-        else:
-            label = "%s %s" % (
-                config[1],
-                config[2] if len(config[2]) <= 40 else config[2][:37] + "...",
-            )
-        out.append(
-            Pool(
-                label,
-                "same-config",
-                runs[0].bench,
-                runs[0].metric,
-                runs[0].suite,
-                [r.points for r in runs],
-                bands,
-                states=_states(runs),
-                design=d,
-            )
-        )
+        if config[0] == "validate":  # suite, set, np, module (campaigns)
+            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
+            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
+        else:  # campaign, configuration id
+            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
+            label = "%s %s" % (config[1], cid)
+        out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
     return out
 
 
@@ -520,43 +491,26 @@ def pools(sources, minimum=None, design=None):
     pairs only: A/A pairs, and residual pairs of A/B campaigns; its same-configuration runs hold
     no pairs and are not resampled. minimum: runs a pool needs (default 2 x the first look)."""
 
-    def design_of(src):
-        return design or src.design or DEFAULT_DESIGN
-
     def least(d):
         return 2 * d.first if minimum is None else minimum
 
-    out = _same_config_pools(sources, design_of, least)
+    out = _same_config_pools(sources, design, least)
     for src in sources:
         if not src.aa:
             continue
-        d = design_of(src)
-        for bench, runs in _by_bench(src.runs).items():
+        d = _design_of(src, design)
+        for runs in _by_bench(src.runs).values():
             pairs = _pairs(runs)
             if len(pairs) < (d.first if stats.paired(d) else least(d) // 2):
                 continue
             bands = bands_of([r for pr in pairs for r in pr])
             if bands:
-                both = _states([r for pr in pairs for r in pr])
-                out.append(
-                    Pool(
-                        "%s (A/A repetitions, order kept)" % src.name,
-                        "A/A pairs",
-                        bench,
-                        pairs[0][0].metric,
-                        pairs[0][0].suite,
-                        [(a.points, b.points) for a, b in pairs],
-                        bands,
-                        paired=True,
-                        states=both and [(a.state, b.state) for a, b in pairs],
-                        design=d,
-                        baseline_first=[a.baseline_first for a, _ in pairs],
-                    )
-                )
+                label = "%s (A/A repetitions, order kept)" % src.name
+                out.append(_pool(label, "A/A pairs", runs, lambda r: r.points, bands, d, pairs))
     for src in sources:
-        d = design_of(src)
+        d = _design_of(src, design)
         crossover = src.kind == "validate" and stats.paired(d)
-        for bench, runs in _by_bench(src.runs).items():
+        for runs in _by_bench(src.runs).values():
             bands = bands_of(runs)
             sizes = [s for b in bands.values() for s in b]
             if not sizes:
@@ -564,45 +518,16 @@ def pools(sources, minimum=None, design=None):
             resid = _residuals(runs, sizes)
             kept = [r for r, _ in resid.values()]
 
-            def unit(r, resid=resid):
+            def unit(r):
                 return resid[id(r)][1]
 
             if crossover:  # each repetition's two residuals kept together, with their order
                 pairs = _pairs(kept)
-                if len(pairs) < d.first:
-                    continue
-                both = _states([r for pr in pairs for r in pr])
-                out.append(
-                    Pool(
-                        "%s (residual pairs)" % src.name,
-                        "residual pairs",
-                        bench,
-                        runs[0].metric,
-                        runs[0].suite,
-                        [(unit(a), unit(b)) for a, b in pairs],
-                        bands,
-                        paired=True,
-                        states=both and [(a.state, b.state) for a, b in pairs],
-                        design=d,
-                        baseline_first=[a.baseline_first for a, _ in pairs],
-                    )
-                )
-                continue
-            if len(kept) < least(d):
-                continue
-            out.append(
-                Pool(
-                    "%s (residuals)" % src.name,
-                    "residual",
-                    bench,
-                    runs[0].metric,
-                    runs[0].suite,
-                    [unit(r) for r in kept],
-                    bands,
-                    states=_states(kept),
-                    design=d,
-                )
-            )
+                if len(pairs) >= d.first:
+                    label = "%s (residual pairs)" % src.name
+                    out.append(_pool(label, "residual pairs", kept, unit, bands, d, pairs))
+            elif len(kept) >= least(d):
+                out.append(_pool("%s (residuals)" % src.name, "residual", kept, unit, bands, d))
     return out
 
 
@@ -635,28 +560,26 @@ def _scaled(unit, sizes, factor, metric):
     return {s: (v / factor if lower else v * factor) if s in sizes else v for s, v in unit.items()}
 
 
+def _test_upto(n, bench, metric, base, tuned, design, previous, strata, pairs, look):
+    """stats.test_bands on each side's first n runs (and the pairs among them)."""
+    if pairs is not None:
+        pairs = [p for p in pairs if p[0] < n and p[1] < n]
+    return stats.test_bands(
+        bench, metric, base[:n], tuned[:n], design, previous, strata, pairs=pairs, look=look
+    )
+
+
 def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=None):
-    """The verdict's procedure (stats.Procedure, per benchmark) on one draw: look 1, and look 2 when
-    an undecided band asks for it and the draw holds the runs; with `states` (each side's runs'
-    host states) within host states, and with `pairs` (test_bands' pairs of base and tuned) by the
-    crossover test. Returns ({band: verdict}, extended, look-1 estimates)."""
+    """stats.Procedure, per benchmark, on one draw (later looks while the draw holds the runs);
+    within host `states` (each side's), or by the crossover test over `pairs`. Returns ({band:
+    verdict}, extended, look-1 estimates)."""
 
     def test(bench, look, previous):
         n = design.sizes()[look - 1] if design else len(base)
         strata = None
         if states is not None:
             strata = stats.host_strata(states[0][:n], states[1][:n], alpha)[0]
-        return stats.test_bands(
-            bench,
-            pool.metric,
-            base[:n],
-            tuned[:n],
-            design=design,
-            previous=previous,
-            strata=strata,
-            pairs=None if pairs is None else [p for p in pairs if p[0] < n and p[1] < n],
-            look=look,
-        )
+        return _test_upto(n, bench, pool.metric, base, tuned, design, previous, strata, pairs, look)
 
     def extend(undecided, look):
         return list(undecided) if len(base) >= design.sizes()[look - 1] else []
@@ -664,45 +587,34 @@ def procedure(pool, base, tuned, design, tolerance, alpha, states=None, pairs=No
     out = stats.Procedure(design, tolerance, alpha, stats.PER_BENCHMARK).run(
         [pool.bench], test, extend
     )
-    return (
-        {r.band: r.verdict for r in out.bands},
-        bool(out.extended),
-        [r.estimate for r in out.look1 if r.estimate],
-    )
+    verdicts = {r.band: r.verdict for r in out.bands}
+    return verdicts, bool(out.extended), [r.estimate for r in out.look1 if r.estimate]
+
+
+def _validate_order(drawn):
+    """Drawn pairs [(first run, second run)] given the modules as validate gives them: the k-th
+    pair's first run is the baseline's when validate's k-th repetition runs the baseline first
+    (stats.pair_order, ABBA). Returns (baseline runs, tuned runs, compare_bands' pairs)."""
+    first = [stats.pair_order(k + 1)[0] == "baseline" for k in range(len(drawn))]
+    base = [u[0] if f else u[1] for u, f in zip(drawn, first)]
+    tuned = [u[1] if f else u[0] for u, f in zip(drawn, first)]
+    return base, tuned, stats.pairs_of(range(len(drawn)), range(len(drawn)), lambda k: first[k])
 
 
 def _draw_pairs(pool, rng, n):
     """n of the pool's pairs, drawn as whole pairs in random order (which come at look 1 is random
-    too), each keeping its two runs and which of them ran first; the module is then given to them
-    as validate gives it (stats.pair_order, ABBA), so the i-th pair's first run is the baseline's
-    when validate's i-th repetition runs the baseline first. Returns (baseline runs, tuned runs,
-    their host states or None, compare_bands' pairs)."""
-    base, tuned, sb, st, first = [], [], [], [], []
-    for k, i in enumerate(rng.sample(range(len(pool.units)), n)):
-        a, b = pool.units[i]
-        sa, sb_ = pool.states[i] if pool.states else (None, None)
-        runs = ((a, sa), (b, sb_)) if pool.baseline_first[i] else ((b, sb_), (a, sa))
-        baseline_first = stats.pair_order(k + 1)[0] == "baseline"
-        (x, xs), (y, ys) = runs if baseline_first else runs[::-1]
-        base.append(x)
-        tuned.append(y)
-        sb.append(xs)
-        st.append(ys)
-        first.append(baseline_first)
-    pairs = stats.pairs_of(range(n), range(n), lambda k: first[k])
-    return base, tuned, ((sb, st) if pool.states else None), pairs
+    too), each keeping its two runs and which ran first, in validate's order (_validate_order).
+    Returns (baseline runs, tuned runs, their host states or None, compare_bands' pairs)."""
+    drawn = []
+    for i in rng.sample(range(len(pool.units)), n):
+        (a, b), (sa, sb) = pool.units[i], pool.states[i] if pool.states else (None, None)
+        drawn.append(((a, sa), (b, sb)) if pool.baseline_first[i] else ((b, sb), (a, sa)))
+    base, tuned, pairs = _validate_order(drawn)
+    states = ([s for _, s in base], [s for _, s in tuned]) if pool.states else None
+    return [x for x, _ in base], [y for y, _ in tuned], states, pairs
 
 
-def study(
-    pool,
-    rng,
-    draws,
-    gain,
-    design,
-    repetitions,
-    tolerance,
-    alpha,
-):
+def study(pool, rng, draws, gain, design, repetitions, tolerance, alpha):
     """False win-or-lose rate, per-band power, extension rate and the p95 apparent gain of one pool;
     within host states where the pool has them, by the crossover test where the design pairs
     (pool.by_crossover), as validate judges."""
@@ -710,43 +622,31 @@ def study(
     per_side = drawn(design, len(pool.units) // need) if design else repetitions
     pairs = None
     two_looks = design is not None and per_side > design.first
-    use_design = design if design is not None else None
     false = extended = 0
     wins = OrderedDict((b, 0) for b in pool.bands)
     apparent = []
     for _ in range(draws):
+        states = None
         if pool.by_crossover:
             base, tuned, states, pairs = _draw_pairs(pool, rng, per_side)
         # whole repetitions of an A/A campaign, in time order: alternation and order kept
         elif pool.paired:
             idx = sorted(rng.sample(range(len(pool.units)), per_side))
-            base = [pool.units[i][0] for i in idx]
-            tuned = [pool.units[i][1] for i in idx]
-            states = (
-                ([pool.states[i][0] for i in idx], [pool.states[i][1] for i in idx])
-                if pool.states
-                else None
-            )
+            base, tuned = ([pool.units[i][k] for i in idx] for k in (0, 1))
+            if pool.states:
+                states = tuple([pool.states[i][k] for i in idx] for k in (0, 1))
         else:
             idx = rng.sample(range(len(pool.units)), 2 * per_side)
-            base = [pool.units[i] for i in idx[0::2]]
-            tuned = [pool.units[i] for i in idx[1::2]]
-            states = (
-                ([pool.states[i] for i in idx[0::2]], [pool.states[i] for i in idx[1::2]])
-                if pool.states
-                else None
-            )
-        verdicts, ext, est = procedure(
-            pool, base, tuned, use_design, tolerance, alpha, states=states, pairs=pairs
-        )
+            base, tuned = ([pool.units[i] for i in idx[k::2]] for k in (0, 1))
+            if pool.states:
+                states = tuple([pool.states[i] for i in idx[k::2]] for k in (0, 1))
+        verdicts, ext, est = procedure(pool, base, tuned, design, tolerance, alpha, states, pairs)
         false += any(v in ("win", "lose") for v in verdicts.values())
         extended += ext
         apparent += [abs(math.log(e)) for e in est]
         for name, sizes in pool.bands.items():
             faster = [_scaled(u, set(sizes), gain, pool.metric) for u in tuned]
-            v, _, _ = procedure(
-                pool, base, faster, use_design, tolerance, alpha, states=states, pairs=pairs
-            )
+            v, _, _ = procedure(pool, base, faster, design, tolerance, alpha, states, pairs)
             wins[name] += v.get(name) == "win"
     apparent.sort()
     return dict(
@@ -779,10 +679,8 @@ class Campaign:
 
 
 def campaign_of(src, design):
-    """A validate campaign's repetitions as A/A data: an A/A campaign's own runs, else residuals
-    (each module's mean removed per benchmark and size); each repetition keeps its benchmarks'
-    two runs in the order they ran. Repetitions every benchmark has; None when fewer than the
-    design's first look."""
+    """A validate campaign's repetitions (those every benchmark has) as A/A data: an A/A campaign's
+    runs, else residuals, each pair in the order it ran; None with fewer than the first look's."""
     if src.kind != "validate":
         return None
     benches, per_rep = OrderedDict(), OrderedDict()
@@ -811,41 +709,32 @@ def campaign_of(src, design):
                 - stats.band_scores([u[0]], sizes, metric)[0]
                 for u in (rep[bench] for rep in reps)
             ]
-            mid = statistics.median(d) if len(d) > 2 else None
             # robust (MAD) SD: a few slow-state pairs would swamp a plain SD. Welch's t does see
             # them, so the pairs it is said to need are a lower bound (the report: optimistic)
-            sd[(bench, band)] = (
-                None if mid is None else 1.4826 * statistics.median(abs(x - mid) for x in d)
-            )
+            sd[(bench, band)] = None
+            if len(d) > 2:
+                mid = statistics.median(d)
+                sd[(bench, band)] = 1.4826 * statistics.median(abs(x - mid) for x in d)
     run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
     return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
 
 def _campaign_draw(camp, rng, n):
-    """n whole repetitions in random order; the k-th gets validate's k-th order (stats.pair_order):
-    {benchmark: (baseline runs, tuned runs, pairs or None)} (validate's verdict has no host
-    strata, so the runs' states are not drawn)."""
+    """n whole repetitions in random order, in validate's order (_validate_order): {benchmark:
+    (baseline runs, tuned runs, pairs or None)} (validate's verdict has no host strata, so the
+    runs' states are not drawn)."""
     idx = rng.sample(range(len(camp.reps)), n)
-    first = [stats.pair_order(k + 1)[0] == "baseline" for k in range(n)]
     out = OrderedDict()
     for bench in camp.benches:
-        units = [camp.reps[i][bench] for i in idx]
-        base = [u[0] if f else u[1] for u, f in zip(units, first)]
-        tuned = [u[1] if f else u[0] for u, f in zip(units, first)]
-        pairs = (
-            stats.pairs_of(range(n), range(n), lambda k: first[k])
-            if stats.paired(camp.design)
-            else None
-        )
-        out[bench] = (base, tuned, pairs)
+        base, tuned, pairs = _validate_order([camp.reps[i][bench] for i in idx])
+        out[bench] = (base, tuned, pairs if stats.paired(camp.design) else None)
     return out
 
 
 def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
-    """validate's verdict on one drawn campaign: stats.Procedure over every benchmark (one Holm
-    family), the runs of the undecided benchmarks extended at each look the draw holds runs for.
-    gains: {(benchmark, band): true gain of the tuned module}; cache: tests already made on this
-    draw. Returns ({(benchmark, band): BandResult}, extended)."""
+    """validate's verdict (stats.Procedure, one family) on one drawn campaign. gains: {(benchmark,
+    band): true gain of the tuned module}; cache: tests already made on this draw. Returns
+    ({(benchmark, band): BandResult}, extended)."""
     design = camp.design
     n = len(next(iter(draw.values()))[0])
 
@@ -858,15 +747,9 @@ def judge_campaign(camp, draw, gains, tolerance, alpha, cache):
             base, tuned, pairs = draw[bench]
             for band, g in own:
                 tuned = [_scaled(u, set(bands[band]), g, metric) for u in tuned]
-            cache[key] = stats.test_bands(
-                bench,
-                metric,
-                base[:upto],
-                tuned[:upto],
-                design=design,
-                previous=None if look == 1 else [],
-                pairs=None if pairs is None else [p for p in pairs if p[0] < upto and p[1] < upto],
-                look=look,
+            before = None if look == 1 else []
+            cache[key] = _test_upto(
+                upto, bench, metric, base, tuned, design, before, None, pairs, look
             )
         # the cache holds later looks without earlier rejections: those are final, as test_bands keeps them
         kept = {r.band: r for r in previous or [] if stats.rejected(r)}
@@ -890,22 +773,19 @@ def drawn(design, held):
     return max([k for k in design.sizes() if k <= held] or [design.first])
 
 
+# campaign_study's rates over the draws: A/A false FAIL, false PASS, either, extended, INCONCLUSIVE;
+# PASS with every band at --gain
+RATES = ("fail", "pass_", "any", "extended", "win_all", "inconclusive")
+
+
 def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
-    """The campaign's error rates over `draws` drawn campaigns: A/A (false FAIL: a band loses;
-    false PASS: a band wins and none loses; NO-GAIN and INCONCLUSIVE are no false call there, and
-    `inconclusive` is the share of INCONCLUSIVE: too noisy to show the modules equal), every band
-    at `gain` (P(PASS), each band's power; NO-GAIN or INCONCLUSIVE there is a miss), and, for each
-    band, that band at `loss` with every other at `gain` (P(FAIL by a loss): the power to catch a
-    real loss among real wins)."""
+    """The campaign's rates over `draws` drawn campaigns: A/A (false FAIL, false PASS, the share
+    INCONCLUSIVE), every band at `gain` (P(PASS), each band's power), and each band at `loss` with
+    every other at `gain` (P(FAIL by a loss): the power to catch a real loss among real wins)."""
     n = drawn(camp.design, len(camp.reps))
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
-    c = dict(
-        fail=0,
-        pass_=0,
-        any=0,
-        extended=0,
-        win_all=0,
-        inconclusive=0,
+    c = dict.fromkeys(RATES, 0)
+    c.update(
         n=n,
         tests=len(keys),
         bench_false=OrderedDict((b, 0) for b in camp.benches),
@@ -918,28 +798,25 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
         draw = _campaign_draw(camp, rng, n)
         cache = {}
         res, ext = judge_campaign(camp, draw, {}, tolerance, alpha, cache)
-        verdicts = {k: r.verdict for k, r in res.items()}
-        lose = "lose" in verdicts.values()
-        c["fail"] += lose
-        c["pass_"] += not lose and "win" in verdicts.values()
-        c["any"] += any(v in ("win", "lose") for v in verdicts.values())
-        c["inconclusive"] += stats.module_verdict(list(res.values())) == stats.INCONCLUSIVE
+        verdict = stats.module_verdict(list(res.values()))
+        c["fail"] += verdict == stats.FAIL
+        c["pass_"] += verdict == stats.PASS
+        called = {b for (b, _), r in res.items() if r.verdict in ("win", "lose")}
+        c["any"] += bool(called)
+        c["inconclusive"] += verdict == stats.INCONCLUSIVE
         c["extended"] += ext
-        for b in camp.benches:
-            c["bench_false"][b] += any(
-                v in ("win", "lose") for (bn, _), v in verdicts.items() if bn == b
-            )
+        for b in called:
+            c["bench_false"][b] += 1
         everyone = {k: gain for k in keys}
         res, _ = judge_campaign(camp, draw, everyone, tolerance, alpha, cache)
-        c["win_all"] += stats.module_verdict(list(res.values())) == "PASS"
+        c["win_all"] += stats.module_verdict(list(res.values())) == stats.PASS
         for k in keys:
             c["power"][k] += res[k].verdict == "win"
-        for k in keys:
-            res, _ = judge_campaign(camp, draw, {**everyone, k: loss}, tolerance, alpha, cache)
-            c["caught"][k] += any(r.verdict == "lose" for r in res.values())
-            c["lost"][k] += res[k].verdict == "lose"
-            c["level"][k].append(res[k].level)
-    for key in ("fail", "pass_", "any", "extended", "win_all", "inconclusive"):
+            one, _ = judge_campaign(camp, draw, {**everyone, k: loss}, tolerance, alpha, cache)
+            c["caught"][k] += any(r.verdict == "lose" for r in one.values())
+            c["lost"][k] += one[k].verdict == "lose"
+            c["level"][k].append(one[k].level)
+    for key in RATES:
         c[key] /= float(draws)
     for key in ("bench_false", "power", "caught", "lost"):
         c[key] = OrderedDict((k, v / float(draws)) for k, v in c[key].items())
@@ -948,12 +825,10 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
 
 
 def drift_study(src, rng, draws, tolerance, alpha):
-    """history's drift rule (stats.drifted) on one validate campaign cut into two pseudo-campaigns
-    of the same two modules, back to back: its first and second halves of repetitions, and `draws`
-    random halvings that keep each half's pair orders as balanced as validate's ABBA keeps a
-    campaign's (half of the repetitions of each order). Every drift is false. Returns (bands
-    tested, repetitions, drifts of the time split, share of random halvings with any drift) or
-    None (fewer than 2 x min_pairs pairs)."""
+    """history's drift rule (stats.drifted) on one validate campaign cut into two back-to-back
+    campaigns: its first and second halves, and `draws` random halvings with half of each pair
+    order's repetitions each (as balanced as validate's ABBA). Every drift is false. Returns (bands
+    tested, repetitions, drifts of the time split, share of halvings with a drift) or None."""
     if src.kind != "validate":
         return None
     benches, orders = [], {}  # (metric, {band: sizes}, {rep: (baseline, tuned)}); rep -> orders
@@ -1007,9 +882,8 @@ def pairs_needed(sd, gain, level, target=0.8, limit=400):
 
 @dataclass
 class Study:
-    """What `tunedmpi power` found, computed before anything is written (render turns it into
-    Markdown): the parameters, each source's design, noise and order effects, the campaign studies
-    (campaign_study) and the pool studies (study)."""
+    """What `tunedmpi power` found, computed before anything is written (power_report renders
+    it)."""
 
     gain: float
     alpha: float
@@ -1030,13 +904,10 @@ def _noise_rows(src, d, gain, alpha):
     for bench, runs in _by_bench(src.runs).items():
         bands = bands_of(runs)
         for band, n in noise(runs, bands).items():
-            one_look = stats.Design(d.first, d.first)
-            one = design_power(n["sd"], gain, alpha, len(bands), one_look, d.first)
-            two = None
-            if d.final > d.first:
-                two = design_power(n["sd"], gain, alpha, len(bands), d, d.first)
-            need = reps_needed(n["sd"], gain, alpha, len(bands))
-            rows.append((src.name, bench, band, n, need, one, two))
+            sd, k = n["sd"], len(bands)
+            one = design_power(sd, gain, alpha, k, None, d.first)
+            two = design_power(sd, gain, alpha, k, d, d.first) if d.final > d.first else None
+            rows.append((src.name, bench, band, n, reps_needed(sd, gain, alpha, k), one, two))
     return rows
 
 
@@ -1080,9 +951,6 @@ def compute(
         for src in sources:
             src.design = stats.Design.budgeted((src.design or DEFAULT_DESIGN).first, max_pairs)
 
-    def design_of(src):
-        return design or src.design or DEFAULT_DESIGN
-
     if not any(s.runs for s in sources):
         raise InputError(
             " ".join(map(str, paths)),
@@ -1092,7 +960,9 @@ def compute(
             "give validate or results-store directories with measured runs",
         )
     rng = random.Random(seed)
-    camps = [c for c in (campaign_of(src, design_of(src)) for src in sources) if c is not None]
+    camps = [
+        c for c in (campaign_of(src, _design_of(src, design)) for src in sources) if c is not None
+    ]
     return Study(
         gain,
         alpha,
@@ -1100,8 +970,8 @@ def compute(
         draws,
         seed,
         design is not None,
-        [(src.name, design_of(src)) for src in sources],
-        [row for src in sources for row in _noise_rows(src, design_of(src), gain, alpha)],
+        [(src.name, _design_of(src, design)) for src in sources],
+        [row for src in sources for row in _noise_rows(src, _design_of(src, design), gain, alpha)],
         [(src, order_effects(src)) for src in sources],
         [(c, campaign_study(c, rng, draws, gain, tolerance, alpha)) for c in camps],
         [

@@ -89,20 +89,11 @@ def _render_noise(st):
         % st.gain,
     ]
     for name, bench, band, n, need, one, two in st.noise:
+        icc = "-" if n["icc"] is None else "%.2f" % n["icc"]
+        both = "-" if two is None else "%.2f" % two
         out.append(
-            "| %s | %s | %s | %d | %.3f | %.3f | %s | %.2f / %s | %s |\n"
-            % (
-                name,
-                bench,
-                band,
-                n["runs"],
-                n["sd"],
-                n["mad"],
-                "-" if n["icc"] is None else "%.2f" % n["icc"],
-                one,
-                "-" if two is None else "%.2f" % two,
-                need if need else ">200",
-            )
+            f"| {name} | {bench} | {band} | {n['runs']:d} | {n['sd']:.3f} | {n['mad']:.3f} | {icc} "
+            f"| {one:.2f} / {both} | {need or '>200'} |\n"
         )
     out.append(
         "\nICC near 1: the sizes of a run move together (the run, not the size, is the replicate); "
@@ -135,26 +126,18 @@ def _render_order(st):
     for src, o in st.order:
         b, se, unit = o["drift"]
         drift = "-" if b is None else "%s ± %.1f%% per %s" % (_pct(b, 2), 196 * se, unit)
-        if o.get("drift_across") and o["drift_across"][0] is not None:
-            drift += " (same configuration across stages: %s ± %.1f%%)" % (
-                _pct(o["drift_across"][0], 2),
-                196 * o["drift_across"][1],
-            )
+        across = o.get("drift_across")
+        if across and across[0] is not None:
+            drift += f" (same configuration across stages: {_pct(across[0], 2)} ± {196 * across[1]:.1f}%)"
         reps = o["rep_effect"]
         warm = None
         if 1 in reps and len(reps) > 1:
             warm = reps[1] - statistics.mean(v for k, v in reps.items() if k != 1)
+        lag1 = "-" if o["lag1"] is None else "%.2f" % o["lag1"]
+        corr = "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"]
         out.append(
-            "| %s%s | %s | %s | %s | %s | %s |\n"
-            % (
-                src.name,
-                " (A/A)" if src.aa else "",
-                drift,
-                _pct(warm),
-                "-" if o["lag1"] is None else "%.2f" % o["lag1"],
-                "-" if o.get("pair_corr") is None else "%.2f" % o["pair_corr"],
-                _second_text(o),
-            )
+            f"| {src.name}{' (A/A)' if src.aa else ''} | {drift} | {_pct(warm)} | {lag1} | {corr} "
+            f"| {_second_text(o)} |\n"
         )
     out.append(
         "\nDrift: pooled slope of band scores over the campaign (within configurations). Lag-1: "
@@ -187,27 +170,12 @@ def _render_campaigns(st):
     for camp, r in st.campaigns:
         worst = min(r["caught"], key=r["caught"].get)
         out.append(
-            "| %s%s | %s | %d | %d (%d) | %.3f | %.3f | %.3f | ±%.3f | %.2f | %.2f | %.2f (%s %s) / %.2f "
-            "| %.2f |\n"
-            % (
-                camp.name,
-                " (A/A)" if camp.aa else "",
-                describe_design(camp.design, alpha),
-                r["tests"],
-                r["n"],
-                len(camp.reps),
-                r["fail"],
-                r["pass_"],
-                r["any"],
-                _mc(r["any"], draws),
-                r["inconclusive"],
-                r["win_all"],
-                r["caught"][worst],
-                worst[0],
-                worst[1],
-                statistics.median(r["caught"].values()),
-                r["extended"],
-            )
+            f"| {camp.name}{' (A/A)' if camp.aa else ''} | {describe_design(camp.design, alpha)} "
+            f"| {r['tests']:d} | {r['n']:d} ({len(camp.reps):d}) | {r['fail']:.3f} "
+            f"| {r['pass_']:.3f} | {r['any']:.3f} | ±{_mc(r['any'], draws):.3f} "
+            f"| {r['inconclusive']:.2f} | {r['win_all']:.2f} | {r['caught'][worst]:.2f} "
+            f"({worst[0]} {worst[1]}) / {statistics.median(r['caught'].values()):.2f} "
+            f"| {r['extended']:.2f} |\n"
         )
     level = stats.Design(*POLICY.looks(1)).level(alpha, 1)
     out += [
@@ -226,20 +194,11 @@ def _render_campaigns(st):
         for k in r["power"]:
             sd = camp.sd_pair.get(k)
             need = power.pairs_needed(sd, power.LOSS, level)
+            pair = ("-", "-") if sd is None else ("%.3f" % sd, need or ">400")
             out.append(
-                "| %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %.2g | %s | %s |\n"
-                % (
-                    camp.name,
-                    k[0],
-                    k[1],
-                    r["bench_false"][k[0]],
-                    r["power"][k],
-                    r["caught"][k],
-                    r["lost"][k],
-                    r["level"][k],
-                    "-" if sd is None else "%.3f" % sd,
-                    "-" if sd is None else need or ">400",
-                )
+                f"| {camp.name} | {k[0]} | {k[1]} | {r['bench_false'][k[0]]:.3f} "
+                f"| {r['power'][k]:.2f} | {r['caught'][k]:.2f} | {r['lost'][k]:.2f} "
+                f"| {r['level'][k]:.2g} | {pair[0]} | {pair[1]} |\n"
             )
     out.append("\n")
     return out
@@ -284,21 +243,13 @@ def _render_pools(st):
     summary = OrderedDict()
     for pool, r in st.pools:
         test, looks = _simulated(pool, r)
+        runs = "%d pairs" % len(pool.units) if pool.paired else len(pool.units)
+        bands = " ".join("%s %.2f" % (b, p) for b, p in r["power"].items())
+        ext = "%.2f" % r["extended"] if r["two_looks"] else "-"
+        p95 = "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100)
         out.append(
-            "| %s | %s | %s | %s | %s | %s | %.3f | ±%.3f | %s | %s | %s |\n"
-            % (
-                pool.label,
-                pool.family,
-                pool.bench,
-                "%d pairs" % len(pool.units) if pool.paired else len(pool.units),
-                test,
-                looks,
-                r["false"],
-                _mc(r["false"], st.draws),
-                " ".join("%s %.2f" % (b, p) for b, p in r["power"].items()),
-                "%.2f" % r["extended"] if r["two_looks"] else "-",
-                "-" if r["p95"] is None else "%.0f%%" % (r["p95"] * 100),
-            )
+            f"| {pool.label} | {pool.family} | {pool.bench} | {runs} | {test} | {looks} "
+            f"| {r['false']:.3f} | ±{_mc(r['false'], st.draws):.3f} | {bands} | {ext} | {p95} |\n"
         )
         key = ("real suites" if pool.suite in ("imb", "osu") else "probes", pool.bench)
         summary.setdefault(key, []).append((r["false"], min(r["power"].values()), pool.label))
@@ -310,7 +261,7 @@ def _render_pools(st):
         worst = max(rows, key=lambda x: x[0])
         pw = sorted(x[1] for x in rows)
         out.append(
-            "| %s | %s | %d | %.3f (%s) | %.2f / %.2f |\n"
-            % (fam, bench, len(rows), worst[0], worst[2], statistics.median(pw), pw[0])
+            f"| {fam} | {bench} | {len(rows)} | {worst[0]:.3f} ({worst[2]}) "
+            f"| {statistics.median(pw):.2f} / {pw[0]:.2f} |\n"
         )
     return out
