@@ -15,7 +15,6 @@ that oracle, as a geometric mean over sizes and at the worst size.
 
 import os
 import sys
-from collections import OrderedDict
 from pathlib import Path
 
 import yaml
@@ -162,10 +161,9 @@ def size_bands(
             confirm,
         )
         rel_of = {
-            None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)
+            key: stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
+            for key, e in {None: reference, **cfgs}.items()
         }
-        for key, e in cfgs.items():
-            rel_of[key] = stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
         effective = {}
         for lo, hi, key in got["bands"] or [(0, None, None)]:
             for size, rel in rel_of[key].items():
@@ -187,15 +185,11 @@ def _job_rel(geo_data, stages, job, bench):
     stage that measured it on this benchmark (the baseline, relative time 1, where job is {})."""
     for name, _ in reversed(stages):
         base = geo_data.get((name, "baseline"))
-        for (st, cid), e in geo_data.items():
-            if (
-                st == name
-                and e["config"] == job
-                and base
-                and bench in base["bench"]
-                and bench in e["bench"]
-            ):
-                metric, breps, _ = base["bench"][bench]
+        if not base or bench not in base["bench"]:
+            continue
+        metric, breps, _ = base["bench"][bench]
+        for (st, _), e in geo_data.items():
+            if st == name and e["config"] == job and bench in e["bench"]:
                 if len(breps) >= 2 and len(e["bench"][bench][1]) >= 2:
                     return stats.relative_times(breps, e["bench"][bench][1], metric)
     return {}
@@ -215,20 +209,17 @@ def decide(
     ``row_lost``: {collective: [lost bands]} of validate campaigns of this row (row_checks)."""
     chosen, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
     job, rejected = choice.never_worse(geo_data, steps, chosen, start, tolerance, alpha)
-    out = OrderedDict([("job", dict(op="job", config=job, steps=steps, rejected=rejected))])
+    out = {"job": dict(op="job", config=job, steps=steps, rejected=rejected)}
     for op in OPERATIONS:
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        coll = op in COLLECTIVES
-        d["bands"] = (
-            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
-        )
-        d["components"] = (
-            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, True)
-            if coll
-            else None
-        )
+        for key, components in (("bands", False), ("components", True)):
+            d[key] = (
+                size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, components)
+                if op in COLLECTIVES
+                else None
+            )
         comps = d["components"]
         if comps and comps["bands"] and op in (row_lost or {}):
             if any(key for _, _, key in comps["bands"]):
@@ -256,15 +247,13 @@ def decide(
     return out
 
 
-def _knob_text(config):
-    return ", ".join("%s=%s" % kv for kv in sorted(config.items())) or "the MPI's defaults"
+def _knob_text(config, none="the MPI's defaults"):
+    return ", ".join("%s=%s" % kv for kv in sorted(config.items())) or none
 
 
 def _settings(config):
     return {
-        "none": OrderedDict(
-            sorted((k, v if not isinstance(v, bool) else str(v)) for k, v in config.items())
-        )
+        "none": dict(sorted((k, str(v) if isinstance(v, bool) else v) for k, v in config.items()))
     }
 
 
@@ -349,7 +338,7 @@ def _tests_text(tests, name, verb="kept"):
 
 def _edges(lo, hi):
     """A band's edges as the table writes them (the first starts at 0, the last has no end)."""
-    return [("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None)]
+    return {"from": format_size(lo) if lo else 0, "to": format_size(hi) if hi else None}
 
 
 def _component_choice(case, notes, comps):
@@ -368,13 +357,11 @@ def _component_choice(case, notes, comps):
         # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
         chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
         if any(k != "none" for _, _, k in chosen):
-            case["settings"] = OrderedDict(
-                (c, case["settings"]["none"])
+            case["settings"] = {
+                c: case["settings"]["none"]
                 for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
-            )
-            case["choice"] = [
-                OrderedDict(_edges(lo, hi) + [("component", k)]) for lo, hi, k in chosen
-            ]
+            }
+            case["choice"] = [{**_edges(lo, hi), "component": k} for lo, hi, k in chosen]
     if comps:
         notes.append(
             "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
@@ -395,7 +382,7 @@ def _algorithm_bands(case, notes, got, algorithms):
         rows = []
         for lo, hi, key in got["bands"]:
             alg, seg = key if key else (0, 0)
-            row = OrderedDict(_edges(lo, hi) + [("algorithm", names.get(alg, alg))])
+            row = {**_edges(lo, hi), "algorithm": names.get(alg, alg)}
             if seg:
                 row["segsize"] = format_size(seg)
             rows.append(row)
@@ -427,25 +414,20 @@ def _op_case(site, nodes, ppn, d, job, cids):
     )
     regret = d["regret"]
     notes = ["job-wide knobs: the job configuration (provenance notes)", note]
-    case = OrderedDict(
-        [
-            ("nodes", nodes),
-            ("ppn", ppn),
-            ("collective", d["op"]),
-            (
-                "section",
-                "campaign %s, job-wide rule%s"
-                % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else ""),
-            ),
-            ("settings", _settings(job)),
-        ]
-    )
+    case = {
+        "nodes": nodes,
+        "ppn": ppn,
+        "collective": d["op"],
+        "section": "campaign %s, job-wide rule%s"
+        % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else ""),
+        "settings": _settings(job),
+    }
     if nodes >= 2:  # a multi-node case says why an inter-node knob has no value (tables/schema.py)
-        unstated = OrderedDict(
-            (k, "not chosen: the job configuration leaves it at the MPI's default")
+        unstated = {
+            k: "not chosen: the job configuration leaves it at the MPI's default"
             for k in schema.INTER_NODE_KNOBS
             if k not in job
-        )
+        }
         if unstated:
             case["unstated"] = unstated
     _component_choice(case, notes, d.get("components"))
@@ -515,36 +497,28 @@ def build_table(
     for m in metas:
         by_suite.setdefault(m.get("suite", "probe"), []).append(m["campaign"])
     first = metas[0]
-    prov = OrderedDict(
-        [
-            ("document", "tunedmpi sweep campaign(s) %s" % cids),
-            ("platform", site.description),
-            ("mpi", first["mpi"]),
-            ("ucx", first["ucx"]),
-            (
-                "benchmark",
-                "; ".join(
-                    "%s: IMB-MPI1 collectives and OSU one-sided tests%s%s"
-                    % (
-                        suite,
-                        " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
-                        " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "",
-                    )
-                    for suite, names in sorted(by_suite.items())
-                ),
-            ),
-            (
-                "command",
-                "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
-                "one-sided: -w %s -s %s)"
-                % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
-            ),
-            ("method", _method(metas, tolerance, alpha)),
-            ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
-            ("campaign", cids),
-            ("notes", ["%d runs measured" % runs_count] + list(left_out)),
-        ]
-    )
+    prov = {
+        "document": "tunedmpi sweep campaign(s) %s" % cids,
+        "platform": site.description,
+        "mpi": first["mpi"],
+        "ucx": first["ucx"],
+        "benchmark": "; ".join(
+            "%s: IMB-MPI1 collectives and OSU one-sided tests%s%s"
+            % (
+                suite,
+                " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
+                " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "",
+            )
+            for suite, names in sorted(by_suite.items())
+        ),
+        "command": "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> "
+        "<benchmark> (%s set; one-sided: -w %s -s %s)"
+        % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
+        "method": _method(metas, tolerance, alpha),
+        "date": (first.get("finished") or first.get("started") or "")[:10] or None,
+        "campaign": cids,
+        "notes": ["%d runs measured" % runs_count] + list(left_out),
+    }
     cases = []
     for (nodes, ppn), ops in sorted(decisions.items()):
         # One configuration per job geometry: every operation's case carries the job-wide knobs the
@@ -554,56 +528,39 @@ def build_table(
         for op, d in ops.items():
             if op != "job":
                 cases.append(_op_case(site, nodes, ppn, d, ops["job"]["config"], cids))
-    return OrderedDict(
-        [
-            ("schema", schema.SCHEMA_VERSION),
-            ("platform", site.name),
-            ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
-            ("mpi", OrderedDict([("flavour", site.mpi_flavour), ("version", site.mpi_version)])),
-            ("ucx_version", ".".join(map(str, site.ucx_version))),
-            ("provenance", prov),
-            (
-                "baseline",
-                OrderedDict(
-                    [
-                        (
-                            "text",
-                            "module load %s with no tuning variable: the MPI's own defaults"
-                            % first["baseline_module"],
-                        ),
-                        # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
-                        (
-                            "knobs",
-                            OrderedDict(
-                                [
-                                    ("pml", "default"),
-                                    ("osc", "default"),
-                                    ("ucx_rndv_thresh", "auto"),
-                                    ("ucx_zcopy_thresh", "auto"),
-                                ]
-                            ),
-                        ),
-                    ]
-                ),
-            ),
-            ("cases", cases),
-        ]
-    )
+    return {
+        "schema": schema.SCHEMA_VERSION,
+        "platform": site.name,
+        "title": "Measured on %s by tunedmpi sweep/tune" % site.name,
+        "mpi": {"flavour": site.mpi_flavour, "version": site.mpi_version},
+        "ucx_version": ".".join(map(str, site.ucx_version)),
+        "provenance": prov,
+        "baseline": {
+            "text": "module load %s with no tuning variable: the MPI's own defaults"
+            % first["baseline_module"],
+            # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
+            "knobs": {
+                "pml": "default",
+                "osc": "default",
+                "ucx_rndv_thresh": "auto",
+                "ucx_zcopy_thresh": "auto",
+            },
+        },
+        "cases": cases,
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    # A value shared by several cases (one algorithm list for every band of a collective) is
+    # written out each time: tables refuse anchors and aliases (yamlsrc).
+    def ignore_aliases(self, data):
+        return True
 
 
 def _dump(doc):
-    class Dumper(yaml.SafeDumper):
-        # A value shared by several cases (one algorithm list for every band of a collective) is
-        # written out each time: tables refuse anchors and aliases (yamlsrc).
-        def ignore_aliases(self, data):
-            return True
-
-    Dumper.add_representer(
-        OrderedDict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items())
-    )
     return (
         "# GENERATED by `tunedmpi tune`; review the diff it printed before committing.\n"
-        + yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=110)
+        + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
     )
 
 
@@ -612,31 +569,24 @@ def diff(old, new):
     components (the case's `choice`)."""
 
     def cases(t):
-        return (
-            {
-                (c.nodes, c.ppn, c.collective): (
-                    c.settings.get("none", {}),
-                    _per_size_text(c),
-                )
-                for c in t.cases
-            }
-            if t
-            else {}
-        )
+        return {
+            (c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _per_size_text(c))
+            for c in (t.cases if t else ())
+        }
+
+    def text(case):
+        return _knob_text(case[0], "MPI defaults") + case[1]
 
     a, b = cases(old), cases(new)
     lines = []
     for key in sorted(set(a) | set(b)):
         label = "%dx%d %s" % key
         if key not in a:
-            lines.append("+ %s: %s%s" % (label, _knobs(b[key][0]), b[key][1]))
+            lines.append("+ %s: %s" % (label, text(b[key])))
         elif key not in b:
             lines.append("- %s (no longer measured)" % label)
         elif a[key] != b[key]:
-            lines.append(
-                "~ %s: %s%s -> %s%s"
-                % (label, _knobs(a[key][0]), a[key][1], _knobs(b[key][0]), b[key][1])
-            )
+            lines.append("~ %s: %s -> %s" % (label, text(a[key]), text(b[key])))
     return lines or ["(no change in chosen settings)"]
 
 
@@ -655,10 +605,6 @@ def _per_size_text(case):
     return (listed("bands", bands) if bands else "") + (
         listed("components", choice) if choice else ""
     )
-
-
-def _knobs(values):
-    return ", ".join("%s=%s" % kv for kv in sorted(values.items())) or "MPI defaults"
 
 
 def _one_suite_per_benchmark(loaded):
