@@ -38,9 +38,8 @@ def is_component(knob):
 
 def collective_of(knob):
     """coll_tuned_allreduce_algorithm, coll_allreduce_component -> allreduce."""
-    return knob[len("coll_tuned_" if knob.startswith("coll_tuned_") else "coll_") :].split("_", 1)[
-        0
-    ]
+    prefix = "coll_tuned_" if knob.startswith("coll_tuned_") else "coll_"
+    return knob[len(prefix) :].split("_", 1)[0]
 
 
 def program_of(record):
@@ -141,12 +140,6 @@ def judge(base, cand, benches, tolerance, alpha):
     return stats.module_verdict(bands), score, rels, bands
 
 
-def stage_benchmarks(geo_data, stage):
-    """The benchmarks a stage's baseline was measured on."""
-    base = geo_data.get((stage, "baseline"))
-    return sorted(base["bench"]) if base else []
-
-
 def without(config, knobs):
     """The configuration a stage's candidate was built on: ``config`` without the stage's knobs."""
     return {k: v for k, v in config.items() if k not in knobs}
@@ -185,8 +178,8 @@ def job_step(geo_data, stage, knobs, job, tolerance=POLICY.tolerance, alpha=POLI
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
     ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
-    benches = stage_benchmarks(geo_data, stage)
     base = geo_data.get((stage, "baseline"))
+    benches = sorted(base["bench"]) if base else []  # those the stage's baseline was measured on
     decided = {"stage": stage, "benchmarks": benches, "candidates": 0, "chosen": None}
     if not base or not benches or any(per_collective(k) for k in knobs):
         return dict(job), decided
