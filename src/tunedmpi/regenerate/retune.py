@@ -202,22 +202,11 @@ def validate_candidate(site, doc, against, results_root):
     its exit code and its results directory (None if it made none)."""
     cand = "%s/%s" % (site.tuned_module, site.mpi_version + sites.CANDIDATE_SUFFIX)
     geo = doc["geometry"]
-    cmd = [
-        str(paths.project_root() / "validate" / "run.sh"),
-        "--site",
-        site.name,
-        "--module",
-        cand,
-        "--baseline",
-        against,
-        "--nodes",
-        str(geo["nodes"]),
-        "--ppn",
-        str(geo["ppn"]),
-        "--%s" % doc.get("set", "quick"),
-        "--repetitions",  # the design of the campaign that lost: its pairs, its extension or not
-        str(doc.get("repetitions") or 5),
-    ]
+    cmd = [str(paths.project_root() / "validate" / "run.sh"), "--site", site.name]
+    cmd += ["--module", cand, "--baseline", against, "--nodes", str(geo["nodes"])]
+    cmd += ["--ppn", str(geo["ppn"]), "--%s" % doc.get("set", "quick")]
+    # the design of the campaign that lost: its pairs, its extension or not
+    cmd += ["--repetitions", str(doc.get("repetitions") or 5)]
     design = doc.get("design") or {}
     if design.get("final") == design.get("first"):
         cmd.append("--no-extend")
