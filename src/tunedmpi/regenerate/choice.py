@@ -146,13 +146,7 @@ def without(config, knobs):
 
 
 def beats_its_base(
-    geo_data,
-    stage,
-    knobs,
-    config_id,
-    benches,
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
+    geo_data, stage, knobs, config_id, benches, tolerance=POLICY.tolerance, alpha=POLICY.alpha
 ):
     """(passes, others): whether a candidate passes the per-benchmark rule against the configuration it was
     built on (its stage knobs at default, measured in the same stage; the stage's baseline while that

@@ -129,12 +129,7 @@ def _band_groups(sizes, keys):
 
 
 def choose_bands(
-    reference,
-    candidates,
-    metric,
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
-    confirm=None,
+    reference, candidates, metric, tolerance=POLICY.tolerance, alpha=POLICY.alpha, confirm=None
 ):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}
     with key a tuple such as (algorithm, segsize); confirm: None, or (reference, candidates) of a

@@ -484,13 +484,7 @@ def _method(metas, tolerance, alpha):
 
 
 def build_table(
-    site,
-    metas,
-    decisions,
-    runs_count,
-    left_out=(),
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
+    site, metas, decisions, runs_count, left_out=(), tolerance=POLICY.tolerance, alpha=POLICY.alpha
 ):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
@@ -754,15 +748,7 @@ def tune(
             confirm_data.get((nodes, ppn)),
             row_lost.get((nodes, ppn)),
         )
-    doc = build_table(
-        site,
-        metas,
-        decisions,
-        len(kept),
-        list(left_out) + checked,
-        tolerance,
-        alpha,
-    )
+    doc = build_table(site, metas, decisions, len(kept), list(left_out) + checked, tolerance, alpha)
     target = (
         Path(out)
         if out
