@@ -13,7 +13,6 @@ its own stage's baseline); the regret of the chosen configuration is how much sl
 that oracle, as a geometric mean over sizes and at the worst size.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -257,6 +256,10 @@ def _settings(config):
     }
 
 
+def _less(score):
+    return "%.1f%% less time than the baseline" % ((1 - score) * 100)
+
+
 def _job_notes(d):
     notes = [
         "job configuration %s, by the job-wide rule (docs/regenerate.md): stage by stage, the lowest geometric "
@@ -264,45 +267,28 @@ def _job_notes(d):
         "that pass the per-benchmark rule on every benchmark of the stage" % _knob_text(d["config"])
     ]
     for step in d["steps"]:
-        ch = step["chosen"]
-        if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
+        ch, un, n = step["chosen"], step.get("unproven"), step["candidates"]
+        if not step["benchmarks"] or (n == 0 and not ch):
             continue
-        un = step.get("unproven")
         if ch:
-            what = "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
-                step["candidates"],
-                ch["config_id"],
-                (1 - ch["score"]) * 100,
-            )
+            what = "chosen over %d candidate(s): %s, %s" % (n, ch["config_id"], _less(ch["score"]))
         elif un:
             what = (
-                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass the per-benchmark "
-                "rule against the job configuration measured in the stage (alpha / %d), which stays"
-                % (
-                    step["candidates"],
-                    un["config_id"],
-                    (1 - un["score"]) * 100,
-                    max(1, un["others"]),
-                )
+                "best of %d candidate(s) %s (%s) did not pass the per-benchmark rule against the job "
+                "configuration measured in the stage (alpha / %d), which stays"
+                % (n, un["config_id"], _less(un["score"]), max(1, un["others"]))
             )
         else:
-            what = (
-                "none of %d candidate(s) passed and beat the job configuration, which stays"
-                % step["candidates"]
-            )
+            what = "none of %d candidate(s) passed and beat the job configuration, which stays" % n
         notes.append("stage %s: %s" % (step["stage"], what))
     for cfg, lost in d.get("rejected", ()):
+        where = "; ".join(
+            "%s %s x%.2f (stage %s)" % (r.benchmark, r.band, r.gain or 0, st) for st, r in lost
+        )
         notes.append(
             "never worse: %s not used: it lost to the MPI's defaults in %s; kept %s, which loses no "
             "band of any benchmark in any stage that measured it"
-            % (
-                _knob_text(cfg),
-                "; ".join(
-                    "%s %s x%.2f (stage %s)" % (r.benchmark, r.band, r.gain or 0, st)
-                    for st, r in lost
-                ),
-                _knob_text(d["config"]),
-            )
+            % (_knob_text(cfg), where, _knob_text(d["config"]))
         )
     return notes
 
@@ -317,13 +303,10 @@ def _tests_text(tests, name, verb="kept"):
     last = {(max(t.lo, 1), t.hi, t.key): t for t in tests}
 
     def listed(kept):
-        return (
-            "; ".join(
-                "%s-%s %s x%.2f p=%.2g" % (format_size(lo), format_size(hi), name(key), t.gain, t.p)
-                for (lo, hi, key), t in last.items()
-                if t.kept == kept
-            )
-            or "none"
+        return "; ".join(
+            "%s-%s %s x%.2f p=%.2g" % (format_size(lo), format_size(hi), name(key), t.gain, t.p)
+            for (lo, hi, key), t in last.items()
+            if t.kept == kept
         )
 
     n = sum(t.kept for t in last.values())
@@ -331,8 +314,8 @@ def _tests_text(tests, name, verb="kept"):
         n,
         len(last),
         verb,
-        listed(1),
-        listed(0),
+        listed(1) or "none",
+        listed(0) or "none",
     )
 
 
@@ -406,8 +389,8 @@ def _algorithm_bands(case, notes, got, algorithms):
 def _op_case(site, nodes, ppn, d, job, cids):
     ch = d["chosen"]
     note = (
-        "this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
-        "time than the baseline" % (ch["config_id"], d["candidates"], (1 - ch["score"]) * 100)
+        "this operation's own best (not used: the job configuration is): %s over %d candidate(s), %s"
+        % (ch["config_id"], d["candidates"], _less(ch["score"]))
         if ch
         else "no candidate of %d passed against the baseline for this operation alone"
         % d["candidates"]
@@ -755,14 +738,9 @@ def tune(
         else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
     )
     text = _dump(doc)
-    tmp = target.parent / (".check-" + target.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(tmp, text)
-    try:  # the same checks as any table, before it replaces the old one
-        new = schema.load_table(str(tmp))
-    finally:
-        os.unlink(tmp)
+    new = schema.load_table(str(target), text)  # the checks of any table, before it replaces one
     old = schema.load_table(str(target)) if target.is_file() else None
+    target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, text)
     return target, new, old, decisions
 
