@@ -762,35 +762,21 @@ def report(target, new, old, decisions, stream=sys.stdout):
     cases = {(c.nodes, c.ppn, c.collective): c for c in new.cases}
     for (nodes, ppn), ops in sorted(decisions.items()):
         job = ops["job"]
+        stages = sum(1 for s in job["steps"] if s["candidates"])
         stream.write(
             "| %dx%d (every operation) | job: %s | %d stage(s) | - | - | - |\n"
-            % (
-                nodes,
-                ppn,
-                _knob_text(job["config"]),
-                len([s for s in job["steps"] if s["candidates"]]),
-            )
+            % (nodes, ppn, _knob_text(job["config"]), stages)
         )
         for op, d in ops.items():
             if op == "job":
                 continue
-            ch = d["chosen"]
-            case = cases.get((nodes, ppn, op))
-            stream.write(
-                "| %dx%d %s | %s | %d | %s | %s | %s / %s |\n"
-                % (
-                    nodes,
-                    ppn,
-                    op,
-                    "own best: %s" % ch["config_id"]
-                    if ch
-                    else "own best: none passed"
-                    if d["candidates"]
-                    else "no job-wide stage",
-                    d["candidates"],
-                    "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                    (_per_size_text(case) if case else "").lstrip("; ") or "-",
-                    d["regret"]["mean_pct"],
-                    d["regret"]["max_pct"],
-                )
-            )
+            ch, case = d["chosen"], cases.get((nodes, ppn, op))
+            unchosen = "own best: none passed" if d["candidates"] else "no job-wide stage"
+            cells = [
+                "own best: %s" % ch["config_id"] if ch else unchosen,
+                d["candidates"],
+                "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
+                (_per_size_text(case) if case else "").lstrip("; ") or "-",
+                "%(mean_pct)s / %(max_pct)s" % d["regret"],
+            ]
+            stream.write("| %dx%d %s | %s |\n" % (nodes, ppn, op, " | ".join(map(str, cells))))
