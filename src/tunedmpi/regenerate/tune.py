@@ -84,7 +84,7 @@ def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha)
                     geo_data, st, job_stages[st], cid, benches, tolerance, alpha
                 )[0]
             ):
-                best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
+                best = dict(stage=st, config_id=cid, config=cand["config"], score=score)
     return dict(
         op=op,
         benchmarks=benches,
@@ -144,23 +144,23 @@ def size_bands(
         reference, cfgs = _algorithm_runs(geo_data, name, knobs, coll, jobcfg)
         if reference is None or not cfgs:
             return None
+
+        def runs(e):
+            return e["bench"][coll][1]
+
         metric = reference["bench"][coll][0]
         ref_c, cfgs_c = _algorithm_runs(confirm_geo, name, knobs, coll, jobcfg)
-        confirm = (
-            None
-            if ref_c is None
-            else (ref_c["bench"][coll][1], {key: e["bench"][coll][1] for key, e in cfgs_c.items()})
-        )
+        confirm = None if ref_c is None else (runs(ref_c), {k: runs(e) for k, e in cfgs_c.items()})
         got = persize.choose_bands(
-            reference["bench"][coll][1],
-            {key: e["bench"][coll][1] for key, e in cfgs.items()},
+            runs(reference),
+            {k: runs(e) for k, e in cfgs.items()},
             metric,
             tolerance,
             alpha,
             confirm,
         )
         rel_of = {
-            key: stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
+            key: stats.relative_times(runs(base), runs(e), metric)
             for key, e in {None: reference, **cfgs}.items()
         }
         effective = {}
