@@ -293,9 +293,6 @@ def _job_notes(d):
     return notes
 
 
-CONFIRMED = " on the confirmation campaign's runs"
-
-
 def _tests_text(tests, name, verb="kept"):
     """persize's band tests as the notes list them: "n of m band(s) kept (kept: lo-hi candidate
     xgain p=...; not kept: ...)", each band once: the second look re-tests, with the same candidate,
@@ -317,6 +314,12 @@ def _tests_text(tests, name, verb="kept"):
         listed(1) or "none",
         listed(0) or "none",
     )
+
+
+def _stage_note(what, got, how, tail):
+    """The note of a per-size stage: what it chose, by which test, on which runs."""
+    confirmed = " on the confirmation campaign's runs" if got["confirmed"] else ""
+    return "%s from stage %s: %s%s%s" % (what, got["stage"], how, confirmed, tail)
 
 
 def _edges(lo, hi):
@@ -346,15 +349,12 @@ def _component_choice(case, notes, comps):
             }
             case["choice"] = [{**_edges(lo, hi), "component": k} for lo, hi, k in chosen]
     if comps:
-        notes.append(
-            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-            "then validate's bands where none was kept, tested as the algorithm bands are%s; %s"
-            % (
-                comps["stage"],
-                CONFIRMED if comps["confirmed"] else "",
-                _tests_text(comps["tests"], lambda key: key, "go to UCC"),
-            )
+        how = (
+            "per-size winners of UCC against Open MPI's own collectives, then validate's bands "
+            "where none was kept, tested as the algorithm bands are"
         )
+        tests = _tests_text(comps["tests"], lambda key: key, "go to UCC")
+        notes.append(_stage_note("components", comps, how, "; " + tests))
 
 
 def _algorithm_bands(case, notes, got, algorithms):
@@ -370,20 +370,15 @@ def _algorithm_bands(case, notes, got, algorithms):
                 row["segsize"] = format_size(seg)
             rows.append(row)
         case["bands"] = rows
-        notes.append(
-            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-            "against Open MPI's own choice%s; %s"
-            % (
-                got["stage"],
-                CONFIRMED if got["confirmed"] else "",
-                _tests_text(got["tests"], lambda key: names.get(key[0], key[0])),
-            )
+        how = (
+            "per-size winners, then validate's bands where none was kept, tested against Open "
+            "MPI's own choice"
         )
+        tests = _tests_text(got["tests"], lambda key: names.get(key[0], key[0]))
+        notes.append(_stage_note("bands", got, how, "; " + tests))
     elif got:
-        notes.append(
-            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
-            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
-        )
+        how = "no forced algorithm beat Open MPI's own choice with significance"
+        notes.append(_stage_note("bands", got, how, " (%d tested)" % len(got["tests"])))
 
 
 def _op_case(site, nodes, ppn, d, job, cids):
