@@ -75,7 +75,7 @@ def load_campaign(site, where):
 def check_build(site, doc, where, runner):
     """Refuse a campaign measured on another build of the MPI (bench/build.identity: its version
     and configure lines; not mpirun's path, which under the tuned module is its launch check)."""
-    built = build.identity(runner, "%s/%s" % (site.baseline_module, site.mpi_version))
+    built = build.identity(runner, sweep.baseline_module(site))
     theirs = doc.get("build") or {}
     _refuse_other(
         Path(where) / "results.json",
@@ -110,10 +110,6 @@ def what_lost(doc):
     return out
 
 
-def _judged(sp, stage):
-    return set(stage.only or sp.benchmarks)
-
-
 def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
     """The space narrowed to the stages that can change the ``lost`` benchmarks, starting from the
     row's current job-wide values for the knobs of the stages left out."""
@@ -132,7 +128,7 @@ def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
         if per:
             if any(choice.collective_of(k) in lost for k in per):
                 kept.append(st)
-        elif _judged(sp, st) & set(lost):
+        elif set(st.only or sp.benchmarks) & set(lost):
             kept.append(st)
     if not kept:
         raise InputError(
@@ -143,8 +139,7 @@ def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
             "add a stage for it to the space",
         )
     varied = {k for st in kept for k in st.knobs}
-    row = {k: v for k, v in case.settings.get("none", {}).items() if k not in varied}
-    job = dict(sorted(row.items()))
+    job = dict(sorted((k, v) for k, v in case.settings.get("none", {}).items() if k not in varied))
     what = {"space": sp.digest, "stages": [s.name for s in kept], "job": job, "retune": repetitions}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return dataclasses.replace(
@@ -298,9 +293,7 @@ def retune(site, args, store_root):
         return 0
     checks = []
     while True:
-        code, out = validate_candidate(
-            site, doc, "%s/%s" % (site.baseline_module, site.mpi_version), args.results
-        )
+        code, out = validate_candidate(site, doc, sweep.baseline_module(site), args.results)
         if code != 1 or out is None:
             break
         # The candidate lost as users load it. Where it routes a losing collective to UCC, the
