@@ -116,15 +116,8 @@ def judge(base, cand, benches, tolerance, alpha):
         cm, creps, cfail = cand["bench"][b]
         metric = bm or cm
         if metric:
-            bands += stats.compare_bands(
-                b,
-                metric,
-                breps,
-                creps,
-                tolerance,
-                alpha,
-                strata=stats.strata_of(breps, creps, alpha),
-            )
+            strata = stats.strata_of(breps, creps, alpha)
+            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha, strata=strata)
             rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
         bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
     per_op = {}

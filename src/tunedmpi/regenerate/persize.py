@@ -191,11 +191,8 @@ def choose_bands(
             keys.update((s, key) for s in group)
     tests += second
     final = _merge([(s, keys[s]) for s in sizes])
-    bands = []
-    for i, (key, seg_sizes) in enumerate(final):
-        lo = 0 if i == 0 else seg_sizes[0]
-        hi = final[i + 1][1][0] if i + 1 < len(final) else None
-        bands.append((lo, hi, key))
+    starts = [0] + [seg_sizes[0] for _, seg_sizes in final[1:]]  # the first band starts at 0
+    bands = [(lo, hi, key) for (key, _), lo, hi in zip(final, starts, starts[1:] + [None])]
     if all(k is None for _, _, k in bands):
         bands = []
     return {"bands": bands, "winners": winners, "tests": tests}

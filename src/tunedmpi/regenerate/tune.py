@@ -42,14 +42,11 @@ def stage_order(metas, geo_data):
             if h.get("knobs"):
                 knobs[h["stage"]] = list(h["knobs"])
     names += sorted({st for st, _ in geo_data} - set(names))
-    out = []
-    for name in names:
-        if name not in knobs:
-            configs = [e["config"] for (st, _), e in geo_data.items() if st == name]
-            keys = sorted({k for c in configs for k in c})
-            knobs[name] = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
-        out.append((name, knobs[name]))
-    return out
+    for name in set(names) - set(knobs):
+        configs = [e["config"] for (st, _), e in geo_data.items() if st == name]
+        keys = sorted({k for c in configs for k in c})
+        knobs[name] = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+    return [(name, knobs[name]) for name in names]
 
 
 def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
@@ -106,13 +103,9 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
         if not any(k in cfg for k in knobs):
             reference = e
             continue
-        component = cfg.get("coll_%s_component" % coll)
-        if component:
-            candidates[component] = e
-            continue
         alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
         seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
-        candidates[(alg, seg)] = e
+        candidates[cfg.get("coll_%s_component" % coll) or (alg, seg)] = e
     return reference, candidates
 
 
