@@ -256,16 +256,9 @@ def retune(site, args, store_root):
         % (where, "; ".join("%s %s" % (b, ", ".join(bands)) for b, bands in sorted(lost.items())))
     )
     laid = plan.sweep_plan(site, sp, nodes, ppn, store_root, args.results)
-    full = plan.sweep_plan(
-        site,
-        dataclasses.replace(base_sp, repetitions=sp.repetitions),
-        nodes,
-        ppn,
-        store_root,
-        args.results,
-    )
-    for line in plan.describe(laid, site, nodes, ppn):
-        print(line)
+    whole = dataclasses.replace(base_sp, repetitions=sp.repetitions)
+    full = plan.sweep_plan(site, whole, nodes, ppn, store_root, args.results)
+    print("\n".join(plan.describe(laid, site, nodes, ppn)))
     print(
         "  a full sweep of the space: %d runs, %s" % (full["runs"], plan.minutes(full["seconds"]))
     )

@@ -1,12 +1,9 @@
 """`tunedmpi tune`: from the results store to a tuning table, with provenance, a diff and regret.
 
-Per (nodes, ppn, operation) a configuration is chosen only when it passes the per-benchmark rule
-against the baseline measured in the same stage (stats.compare_bands: validate's band test and
-module rule, no band loses and one wins, but one look, each benchmark's bands a Holm family of their
-own and runs compared within host states; validate judges the campaign as one family, over its
-pairs from POLICY.paired_min); among those the lowest time relative to that baseline wins. Where none passes, the
-case keeps the MPI's defaults (`settings: {none: {}}`): the table records that the baseline was
-measured and not beaten, rather than a knob chosen from noise.
+The rules that choose are tunedmpi.regenerate.choice's (one job configuration per geometry, by
+the per-benchmark rule against each stage's own baseline) and persize's (bands per collective).
+Where nothing passes, the case keeps the MPI's defaults (`settings: {none: {}}`): the table records
+that the baseline was measured and not beaten, rather than a knob chosen from noise.
 
 Regret: per message size the oracle is the best configuration measured at that size (relative to
 its own stage's baseline); the regret of the chosen configuration is how much slower it is than
@@ -213,22 +210,19 @@ def decide(
                 else None
             )
         comps = d["components"]
-        if comps and comps["bands"] and op in (row_lost or {}):
-            if any(key for _, _, key in comps["bands"]):
-                # the routed row lost as users load it: Open MPI's own collectives at every size
-                d["components"] = dict(
-                    comps, bands=None, effective=comps["reference"], dropped=row_lost[op]
-                )
+        if comps and op in (row_lost or {}) and any(key for _, _, key in comps["bands"] or ()):
+            # the routed row lost as users load it: Open MPI's own collectives at every size
+            d["components"] = dict(
+                comps, bands=None, effective=comps["reference"], dropped=row_lost[op]
+            )
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
         # The algorithm stage's where there is one, else the component stage's.
         per_size = d["bands"] or d["components"]
-        chosen_rel = (
-            per_size["effective"]
-            if per_size
-            else _job_rel(geo_data, stages, job, d["benchmarks"][0])
-        )
-        oracle = per_size["oracle"] if per_size else d["oracle"]
+        if per_size:
+            chosen_rel, oracle = per_size["effective"], per_size["oracle"]
+        else:
+            chosen_rel, oracle = _job_rel(geo_data, stages, job, d["benchmarks"][0]), d["oracle"]
         ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
         d["regret"] = {
             "mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
