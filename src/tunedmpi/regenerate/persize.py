@@ -63,19 +63,14 @@ def _test(reference, reps, sizes, metric, n_candidates):
     """(gain, p) of ``reps`` against the reference over ``sizes``: Welch's t on per-run log band
     scores (within host states where the runs know theirs, as tune's per-benchmark rule), p multiplied by the number
     of candidates the winner was picked among (Bonferroni)."""
-    a = stats.band_scores(reference, sizes, metric)
-    b = stats.band_scores(reps, sizes, metric)
+    a, b = (stats.band_scores(runs, sizes, metric) for runs in (reference, reps))
     everyone = list(reference) + list(reps)
-    floors = (
-        stats.resolution_floor(reference, sizes, everyone),
-        stats.resolution_floor(reps, sizes, everyone),
-    )
+    floors = [stats.resolution_floor(runs, sizes, everyone) for runs in (reference, reps)]
     strata = stats.strata_of(reference, reps)
-    res = (
-        stats.welch(a, b, *floors)
-        if strata is None
-        else stats.stratified(a, b, *strata, *floors)[0]
-    )
+    if strata is None:
+        res = stats.welch(a, b, *floors)
+    else:
+        res = stats.stratified(a, b, *strata, *floors)[0]
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
 

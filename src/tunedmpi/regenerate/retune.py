@@ -59,7 +59,6 @@ def newest_campaign(site, results_root):
 def load_campaign(site, where):
     """results.json of ``where``, refused (InputError naming both) when it judged another site,
     another module or table revision."""
-    path = Path(where) / "results.json"
     doc = results.load_doc(where, "give validate-results/<run>")
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
     now = revisions.revision(revisions.table_path(site))
@@ -68,7 +67,7 @@ def load_campaign(site, where):
         ("modules.tuned", (doc.get("modules") or {}).get("tuned"), tuned),
         ("table_revision", doc.get("table_revision"), now),
     ]
-    _refuse_other(path, site, checks)
+    _refuse_other(where, site, checks)
     return doc
 
 
@@ -77,21 +76,19 @@ def check_build(site, doc, where, runner):
     and configure lines; not mpirun's path, which under the tuned module is its launch check)."""
     built = build.identity(runner, sweep.baseline_module(site))
     theirs = doc.get("build") or {}
-    _refuse_other(
-        Path(where) / "results.json",
-        site,
-        [
-            ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
-            for k in ("mpi", "configure")
-        ],
-    )
+    checks = [
+        ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
+        for k in ("mpi", "configure")
+    ]
+    _refuse_other(where, site, checks)
 
 
-def _refuse_other(path, site, checks):
+def _refuse_other(where, site, checks):
+    """InputError on the first (key, the campaign's value, the site's value) that differ."""
     for key, theirs, ours in checks:
         if theirs != ours:
             raise InputError(
-                str(path),
+                str(Path(where) / "results.json"),
                 None,
                 key,
                 "the campaign has %s, the site now has %s: its verdict is not about what would be retuned"
