@@ -18,7 +18,7 @@ their own Holm family, runs within host states; validate's family is the campaig
 score is below the job configuration's own score in the same stage. Otherwise the job configuration stays.
 """
 
-from collections import OrderedDict
+from collections import Counter
 
 from tunedmpi import stats
 from tunedmpi.policy import POLICY
@@ -56,7 +56,7 @@ def collect(records):
     (stats.host_labels), so that choices compare runs in like states (validate reports the states
     but compares all runs)."""
     out = {}
-    by_campaign = OrderedDict()
+    by_campaign = {}
     for r in records:
         by_campaign.setdefault(r.get("campaign"), []).append(r)
     state = {}
@@ -89,13 +89,12 @@ def one_program(records):
     widest = {}
     for key, prog, _ in keyed:
         widest[key] = max(widest.get(key, ()), prog, key=lambda p: (len(p), p))
-    kept, left = [], OrderedDict()
-    for key, prog, r in keyed:
-        if prog == widest[key]:
-            kept.append(r)
-        else:
-            what = (key[:3], r.get("campaign", "?"), prog, widest[key])
-            left[what] = left.get(what, 0) + 1
+    kept = [r for key, prog, r in keyed if prog == widest[key]]
+    left = Counter(
+        (key[:3], r.get("campaign", "?"), prog, widest[key])
+        for key, prog, r in keyed
+        if prog != widest[key]
+    )
     notes = [
         "%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
         "the stage ran %s (validate's program, which is kept)"

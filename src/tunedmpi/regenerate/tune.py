@@ -623,11 +623,9 @@ def row_losses(site, dirs):
         )
         for b in doc.get("bands", []):
             if b.get("verdict") == "lose" and b["benchmark"] in COLLECTIVES:
-                out.setdefault((geo["nodes"], geo["ppn"]), {}).setdefault(
-                    b["benchmark"], []
-                ).append(
-                    "%s %s x%.2f (%s)" % (b["benchmark"], b["band"], b["gain"], Path(where).name)
-                )
+                row = out.setdefault((geo["nodes"], geo["ppn"]), {})
+                what = "%s %s x%.2f (%s)" % (b["benchmark"], b["band"], b["gain"], Path(where).name)
+                row.setdefault(b["benchmark"], []).append(what)
     return out, notes
 
 
