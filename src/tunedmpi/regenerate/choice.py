@@ -18,7 +18,7 @@ their own Holm family, runs within host states; validate's family is the campaig
 score is below the job configuration's own score in the same stage. Otherwise the job configuration stays.
 """
 
-from collections import OrderedDict
+from collections import Counter
 
 from tunedmpi import stats
 from tunedmpi.policy import POLICY
@@ -38,9 +38,8 @@ def is_component(knob):
 
 def collective_of(knob):
     """coll_tuned_allreduce_algorithm, coll_allreduce_component -> allreduce."""
-    return knob[len("coll_tuned_" if knob.startswith("coll_tuned_") else "coll_") :].split("_", 1)[
-        0
-    ]
+    prefix = "coll_tuned_" if knob.startswith("coll_tuned_") else "coll_"
+    return knob[len(prefix) :].split("_", 1)[0]
 
 
 def program_of(record):
@@ -57,7 +56,7 @@ def collect(records):
     (stats.host_labels), so that choices compare runs in like states (validate reports the states
     but compares all runs)."""
     out = {}
-    by_campaign = OrderedDict()
+    by_campaign = {}
     for r in records:
         by_campaign.setdefault(r.get("campaign"), []).append(r)
     state = {}
@@ -90,13 +89,12 @@ def one_program(records):
     widest = {}
     for key, prog, _ in keyed:
         widest[key] = max(widest.get(key, ()), prog, key=lambda p: (len(p), p))
-    kept, left = [], OrderedDict()
-    for key, prog, r in keyed:
-        if prog == widest[key]:
-            kept.append(r)
-        else:
-            what = (key[:3], r.get("campaign", "?"), prog, widest[key])
-            left[what] = left.get(what, 0) + 1
+    kept = [r for key, prog, r in keyed if prog == widest[key]]
+    left = Counter(
+        (key[:3], r.get("campaign", "?"), prog, widest[key])
+        for key, prog, r in keyed
+        if prog != widest[key]
+    )
     notes = [
         "%dx%d stage %s: %d run(s) of campaign %s left out: they ran %s in one program, where other runs of "
         "the stage ran %s (validate's program, which is kept)"
@@ -117,15 +115,8 @@ def judge(base, cand, benches, tolerance, alpha):
         cm, creps, cfail = cand["bench"][b]
         metric = bm or cm
         if metric:
-            bands += stats.compare_bands(
-                b,
-                metric,
-                breps,
-                creps,
-                tolerance,
-                alpha,
-                strata=stats.strata_of(breps, creps, alpha),
-            )
+            strata = stats.strata_of(breps, creps, alpha)
+            bands += stats.compare_bands(b, metric, breps, creps, tolerance, alpha, strata=strata)
             rels[b] = stats.relative_times(breps, creps, metric) if breps and creps else {}
         bands.append(stats.reliability(b, bfail, len(breps) + bfail, cfail, len(creps) + cfail))
     per_op = {}
@@ -141,25 +132,13 @@ def judge(base, cand, benches, tolerance, alpha):
     return stats.module_verdict(bands), score, rels, bands
 
 
-def stage_benchmarks(geo_data, stage):
-    """The benchmarks a stage's baseline was measured on."""
-    base = geo_data.get((stage, "baseline"))
-    return sorted(base["bench"]) if base else []
-
-
 def without(config, knobs):
     """The configuration a stage's candidate was built on: ``config`` without the stage's knobs."""
     return {k: v for k, v in config.items() if k not in knobs}
 
 
 def beats_its_base(
-    geo_data,
-    stage,
-    knobs,
-    config_id,
-    benches,
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
+    geo_data, stage, knobs, config_id, benches, tolerance=POLICY.tolerance, alpha=POLICY.alpha
 ):
     """(passes, others): whether a candidate passes the per-benchmark rule against the configuration it was
     built on (its stage knobs at default, measured in the same stage; the stage's baseline while that
@@ -185,8 +164,8 @@ def job_step(geo_data, stage, knobs, job, tolerance=POLICY.tolerance, alpha=POLI
     """One stage of the job-wide rule: (job configuration after the stage, what was decided).
 
     ``knobs``: the stage's knob names; ``job``: the job configuration chosen before the stage."""
-    benches = stage_benchmarks(geo_data, stage)
     base = geo_data.get((stage, "baseline"))
+    benches = sorted(base["bench"]) if base else []  # those the stage's baseline was measured on
     decided = {"stage": stage, "benchmarks": benches, "candidates": 0, "chosen": None}
     if not base or not benches or any(per_collective(k) for k in knobs):
         return dict(job), decided

@@ -96,7 +96,7 @@ def ingest(
                     ucx=".".join(map(str, site.ucx_version)),
                     set="ingested logs",
                     repetitions=None,
-                    baseline_module="%s/%s" % (site.baseline_module, site.mpi_version),
+                    baseline_module=sweep.baseline_module(site),
                     started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     source="ingest",
                 ),

@@ -63,19 +63,14 @@ def _test(reference, reps, sizes, metric, n_candidates):
     """(gain, p) of ``reps`` against the reference over ``sizes``: Welch's t on per-run log band
     scores (within host states where the runs know theirs, as tune's per-benchmark rule), p multiplied by the number
     of candidates the winner was picked among (Bonferroni)."""
-    a = stats.band_scores(reference, sizes, metric)
-    b = stats.band_scores(reps, sizes, metric)
+    a, b = (stats.band_scores(runs, sizes, metric) for runs in (reference, reps))
     everyone = list(reference) + list(reps)
-    floors = (
-        stats.resolution_floor(reference, sizes, everyone),
-        stats.resolution_floor(reps, sizes, everyone),
-    )
+    floors = [stats.resolution_floor(runs, sizes, everyone) for runs in (reference, reps)]
     strata = stats.strata_of(reference, reps)
-    res = (
-        stats.welch(a, b, *floors)
-        if strata is None
-        else stats.stratified(a, b, *strata, *floors)[0]
-    )
+    if strata is None:
+        res = stats.welch(a, b, *floors)
+    else:
+        res = stats.stratified(a, b, *strata, *floors)[0]
     return math.exp(-res.diff), min(1.0, res.p * n_candidates)
 
 
@@ -101,10 +96,14 @@ def _tester(reference, candidates, metric, confirm):
     return test
 
 
-def _set_holm_levels(tests, alpha):
-    """stats.holm over [[..., gain, p, level]] (the last three items): sets each level."""
-    for t, level in zip(tests, stats.holm([t[-2] for t in tests], alpha)):
-        t[-1] = level
+def _band_tests(tested, alpha, tolerance):
+    """[BandTest] of [(lo, hi, key, gain, p)], one Holm family: kept where p is within its Holm
+    level and the gain at least the tolerance."""
+    levels = stats.holm([p for *_, p in tested], alpha)
+    return [
+        BandTest(lo, hi, key, gain, p, level, p <= level and gain >= 1 + tolerance)
+        for (lo, hi, key, gain, p), level in zip(tested, levels)
+    ]
 
 
 def _band_groups(sizes, keys):
@@ -125,12 +124,7 @@ def _band_groups(sizes, keys):
 
 
 def choose_bands(
-    reference,
-    candidates,
-    metric,
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
-    confirm=None,
+    reference, candidates, metric, tolerance=POLICY.tolerance, alpha=POLICY.alpha, confirm=None
 ):
     """reference: [{size: value}] runs of Open MPI's own choice; candidates: {key: [{size: value}]}
     with key a tuple such as (algorithm, segsize); confirm: None, or (reference, candidates) of a
@@ -144,12 +138,9 @@ def choose_bands(
     sizes = sorted(set.intersection(*sets)) if sets else []
     if len(reference) < 2 or not sizes:
         return {"bands": [], "winners": [], "tests": []}
-    lower = stats.LOWER_IS_BETTER[metric]
     figs = {None: _figures(reference, sizes)}
-    for key, reps in candidates.items():
-        if len(reps) >= 2:
-            figs[key] = _figures(reps, sizes)
-    sign = 1 if lower else -1
+    figs.update((key, _figures(reps, sizes)) for key, reps in candidates.items() if len(reps) >= 2)
+    sign = 1 if stats.LOWER_IS_BETTER[metric] else -1
     test = _tester(reference, candidates, metric, confirm)
     winners = []
     for s in sizes:
@@ -157,32 +148,21 @@ def choose_bands(
         best = min(at, key=lambda k: (sign * at[k], k is not None, str(k))) if at else None
         winners.append((s, best, at))
     segments = _merge([(s, k) for s, k, _ in winners])
-    # the test: each candidate-won segment against the reference, over its sizes >= 1
-    pending = []
-    for seg in segments:
-        key, seg_sizes = seg
-        tested = [s for s in seg_sizes if s >= 1]
-        if key is None or not tested:  # size 0 alone moves no data: never a reason for a band
-            seg[0] = None
-            seg.append(None)
-            continue
-        # the winner was picked among k candidates before it was tested (see _tester)
-        seg.append([*test(key, tested), None])
-        pending.append(seg[2])
-    _set_holm_levels(pending, alpha)
-    tests = []
-    for seg in segments:
-        key, seg_sizes, t = seg
-        if t is None:
-            continue
-        gain, p, level = t
-        kept = p <= level and gain >= 1 + tolerance
-        tests.append(BandTest(seg_sizes[0], seg_sizes[-1], key, gain, p, level, kept))
-        if not kept:
-            seg[0] = None
-    keys = {s: seg[0] for seg in segments for s in seg[1]}
+    # the test: each candidate-won segment against the reference, over its sizes >= 1 (size 0
+    # alone moves no data: never a reason for a band); the winner was picked among k candidates
+    # before it was tested (see _tester)
+    won = [(key, seg) for key, seg in segments if key is not None and any(s >= 1 for s in seg)]
+    tests = _band_tests(
+        [(seg[0], seg[-1], key, *test(key, [s for s in seg if s >= 1])) for key, seg in won],
+        alpha,
+        tolerance,
+    )
+    keys = dict.fromkeys(sizes)
+    for (key, seg), t in zip(won, tests):
+        if t.kept:
+            keys.update((s, key) for s in seg)
     # the second look: what stayed on the reference, by validate band
-    second = []
+    picked = []
     for group in _band_groups(sizes, keys):
         tested = [s for s in group if s >= 1]
 
@@ -195,19 +175,19 @@ def choose_bands(
             (k for k in figs if k is not None), key=lambda k: (over_group(k), str(k)), default=None
         )
         if best is not None and over_group(best) < 1:
-            second.append([group, best, *test(best, tested), None])
-    _set_holm_levels(second, alpha)
-    for group, key, gain, p, level in second:
-        kept = p <= level and gain >= 1 + tolerance
-        tests.append(BandTest(max(group[0], 1), group[-1], key, gain, p, level, kept))
-        if kept:
+            picked.append((group, best, tested))
+    second = _band_tests(
+        [(max(g[0], 1), g[-1], key, *test(key, tested)) for g, key, tested in picked],
+        alpha,
+        tolerance,
+    )
+    for (group, key, _), t in zip(picked, second):
+        if t.kept:
             keys.update((s, key) for s in group)
+    tests += second
     final = _merge([(s, keys[s]) for s in sizes])
-    bands = []
-    for i, (key, seg_sizes) in enumerate(final):
-        lo = 0 if i == 0 else seg_sizes[0]
-        hi = final[i + 1][1][0] if i + 1 < len(final) else None
-        bands.append((lo, hi, key))
+    starts = [0] + [seg_sizes[0] for _, seg_sizes in final[1:]]  # the first band starts at 0
+    bands = [(lo, hi, key) for (key, _), lo, hi in zip(final, starts, starts[1:] + [None])]
     if all(k is None for _, _, k in bands):
         bands = []
     return {"bands": bands, "winners": winners, "tests": tests}

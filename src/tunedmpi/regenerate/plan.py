@@ -92,25 +92,15 @@ def describe(plan, site, nodes, ppn):
     """The plan as the lines `--plan` prints."""
     lines = ["plan: site %s, %dx%d, campaign %s" % (site.name, nodes, ppn, plan["campaign"])]
     for s in plan["stages"]:
+        time = minutes(s["seconds"]) if plan["seconds"] is not None else "unknown"
         lines.append(
-            "  stage %-22s %3d configurations x %d repetitions = %4d runs, %4d to measure, %s"
-            % (
-                s["stage"],
-                s["configurations"],
-                s["repetitions"],
-                s["runs"],
-                s["missing"],
-                minutes(s["seconds"]) if plan["seconds"] is not None else "unknown",
-            )
+            "  stage %(stage)-22s %(configurations)3d configurations x %(repetitions)d repetitions "
+            "= %(runs)4d runs, %(missing)4d to measure, %(time)s" % dict(s, time=time)
         )
+    unknown = "; none of " + ", ".join(plan["unknown"]) if plan["unknown"] else ""
     lines.append(
-        "  total: %d runs, %d to measure, %s (median wall time of %d past runs of this site%s)"
-        % (
-            plan["runs"],
-            plan["missing"],
-            minutes(plan["seconds"]),
-            plan["past"],
-            "; none of " + ", ".join(plan["unknown"]) if plan["unknown"] else "",
-        )
+        "  total: %(runs)d runs, %(missing)d to measure, %(time)s (median wall time of %(past)d "
+        "past runs of this site%(unknown)s)"
+        % dict(plan, time=minutes(plan["seconds"]), unknown=unknown)
     )
     return lines

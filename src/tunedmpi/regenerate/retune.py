@@ -59,7 +59,6 @@ def newest_campaign(site, results_root):
 def load_campaign(site, where):
     """results.json of ``where``, refused (InputError naming both) when it judged another site,
     another module or table revision."""
-    path = Path(where) / "results.json"
     doc = results.load_doc(where, "give validate-results/<run>")
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
     now = revisions.revision(revisions.table_path(site))
@@ -68,30 +67,28 @@ def load_campaign(site, where):
         ("modules.tuned", (doc.get("modules") or {}).get("tuned"), tuned),
         ("table_revision", doc.get("table_revision"), now),
     ]
-    _refuse_other(path, site, checks)
+    _refuse_other(where, site, checks)
     return doc
 
 
 def check_build(site, doc, where, runner):
     """Refuse a campaign measured on another build of the MPI (bench/build.identity: its version
     and configure lines; not mpirun's path, which under the tuned module is its launch check)."""
-    built = build.identity(runner, "%s/%s" % (site.baseline_module, site.mpi_version))
+    built = build.identity(runner, sweep.baseline_module(site))
     theirs = doc.get("build") or {}
-    _refuse_other(
-        Path(where) / "results.json",
-        site,
-        [
-            ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
-            for k in ("mpi", "configure")
-        ],
-    )
+    checks = [
+        ("build." + k, theirs.get(k, "no build recorded"), built.get(k))
+        for k in ("mpi", "configure")
+    ]
+    _refuse_other(where, site, checks)
 
 
-def _refuse_other(path, site, checks):
+def _refuse_other(where, site, checks):
+    """InputError on the first (key, the campaign's value, the site's value) that differ."""
     for key, theirs, ours in checks:
         if theirs != ours:
             raise InputError(
-                str(path),
+                str(Path(where) / "results.json"),
                 None,
                 key,
                 "the campaign has %s, the site now has %s: its verdict is not about what would be retuned"
@@ -108,10 +105,6 @@ def what_lost(doc):
         if b.get("verdict") == "lose" or b.get("undecided"):
             out.setdefault(b["benchmark"], []).append(b["band"])
     return out
-
-
-def _judged(sp, stage):
-    return set(stage.only or sp.benchmarks)
 
 
 def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
@@ -132,7 +125,7 @@ def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
         if per:
             if any(choice.collective_of(k) in lost for k in per):
                 kept.append(st)
-        elif _judged(sp, st) & set(lost):
+        elif set(st.only or sp.benchmarks) & set(lost):
             kept.append(st)
     if not kept:
         raise InputError(
@@ -143,8 +136,7 @@ def retune_space(sp, site, nodes, ppn, lost, repetitions=None):
             "add a stage for it to the space",
         )
     varied = {k for st in kept for k in st.knobs}
-    row = {k: v for k, v in case.settings.get("none", {}).items() if k not in varied}
-    job = dict(sorted(row.items()))
+    job = dict(sorted((k, v) for k, v in case.settings.get("none", {}).items() if k not in varied))
     what = {"space": sp.digest, "stages": [s.name for s in kept], "job": job, "retune": repetitions}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return dataclasses.replace(
@@ -202,22 +194,11 @@ def validate_candidate(site, doc, against, results_root):
     its exit code and its results directory (None if it made none)."""
     cand = "%s/%s" % (site.tuned_module, site.mpi_version + sites.CANDIDATE_SUFFIX)
     geo = doc["geometry"]
-    cmd = [
-        str(paths.project_root() / "validate" / "run.sh"),
-        "--site",
-        site.name,
-        "--module",
-        cand,
-        "--baseline",
-        against,
-        "--nodes",
-        str(geo["nodes"]),
-        "--ppn",
-        str(geo["ppn"]),
-        "--%s" % doc.get("set", "quick"),
-        "--repetitions",  # the design of the campaign that lost: its pairs, its extension or not
-        str(doc.get("repetitions") or 5),
-    ]
+    cmd = [str(paths.project_root() / "validate" / "run.sh"), "--site", site.name]
+    cmd += ["--module", cand, "--baseline", against, "--nodes", str(geo["nodes"])]
+    cmd += ["--ppn", str(geo["ppn"]), "--%s" % doc.get("set", "quick")]
+    # the design of the campaign that lost: its pairs, its extension or not
+    cmd += ["--repetitions", str(doc.get("repetitions") or 5)]
     design = doc.get("design") or {}
     if design.get("final") == design.get("first"):
         cmd.append("--no-extend")
@@ -272,16 +253,9 @@ def retune(site, args, store_root):
         % (where, "; ".join("%s %s" % (b, ", ".join(bands)) for b, bands in sorted(lost.items())))
     )
     laid = plan.sweep_plan(site, sp, nodes, ppn, store_root, args.results)
-    full = plan.sweep_plan(
-        site,
-        dataclasses.replace(base_sp, repetitions=sp.repetitions),
-        nodes,
-        ppn,
-        store_root,
-        args.results,
-    )
-    for line in plan.describe(laid, site, nodes, ppn):
-        print(line)
+    whole = dataclasses.replace(base_sp, repetitions=sp.repetitions)
+    full = plan.sweep_plan(site, whole, nodes, ppn, store_root, args.results)
+    print("\n".join(plan.describe(laid, site, nodes, ppn)))
     print(
         "  a full sweep of the space: %d runs, %s" % (full["runs"], plan.minutes(full["seconds"]))
     )
@@ -309,9 +283,7 @@ def retune(site, args, store_root):
         return 0
     checks = []
     while True:
-        code, out = validate_candidate(
-            site, doc, "%s/%s" % (site.baseline_module, site.mpi_version), args.results
-        )
+        code, out = validate_candidate(site, doc, sweep.baseline_module(site), args.results)
         if code != 1 or out is None:
             break
         # The candidate lost as users load it. Where it routes a losing collective to UCC, the

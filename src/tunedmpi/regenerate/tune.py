@@ -1,21 +1,16 @@
 """`tunedmpi tune`: from the results store to a tuning table, with provenance, a diff and regret.
 
-Per (nodes, ppn, operation) a configuration is chosen only when it passes the per-benchmark rule
-against the baseline measured in the same stage (stats.compare_bands: validate's band test and
-module rule, no band loses and one wins, but one look, each benchmark's bands a Holm family of their
-own and runs compared within host states; validate judges the campaign as one family, over its
-pairs from POLICY.paired_min); among those the lowest time relative to that baseline wins. Where none passes, the
-case keeps the MPI's defaults (`settings: {none: {}}`): the table records that the baseline was
-measured and not beaten, rather than a knob chosen from noise.
+The rules that choose are tunedmpi.regenerate.choice's (one job configuration per geometry, by
+the per-benchmark rule against each stage's own baseline) and persize's (bands per collective).
+Where nothing passes, the case keeps the MPI's defaults (`settings: {none: {}}`): the table records
+that the baseline was measured and not beaten, rather than a knob chosen from noise.
 
 Regret: per message size the oracle is the best configuration measured at that size (relative to
 its own stage's baseline); the regret of the chosen configuration is how much slower it is than
 that oracle, as a geometric mean over sizes and at the worst size.
 """
 
-import os
 import sys
-from collections import OrderedDict
 from pathlib import Path
 
 import yaml
@@ -44,14 +39,11 @@ def stage_order(metas, geo_data):
             if h.get("knobs"):
                 knobs[h["stage"]] = list(h["knobs"])
     names += sorted({st for st, _ in geo_data} - set(names))
-    out = []
-    for name in names:
-        if name not in knobs:
-            configs = [e["config"] for (st, _), e in geo_data.items() if st == name]
-            keys = sorted({k for c in configs for k in c})
-            knobs[name] = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
-        out.append((name, knobs[name]))
-    return out
+    for name in set(names) - set(knobs):
+        configs = [e["config"] for (st, _), e in geo_data.items() if st == name]
+        keys = sorted({k for c in configs for k in c})
+        knobs[name] = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+    return [(name, knobs[name]) for name in names]
 
 
 def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
@@ -86,7 +78,7 @@ def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha)
                     geo_data, st, job_stages[st], cid, benches, tolerance, alpha
                 )[0]
             ):
-                best = dict(stage=st, config_id=cid, config=cand["config"], score=score, rels=rels)
+                best = dict(stage=st, config_id=cid, config=cand["config"], score=score)
     return dict(
         op=op,
         benchmarks=benches,
@@ -108,13 +100,9 @@ def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
         if not any(k in cfg for k in knobs):
             reference = e
             continue
-        component = cfg.get("coll_%s_component" % coll)
-        if component:
-            candidates[component] = e
-            continue
         alg = cfg.get("coll_tuned_%s_algorithm" % coll, 0)
         seg = cfg.get("coll_tuned_%s_algorithm_segmentsize" % coll, 0)
-        candidates[(alg, seg)] = e
+        candidates[cfg.get("coll_%s_component" % coll) or (alg, seg)] = e
     return reference, candidates
 
 
@@ -146,26 +134,25 @@ def size_bands(
         reference, cfgs = _algorithm_runs(geo_data, name, knobs, coll, jobcfg)
         if reference is None or not cfgs:
             return None
+
+        def runs(e):
+            return e["bench"][coll][1]
+
         metric = reference["bench"][coll][0]
         ref_c, cfgs_c = _algorithm_runs(confirm_geo, name, knobs, coll, jobcfg)
-        confirm = (
-            None
-            if ref_c is None
-            else (ref_c["bench"][coll][1], {key: e["bench"][coll][1] for key, e in cfgs_c.items()})
-        )
+        confirm = None if ref_c is None else (runs(ref_c), {k: runs(e) for k, e in cfgs_c.items()})
         got = persize.choose_bands(
-            reference["bench"][coll][1],
-            {key: e["bench"][coll][1] for key, e in cfgs.items()},
+            runs(reference),
+            {k: runs(e) for k, e in cfgs.items()},
             metric,
             tolerance,
             alpha,
             confirm,
         )
         rel_of = {
-            None: stats.relative_times(base["bench"][coll][1], reference["bench"][coll][1], metric)
+            key: stats.relative_times(runs(base), runs(e), metric)
+            for key, e in {None: reference, **cfgs}.items()
         }
-        for key, e in cfgs.items():
-            rel_of[key] = stats.relative_times(base["bench"][coll][1], e["bench"][coll][1], metric)
         effective = {}
         for lo, hi, key in got["bands"] or [(0, None, None)]:
             for size, rel in rel_of[key].items():
@@ -187,15 +174,11 @@ def _job_rel(geo_data, stages, job, bench):
     stage that measured it on this benchmark (the baseline, relative time 1, where job is {})."""
     for name, _ in reversed(stages):
         base = geo_data.get((name, "baseline"))
-        for (st, cid), e in geo_data.items():
-            if (
-                st == name
-                and e["config"] == job
-                and base
-                and bench in base["bench"]
-                and bench in e["bench"]
-            ):
-                metric, breps, _ = base["bench"][bench]
+        if not base or bench not in base["bench"]:
+            continue
+        metric, breps, _ = base["bench"][bench]
+        for (st, _), e in geo_data.items():
+            if st == name and e["config"] == job and bench in e["bench"]:
                 if len(breps) >= 2 and len(e["bench"][bench][1]) >= 2:
                     return stats.relative_times(breps, e["bench"][bench][1], metric)
     return {}
@@ -215,37 +198,31 @@ def decide(
     ``row_lost``: {collective: [lost bands]} of validate campaigns of this row (row_checks)."""
     chosen, steps = choice.job_configuration(geo_data, stages, tolerance, alpha, start)
     job, rejected = choice.never_worse(geo_data, steps, chosen, start, tolerance, alpha)
-    out = OrderedDict([("job", dict(op="job", config=job, steps=steps, rejected=rejected))])
+    out = {"job": dict(op="job", config=job, steps=steps, rejected=rejected)}
     for op in OPERATIONS:
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        coll = op in COLLECTIVES
-        d["bands"] = (
-            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo) if coll else None
-        )
-        d["components"] = (
-            size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, True)
-            if coll
-            else None
-        )
+        for key, components in (("bands", False), ("components", True)):
+            d[key] = (
+                size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, components)
+                if op in COLLECTIVES
+                else None
+            )
         comps = d["components"]
-        if comps and comps["bands"] and op in (row_lost or {}):
-            if any(key for _, _, key in comps["bands"]):
-                # the routed row lost as users load it: Open MPI's own collectives at every size
-                d["components"] = dict(
-                    comps, bands=None, effective=comps["reference"], dropped=row_lost[op]
-                )
+        if comps and op in (row_lost or {}) and any(key for _, _, key in comps["bands"] or ()):
+            # the routed row lost as users load it: Open MPI's own collectives at every size
+            d["components"] = dict(
+                comps, bands=None, effective=comps["reference"], dropped=row_lost[op]
+            )
         # A banded collective's oracle is its own stage's: runs of that collective alone differ in
         # context (and in their baseline) from the stages that ran every benchmark in one program.
         # The algorithm stage's where there is one, else the component stage's.
         per_size = d["bands"] or d["components"]
-        chosen_rel = (
-            per_size["effective"]
-            if per_size
-            else _job_rel(geo_data, stages, job, d["benchmarks"][0])
-        )
-        oracle = per_size["oracle"] if per_size else d["oracle"]
+        if per_size:
+            chosen_rel, oracle = per_size["effective"], per_size["oracle"]
+        else:
+            chosen_rel, oracle = _job_rel(geo_data, stages, job, d["benchmarks"][0]), d["oracle"]
         ratios = [chosen_rel[s] / oracle[s] for s in oracle if s in chosen_rel and oracle[s] > 0]
         d["regret"] = {
             "mean_pct": round((stats.geomean(ratios) - 1) * 100, 1) if ratios else None,
@@ -256,16 +233,18 @@ def decide(
     return out
 
 
-def _knob_text(config):
-    return ", ".join("%s=%s" % kv for kv in sorted(config.items())) or "the MPI's defaults"
+def _knob_text(config, none="the MPI's defaults"):
+    return ", ".join("%s=%s" % kv for kv in sorted(config.items())) or none
 
 
 def _settings(config):
     return {
-        "none": OrderedDict(
-            sorted((k, v if not isinstance(v, bool) else str(v)) for k, v in config.items())
-        )
+        "none": dict(sorted((k, str(v) if isinstance(v, bool) else v) for k, v in config.items()))
     }
+
+
+def _less(score):
+    return "%.1f%% less time than the baseline" % ((1 - score) * 100)
 
 
 def _job_notes(d):
@@ -275,50 +254,30 @@ def _job_notes(d):
         "that pass the per-benchmark rule on every benchmark of the stage" % _knob_text(d["config"])
     ]
     for step in d["steps"]:
-        ch = step["chosen"]
-        if not step["benchmarks"] or (step["candidates"] == 0 and not ch):
+        ch, un, n = step["chosen"], step.get("unproven"), step["candidates"]
+        if not step["benchmarks"] or (n == 0 and not ch):
             continue
-        un = step.get("unproven")
         if ch:
-            what = "chosen over %d candidate(s): %s, %.1f%% less time than the baseline" % (
-                step["candidates"],
-                ch["config_id"],
-                (1 - ch["score"]) * 100,
-            )
+            what = "chosen over %d candidate(s): %s, %s" % (n, ch["config_id"], _less(ch["score"]))
         elif un:
             what = (
-                "best of %d candidate(s) %s (%.1f%% less time than the baseline) did not pass the per-benchmark "
-                "rule against the job configuration measured in the stage (alpha / %d), which stays"
-                % (
-                    step["candidates"],
-                    un["config_id"],
-                    (1 - un["score"]) * 100,
-                    max(1, un["others"]),
-                )
+                "best of %d candidate(s) %s (%s) did not pass the per-benchmark rule against the job "
+                "configuration measured in the stage (alpha / %d), which stays"
+                % (n, un["config_id"], _less(un["score"]), max(1, un["others"]))
             )
         else:
-            what = (
-                "none of %d candidate(s) passed and beat the job configuration, which stays"
-                % step["candidates"]
-            )
+            what = "none of %d candidate(s) passed and beat the job configuration, which stays" % n
         notes.append("stage %s: %s" % (step["stage"], what))
     for cfg, lost in d.get("rejected", ()):
+        where = "; ".join(
+            "%s %s x%.2f (stage %s)" % (r.benchmark, r.band, r.gain or 0, st) for st, r in lost
+        )
         notes.append(
             "never worse: %s not used: it lost to the MPI's defaults in %s; kept %s, which loses no "
             "band of any benchmark in any stage that measured it"
-            % (
-                _knob_text(cfg),
-                "; ".join(
-                    "%s %s x%.2f (stage %s)" % (r.benchmark, r.band, r.gain or 0, st)
-                    for st, r in lost
-                ),
-                _knob_text(d["config"]),
-            )
+            % (_knob_text(cfg), where, _knob_text(d["config"]))
         )
     return notes
-
-
-CONFIRMED = " on the confirmation campaign's runs"
 
 
 def _tests_text(tests, name, verb="kept"):
@@ -328,13 +287,10 @@ def _tests_text(tests, name, verb="kept"):
     last = {(max(t.lo, 1), t.hi, t.key): t for t in tests}
 
     def listed(kept):
-        return (
-            "; ".join(
-                "%s-%s %s x%.2f p=%.2g" % (format_size(lo), format_size(hi), name(key), t.gain, t.p)
-                for (lo, hi, key), t in last.items()
-                if t.kept == kept
-            )
-            or "none"
+        return "; ".join(
+            "%s-%s %s x%.2f p=%.2g" % (format_size(lo), format_size(hi), name(key), t.gain, t.p)
+            for (lo, hi, key), t in last.items()
+            if t.kept == kept
         )
 
     n = sum(t.kept for t in last.values())
@@ -342,14 +298,20 @@ def _tests_text(tests, name, verb="kept"):
         n,
         len(last),
         verb,
-        listed(1),
-        listed(0),
+        listed(1) or "none",
+        listed(0) or "none",
     )
+
+
+def _stage_note(what, got, how, tail):
+    """The note of a per-size stage: what it chose, by which test, on which runs."""
+    confirmed = " on the confirmation campaign's runs" if got["confirmed"] else ""
+    return "%s from stage %s: %s%s%s" % (what, got["stage"], how, confirmed, tail)
 
 
 def _edges(lo, hi):
     """A band's edges as the table writes them (the first starts at 0, the last has no end)."""
-    return [("from", format_size(lo) if lo else 0), ("to", format_size(hi) if hi else None)]
+    return {"from": format_size(lo) if lo else 0, "to": format_size(hi) if hi else None}
 
 
 def _component_choice(case, notes, comps):
@@ -368,23 +330,18 @@ def _component_choice(case, notes, comps):
         # (the same test as the algorithm bands), none elsewhere; the module routes UCC per size.
         chosen = [(lo, hi, key or "none") for lo, hi, key in comps["bands"]]
         if any(k != "none" for _, _, k in chosen):
-            case["settings"] = OrderedDict(
-                (c, case["settings"]["none"])
+            case["settings"] = {
+                c: case["settings"]["none"]
                 for c in ["none"] + sorted({k for _, _, k in chosen} - {"none"})
-            )
-            case["choice"] = [
-                OrderedDict(_edges(lo, hi) + [("component", k)]) for lo, hi, k in chosen
-            ]
+            }
+            case["choice"] = [{**_edges(lo, hi), "component": k} for lo, hi, k in chosen]
     if comps:
-        notes.append(
-            "components from stage %s: per-size winners of UCC against Open MPI's own collectives, "
-            "then validate's bands where none was kept, tested as the algorithm bands are%s; %s"
-            % (
-                comps["stage"],
-                CONFIRMED if comps["confirmed"] else "",
-                _tests_text(comps["tests"], lambda key: key, "go to UCC"),
-            )
+        how = (
+            "per-size winners of UCC against Open MPI's own collectives, then validate's bands "
+            "where none was kept, tested as the algorithm bands are"
         )
+        tests = _tests_text(comps["tests"], lambda key: key, "go to UCC")
+        notes.append(_stage_note("components", comps, how, "; " + tests))
 
 
 def _algorithm_bands(case, notes, got, algorithms):
@@ -395,57 +352,47 @@ def _algorithm_bands(case, notes, got, algorithms):
         rows = []
         for lo, hi, key in got["bands"]:
             alg, seg = key if key else (0, 0)
-            row = OrderedDict(_edges(lo, hi) + [("algorithm", names.get(alg, alg))])
+            row = {**_edges(lo, hi), "algorithm": names.get(alg, alg)}
             if seg:
                 row["segsize"] = format_size(seg)
             rows.append(row)
         case["bands"] = rows
-        notes.append(
-            "bands from stage %s: per-size winners, then validate's bands where none was kept, tested "
-            "against Open MPI's own choice%s; %s"
-            % (
-                got["stage"],
-                CONFIRMED if got["confirmed"] else "",
-                _tests_text(got["tests"], lambda key: names.get(key[0], key[0])),
-            )
+        how = (
+            "per-size winners, then validate's bands where none was kept, tested against Open "
+            "MPI's own choice"
         )
+        tests = _tests_text(got["tests"], lambda key: names.get(key[0], key[0]))
+        notes.append(_stage_note("bands", got, how, "; " + tests))
     elif got:
-        notes.append(
-            "bands from stage %s: no forced algorithm beat Open MPI's own choice with significance%s "
-            "(%d tested)" % (got["stage"], CONFIRMED if got["confirmed"] else "", len(got["tests"]))
-        )
+        how = "no forced algorithm beat Open MPI's own choice with significance"
+        notes.append(_stage_note("bands", got, how, " (%d tested)" % len(got["tests"])))
 
 
 def _op_case(site, nodes, ppn, d, job, cids):
     ch = d["chosen"]
     note = (
-        "this operation's own best (not used: the job configuration is): %s over %d candidate(s), %.1f%% less "
-        "time than the baseline" % (ch["config_id"], d["candidates"], (1 - ch["score"]) * 100)
+        "this operation's own best (not used: the job configuration is): %s over %d candidate(s), %s"
+        % (ch["config_id"], d["candidates"], _less(ch["score"]))
         if ch
         else "no candidate of %d passed against the baseline for this operation alone"
         % d["candidates"]
     )
     regret = d["regret"]
     notes = ["job-wide knobs: the job configuration (provenance notes)", note]
-    case = OrderedDict(
-        [
-            ("nodes", nodes),
-            ("ppn", ppn),
-            ("collective", d["op"]),
-            (
-                "section",
-                "campaign %s, job-wide rule%s"
-                % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else ""),
-            ),
-            ("settings", _settings(job)),
-        ]
-    )
+    case = {
+        "nodes": nodes,
+        "ppn": ppn,
+        "collective": d["op"],
+        "section": "campaign %s, job-wide rule%s"
+        % (cids, ", per-size bands" if (d.get("bands") or {}).get("bands") else ""),
+        "settings": _settings(job),
+    }
     if nodes >= 2:  # a multi-node case says why an inter-node knob has no value (tables/schema.py)
-        unstated = OrderedDict(
-            (k, "not chosen: the job configuration leaves it at the MPI's default")
+        unstated = {
+            k: "not chosen: the job configuration leaves it at the MPI's default"
             for k in schema.INTER_NODE_KNOBS
             if k not in job
-        )
+        }
         if unstated:
             case["unstated"] = unstated
     _component_choice(case, notes, d.get("components"))
@@ -502,49 +449,35 @@ def _method(metas, tolerance, alpha):
 
 
 def build_table(
-    site,
-    metas,
-    decisions,
-    runs_count,
-    left_out=(),
-    tolerance=POLICY.tolerance,
-    alpha=POLICY.alpha,
+    site, metas, decisions, runs_count, left_out=(), tolerance=POLICY.tolerance, alpha=POLICY.alpha
 ):
     cids = ", ".join(sorted(m["campaign"] for m in metas))
     by_suite = {}
     for m in metas:
         by_suite.setdefault(m.get("suite", "probe"), []).append(m["campaign"])
     first = metas[0]
-    prov = OrderedDict(
-        [
-            ("document", "tunedmpi sweep campaign(s) %s" % cids),
-            ("platform", site.description),
-            ("mpi", first["mpi"]),
-            ("ucx", first["ucx"]),
-            (
-                "benchmark",
-                "; ".join(
-                    "%s: IMB-MPI1 collectives and OSU one-sided tests%s%s"
-                    % (
-                        suite,
-                        " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
-                        " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "",
-                    )
-                    for suite, names in sorted(by_suite.items())
-                ),
-            ),
-            (
-                "command",
-                "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> <benchmark> (%s set; "
-                "one-sided: -w %s -s %s)"
-                % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
-            ),
-            ("method", _method(metas, tolerance, alpha)),
-            ("date", (first.get("finished") or first.get("started") or "")[:10] or None),
-            ("campaign", cids),
-            ("notes", ["%d runs measured" % runs_count] + list(left_out)),
-        ]
-    )
+    prov = {
+        "document": "tunedmpi sweep campaign(s) %s" % cids,
+        "platform": site.description,
+        "mpi": first["mpi"],
+        "ucx": first["ucx"],
+        "benchmark": "; ".join(
+            "%s: IMB-MPI1 collectives and OSU one-sided tests%s%s"
+            % (
+                suite,
+                " (validate/probes, IMB/OSU-compatible)" if "probe" in suite else "",
+                " (campaign(s) %s)" % ", ".join(sorted(names)) if len(by_suite) > 1 else "",
+            )
+            for suite, names in sorted(by_suite.items())
+        ),
+        "command": "module purge; module load %s; <knob variables>; mpirun -np <nodes*ppn> "
+        "<benchmark> (%s set; one-sided: -w %s -s %s)"
+        % (first["baseline_module"], first["set"], suites.WINDOW, suites.SYNC),
+        "method": _method(metas, tolerance, alpha),
+        "date": (first.get("finished") or first.get("started") or "")[:10] or None,
+        "campaign": cids,
+        "notes": ["%d runs measured" % runs_count] + list(left_out),
+    }
     cases = []
     for (nodes, ppn), ops in sorted(decisions.items()):
         # One configuration per job geometry: every operation's case carries the job-wide knobs the
@@ -554,56 +487,39 @@ def build_table(
         for op, d in ops.items():
             if op != "job":
                 cases.append(_op_case(site, nodes, ppn, d, ops["job"]["config"], cids))
-    return OrderedDict(
-        [
-            ("schema", schema.SCHEMA_VERSION),
-            ("platform", site.name),
-            ("title", "Measured on %s by tunedmpi sweep/tune" % site.name),
-            ("mpi", OrderedDict([("flavour", site.mpi_flavour), ("version", site.mpi_version)])),
-            ("ucx_version", ".".join(map(str, site.ucx_version))),
-            ("provenance", prov),
-            (
-                "baseline",
-                OrderedDict(
-                    [
-                        (
-                            "text",
-                            "module load %s with no tuning variable: the MPI's own defaults"
-                            % first["baseline_module"],
-                        ),
-                        # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
-                        (
-                            "knobs",
-                            OrderedDict(
-                                [
-                                    ("pml", "default"),
-                                    ("osc", "default"),
-                                    ("ucx_rndv_thresh", "auto"),
-                                    ("ucx_zcopy_thresh", "auto"),
-                                ]
-                            ),
-                        ),
-                    ]
-                ),
-            ),
-            ("cases", cases),
-        ]
-    )
+    return {
+        "schema": schema.SCHEMA_VERSION,
+        "platform": site.name,
+        "title": "Measured on %s by tunedmpi sweep/tune" % site.name,
+        "mpi": {"flavour": site.mpi_flavour, "version": site.mpi_version},
+        "ucx_version": ".".join(map(str, site.ucx_version)),
+        "provenance": prov,
+        "baseline": {
+            "text": "module load %s with no tuning variable: the MPI's own defaults"
+            % first["baseline_module"],
+            # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
+            "knobs": {
+                "pml": "default",
+                "osc": "default",
+                "ucx_rndv_thresh": "auto",
+                "ucx_zcopy_thresh": "auto",
+            },
+        },
+        "cases": cases,
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    # A value shared by several cases (one algorithm list for every band of a collective) is
+    # written out each time: tables refuse anchors and aliases (yamlsrc).
+    def ignore_aliases(self, data):
+        return True
 
 
 def _dump(doc):
-    class Dumper(yaml.SafeDumper):
-        # A value shared by several cases (one algorithm list for every band of a collective) is
-        # written out each time: tables refuse anchors and aliases (yamlsrc).
-        def ignore_aliases(self, data):
-            return True
-
-    Dumper.add_representer(
-        OrderedDict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items())
-    )
     return (
         "# GENERATED by `tunedmpi tune`; review the diff it printed before committing.\n"
-        + yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=110)
+        + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
     )
 
 
@@ -612,31 +528,24 @@ def diff(old, new):
     components (the case's `choice`)."""
 
     def cases(t):
-        return (
-            {
-                (c.nodes, c.ppn, c.collective): (
-                    c.settings.get("none", {}),
-                    _per_size_text(c),
-                )
-                for c in t.cases
-            }
-            if t
-            else {}
-        )
+        return {
+            (c.nodes, c.ppn, c.collective): (c.settings.get("none", {}), _per_size_text(c))
+            for c in (t.cases if t else ())
+        }
+
+    def text(case):
+        return _knob_text(case[0], "MPI defaults") + case[1]
 
     a, b = cases(old), cases(new)
     lines = []
     for key in sorted(set(a) | set(b)):
         label = "%dx%d %s" % key
         if key not in a:
-            lines.append("+ %s: %s%s" % (label, _knobs(b[key][0]), b[key][1]))
+            lines.append("+ %s: %s" % (label, text(b[key])))
         elif key not in b:
             lines.append("- %s (no longer measured)" % label)
         elif a[key] != b[key]:
-            lines.append(
-                "~ %s: %s%s -> %s%s"
-                % (label, _knobs(a[key][0]), a[key][1], _knobs(b[key][0]), b[key][1])
-            )
+            lines.append("~ %s: %s -> %s" % (label, text(a[key]), text(b[key])))
     return lines or ["(no change in chosen settings)"]
 
 
@@ -655,10 +564,6 @@ def _per_size_text(case):
     return (listed("bands", bands) if bands else "") + (
         listed("components", choice) if choice else ""
     )
-
-
-def _knobs(values):
-    return ", ".join("%s=%s" % kv for kv in sorted(values.items())) or "MPI defaults"
 
 
 def _one_suite_per_benchmark(loaded):
@@ -718,11 +623,9 @@ def row_losses(site, dirs):
         )
         for b in doc.get("bands", []):
             if b.get("verdict") == "lose" and b["benchmark"] in COLLECTIVES:
-                out.setdefault((geo["nodes"], geo["ppn"]), {}).setdefault(
-                    b["benchmark"], []
-                ).append(
-                    "%s %s x%.2f (%s)" % (b["benchmark"], b["band"], b["gain"], Path(where).name)
-                )
+                row = out.setdefault((geo["nodes"], geo["ppn"]), {})
+                what = "%s %s x%.2f (%s)" % (b["benchmark"], b["band"], b["gain"], Path(where).name)
+                row.setdefault(b["benchmark"], []).append(what)
     return out, notes
 
 
@@ -808,29 +711,16 @@ def tune(
             confirm_data.get((nodes, ppn)),
             row_lost.get((nodes, ppn)),
         )
-    doc = build_table(
-        site,
-        metas,
-        decisions,
-        len(kept),
-        list(left_out) + checked,
-        tolerance,
-        alpha,
-    )
+    doc = build_table(site, metas, decisions, len(kept), list(left_out) + checked, tolerance, alpha)
     target = (
         Path(out)
         if out
         else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
     )
     text = _dump(doc)
-    tmp = target.parent / (".check-" + target.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(tmp, text)
-    try:  # the same checks as any table, before it replaces the old one
-        new = schema.load_table(str(tmp))
-    finally:
-        os.unlink(tmp)
+    new = schema.load_table(str(target), text)  # the checks of any table, before it replaces one
     old = schema.load_table(str(target)) if target.is_file() else None
+    target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, text)
     return target, new, old, decisions
 
@@ -852,35 +742,21 @@ def report(target, new, old, decisions, stream=sys.stdout):
     cases = {(c.nodes, c.ppn, c.collective): c for c in new.cases}
     for (nodes, ppn), ops in sorted(decisions.items()):
         job = ops["job"]
+        stages = sum(1 for s in job["steps"] if s["candidates"])
         stream.write(
             "| %dx%d (every operation) | job: %s | %d stage(s) | - | - | - |\n"
-            % (
-                nodes,
-                ppn,
-                _knob_text(job["config"]),
-                len([s for s in job["steps"] if s["candidates"]]),
-            )
+            % (nodes, ppn, _knob_text(job["config"]), stages)
         )
         for op, d in ops.items():
             if op == "job":
                 continue
-            ch = d["chosen"]
-            case = cases.get((nodes, ppn, op))
-            stream.write(
-                "| %dx%d %s | %s | %d | %s | %s | %s / %s |\n"
-                % (
-                    nodes,
-                    ppn,
-                    op,
-                    "own best: %s" % ch["config_id"]
-                    if ch
-                    else "own best: none passed"
-                    if d["candidates"]
-                    else "no job-wide stage",
-                    d["candidates"],
-                    "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
-                    (_per_size_text(case) if case else "").lstrip("; ") or "-",
-                    d["regret"]["mean_pct"],
-                    d["regret"]["max_pct"],
-                )
-            )
+            ch, case = d["chosen"], cases.get((nodes, ppn, op))
+            unchosen = "own best: none passed" if d["candidates"] else "no job-wide stage"
+            cells = [
+                "own best: %s" % ch["config_id"] if ch else unchosen,
+                d["candidates"],
+                "%.1f%%" % ((1 - ch["score"]) * 100) if ch else "-",
+                (_per_size_text(case) if case else "").lstrip("; ") or "-",
+                "%(mean_pct)s / %(max_pct)s" % d["regret"],
+            ]
+            stream.write("| %dx%d %s | %s |\n" % (nodes, ppn, op, " | ".join(map(str, cells))))
