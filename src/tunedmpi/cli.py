@@ -113,8 +113,6 @@ def cmd_tables(args):
 
 
 def cmd_render(args):
-    import os
-
     from tunedmpi.files import stray_temps
     from tunedmpi.modules import render, sites
 
@@ -163,8 +161,6 @@ def _read(root, rel):
 
 
 def cmd_explain(args):
-    import os
-
     from tunedmpi.modules import explain, sites
 
     env = dict(os.environ)
@@ -184,23 +180,21 @@ def cmd_explain(args):
 def cmd_install_module(args):
     from tunedmpi.modules import install
 
-    formats = [f for f in args.formats.split(",") if f] if args.formats else None
     install.install(
         args.checkout or str(paths.project_root()),
         args.site,
         args.share,
         args.installer,
-        mpi_prefix=args.mpi_prefix,
-        base_module=args.base_module,
-        ucx_version=args.ucx_version,
-        modules=args.modules,
-        formats=formats,
-        mpi_version=args.mpi_version,
-        name=args.name,
-        pinned_copy=args.pinned_copy,
+        formats=[f for f in args.formats.split(",") if f] if args.formats else None,
+        **_given(args, "mpi_prefix base_module ucx_version modules mpi_version name pinned_copy"),
         mpi_level=args.mpi_level,
     )
     return EXIT_OK
+
+
+def _given(args, names):
+    """{name: its option's value} of these space-separated option names, passed on by name."""
+    return {name: getattr(args, name) for name in names.split()}
 
 
 def cmd_known_params(args):
@@ -375,14 +369,8 @@ def cmd_power(args):
 
     return power_report.run(
         args.dirs,
-        gain=args.gain,
-        repetitions=args.repetitions,
         final=args.max_repetitions,
-        draws=args.draws,
-        seed=args.seed,
-        alpha=args.alpha,
-        tolerance=args.tolerance,
-        max_pairs=args.max_pairs,
+        **_given(args, "gain repetitions draws seed alpha tolerance max_pairs"),
     )
 
 
@@ -437,6 +425,12 @@ def cmd_regret(args):
     return EXIT_OK
 
 
+def cmd_coverage(args):
+    from tunedmpi.regenerate import coverage
+
+    return coverage.main(args)
+
+
 class Parser(argparse.ArgumentParser):
     """A bad option is one line naming it and the fix, exit 2 (not the whole usage)."""
 
@@ -444,7 +438,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
-def _parser_check(sub):
+def _parser_tables(sub):
+    """check, tables, render, explain: the tables and the modules rendered from them."""
     p = sub.add_parser(
         "check", help="validate tuning tables and site configs (exit 2 on any problem)"
     )
@@ -453,18 +448,10 @@ def _parser_check(sub):
         nargs="*",
         help="tables, site.yaml files or directories (default: tuning-tables/ and site-configs/)",
     )
-    p.set_defaults(func=cmd_check)
-
-
-def _parser_tables(sub):
     p = sub.add_parser("tables", help="print tuning tables as grids or CSV")
     p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
     p.add_argument("--platform", help="only this platform's table")
     p.add_argument("--format", choices=("grid", "csv"), default="grid")
-    p.set_defaults(func=cmd_tables)
-
-
-def _parser_render(sub):
     p = sub.add_parser("render", help="write the Lmod modulefiles of every site (or one)")
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--out", help="output directory (default: modulefiles/)")
@@ -473,10 +460,6 @@ def _parser_render(sub):
         action="store_true",
         help="write nothing; exit 1 when the files differ from what would be written",
     )
-    p.set_defaults(func=cmd_render)
-
-
-def _parser_explain(sub):
     p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1))
@@ -486,7 +469,6 @@ def _parser_explain(sub):
     p.add_argument(
         "--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)"
     )
-    p.set_defaults(func=cmd_explain)
 
 
 def _parser_validate(sub):
@@ -501,7 +483,6 @@ def _parser_validate(sub):
     from tunedmpi.acceptance import validate_cli
 
     validate_cli.add_arguments(p)
-    p.set_defaults(func=cmd_validate)
 
 
 def _add_space_options(p):
@@ -513,6 +494,7 @@ def _add_space_options(p):
 
 
 def _parser_sweep(sub):
+    """sweep and the task of its Slurm job arrays."""
     p = sub.add_parser(
         "sweep",
         allow_abbrev=False,
@@ -551,11 +533,16 @@ def _parser_sweep(sub):
         help="print the stages, runs and estimated time; measure nothing",
     )
     add_wait(p)
-    p.set_defaults(func=cmd_sweep)
+    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
+    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
+    p = sub.add_parser("sweep-task")
+    p.add_argument("campaign_dir")
+    p.add_argument("stage")
+    p.add_argument("rep", type=int)
 
 
 def _parser_loop(sub):
-    """retune, promote, rollback: the closed loop (docs/regenerate.md)."""
+    """retune, promote, rollback: the closed loop (docs/regenerate.md); ingest and tune."""
     p = sub.add_parser(
         "retune",
         allow_abbrev=False,
@@ -585,31 +572,15 @@ def _parser_loop(sub):
         "--no-validate", action="store_true", help="render the candidate, do not validate it"
     )
     add_wait(p)
-    p.set_defaults(func=cmd_retune)
     p = sub.add_parser("promote", help="make the site's candidate the default (no band may lose)")
     p.add_argument("--site", required=True)
     p.add_argument(
         "--results", metavar="DIR", help="the candidate's validate campaign (default: the newest)"
     )
-    p.set_defaults(func=cmd_promote)
     p = sub.add_parser(
         "rollback", help="restore the table and modules promote replaced, byte for byte"
     )
     p.add_argument("--site", required=True)
-    p.set_defaults(func=cmd_rollback)
-
-
-def _parser_sweep_task(sub):
-    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
-    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
-    p = sub.add_parser("sweep-task")
-    p.add_argument("campaign_dir")
-    p.add_argument("stage")
-    p.add_argument("rep", type=int)
-    p.set_defaults(func=cmd_sweep_task)
-
-
-def _parser_ingest(sub):
     p = sub.add_parser(
         "ingest", help="put existing IMB/OSU logs (one repetition each) into the results store"
     )
@@ -623,10 +594,6 @@ def _parser_ingest(sub):
     p.add_argument("--stage", default="ingested")
     p.add_argument("--store")
     p.add_argument("logs", nargs="+")
-    p.set_defaults(func=cmd_ingest)
-
-
-def _parser_tune(sub):
     p = sub.add_parser(
         "tune", help="choose per case from the results store and write the site's tuning table"
     )
@@ -643,10 +610,10 @@ def _parser_tune(sub):
         help="a validate campaign of a module of these tables: collectives that lost a band there "
         "get no component (UCC) routing",
     )
-    p.set_defaults(func=cmd_tune)
 
 
 def _parser_power(sub):
+    """power and history: the verdict's figures over many campaigns."""
     p = sub.add_parser(
         "power",
         allow_abbrev=False,
@@ -689,10 +656,6 @@ def _parser_power(sub):
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     add_levels(p)
-    p.set_defaults(func=cmd_power)
-
-
-def _parser_history(sub):
     from tunedmpi.acceptance.history import DRIFT_RULE
 
     p = sub.add_parser(
@@ -722,7 +685,6 @@ def _parser_history(sub):
         metavar="OUT",
         help="also write a static dashboard, OUT/index.html (open it from file://)",
     )
-    p.set_defaults(func=cmd_history)
 
 
 def _parser_regret(sub):
@@ -756,10 +718,10 @@ def _parser_regret(sub):
         choices=("fast", "slow", "changed"),
         help="only the runs that met this host state, in the result and the campaigns alike",
     )
-    p.set_defaults(func=cmd_regret)
 
 
 def _parser_install_module(sub):
+    """install-module and the known-params lists it is checked against; import-seed."""
     p = sub.add_parser(
         "install-module",
         allow_abbrev=False,
@@ -815,10 +777,6 @@ def _parser_install_module(sub):
         help="the MODULEPATH folder the build's MPI module adds in a hierarchical module tree "
         "(site.yaml hierarchy.mpi_level; default: the site's)",
     )
-    p.set_defaults(func=cmd_install_module)
-
-
-def _parser_known_params(sub):
     p = sub.add_parser(
         "known-params",
         help="every variable the modules set (and envmap can set) is one its "
@@ -827,10 +785,6 @@ def _parser_known_params(sub):
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--modulefiles", help="the rendered modules to read (default: modulefiles/)")
     p.add_argument("--lists", help="the known-params folder (default: known-params/)")
-    p.set_defaults(func=cmd_known_params)
-
-
-def _parser_import_params(sub):
     p = sub.add_parser(
         "import-params",
         help="write known-params/<library>-<version>.txt from an install's "
@@ -845,14 +799,9 @@ def _parser_import_params(sub):
     p.add_argument(
         "--build", help="how that install was made, for the lists' header (default: its path)"
     )
-    p.set_defaults(func=cmd_import_params)
-
-
-def _parser_import_seed(sub):
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")
     p.add_argument("out", help="e.g. tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml")
-    p.set_defaults(func=cmd_import_seed)
 
 
 def _parser_coverage(sub):
@@ -865,7 +814,6 @@ def _parser_coverage(sub):
         "and which geometries to measure next",
     )
     coverage.add_arguments(p)
-    p.set_defaults(func=lambda args: coverage.main(args))
 
 
 def build_parser():
@@ -873,26 +821,18 @@ def build_parser():
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for add in (
-        _parser_check,
         _parser_tables,
-        _parser_render,
-        _parser_explain,
         _parser_validate,
         _parser_sweep,
-        _parser_sweep_task,
         _parser_loop,
-        _parser_ingest,
-        _parser_tune,
         _parser_power,
-        _parser_history,
         _parser_regret,
         _parser_install_module,
-        _parser_known_params,
-        _parser_import_params,
-        _parser_import_seed,
         _parser_coverage,
     ):
         add(sub)
+    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args)
+        p.set_defaults(func=globals()["cmd_" + verb.replace("-", "_")])
     return parser
 
 
