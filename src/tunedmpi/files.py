@@ -86,13 +86,7 @@ def write_atomic_with(path, write):
 def replaced_by(path, mode=0o644):
     """The name of a temporary file beside ``path`` for another program to write (a compiler's
     -o): when the block ends normally it is given ``mode`` and renamed to ``path``, else removed."""
-    path = str(path)
-    fd, tmp = tempfile.mkstemp(
-        dir=os.path.dirname(os.path.abspath(path)),
-        prefix=".%s." % os.path.basename(path),
-        suffix=".tmp",
-    )
-    os.close(fd)
+    tmp = _stage(str(path), lambda fh: None)
     try:
         yield tmp
         os.chmod(tmp, mode)
@@ -218,9 +212,8 @@ def locked(path, what, wait=0.0):
                         + (" (waited %gs)" % wait if wait else ""),
                     )
                 time.sleep(0.1)
-        if (
-            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
-        ):  # another user's: not written
+        # another user's lock: not written
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             yield path
             return
         os.ftruncate(fd, 0)

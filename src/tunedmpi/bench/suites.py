@@ -23,42 +23,16 @@ BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
 WINDOW, SYNC = "allocate", "flush"
 
 # Per set: IMB sizes (log2, from msglog_min: default 0), repetitions and seconds per size; OSU
-# sizes, iterations, warm-up.
+# sizes, iterations, warm-up, and those of the bandwidth tests (None: OSU's own).
+SET_KEYS = "msglog iter time osu_max osu_iter osu_warmup osu_bw_iter osu_bw_warmup".split()
 SETS = {
-    "quick": dict(
-        msglog=16,
-        iter=200,
-        time=0.2,
-        osu_max=65536,
-        osu_iter=500,
-        osu_warmup=50,
-        osu_bw_iter=50,
-        osu_bw_warmup=5,
-    ),
+    "quick": dict(zip(SET_KEYS, (16, 200, 0.2, 65536, 500, 50, 50, 5))),
     # quick's sizes at a tenth of the iterations and a 10x time budget (IMB stops a benchmark
     # after -time x number of sizes, timing included, and prints "time-out" for the rest): for a
     # network where one call can take milliseconds (the untuned default between the namespace
     # hosts, ~8 ms: docs/slurm.md), so that every size is measured
-    "short": dict(
-        msglog=16,
-        iter=20,
-        time=2.0,
-        osu_max=65536,
-        osu_iter=50,
-        osu_warmup=5,
-        osu_bw_iter=10,
-        osu_bw_warmup=2,
-    ),
-    "full": dict(
-        msglog=20,
-        iter=1000,
-        time=10,
-        osu_max=1 << 20,
-        osu_iter=None,
-        osu_warmup=None,
-        osu_bw_iter=None,
-        osu_bw_warmup=None,
-    ),
+    "short": dict(zip(SET_KEYS, (16, 20, 2.0, 65536, 50, 5, 10, 2))),
+    "full": dict(zip(SET_KEYS, (20, 1000, 10, 1 << 20, None, None, None, None))),
 }
 # full's settings from 1 KB on (IMB -msglog 10:20): the middle bands, where a campaign aims at
 # 1 KB - 1 MB alone (site-configs/local-source/space-ucc.yaml)
