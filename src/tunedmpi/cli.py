@@ -79,24 +79,17 @@ def cmd_check(args):
     return EXIT_OK
 
 
-def _select(args):
-    loaded = schema.load_all(schema.find_tables(args.paths or [str(paths.tables_dir())]))
-    if args.platform:
-        chosen = [t for t in loaded if t.platform == args.platform]
-        if not chosen:
-            raise InputError(
-                "--platform",
-                None,
-                "platform",
-                "no table for platform '%s'" % args.platform,
-                "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})),
-            )
-        return chosen
-    return loaded
-
-
 def cmd_tables(args):
-    chosen = _select(args)
+    loaded = schema.load_all(schema.find_tables(args.paths or [str(paths.tables_dir())]))
+    chosen = [t for t in loaded if t.platform == args.platform] if args.platform else loaded
+    if not chosen and args.platform:
+        raise InputError(
+            "--platform",
+            None,
+            "platform",
+            "no table for platform '%s'" % args.platform,
+            "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})),
+        )
     if args.format == "csv":
         if len(chosen) != 1:
             raise InputError(
@@ -130,21 +123,19 @@ def cmd_render(args):
             if _read(out, rel) != text
             or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
         ]
-        for rel in stale:
-            print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
-        for rel in gone:
-            print(
-                "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
-                % (out, rel),
-                file=sys.stderr,
-            )
-        for path in strays:
-            print(
-                "stray: %s is a temporary file of a render that was killed (run: tunedmpi "
-                "render, which removes it)" % path,
-                file=sys.stderr,
-            )
-        if stale or gone or strays:
+        problems = ["stale: %s/%s (run: tunedmpi render)" % (out, rel) for rel in stale]
+        problems += [
+            "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
+            % (out, rel)
+            for rel in gone
+        ]
+        problems += [
+            "stray: %s is a temporary file of a render that was killed (run: tunedmpi "
+            "render, which removes it)" % path
+            for path in strays
+        ]
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
