@@ -154,15 +154,8 @@ def _read(root, rel):
 def cmd_explain(args):
     from tunedmpi.modules import explain, sites
 
-    env = dict(os.environ)
-    if args.nodes:
-        env["TUNEDMPI_NODES"] = str(args.nodes)
-    if args.ppn:
-        env["TUNEDMPI_PPN"] = str(args.ppn)
-    if args.profile:
-        env["TUNEDMPI_PROFILE"] = args.profile
-    if args.node_type:
-        env["TUNEDMPI_NODE_TYPE"] = args.node_type
+    given = dict(NODES=args.nodes, PPN=args.ppn, PROFILE=args.profile, NODE_TYPE=args.node_type)
+    env = dict(os.environ, **{"TUNEDMPI_" + k: str(v) for k, v in given.items() if v})
     result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
     return EXIT_OK

@@ -252,9 +252,11 @@ class FileRefused(InputError, OSError):
         self.filename, self.strerror = str(path), problem
 
 
-def _open(path):
-    """A read-only descriptor of ``path`` that is a regular file. O_NONBLOCK: opening a FIFO for
-    reading blocks until a writer comes, so it is opened at once and then refused by fstat."""
+@contextlib.contextmanager
+def _opened(path):
+    """A read-only descriptor of ``path`` that is a regular file, closed after the block.
+    O_NONBLOCK: opening a FIFO for reading blocks until a writer comes, so it is opened at once
+    and then refused by fstat."""
     fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -262,17 +264,15 @@ def _open(path):
             kind = KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
             raise FileRefused(path, "is %s, not a regular file" % kind)
         os.set_blocking(fd, True)
-        return fd
-    except BaseException:
+        yield fd
+    finally:
         os.close(fd)
-        raise
 
 
 def read_bytes(path, limit=MAX_BYTES):
     """The content of the regular file ``path``, refused when it is bigger than ``limit`` bytes
     (checked by reading, not only by its size: /proc files and growing files lie)."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         if os.fstat(fd).st_size > limit:  # refused at once, not after reading it all
             raise FileRefused(path, "is bigger than %d bytes" % limit, "give the right file")
         chunks, size = [], 0
@@ -285,17 +285,12 @@ def read_bytes(path, limit=MAX_BYTES):
         raise FileRefused(
             path, "is bigger than %d bytes" % limit, "give the right file (is it truncated?)"
         )
-    finally:
-        os.close(fd)
 
 
 def read_head(path, size):
     """The first ``size`` bytes (or fewer) of the regular file ``path``: enough to recognise it."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         return os.read(fd, size)
-    finally:
-        os.close(fd)
 
 
 def read_text(path, limit=MAX_BYTES, errors="strict"):
@@ -320,15 +315,12 @@ def read_lines(path, limit=MAX_BYTES, errors="strict"):
 def read_chunks(path, size=1 << 20):
     """The regular file ``path`` in chunks of at most ``size`` bytes, for inputs read as a stream
     (an exported accounting file of any length): memory stays bounded, nothing is refused for size."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         while True:
             chunk = os.read(fd, size)
             if not chunk:
                 return
             yield chunk
-    finally:
-        os.close(fd)
 
 
 def append_to(path):

@@ -125,9 +125,8 @@ OWN_MPIRUN = (
 
 
 def lmod_init():
-    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(
-        LMOD_INITS
-    ):
+    pkg_init = os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")
+    for cand in (pkg_init, *LMOD_INITS):
         if os.path.isfile(cand):
             return cand
     raise CannotRun(
@@ -309,12 +308,10 @@ class Runner:
             line,
         )
 
-    def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None, site_own=True):
+    def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None):
         """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc.
-        mpi: the module's MPI (identify), which sets the launcher (default: Open MPI's); site_own:
-        False for a module of another MPI than the site's, to which IMB_MPI1, OSU_DIR and the
-        benchmark modules do not belong."""
-        b, mpicc = self.survey(mpi_module, force_probes, mpi, site_own)
+        mpi: the module's MPI (identify), which sets the launcher (default: Open MPI's)."""
+        b, mpicc = self.survey(mpi_module, force_probes, mpi)
         self.complete(b, mpi_module, mpicc, only)
         b.host_probe = self.build_host_probe(mpi_module, b.modules, mpicc)
         return b
