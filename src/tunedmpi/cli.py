@@ -397,11 +397,8 @@ def cmd_regret(args):
         )
         what, source = "table's choice", "%s at %dx%d" % (args.table, nodes, ppn)
     else:
-        rows, what, source = (
-            regret.regret(args.results, dirs, args.draws, args.state),
-            "module",
-            args.results,
-        )
+        rows = regret.regret(args.results, dirs, args.draws, args.state)
+        what, source = "module", args.results
     if not rows:
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT

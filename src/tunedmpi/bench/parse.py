@@ -368,8 +368,6 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
                 fatal=True,
             )
     found = {s.benchmark for s in series}
-    if isinstance(requested, str):
-        requested = [requested]
     for name in requested or ():
         name = str(name).lower()
         if name not in found and name.replace("osu_", "", 1) not in found:
