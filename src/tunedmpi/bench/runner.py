@@ -286,8 +286,8 @@ class Runner:
                 % (option, module, " ".join(self.modulepaths), " ".join(out.split())[-300:])
             )
         # one line each after the mark's (an empty one for what is missing)
-        mpirun, real, mpicc = (parts[1].split("\n") + ["", "", "", ""])[1:4]
-        if not mpirun.strip():
+        mpirun, real, mpicc = (line.strip() for line in (parts[1].split("\n") + [""] * 4)[1:4])
+        if not mpirun:
             raise CannotRun("%s %s puts no mpirun on PATH" % (option, module))
         found = recognise(parts[2])
         if found is None:
@@ -295,18 +295,9 @@ class Runner:
             raise CannotRun(
                 "%s %s: its mpirun (%s) is no MPI validate knows (Open MPI, Intel MPI, MPICH): "
                 "`mpirun --version`%s printed: %s"
-                % (option, module, mpirun.strip(), " (timed out)" if timed_out else "", said)
+                % (option, module, mpirun, " (timed out)" if timed_out else "", said)
             )
-        flavour, version, line = found
-        return MPI(
-            module,
-            mpirun.strip(),
-            real.strip() or mpirun.strip(),
-            mpicc.strip(),
-            flavour,
-            version,
-            line,
-        )
+        return MPI(module, mpirun, real or mpirun, mpicc, *found)  # found: flavour, version, line
 
     def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None):
         """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc.
