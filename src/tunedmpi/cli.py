@@ -17,23 +17,15 @@ from tunedmpi.tables import schema, tablefmt
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
-def _check_paths(given):
-    """(table files, site config files) of the paths `check` was given (default: tuning-tables/
-    and site-configs/). A file named site.yaml is a site config; in a folder that holds one, the
-    other YAML files (space.yaml, spack.yaml ...) are not tables and are left out."""
-    from tunedmpi.modules import sites
-
-    found = schema.find_tables(given or [str(paths.tables_dir()), str(sites.site_dir())])
-    site_dirs = {os.path.dirname(f) for f in found if os.path.basename(f) == sites.SITE_FILE}
-    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
-    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
-    return tables, configs
-
-
 def cmd_check(args):
     from tunedmpi.modules import sites
 
-    tables, configs = _check_paths(args.paths)
+    # By default tuning-tables/ and site-configs/. A file named site.yaml is a site config; in a
+    # folder that holds one, the other YAML files (space.yaml, spack.yaml ...) are not tables.
+    found = schema.find_tables(args.paths or [str(paths.tables_dir()), str(sites.site_dir())])
+    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
+    site_dirs = {os.path.dirname(f) for f in configs}
+    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
     if not tables and not configs:
         raise InputError(
             " ".join(args.paths) or str(paths.tables_dir()),
