@@ -55,13 +55,9 @@ def cmd_check(args):
     for site in loaded:
         tables = "table %s" % site.table_ref
         if site.node_types:
+            default = {site.default_node_type: ", default"}
             tables = "node types " + ", ".join(
-                "%s (%s%s)"
-                % (
-                    nt.name,
-                    nt.site.table_ref,
-                    ", default" if nt.name == site.default_node_type else "",
-                )
+                "%s (%s%s)" % (nt.name, nt.site.table_ref, default.get(nt.name, ""))
                 for nt in site.node_types
             )
         print(

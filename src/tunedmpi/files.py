@@ -101,23 +101,19 @@ def write_all_or_none(files):
     there are they renamed into place, in the given order. A failure removes every temporary file
     and raises OutputError; the old files stay. (A process killed during the renames, which need
     no space, leaves some files new and some old, each whole.)"""
-    staged = []
+    staged, path = [], None
     try:
         for path, text in files.items():
-            try:
-                staged.append((_stage(str(path), _text(text)), str(path)))
-            except OSError as exc:
-                raise OutputError(path, exc) from exc
+            staged.append((_stage(str(path), _text(text)), str(path)))
         for i, (tmp, path) in enumerate(staged):
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise OutputError(path, exc) from exc
+            os.replace(tmp, path)
             staged[i] = (None, path)
-    except BaseException:
+    except BaseException as exc:
         for tmp, _ in staged:
             if tmp:
                 _unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise OutputError(path, exc) from exc  # the file being written or renamed
         raise
 
 

@@ -118,19 +118,10 @@ def machine_cache_mb():
 
 def imb_args(settings, np, mem_gb):
     """The studies' IMB flags (-msglog 0:20 -mem 2.3G -off_cache 39,64 -npmin N), scaled here."""
+    msglog = "%d:%d" % (settings.get("msglog_min", 0), settings["msglog"])
+    args = ["-msglog", msglog, "-npmin", str(np), "-iter", str(settings["iter"])]
     # IMB reads "2.3G" as 2.3 and ignores the G: write a number
-    args = [
-        "-msglog",
-        "%d:%d" % (settings.get("msglog_min", 0), settings["msglog"]),
-        "-npmin",
-        str(np),
-        "-iter",
-        str(settings["iter"]),
-        "-time",
-        str(settings["time"]),
-        "-mem",
-        "%.2f" % mem_gb,
-    ]
+    args += ["-time", str(settings["time"]), "-mem", "%.2f" % mem_gb]
     cache = machine_cache_mb()
     if cache:
         args += ["-off_cache", "%d,64" % cache]
@@ -138,15 +129,11 @@ def imb_args(settings, np, mem_gb):
 
 
 def osu_args(settings, name):
-    bw = name.endswith("_bw")
     args = ["-w", WINDOW, "-s", SYNC]
     if name not in ("fop_latency", "cas_latency"):  # fixed-size operations
         args += ["-m", "1:%d" % settings["osu_max"]]
-    it, wu = (
-        (settings["osu_bw_iter"], settings["osu_bw_warmup"])
-        if bw
-        else (settings["osu_iter"], settings["osu_warmup"])
-    )
+    prefix = "osu_bw_" if name.endswith("_bw") else "osu_"
+    it, wu = settings[prefix + "iter"], settings[prefix + "warmup"]
     if it:
         args += ["-i", str(it), "-x", str(wu)]
     return args
