@@ -252,9 +252,7 @@ class Runner:
             "module purge >/dev/null 2>&1 || true",
         ]
         lines += ["module use %s" % shlex.quote(p) for p in self.modulepaths]
-        lines += [
-            "module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))
-        ]
+        lines += ["module load %s" % shlex.join([module, *extra_modules])]
         return "\n".join(lines + [body])
 
     def module_available(self, name):
@@ -431,10 +429,7 @@ class Runner:
             run = suites.Run(
                 name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks
             )
-            body = "echo %s; %s" % (
-                mark,
-                " ".join(shlex.quote(a) for a in self.mpirun_line(run, flavour)),
-            )
+            body = "echo %s; %s" % (mark, shlex.join(self.mpirun_line(run, flavour)))
             code, out, timed_out, _ = shell(self.script(module, extra_modules, body), self.env, 120)
             hosts = out.split(mark, 1)[-1].split()
             if code != 0 or timed_out or mark not in out:
@@ -456,7 +451,7 @@ class Runner:
             sets,
             envfile,
             OUTPUT_MARK,
-            " ".join(shlex.quote(a) for a in argv),
+            shlex.join(argv),
         )
         # The host state just before and just after the run (probes.host_state): a run whose
         # figures agree met one state throughout, one whose figures differ met a change.
