@@ -15,8 +15,6 @@ from tunedmpi.bench.parse import (
     LATENCY,
     STATUSES,
     Series,
-    parse_imb,
-    parse_osu,
     parse_output,
 )
 
@@ -241,9 +239,9 @@ def test_requested_benchmark_missing_fails_the_run():
     assert one(parsed, "barrier").points == ((0, 0.60),)
     # The request check fails the run by itself, without IMB's own "Invalid benchmark name" line.
     quiet = text.replace("Invalid benchmark name alltoal\n", "")
-    assert parse_imb(quiet).status == "ok"
-    assert parse_imb(quiet, requested=["alltoal"]).status == "failed"
-    assert parse_imb(quiet, requested=["Alltoall", "allreduce"]).status == "ok"
+    assert parse_output(quiet).status == "ok"
+    assert parse_output(quiet, requested=["alltoal"]).status == "failed"
+    assert parse_output(quiet, requested=["Alltoall", "allreduce"]).status == "ok"
 
 
 def test_osu_one_sided_warning_between_rows():
@@ -410,7 +408,7 @@ def test_osu_validation_failure_at_16_bytes():
     # Without the exit code and the error lines, the "Fail" row alone still fails the run.
     rows_only = "\n".join(text_of(name).splitlines()[:9])
     assert rows_only.endswith("Fail")
-    assert parse_osu(rows_only).status == "failed"
+    assert parse_output(rows_only).status == "failed"
 
 
 def test_osu_crash_mid_table_keeps_rows():
@@ -528,14 +526,6 @@ def test_probe_output_is_labelled_probe(name, mark):
     assert probe.status == "ok"
 
 
-def test_parse_imb_and_parse_osu_read_only_their_format():
-    imb = text_of("imb-mpi1_np4-oversubscribe_npmin2_msglog0-12_default-ompi.txt")
-    osu = text_of("osu-7.4_osu_bw_defaultopts_default-ompi.txt")
-    assert parse_imb(imb).series == parse_output(imb).series and len(parse_imb(imb).series) == 4
-    assert parse_osu(osu).series == parse_output(osu).series and len(parse_osu(osu).series) == 1
-    assert parse_osu(imb).series == [] and parse_imb(osu).series == []
-
-
 def test_series_is_hashable_and_immutable():
     (s,) = parse("osu-7.4_osu_bw_defaultopts_default-ompi.txt").series
     assert isinstance(s, Series) and hash(s) == hash(s)
@@ -584,8 +574,6 @@ def test_fuzz_never_raises():
                 timed_out=rng.random() < 0.1,
                 requested=rng.choice([None, ["alltoal"]]),
             ),
-            parse_imb(text),
-            parse_osu(text),
             parse_output(text.encode("utf-8")),
         ):
             statuses.add(parsed.status)

@@ -43,14 +43,10 @@ def number(low, high=None, low_ok=False):
             or not (value >= low if low_ok else value > low)
             or (high is not None and not value < high)
         ):
+            above = ">=" if low_ok else "above"
+            below = "" if high is None else " and below %g" % high
             raise argparse.ArgumentTypeError(
-                "%r is not a number %s %g%s"
-                % (
-                    text,
-                    ">=" if low_ok else "above",
-                    low,
-                    "" if high is None else " and below %g" % high,
-                )
+                "%r is not a number %s %g%s" % (text, above, low, below)
             )
         return value
 

@@ -17,23 +17,15 @@ from tunedmpi.tables import schema, tablefmt
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
-def _check_paths(given):
-    """(table files, site config files) of the paths `check` was given (default: tuning-tables/
-    and site-configs/). A file named site.yaml is a site config; in a folder that holds one, the
-    other YAML files (space.yaml, spack.yaml ...) are not tables and are left out."""
-    from tunedmpi.modules import sites
-
-    found = schema.find_tables(given or [str(paths.tables_dir()), str(sites.site_dir())])
-    site_dirs = {os.path.dirname(f) for f in found if os.path.basename(f) == sites.SITE_FILE}
-    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
-    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
-    return tables, configs
-
-
 def cmd_check(args):
     from tunedmpi.modules import sites
 
-    tables, configs = _check_paths(args.paths)
+    # By default tuning-tables/ and site-configs/. A file named site.yaml is a site config; in a
+    # folder that holds one, the other YAML files (space.yaml, spack.yaml ...) are not tables.
+    found = schema.find_tables(args.paths or [str(paths.tables_dir()), str(sites.site_dir())])
+    configs = [f for f in found if os.path.basename(f) == sites.SITE_FILE]
+    site_dirs = {os.path.dirname(f) for f in configs}
+    tables = [f for f in found if os.path.dirname(f) not in site_dirs]
     if not tables and not configs:
         raise InputError(
             " ".join(args.paths) or str(paths.tables_dir()),
@@ -63,13 +55,9 @@ def cmd_check(args):
     for site in loaded:
         tables = "table %s" % site.table_ref
         if site.node_types:
+            default = {site.default_node_type: ", default"}
             tables = "node types " + ", ".join(
-                "%s (%s%s)"
-                % (
-                    nt.name,
-                    nt.site.table_ref,
-                    ", default" if nt.name == site.default_node_type else "",
-                )
+                "%s (%s%s)" % (nt.name, nt.site.table_ref, default.get(nt.name, ""))
                 for nt in site.node_types
             )
         print(
@@ -79,24 +67,17 @@ def cmd_check(args):
     return EXIT_OK
 
 
-def _select(args):
-    loaded = schema.load_all(schema.find_tables(args.paths or [str(paths.tables_dir())]))
-    if args.platform:
-        chosen = [t for t in loaded if t.platform == args.platform]
-        if not chosen:
-            raise InputError(
-                "--platform",
-                None,
-                "platform",
-                "no table for platform '%s'" % args.platform,
-                "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})),
-            )
-        return chosen
-    return loaded
-
-
 def cmd_tables(args):
-    chosen = _select(args)
+    loaded = schema.load_all(schema.find_tables(args.paths or [str(paths.tables_dir())]))
+    chosen = [t for t in loaded if t.platform == args.platform] if args.platform else loaded
+    if not chosen and args.platform:
+        raise InputError(
+            "--platform",
+            None,
+            "platform",
+            "no table for platform '%s'" % args.platform,
+            "use one of: %s" % ", ".join(sorted({t.platform for t in loaded})),
+        )
     if args.format == "csv":
         if len(chosen) != 1:
             raise InputError(
@@ -113,8 +94,6 @@ def cmd_tables(args):
 
 
 def cmd_render(args):
-    import os
-
     from tunedmpi.files import stray_temps
     from tunedmpi.modules import render, sites
 
@@ -132,21 +111,19 @@ def cmd_render(args):
             if _read(out, rel) != text
             or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
         ]
-        for rel in stale:
-            print("stale: %s/%s (run: tunedmpi render)" % (out, rel), file=sys.stderr)
-        for rel in gone:
-            print(
-                "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
-                % (out, rel),
-                file=sys.stderr,
-            )
-        for path in strays:
-            print(
-                "stray: %s is a temporary file of a render that was killed (run: tunedmpi "
-                "render, which removes it)" % path,
-                file=sys.stderr,
-            )
-        if stale or gone or strays:
+        problems = ["stale: %s/%s (run: tunedmpi render)" % (out, rel) for rel in stale]
+        problems += [
+            "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
+            % (out, rel)
+            for rel in gone
+        ]
+        problems += [
+            "stray: %s is a temporary file of a render that was killed (run: tunedmpi "
+            "render, which removes it)" % path
+            for path in strays
+        ]
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
             return EXIT_FAIL
         print("ok  %d modulefiles in %s match the tables and site configs" % (len(files), out))
         return EXIT_OK
@@ -163,19 +140,10 @@ def _read(root, rel):
 
 
 def cmd_explain(args):
-    import os
-
     from tunedmpi.modules import explain, sites
 
-    env = dict(os.environ)
-    if args.nodes:
-        env["TUNEDMPI_NODES"] = str(args.nodes)
-    if args.ppn:
-        env["TUNEDMPI_PPN"] = str(args.ppn)
-    if args.profile:
-        env["TUNEDMPI_PROFILE"] = args.profile
-    if args.node_type:
-        env["TUNEDMPI_NODE_TYPE"] = args.node_type
+    given = dict(NODES=args.nodes, PPN=args.ppn, PROFILE=args.profile, NODE_TYPE=args.node_type)
+    env = dict(os.environ, **{"TUNEDMPI_" + k: str(v) for k, v in given.items() if v})
     result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
     return EXIT_OK
@@ -184,23 +152,21 @@ def cmd_explain(args):
 def cmd_install_module(args):
     from tunedmpi.modules import install
 
-    formats = [f for f in args.formats.split(",") if f] if args.formats else None
     install.install(
         args.checkout or str(paths.project_root()),
         args.site,
         args.share,
         args.installer,
-        mpi_prefix=args.mpi_prefix,
-        base_module=args.base_module,
-        ucx_version=args.ucx_version,
-        modules=args.modules,
-        formats=formats,
-        mpi_version=args.mpi_version,
-        name=args.name,
-        pinned_copy=args.pinned_copy,
+        formats=[f for f in args.formats.split(",") if f] if args.formats else None,
+        **_given(args, "mpi_prefix base_module ucx_version modules mpi_version name pinned_copy"),
         mpi_level=args.mpi_level,
     )
     return EXIT_OK
+
+
+def _given(args, names):
+    """{name: its option's value} of these space-separated option names, passed on by name."""
+    return {name: getattr(args, name) for name in names.split()}
 
 
 def cmd_known_params(args):
@@ -375,14 +341,8 @@ def cmd_power(args):
 
     return power_report.run(
         args.dirs,
-        gain=args.gain,
-        repetitions=args.repetitions,
         final=args.max_repetitions,
-        draws=args.draws,
-        seed=args.seed,
-        alpha=args.alpha,
-        tolerance=args.tolerance,
-        max_pairs=args.max_pairs,
+        **_given(args, "gain repetitions draws seed alpha tolerance max_pairs"),
     )
 
 
@@ -425,16 +385,19 @@ def cmd_regret(args):
         )
         what, source = "table's choice", "%s at %dx%d" % (args.table, nodes, ppn)
     else:
-        rows, what, source = (
-            regret.regret(args.results, dirs, args.draws, args.state),
-            "module",
-            args.results,
-        )
+        rows = regret.regret(args.results, dirs, args.draws, args.state)
+        what, source = "module", args.results
     if not rows:
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT
     sys.stdout.write(regret.report(rows, what, args.draws))
     return EXIT_OK
+
+
+def cmd_coverage(args):
+    from tunedmpi.regenerate import coverage
+
+    return coverage.main(args)
 
 
 class Parser(argparse.ArgumentParser):
@@ -444,7 +407,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
-def _parser_check(sub):
+def _parser_tables(sub):
+    """check, tables, render, explain: the tables and the modules rendered from them."""
     p = sub.add_parser(
         "check", help="validate tuning tables and site configs (exit 2 on any problem)"
     )
@@ -453,18 +417,10 @@ def _parser_check(sub):
         nargs="*",
         help="tables, site.yaml files or directories (default: tuning-tables/ and site-configs/)",
     )
-    p.set_defaults(func=cmd_check)
-
-
-def _parser_tables(sub):
     p = sub.add_parser("tables", help="print tuning tables as grids or CSV")
     p.add_argument("paths", nargs="*", help="table files or directories (default: tuning-tables/)")
     p.add_argument("--platform", help="only this platform's table")
     p.add_argument("--format", choices=("grid", "csv"), default="grid")
-    p.set_defaults(func=cmd_tables)
-
-
-def _parser_render(sub):
     p = sub.add_parser("render", help="write the Lmod modulefiles of every site (or one)")
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--out", help="output directory (default: modulefiles/)")
@@ -473,10 +429,6 @@ def _parser_render(sub):
         action="store_true",
         help="write nothing; exit 1 when the files differ from what would be written",
     )
-    p.set_defaults(func=cmd_render)
-
-
-def _parser_explain(sub):
     p = sub.add_parser("explain", help="what the tuned module would set, here or for a geometry")
     p.add_argument("--site", required=True)
     p.add_argument("--nodes", type=whole(1))
@@ -486,7 +438,6 @@ def _parser_explain(sub):
     p.add_argument(
         "--module", help="the tuned module, e.g. hpcx-tuned (default: the site's own MPI's)"
     )
-    p.set_defaults(func=cmd_explain)
 
 
 def _parser_validate(sub):
@@ -501,7 +452,6 @@ def _parser_validate(sub):
     from tunedmpi.acceptance import validate_cli
 
     validate_cli.add_arguments(p)
-    p.set_defaults(func=cmd_validate)
 
 
 def _add_space_options(p):
@@ -513,6 +463,7 @@ def _add_space_options(p):
 
 
 def _parser_sweep(sub):
+    """sweep and the task of its Slurm job arrays."""
     p = sub.add_parser(
         "sweep",
         allow_abbrev=False,
@@ -551,11 +502,16 @@ def _parser_sweep(sub):
         help="print the stages, runs and estimated time; measure nothing",
     )
     add_wait(p)
-    p.set_defaults(func=cmd_sweep)
+    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
+    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
+    p = sub.add_parser("sweep-task")
+    p.add_argument("campaign_dir")
+    p.add_argument("stage")
+    p.add_argument("rep", type=int)
 
 
 def _parser_loop(sub):
-    """retune, promote, rollback: the closed loop (docs/regenerate.md)."""
+    """retune, promote, rollback: the closed loop (docs/regenerate.md); ingest and tune."""
     p = sub.add_parser(
         "retune",
         allow_abbrev=False,
@@ -585,31 +541,15 @@ def _parser_loop(sub):
         "--no-validate", action="store_true", help="render the candidate, do not validate it"
     )
     add_wait(p)
-    p.set_defaults(func=cmd_retune)
     p = sub.add_parser("promote", help="make the site's candidate the default (no band may lose)")
     p.add_argument("--site", required=True)
     p.add_argument(
         "--results", metavar="DIR", help="the candidate's validate campaign (default: the newest)"
     )
-    p.set_defaults(func=cmd_promote)
     p = sub.add_parser(
         "rollback", help="restore the table and modules promote replaced, byte for byte"
     )
     p.add_argument("--site", required=True)
-    p.set_defaults(func=cmd_rollback)
-
-
-def _parser_sweep_task(sub):
-    # One Slurm array task of a sweep stage, for sweep's job script only: no help= keeps it out of
-    # `tunedmpi --help` (argparse prints help=SUPPRESS of a sub-command as "==SUPPRESS==").
-    p = sub.add_parser("sweep-task")
-    p.add_argument("campaign_dir")
-    p.add_argument("stage")
-    p.add_argument("rep", type=int)
-    p.set_defaults(func=cmd_sweep_task)
-
-
-def _parser_ingest(sub):
     p = sub.add_parser(
         "ingest", help="put existing IMB/OSU logs (one repetition each) into the results store"
     )
@@ -623,10 +563,6 @@ def _parser_ingest(sub):
     p.add_argument("--stage", default="ingested")
     p.add_argument("--store")
     p.add_argument("logs", nargs="+")
-    p.set_defaults(func=cmd_ingest)
-
-
-def _parser_tune(sub):
     p = sub.add_parser(
         "tune", help="choose per case from the results store and write the site's tuning table"
     )
@@ -643,10 +579,10 @@ def _parser_tune(sub):
         help="a validate campaign of a module of these tables: collectives that lost a band there "
         "get no component (UCC) routing",
     )
-    p.set_defaults(func=cmd_tune)
 
 
 def _parser_power(sub):
+    """power and history: the verdict's figures over many campaigns."""
     p = sub.add_parser(
         "power",
         allow_abbrev=False,
@@ -689,10 +625,6 @@ def _parser_power(sub):
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     add_levels(p)
-    p.set_defaults(func=cmd_power)
-
-
-def _parser_history(sub):
     from tunedmpi.acceptance.history import DRIFT_RULE
 
     p = sub.add_parser(
@@ -722,7 +654,6 @@ def _parser_history(sub):
         metavar="OUT",
         help="also write a static dashboard, OUT/index.html (open it from file://)",
     )
-    p.set_defaults(func=cmd_history)
 
 
 def _parser_regret(sub):
@@ -756,10 +687,10 @@ def _parser_regret(sub):
         choices=("fast", "slow", "changed"),
         help="only the runs that met this host state, in the result and the campaigns alike",
     )
-    p.set_defaults(func=cmd_regret)
 
 
 def _parser_install_module(sub):
+    """install-module and the known-params lists it is checked against; import-seed."""
     p = sub.add_parser(
         "install-module",
         allow_abbrev=False,
@@ -815,10 +746,6 @@ def _parser_install_module(sub):
         help="the MODULEPATH folder the build's MPI module adds in a hierarchical module tree "
         "(site.yaml hierarchy.mpi_level; default: the site's)",
     )
-    p.set_defaults(func=cmd_install_module)
-
-
-def _parser_known_params(sub):
     p = sub.add_parser(
         "known-params",
         help="every variable the modules set (and envmap can set) is one its "
@@ -827,10 +754,6 @@ def _parser_known_params(sub):
     p.add_argument("--site", help="only this site (default: every site in site-configs/)")
     p.add_argument("--modulefiles", help="the rendered modules to read (default: modulefiles/)")
     p.add_argument("--lists", help="the known-params folder (default: known-params/)")
-    p.set_defaults(func=cmd_known_params)
-
-
-def _parser_import_params(sub):
     p = sub.add_parser(
         "import-params",
         help="write known-params/<library>-<version>.txt from an install's "
@@ -845,14 +768,9 @@ def _parser_import_params(sub):
     p.add_argument(
         "--build", help="how that install was made, for the lists' header (default: its path)"
     )
-    p.set_defaults(func=cmd_import_params)
-
-
-def _parser_import_seed(sub):
     p = sub.add_parser("import-seed", help="regenerate the seed-000 table from the study's text")
     p.add_argument("seed", help="e.g. ../shared/seeds/000_6452ddfe42026a33.txt")
     p.add_argument("out", help="e.g. tuning-tables/oci-bm-optimized3.36/openmpi-5.0.6.yaml")
-    p.set_defaults(func=cmd_import_seed)
 
 
 def _parser_coverage(sub):
@@ -865,7 +783,6 @@ def _parser_coverage(sub):
         "and which geometries to measure next",
     )
     coverage.add_arguments(p)
-    p.set_defaults(func=lambda args: coverage.main(args))
 
 
 def build_parser():
@@ -873,26 +790,18 @@ def build_parser():
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for add in (
-        _parser_check,
         _parser_tables,
-        _parser_render,
-        _parser_explain,
         _parser_validate,
         _parser_sweep,
-        _parser_sweep_task,
         _parser_loop,
-        _parser_ingest,
-        _parser_tune,
         _parser_power,
-        _parser_history,
         _parser_regret,
         _parser_install_module,
-        _parser_known_params,
-        _parser_import_params,
-        _parser_import_seed,
         _parser_coverage,
     ):
         add(sub)
+    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args)
+        p.set_defaults(func=globals()["cmd_" + verb.replace("-", "_")])
     return parser
 
 

@@ -1,7 +1,6 @@
 """One error type for bad input: it names the file, the line, the key and the fix."""
 
 import errno
-import shutil
 import sys
 import traceback
 import unicodedata
@@ -64,9 +63,9 @@ WRITE_ERRNOS = (*OutputError.FIXES, errno.EACCES, errno.EPERM)
 
 def one_line(exc):
     """The one line an error of the outside world is reported as, or None for a bug. An OSError
-    (a file missing, a link loop, a folder where a file belongs, a full disk), a UnicodeError (a
-    file or argument that is not UTF-8) or a shutil.Error (a tree copy) is no verdict and no
-    traceback: it names the file and the fix."""
+    (a file missing, a link loop, a folder where a file belongs, a full disk) or a UnicodeError (a
+    file or argument that is not UTF-8) is no verdict and no traceback: it names the file and the
+    fix."""
     if isinstance(exc, InputError):
         return exc.format()
     if isinstance(exc, OSError):
@@ -78,12 +77,6 @@ def one_line(exc):
         return "%s: cannot use it: %s (fix: %s)" % (name, exc.strerror or exc, fix)
     if isinstance(exc, UnicodeError):
         return "not UTF-8 text: %s (fix: give paths, arguments and files in UTF-8)" % exc
-    if isinstance(exc, shutil.Error):
-        first = exc.args[0][0] if exc.args and exc.args[0] else ("(a file)", "", str(exc))
-        return "%s: cannot copy: %s (fix: make room, or remove what it cannot copy)" % (
-            first[0],
-            first[-1],
-        )
     return None
 
 

@@ -86,13 +86,7 @@ def write_atomic_with(path, write):
 def replaced_by(path, mode=0o644):
     """The name of a temporary file beside ``path`` for another program to write (a compiler's
     -o): when the block ends normally it is given ``mode`` and renamed to ``path``, else removed."""
-    path = str(path)
-    fd, tmp = tempfile.mkstemp(
-        dir=os.path.dirname(os.path.abspath(path)),
-        prefix=".%s." % os.path.basename(path),
-        suffix=".tmp",
-    )
-    os.close(fd)
+    tmp = _stage(str(path), lambda fh: None)
     try:
         yield tmp
         os.chmod(tmp, mode)
@@ -107,23 +101,19 @@ def write_all_or_none(files):
     there are they renamed into place, in the given order. A failure removes every temporary file
     and raises OutputError; the old files stay. (A process killed during the renames, which need
     no space, leaves some files new and some old, each whole.)"""
-    staged = []
+    staged, path = [], None
     try:
         for path, text in files.items():
-            try:
-                staged.append((_stage(str(path), _text(text)), str(path)))
-            except OSError as exc:
-                raise OutputError(path, exc) from exc
+            staged.append((_stage(str(path), _text(text)), str(path)))
         for i, (tmp, path) in enumerate(staged):
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise OutputError(path, exc) from exc
+            os.replace(tmp, path)
             staged[i] = (None, path)
-    except BaseException:
+    except BaseException as exc:
         for tmp, _ in staged:
             if tmp:
                 _unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise OutputError(path, exc) from exc  # the file being written or renamed
         raise
 
 
@@ -218,9 +208,8 @@ def locked(path, what, wait=0.0):
                         + (" (waited %gs)" % wait if wait else ""),
                     )
                 time.sleep(0.1)
-        if (
-            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
-        ):  # another user's: not written
+        # another user's lock: not written
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             yield path
             return
         os.ftruncate(fd, 0)
@@ -259,9 +248,11 @@ class FileRefused(InputError, OSError):
         self.filename, self.strerror = str(path), problem
 
 
-def _open(path):
-    """A read-only descriptor of ``path`` that is a regular file. O_NONBLOCK: opening a FIFO for
-    reading blocks until a writer comes, so it is opened at once and then refused by fstat."""
+@contextlib.contextmanager
+def _opened(path):
+    """A read-only descriptor of ``path`` that is a regular file, closed after the block.
+    O_NONBLOCK: opening a FIFO for reading blocks until a writer comes, so it is opened at once
+    and then refused by fstat."""
     fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -269,17 +260,15 @@ def _open(path):
             kind = KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
             raise FileRefused(path, "is %s, not a regular file" % kind)
         os.set_blocking(fd, True)
-        return fd
-    except BaseException:
+        yield fd
+    finally:
         os.close(fd)
-        raise
 
 
 def read_bytes(path, limit=MAX_BYTES):
     """The content of the regular file ``path``, refused when it is bigger than ``limit`` bytes
     (checked by reading, not only by its size: /proc files and growing files lie)."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         if os.fstat(fd).st_size > limit:  # refused at once, not after reading it all
             raise FileRefused(path, "is bigger than %d bytes" % limit, "give the right file")
         chunks, size = [], 0
@@ -292,17 +281,12 @@ def read_bytes(path, limit=MAX_BYTES):
         raise FileRefused(
             path, "is bigger than %d bytes" % limit, "give the right file (is it truncated?)"
         )
-    finally:
-        os.close(fd)
 
 
 def read_head(path, size):
     """The first ``size`` bytes (or fewer) of the regular file ``path``: enough to recognise it."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         return os.read(fd, size)
-    finally:
-        os.close(fd)
 
 
 def read_text(path, limit=MAX_BYTES, errors="strict"):
@@ -327,15 +311,12 @@ def read_lines(path, limit=MAX_BYTES, errors="strict"):
 def read_chunks(path, size=1 << 20):
     """The regular file ``path`` in chunks of at most ``size`` bytes, for inputs read as a stream
     (an exported accounting file of any length): memory stays bounded, nothing is refused for size."""
-    fd = _open(path)
-    try:
+    with _opened(path) as fd:
         while True:
             chunk = os.read(fd, size)
             if not chunk:
                 return
             yield chunk
-    finally:
-        os.close(fd)
 
 
 def append_to(path):

@@ -13,18 +13,13 @@ def identity(runner, module):
     """{mpirun: resolved path (a Spack prefix holds the hash), mpi: Open MPI's version line,
     configure: sha256 of ompi_info's config lines, ucx, ucc: their version lines or None} of the
     MPI `module` loads, as `runner` loads it."""
-    body = "; ".join(
-        [
-            "echo %s" % MARK,
-            'readlink -f "$(command -v mpirun)" || echo',
-            "echo %s" % MARK,
-            "ompi_info --parsable 2>/dev/null | grep -E '^(ompi:version:full|config:)' || true",
-            "echo %s" % MARK,
-            "ucx_info -v 2>/dev/null | head -n 1 || true",
-            "echo %s" % MARK,
-            "ucc_info -v 2>/dev/null | head -n 1 || true",
-        ]
+    commands = (
+        'readlink -f "$(command -v mpirun)" || echo',
+        "ompi_info --parsable 2>/dev/null | grep -E '^(ompi:version:full|config:)' || true",
+        "ucx_info -v 2>/dev/null | head -n 1 || true",
+        "ucc_info -v 2>/dev/null | head -n 1 || true",
     )
+    body = "; ".join("echo %s; %s" % (MARK, command) for command in commands)
     code, out, _, _ = shell(runner.script(module, [], body), runner.env, 60)
     parts = [p.strip() for p in out.split(MARK)]
     if code != 0 or len(parts) < 5:

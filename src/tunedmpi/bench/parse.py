@@ -368,8 +368,6 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
                 fatal=True,
             )
     found = {s.benchmark for s in series}
-    if isinstance(requested, str):
-        requested = [requested]
     for name in requested or ():
         name = str(name).lower()
         if name not in found and name.replace("osu_", "", 1) not in found:
@@ -405,17 +403,6 @@ def _parse(text, fmt, exit_code=None, timed_out=False, requested=None):
             % (last.benchmark, len(last.rows), last.size(last.rows[-1]))
         )
     return Parsed(series, problems.as_list(), status, bad_values)
-
-
-def parse_imb(text, requested=None) -> Parsed:
-    """Parse IMB-MPI1/-NBC/-RMA output. ``requested``: benchmark names the run was asked for
-    (IMB runs its default set, exit 0, when a name is misspelt); a missing one fails the run."""
-    return _parse(text, "imb", requested=requested)
-
-
-def parse_osu(text) -> Parsed:
-    """Parse the output of one OSU micro-benchmark run."""
-    return _parse(text, "osu")
 
 
 def parse_output(text, *, exit_code=None, timed_out=False, requested=None) -> Parsed:

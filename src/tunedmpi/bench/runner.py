@@ -125,9 +125,8 @@ OWN_MPIRUN = (
 
 
 def lmod_init():
-    for cand in [os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")] + list(
-        LMOD_INITS
-    ):
+    pkg_init = os.path.join(os.environ.get("LMOD_PKG", "/nonexistent"), "init", "bash")
+    for cand in (pkg_init, *LMOD_INITS):
         if os.path.isfile(cand):
             return cand
     raise CannotRun(
@@ -253,9 +252,7 @@ class Runner:
             "module purge >/dev/null 2>&1 || true",
         ]
         lines += ["module use %s" % shlex.quote(p) for p in self.modulepaths]
-        lines += [
-            "module load %s" % " ".join(shlex.quote(m) for m in [module] + list(extra_modules))
-        ]
+        lines += ["module load %s" % shlex.join([module, *extra_modules])]
         return "\n".join(lines + [body])
 
     def module_available(self, name):
@@ -287,8 +284,8 @@ class Runner:
                 % (option, module, " ".join(self.modulepaths), " ".join(out.split())[-300:])
             )
         # one line each after the mark's (an empty one for what is missing)
-        mpirun, real, mpicc = (parts[1].split("\n") + ["", "", "", ""])[1:4]
-        if not mpirun.strip():
+        mpirun, real, mpicc = (line.strip() for line in (parts[1].split("\n") + [""] * 4)[1:4])
+        if not mpirun:
             raise CannotRun("%s %s puts no mpirun on PATH" % (option, module))
         found = recognise(parts[2])
         if found is None:
@@ -296,25 +293,14 @@ class Runner:
             raise CannotRun(
                 "%s %s: its mpirun (%s) is no MPI validate knows (Open MPI, Intel MPI, MPICH): "
                 "`mpirun --version`%s printed: %s"
-                % (option, module, mpirun.strip(), " (timed out)" if timed_out else "", said)
+                % (option, module, mpirun, " (timed out)" if timed_out else "", said)
             )
-        flavour, version, line = found
-        return MPI(
-            module,
-            mpirun.strip(),
-            real.strip() or mpirun.strip(),
-            mpicc.strip(),
-            flavour,
-            version,
-            line,
-        )
+        return MPI(module, mpirun, real or mpirun, mpicc, *found)  # found: flavour, version, line
 
-    def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None, site_own=True):
+    def find_binaries(self, mpi_module, only=None, force_probes=False, mpi=None):
         """IMB/OSU from the environment or modules, else probes built with the MPI module's mpicc.
-        mpi: the module's MPI (identify), which sets the launcher (default: Open MPI's); site_own:
-        False for a module of another MPI than the site's, to which IMB_MPI1, OSU_DIR and the
-        benchmark modules do not belong."""
-        b, mpicc = self.survey(mpi_module, force_probes, mpi, site_own)
+        mpi: the module's MPI (identify), which sets the launcher (default: Open MPI's)."""
+        b, mpicc = self.survey(mpi_module, force_probes, mpi)
         self.complete(b, mpi_module, mpicc, only)
         b.host_probe = self.build_host_probe(mpi_module, b.modules, mpicc)
         return b
@@ -443,10 +429,7 @@ class Runner:
             run = suites.Run(
                 name="placement", family="hostname", argv=["hostname"], expect=(), ranks=ranks
             )
-            body = "echo %s; %s" % (
-                mark,
-                " ".join(shlex.quote(a) for a in self.mpirun_line(run, flavour)),
-            )
+            body = "echo %s; %s" % (mark, shlex.join(self.mpirun_line(run, flavour)))
             code, out, timed_out, _ = shell(self.script(module, extra_modules, body), self.env, 120)
             hosts = out.split(mark, 1)[-1].split()
             if code != 0 or timed_out or mark not in out:
@@ -468,7 +451,7 @@ class Runner:
             sets,
             envfile,
             OUTPUT_MARK,
-            " ".join(shlex.quote(a) for a in argv),
+            shlex.join(argv),
         )
         # The host state just before and just after the run (probes.host_state): a run whose
         # figures agree met one state throughout, one whose figures differ met a change.

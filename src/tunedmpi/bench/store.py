@@ -57,9 +57,7 @@ def save(path, record, log_text=None):
 
 
 def save_campaign(campaign_dir, meta):
-    write_atomic(
-        Path(campaign_dir) / "campaign.json", json.dumps(meta, indent=1, sort_keys=True) + "\n"
-    )
+    save(Path(campaign_dir) / "campaign.json", meta)
 
 
 def read_json(path, fix=RECORD_FIX):

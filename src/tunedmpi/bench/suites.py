@@ -23,42 +23,16 @@ BENCH_MODULES = {"imb": "intel-mpi-benchmarks", "osu": "osu-micro-benchmarks"}
 WINDOW, SYNC = "allocate", "flush"
 
 # Per set: IMB sizes (log2, from msglog_min: default 0), repetitions and seconds per size; OSU
-# sizes, iterations, warm-up.
+# sizes, iterations, warm-up, and those of the bandwidth tests (None: OSU's own).
+SET_KEYS = "msglog iter time osu_max osu_iter osu_warmup osu_bw_iter osu_bw_warmup".split()
 SETS = {
-    "quick": dict(
-        msglog=16,
-        iter=200,
-        time=0.2,
-        osu_max=65536,
-        osu_iter=500,
-        osu_warmup=50,
-        osu_bw_iter=50,
-        osu_bw_warmup=5,
-    ),
+    "quick": dict(zip(SET_KEYS, (16, 200, 0.2, 65536, 500, 50, 50, 5))),
     # quick's sizes at a tenth of the iterations and a 10x time budget (IMB stops a benchmark
     # after -time x number of sizes, timing included, and prints "time-out" for the rest): for a
     # network where one call can take milliseconds (the untuned default between the namespace
     # hosts, ~8 ms: docs/slurm.md), so that every size is measured
-    "short": dict(
-        msglog=16,
-        iter=20,
-        time=2.0,
-        osu_max=65536,
-        osu_iter=50,
-        osu_warmup=5,
-        osu_bw_iter=10,
-        osu_bw_warmup=2,
-    ),
-    "full": dict(
-        msglog=20,
-        iter=1000,
-        time=10,
-        osu_max=1 << 20,
-        osu_iter=None,
-        osu_warmup=None,
-        osu_bw_iter=None,
-        osu_bw_warmup=None,
-    ),
+    "short": dict(zip(SET_KEYS, (16, 20, 2.0, 65536, 50, 5, 10, 2))),
+    "full": dict(zip(SET_KEYS, (20, 1000, 10, 1 << 20, None, None, None, None))),
 }
 # full's settings from 1 KB on (IMB -msglog 10:20): the middle bands, where a campaign aims at
 # 1 KB - 1 MB alone (site-configs/local-source/space-ucc.yaml)
@@ -144,19 +118,10 @@ def machine_cache_mb():
 
 def imb_args(settings, np, mem_gb):
     """The studies' IMB flags (-msglog 0:20 -mem 2.3G -off_cache 39,64 -npmin N), scaled here."""
+    msglog = "%d:%d" % (settings.get("msglog_min", 0), settings["msglog"])
+    args = ["-msglog", msglog, "-npmin", str(np), "-iter", str(settings["iter"])]
     # IMB reads "2.3G" as 2.3 and ignores the G: write a number
-    args = [
-        "-msglog",
-        "%d:%d" % (settings.get("msglog_min", 0), settings["msglog"]),
-        "-npmin",
-        str(np),
-        "-iter",
-        str(settings["iter"]),
-        "-time",
-        str(settings["time"]),
-        "-mem",
-        "%.2f" % mem_gb,
-    ]
+    args += ["-time", str(settings["time"]), "-mem", "%.2f" % mem_gb]
     cache = machine_cache_mb()
     if cache:
         args += ["-off_cache", "%d,64" % cache]
@@ -164,15 +129,11 @@ def imb_args(settings, np, mem_gb):
 
 
 def osu_args(settings, name):
-    bw = name.endswith("_bw")
     args = ["-w", WINDOW, "-s", SYNC]
     if name not in ("fop_latency", "cas_latency"):  # fixed-size operations
         args += ["-m", "1:%d" % settings["osu_max"]]
-    it, wu = (
-        (settings["osu_bw_iter"], settings["osu_bw_warmup"])
-        if bw
-        else (settings["osu_iter"], settings["osu_warmup"])
-    )
+    prefix = "osu_bw_" if name.endswith("_bw") else "osu_"
+    it, wu = settings[prefix + "iter"], settings[prefix + "warmup"]
     if it:
         args += ["-i", str(it), "-x", str(wu)]
     return args

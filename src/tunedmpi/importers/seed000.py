@@ -49,6 +49,11 @@ class SeedError(ValueError):
     """The seed does not have the structure or wording this importer knows; nothing is guessed."""
 
 
+def at(section, problem):
+    """A SeedError naming the section of the seed."""
+    return SeedError("section %s: %s" % (section, problem))
+
+
 # ---------------------------------------------------------------------------------------------
 # Document structure
 # ---------------------------------------------------------------------------------------------
@@ -108,24 +113,22 @@ def md_tables(lines):
 
 def table_after(lines, marker, section):
     """The first table after the line containing ``marker``, as {row label: {column: cell}}."""
-    at = [i for i, line in enumerate(lines) if marker in plain(line)]
-    if len(at) != 1:
-        raise SeedError(
-            "section %s: expected one line with %r, found %d" % (section, marker, len(at))
-        )
+    marked = [i for i, line in enumerate(lines) if marker in plain(line)]
+    if len(marked) != 1:
+        raise at(section, "expected one line with %r, found %d" % (marker, len(marked)))
     for start, rows in md_tables(lines):
-        if start > at[0]:
+        if start > marked[0]:
             header = rows[0]
             return {row[0]: dict(zip(header[1:], row[1:])) for row in rows[1:]}
-    raise SeedError("section %s: no table after %r" % (section, marker))
+    raise at(section, "no table after %r" % marker)
 
 
 def per_component(row, section, what):
     """A component table row {'No COLL': v, 'UCC': v, 'HCOLL': v} -> {'none': v, ...}."""
     if row is None or set(row) != set(COMPONENT_COLUMNS):
-        raise SeedError(
-            "section %s: the %s row does not have the columns %s"
-            % (section, what, ", ".join(COMPONENT_COLUMNS))
+        raise at(
+            section,
+            "the %s row does not have the columns %s" % (what, ", ".join(COMPONENT_COLUMNS)),
         )
     return {COMPONENT_COLUMNS[col]: value for col, value in row.items()}
 
@@ -135,16 +138,14 @@ def knob(name, value, section):
     try:
         return knobs.normalise(name, value)
     except knobs.KnobError as exc:
-        raise SeedError("section %s: %s value %r: %s" % (section, name, value, exc.problem))
+        raise at(section, "%s value %r: %s" % (name, value, exc.problem))
 
 
 def one_match(pattern, lines, section, what):
     """The single match of ``pattern`` over the plain lines; anything else is a SeedError."""
     found = [m for m in (re.search(pattern, plain(line)) for line in lines) if m]
     if len(found) != 1:
-        raise SeedError(
-            "section %s: expected one %s sentence, found %d" % (section, what, len(found))
-        )
+        raise at(section, "expected one %s sentence, found %d" % (what, len(found)))
     return found[0]
 
 
@@ -240,10 +241,6 @@ def size_bytes(number, unit):
     return int(number) * UNITS[unit]
 
 
-def human(n):
-    return format_human(n)
-
-
 def parse_where(where, previous, section, phrase):
     """One 'where' expression -> (list of (lo, hi) bands, English). ``previous``: the bands of the
     statement before it (for それ未満 / それ以上 / それ以外). Sizes are powers of two and inclusive in
@@ -273,57 +270,46 @@ def parse_range(part, previous, section, phrase):
     if m:
         x = size_bytes(m.group(1), m.group(2))
         if m.group(3) == "以上":
-            return [(x, None)], "at >= %s" % human(x)
+            return [(x, None)], "at >= %s" % format_human(x)
         if m.group(3) == "以下":
-            return [(0, 2 * x)], "at <= %s" % human(x)
-        return [(0, x)], "below %s" % human(x)
+            return [(0, 2 * x)], "at <= %s" % format_human(x)
+        return [(0, x)], "below %s" % format_human(x)
     m = re.fullmatch(SIZE + r"(?:から|と)" + SIZE + r"(?:の間|まで)?", part)
     if m and (m.group(0).find("と") < 0 or part.endswith("の間")):
         lo, hi = size_bytes(m.group(1), m.group(2)), size_bytes(m.group(3), m.group(4))
         if hi < lo:
-            raise SeedError("section %s: range %r runs backwards in %r" % (section, part, phrase))
-        return [(lo, 2 * hi)], "from %s to %s" % (human(lo), human(hi))
+            raise at(section, "range %r runs backwards in %r" % (part, phrase))
+        return [(lo, 2 * hi)], "from %s to %s" % (format_human(lo), format_human(hi))
     if part in ("それ未満", "それ以下", "それ以上", "それ以外"):
         if not previous:
-            raise SeedError("section %s: %r has no preceding range in %r" % (section, part, phrase))
+            raise at(section, "%r has no preceding range in %r" % (part, phrase))
         if previous == [WHOLE]:
-            raise SeedError(
-                "section %s: %r follows the whole range in %r" % (section, part, phrase)
-            )
+            raise at(section, "%r follows the whole range in %r" % (part, phrase))
         lo = min(b[0] for b in previous)
         his = [b[1] for b in previous]
         hi = None if None in his else max(his)
         if part in ("それ未満", "それ以下"):
             if lo == 0:
-                raise SeedError(
-                    "section %s: nothing lies below the range before %r in %r"
-                    % (section, part, phrase)
-                )
+                raise at(section, "nothing lies below the range before %r in %r" % (part, phrase))
             return [(0, lo)], "below that"
         if part == "それ以上":
             if hi is None:
-                raise SeedError(
-                    "section %s: nothing lies above the range before %r in %r"
-                    % (section, part, phrase)
-                )
+                raise at(section, "nothing lies above the range before %r in %r" % (part, phrase))
             return [(hi, None)], "above that"
         return complement(previous), "elsewhere"
-    raise SeedError(
-        "section %s: cannot read the message-size expression %r in finding %r"
-        % (section, part, phrase)
-    )
+    raise at(section, "cannot read the message-size expression %r in finding %r" % (part, phrase))
 
 
 def complement(bands):
     """The parts of [0, inf) not covered by ``bands``."""
-    out, at = [], 0
+    out, edge = [], 0
     for lo, hi in sorted(bands, key=lambda b: b[0]):
-        if lo > at:
-            out.append((at, lo))
+        if lo > edge:
+            out.append((edge, lo))
         if hi is None:
             return out
-        at = max(at, hi)
-    out.append((at, None))
+        edge = max(edge, hi)
+    out.append((edge, None))
     return out
 
 
@@ -343,22 +329,18 @@ def parse_finding(phrase, section):
                 "en": "Untuned vs tuned: no change from tuning",
                 "bands": [band_dict(WHOLE, "neutral")],
             }
-        raise SeedError("section %s: finding %r names no known comparison" % (section, phrase))
+        raise at(section, "finding %r names no known comparison" % phrase)
     rest = phrase[m.end() :].strip()
     bands, words, previous = [], [], None
     while rest:
         s = EFFECT.match(rest)
         if not s or (s.group("joint") is None and s.end() != len(rest)):
-            raise SeedError("section %s: cannot read %r in finding %r" % (section, rest, phrase))
+            raise at(section, "cannot read %r in finding %r" % (rest, phrase))
         effect, effect_en = EFFECTS[s.group("effect")]
         if s.group("joint") in ("く", "し") and effect != "neutral" and s.end() == len(rest):
-            raise SeedError(
-                "section %s: finding %r ends in the middle of a sentence" % (section, phrase)
-            )
+            raise at(section, "finding %r ends in the middle of a sentence" % phrase)
         if s.group("joint") == "く" and effect != "neutral":
-            raise SeedError(
-                "section %s: unexpected く after %r in %r" % (section, s.group("effect"), phrase)
-            )
+            raise at(section, "unexpected く after %r in %r" % (s.group("effect"), phrase))
         where, how = s.group("where"), MODIFIERS.get(s.group("how") or "", "")
         if where.startswith("概ね"):  # "概ね全域で": mostly, over the whole range
             where, how = where[len("概ね") :], MODIFIERS["概ね"] + how
@@ -392,32 +374,26 @@ def check_overlap(bands, section, phrase):
     spans = sorted(band_bytes(b) for b in bands)
     for (lo1, hi1), (lo2, _) in zip(spans, spans[1:]):
         if hi1 is None or hi1 > lo2:
-            raise SeedError("section %s: bands overlap in finding %r" % (section, phrase))
+            raise at(section, "bands overlap in finding %r" % phrase)
 
 
 def read_findings(lines, section):
     """The four bullets after FINDINGS_MARK, parsed and checked to be in FINDING_ORDER."""
-    at = [i for i, line in enumerate(lines) if FINDINGS_MARK in line]
-    if len(at) != 1:
-        raise SeedError(
-            "section %s: expected one %r line, found %d" % (section, FINDINGS_MARK, len(at))
-        )
+    marked = [i for i, line in enumerate(lines) if FINDINGS_MARK in line]
+    if len(marked) != 1:
+        raise at(section, "expected one %r line, found %d" % (FINDINGS_MARK, len(marked)))
     bullets = []
-    for line in lines[at[0] + 1 :]:
+    for line in lines[marked[0] + 1 :]:
         if line.startswith("- "):
             bullets.append(plain(line[2:]))
         elif line.strip() and bullets:
             break
     if len(bullets) != 4:
-        raise SeedError(
-            "section %s: expected 4 findings bullets, found %d" % (section, len(bullets))
-        )
+        raise at(section, "expected 4 findings bullets, found %d" % len(bullets))
     findings = [parse_finding(b, section) for b in bullets]
     got = tuple(f["about"] for f in findings)
     if got != FINDING_ORDER:
-        raise SeedError(
-            "section %s: findings compare %s, expected %s" % (section, got, FINDING_ORDER)
-        )
+        raise at(section, "findings compare %s, expected %s" % (got, FINDING_ORDER))
     return findings
 
 
@@ -437,6 +413,16 @@ def effect_at(finding, size):
     return None
 
 
+def spans(findings):
+    """[lo, hi) between every band edge of the findings, from 0 on (hi None: no upper end)."""
+    edges = {0}
+    for f in findings:
+        for band in f["bands"]:
+            edges.update(x for x in band_bytes(band) if x is not None)
+    edges = sorted(edges)
+    return zip(edges, edges[1:] + [None])
+
+
 def derive_choice(findings):
     """Per message-size band, the component the findings 0-2 favour -> (choice rows, notes).
 
@@ -445,13 +431,8 @@ def derive_choice(findings):
     to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent.
     basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it."""
     ucc, hcoll, versus = findings[0], findings[1], findings[2]
-    edges = {0}
-    for f in (ucc, hcoll, versus):
-        for band in f["bands"]:
-            edges.update(x for x in band_bytes(band) if x is not None)
-    edges = sorted(edges)
     rows, notes = [], []
-    for lo, hi in zip(edges, edges[1:] + [None]):
+    for lo, hi in spans(findings[:3]):
         score = {
             "none": 0,
             "ucc": SCORE.get(effect_at(ucc, lo), 0),
@@ -490,15 +471,12 @@ def merge_choice(rows):
 
 def tie_notes(ties):
     """One note per band where UCC and HCOLL tie above none and finding 2 cannot break the tie."""
-    notes = []
-    for lo, hi, said in ties:
-        what = "finds no clear difference" if said == "neutral" else "says nothing"
-        notes.append(
-            "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
-            "%s there, so the tie rule takes hcoll, which the untuned default already enables"
-            % (band_label(lo, hi), what)
-        )
-    return notes
+    return [
+        "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
+        "%s there, so the tie rule takes hcoll, which the untuned default already enables"
+        % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
+        for lo, hi, said in ties
+    ]
 
 
 def band_label(lo, hi):
@@ -507,13 +485,8 @@ def band_label(lo, hi):
 
 def contradiction_notes(findings):
     """Bands where findings 0 and 1 order UCC and HCOLL one way and finding 2 the other way."""
-    edges = {0}
-    for f in findings[:3]:
-        for band in f["bands"]:
-            edges.update(x for x in band_bytes(band) if x is not None)
-    edges = sorted(edges)
     bad = []
-    for lo, hi in zip(edges, edges[1:] + [None]):
+    for lo, hi in spans(findings[:3]):
         implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(
             effect_at(findings[1], lo), 0
         )
@@ -583,7 +556,7 @@ def placement(place, settings, section):
     mapping = per_component(place.get("MPIプロセス分割方法"), section, "MPIプロセス分割方法")
     for comp in COMPONENTS:
         if mapping[comp] not in MAPPINGS:
-            raise SeedError("section %s: unknown placement %r" % (section, mapping[comp]))
+            raise at(section, "unknown placement %r" % mapping[comp])
         settings[comp]["nps"] = knob("nps", int(nps[comp]), section)
         settings[comp]["mapping"] = MAPPINGS[mapping[comp]]
 
@@ -595,7 +568,7 @@ def summary_table(lines, section):
     for coll in COLLECTIVES.values():
         row = table.get(coll.capitalize())
         if row is None:
-            raise SeedError("section %s: the summary table has no %s row" % (section, coll))
+            raise at(section, "the summary table has no %s row" % coll)
         out[coll] = {
             name: knob(name, row.get(name.upper()), section)
             for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
