@@ -9,6 +9,7 @@ conformance tests require all three to agree on every case.
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from tunedmpi.files import read_bytes
 from tunedmpi.modules import selector
@@ -65,11 +66,7 @@ def read_nodefile(path):
         return None, None
     try:
         data = read_bytes(path, selector.NODEFILE_MAX_BYTES)
-    except (
-        OSError,
-        TypeError,
-        ValueError,
-    ):  # a FIFO, a device, too big: as the twins, no host list
+    except (OSError, TypeError, ValueError):  # a FIFO, a device, too big: no host list
         return None, None
     # Lines end at "\n" only, as Lua's and Tcl's readers split them.
     lines = data.decode("utf-8", errors="surrogateescape").split("\n")
@@ -195,28 +192,14 @@ class Match:
     kind: str  # exact | nearest | extrapolated
 
 
-def _log_nearer(a, b, x):
-    """Is a nearer to x than b on a log2 scale? Compared as ratios, no logarithms (Lmod has none)."""
-    ra = max(a, x) * min(b, x)
-    rb = max(b, x) * min(a, x)
-    return ra < rb
-
-
 def nearest_log2(values, x):
-    """Nearest value on a log2 scale; a tie goes to the smaller value."""
-    best = None
-    for v in sorted(values):
-        if best is None or _log_nearer(v, best, x):
-            best = v
-    return best
+    """Nearest value on a log2 scale; a tie goes to the smaller value. The distance is the ratio
+    max/min as a fraction, no logarithms (Lmod has none)."""
+    return min(sorted(values), key=lambda v: Fraction(max(v, x), min(v, x)))
 
 
 def nearest_linear(values, x):
-    best = None
-    for v in sorted(values):
-        if best is None or abs(v - x) < abs(best - x):
-            best = v
-    return best
+    return min(sorted(values), key=lambda v: abs(v - x))
 
 
 def choose_row(keys, nodes, ppn):

@@ -8,7 +8,7 @@ reads, how it falls back and the limits of a valid count exist only here.
 
 Each language still writes its few primitives by hand, as small as possible (they are the
 reading of one value, not the rule): count, tasks, per_node, the host readers (HOSTS), and the
-nearest-row choice (NEAREST). tests/test_modules_conformance.py and tests/test_modules_tcl.py
+nearest-row choice. tests/test_modules_conformance.py and tests/test_modules_tcl.py
 hold all three equal on the same grid of environments.
 """
 
@@ -101,7 +101,6 @@ SOURCES = (
 # The row: the nearest measured node count on a log2 scale, then the nearest ppn measured at that
 # node count on a linear scale; a tie goes to the smaller; "exact", else "extrapolated" when the
 # geometry lies outside the measured node counts or that node count's ppns, else "nearest".
-NEAREST = (("nodes", "log2"), ("ppn", "linear"))
 
 # Outside the table (site.yaml outside: {factor, then}; issue 50): a geometry is outside when its
 # ppn exceeds the node's cores (hardware: sockets x cores_per_socket), or when its row is
@@ -139,24 +138,14 @@ THREAD_VARIABLES = [THREADS_EXPLICIT] + [e[1] for e in THREADS]
 def variables():
     """Every environment variable the rule reads (for tests and docs): EXPLICIT, the sources', then
     THREAD_VARIABLES."""
-    out = list(EXPLICIT)
 
-    def walk(expr):
-        if expr[0] == "first":
-            for e in expr[1:]:
-                walk(e)
-        elif expr[0] == "pair":
-            walk(expr[1])
-            walk(expr[2])
-        elif expr[0] == "hosts":
-            out.append(expr[2])
-        else:
-            out.append(expr[1])
+    def names(expr):  # a variable is the last item of a primitive or a hosts way
+        if expr[0] in ("first", "pair"):
+            return [n for e in expr[1:] for n in names(e)]
+        return [expr[-1]]
 
-    for _, ways in SOURCES:
-        for way in ways:
-            walk(way)
-    return out + THREAD_VARIABLES
+    read = [n for _, ways in SOURCES for way in ways for n in names(way)]
+    return list(EXPLICIT) + read + THREAD_VARIABLES
 
 
 # Users in control: a name in SKIP (words separated by "," or blanks) is left alone, and so is
