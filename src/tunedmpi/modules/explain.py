@@ -10,9 +10,10 @@ import re
 from collections import OrderedDict
 
 from tunedmpi import paths
+from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, geometry, selector
-from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
+from tunedmpi.modules.render import RULES_VARS, module_path, rows_for, rules_dir
 from tunedmpi.modules.writers import of_file
 
 
@@ -46,7 +47,7 @@ def rules_path(module_file, name):
     myFileName(); Tcl: from $ModulesCurrentModulefile): .../<tuned>/<version>.lua or
     .../<tuned>/<version> -> .../<tuned>/__<version>.rules/<name>."""
     head, base = os.path.split(module_file)
-    return os.path.join(head, "__%s.rules" % of_file(base)[1], name)
+    return os.path.join(head, rules_dir(of_file(base)[1]), name)
 
 
 def mpi(site, tuned=None):
@@ -55,8 +56,6 @@ def mpi(site, tuned=None):
     for one in site.mpis():
         if tuned in (None, one.tuned_module):
             return one
-    from tunedmpi.errors import InputError
-
     raise InputError(
         site.path,
         None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_bytes, read_text, write_all_or_none
-from tunedmpi.modules import sites
+from tunedmpi.modules import render, sites
 from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import schema
 
@@ -87,16 +87,10 @@ def candidate_site(site):
 def _tuned_files(site, root):
     """{path relative to modulefiles/: bytes} of the site's tuned module as it is on disk: its
     module files and its __<version>.rules folder (rules files, launch checks)."""
-    base = Path(root) / site.name / site.tuned_module
-    out = {}
-    for name in (w.file_name(site.mpi_version) for w in WRITERS.values()):
-        if (base / name).is_file():
-            out["%s/%s/%s" % (site.name, site.tuned_module, name)] = read_bytes(base / name)
-    rules = base / ("__%s.rules" % site.mpi_version)
-    for path in sorted(rules.rglob("*")) if rules.is_dir() else ():
-        if path.is_file() and not path.is_symlink():
-            out[str(path.relative_to(root))] = read_bytes(path)
-    return out
+    modules = [Path(root) / render.module_path(site, site.tuned_module, fmt) for fmt in WRITERS]
+    rules = Path(root) / render.side_path(site)
+    side = [p for p in sorted(rules.rglob("*")) if not p.is_symlink()] if rules.is_dir() else []
+    return {str(p.relative_to(root)): read_bytes(p) for p in modules + side if p.is_file()}
 
 
 def _validated(site, results):
@@ -216,8 +210,7 @@ def rollback(site, rerender, root=None):
     }
     write_all_or_none(restored)
     for path in restored:
-        if "/__" in str(path) and "/bin/" in str(path):
-            os.chmod(path, 0o755)  # the launch checks
+        render.make_executable(path)  # the launch checks
     shutil.rmtree(keep)
     if not any(keep.parent.iterdir()):
         keep.parent.rmdir()
