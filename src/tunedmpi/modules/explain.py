@@ -114,12 +114,8 @@ def _of_node_type(site, env, messages):
     name, source = geometry.node_type(env, site)
     note = node_type_message(site, env)
     messages += [note] if note else []
-    return (
-        site.of_type(name),
-        " node_type=%s:%s" % (name, source),
-        name + selector.NODE_TYPE_MARK,
-        site.node_type_variables(),
-    )
+    type_note = " node_type=%s:%s" % (name, source)
+    return site.of_type(name), type_note, name + selector.NODE_TYPE_MARK, site.node_type_variables()
 
 
 def _outside(site, geo, match, row):
@@ -131,12 +127,8 @@ def _outside(site, geo, match, row):
     )
     then = site.outside_then if over or far else None
     if then == "untuned":
-        return (
-            dict(row, env={}, rules=None, component="none"),
-            "untuned",
-            note,
-            selector.UNTUNED_MARK,
-        )
+        untuned = dict(row, env={}, rules=None, component="none")
+        return untuned, "untuned", note, selector.UNTUNED_MARK
     return row, "nearest" if then == "nearest" else match.kind, note, ""
 
 
@@ -158,25 +150,12 @@ def select(site, env, module_file=None):
             % (shown_profile(profile), site.default_profile)
         )
         profile = site.default_profile
-    head = "site=%s%s nodes=%d ppn=%d source=%s" % (
-        site.name,
-        type_note,
-        geo.nodes,
-        geo.ppn,
-        geo.source,
-    )
+    found = "nodes=%d ppn=%d source=%s" % (geo.nodes, geo.ppn, geo.source)
+    head = "site=%s%s %s" % (site.name, type_note, found)
     out = OrderedDict()
     if profile not in data:
-        selection = (
-            head + " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
-        )
-        return {
-            "env": out,
-            "selection": selection,
-            "row": None,
-            "messages": messages,
-            "geometry": geo,
-        }
+        none = " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
+        return dict(env=out, selection=head + none, row=None, messages=messages, geometry=geo)
     rows = data[profile]
     match = geometry.choose_row([(r["nodes"], r["ppn"]) for r in rows], geo.nodes, geo.ppn)
     row = [r for r in rows if (r["nodes"], r["ppn"]) == (match.nodes, match.ppn)][0]
@@ -209,30 +188,20 @@ def select(site, env, module_file=None):
             threads_note += " placement=launcher"
             threaded_mark = selector.THREADED_MARK
     left_note, left_mark = users_choice(env, values, names, messages)
-    selection = head + " row=%s match=%s%s profile=%s component=%s%s%s%s%s" % (
+    notes = rules_note + nps_note + threads_note + left_note
+    selection = head + " row=%s match=%s%s profile=%s component=%s%s" % (
         "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn),
         kind,
         outside_note,
         profile,
         row["component"],
-        rules_note,
-        nps_note,
-        threads_note,
-        left_note,
+        notes,
     )
     for name in names:
         if name in values:
             out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s%s%s%s" % (
-        row_mark,
-        profile,
-        match.nodes,
-        match.ppn,
-        untuned_mark,
-        rules_mark,
-        threaded_mark,
-        left_mark,
-    )
+    marks = untuned_mark + rules_mark + threaded_mark + left_mark
+    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s" % (row_mark, profile, match.nodes, match.ppn, marks)
     out[selector.SEEN] = geometry.seen(env, seen_vars)
     why = ["This shell: " + selection, "  evidence: " + row["evidence"]]
     for name, value in out.items():
@@ -240,15 +209,9 @@ def select(site, env, module_file=None):
             text = selector.BINDING_WHY if threaded_mark and name == selector.BINDING[0] else None
             why.append("  %s=%s: %s" % (name, value, text or envmap.origin(name)))
     messages += row["notes"]
-    return {
-        "env": out,
-        "selection": selection,
-        "row": row,
-        "messages": messages,
-        "geometry": geo,
-        "match": match,
-        "why": why,
-    }
+    return dict(
+        env=out, selection=selection, row=row, messages=messages, geometry=geo, match=match, why=why
+    )
 
 
 def describe(result):

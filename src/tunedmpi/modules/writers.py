@@ -189,12 +189,10 @@ class TclWriter(Writer):
         character outside a small safe set is a \\uXXXX escape, so [exec ...], $var, braces,
         backslashes, quotes and newlines are plain data. Characters beyond U+FFFF (which Tcl 8.6's
         \\u cannot write) become U+FFFD."""
-        out = []
-        for ch in str(value):
-            if self._SAFE.match(ch):
-                out.append(ch)
-            else:
-                out.append("\\u%04x" % (ord(ch) if ord(ch) <= 0xFFFF else 0xFFFD))
+        out = (
+            ch if self._SAFE.match(ch) else "\\u%04x" % (ord(ch) if ord(ch) <= 0xFFFF else 0xFFFD)
+            for ch in str(value)
+        )
         return '"' + "".join(out) + '"'
 
     def unquote(self, s):

@@ -377,26 +377,24 @@ USERS_GUIDE = "docs/users.md of tuned-mpi-modules (ask your site for its copy)"
 
 
 def _help(site, tuned, rules=False, writer=LUA):
-    t = site.table
-    lines = [
-        "%s/%s for site %s (%s)."
-        % (
-            site.tuned_module if tuned else site.baseline_module,
-            site.tuned_version if tuned else site.mpi_version,
-            site.name,
-            site.description,
-        ),
-        "",
-    ]
-    if tuned and site.candidate:
+    """module help's text of the site's tuned module (``rules``: it has rules files), or of its
+    baseline."""
+    tuned_module = "%s/%s" % (site.tuned_module, site.tuned_version)
+    baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
+    this = tuned_module if tuned else baseline
+    lines = ["%s for site %s (%s)." % (this, site.name, site.description), ""]
+    if not tuned:
+        swap = writer.swap(baseline, "%s/%s" % (site.tuned_module, site.mpi_version))
+        return "\n".join(lines + ["No tuning variables are set. Tuned: module " + swap])
+    if site.candidate:
         lines += [
             "A CANDIDATE on trial (tunedmpi retune): load it by name to try it; everyone else",
             "gets %s/%s until the site runs tunedmpi promote."
             % (site.tuned_module, site.mpi_version),
             "",
         ]
-    if tuned and t:
-        prov = t.provenance
+    if site.table:
+        prov = site.table.provenance
         lines += [
             "Tuning table: tuning-tables/%s.yaml" % site.table_ref,
             "  source:    %s" % prov.get("document", ""),
@@ -405,54 +403,41 @@ def _help(site, tuned, rules=False, writer=LUA):
             "  method:    %s" % prov.get("method", ""),
             "",
         ]
-    if tuned and site.mpi_flavour == "hpcx":
+    if site.mpi_flavour == "hpcx":
         lines += [
             "HPC-X: the table was measured with Open MPI, not HPC-X; this module sets only the",
             "variables documented for what HPC-X ships (UCX, UCC, HCOLL, its Open MPI 4.1), each row's",
             "others are left out (docs/hpcx-sharp.md). Run validate/run.sh on the site before use.",
             "",
         ]
-    if tuned:
+    lines += [
+        "At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,",
+        "PBS, LSF or Flux variables, else the site default (%d node(s) x %d ppn), and sets the"
+        % (site.default_nodes, site.default_ppn),
+        "variables of the nearest measured row (node count on a log2 scale, then ppn). A rank",
+        "of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.",
+        "",
+    ]
+    lines += _node_types_help(site)
+    lines += [
+        "See the choice:   echo $TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load",
+        "Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>",
+        "                  before module load (default profile: %s)" % site.default_profile,
+        "Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a",
+        "                  variable you set before loading is kept (yours= in the selection)",
+        "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
+        "                  and srun say when the job differs from where it was loaded.",
+        "Users' guide:     %s" % (site.users_page or USERS_GUIDE),
+        "Untuned baseline: module " + writer.swap(tuned_module, baseline),
+    ]
+    if rules:
         lines += [
-            "At load the module reads the job geometry: TUNEDMPI_NODES/TUNEDMPI_PPN, else Slurm,",
-            "PBS, LSF or Flux variables, else the site default (%d node(s) x %d ppn), and sets the"
-            % (site.default_nodes, site.default_ppn),
-            "variables of the nearest measured row (node count on a log2 scale, then ppn). A rank",
-            "of several threads (OMP_NUM_THREADS, cpus-per-task) is not bound to one core.",
             "",
-        ]
-        lines += _node_types_help(site)
-        lines += [
-            "See the choice:   echo $TUNEDMPI_SELECTION; TUNEDMPI_VERBOSE=1 says it at load",
-            "Override:         TUNEDMPI_NODES=N TUNEDMPI_PPN=P TUNEDMPI_PROFILE=<collective>",
-            "                  before module load (default profile: %s)" % site.default_profile,
-            "Opt out:          TUNEDMPI_SKIP=UCX_TLS,... before loading leaves those alone; a",
-            "                  variable you set before loading is kept (yours= in the selection)",
-            "In a batch job:   load it in the job script, or run 'module reload' there: mpirun",
-            "                  and srun say when the job differs from where it was loaded.",
-            "Users' guide:     %s" % (site.users_page or USERS_GUIDE),
-            "Untuned baseline: module "
-            + writer.swap(
-                "%s/%s" % (site.tuned_module, site.tuned_version),
-                "%s/%s" % (site.baseline_module, site.mpi_version),
-            ),
-        ]
-        if rules:
-            lines += [
-                "",
-                "Rows whose table gives coll_tuned algorithm bands point Open MPI at that row's rules",
-                "file (algorithm per collective and message size): %s/<nodes>x<ppn>.rules beside"
-                % rules_dir(site.tuned_version),
-                "this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.",
-                "A missing file leaves both alone (yours stay) and says so on stderr.",
-            ]
-    else:
-        lines += [
-            "No tuning variables are set. Tuned: module "
-            + writer.swap(
-                "%s/%s" % (site.baseline_module, site.mpi_version),
-                "%s/%s" % (site.tuned_module, site.mpi_version),
-            )
+            "Rows whose table gives coll_tuned algorithm bands point Open MPI at that row's rules",
+            "file (algorithm per collective and message size): %s/<nodes>x<ppn>.rules beside"
+            % rules_dir(site.tuned_version),
+            "this file, via OMPI_MCA_coll_tuned_use_dynamic_rules and ..._dynamic_rules_filename.",
+            "A missing file leaves both alone (yours stay) and says so on stderr.",
         ]
     return "\n".join(lines)
 
@@ -461,25 +446,17 @@ def _node_types_help(site):
     """module help's lines on a site's node types (none for one node type)."""
     if not site.node_types:
         return []
-    lines = [
-        "Node types, each its own table: %s."
-        % "; ".join(
-            "%s (%s%s)"
-            % (
-                nt.name,
-                "default" if nt.name == site.default_node_type else "",
-                ("; " if nt.name == site.default_node_type and nt.partitions else "")
-                + ("partitions " + ", ".join(nt.partitions) if nt.partitions else ""),
-            )
-            for nt in site.node_types
-        )
-    ]
-    lines += [
+    described = []
+    for nt in site.node_types:
+        words = ["default"] if nt.name == site.default_node_type else []
+        words += ["partitions " + ", ".join(nt.partitions)] if nt.partitions else []
+        described.append("%s (%s)" % (nt.name, "; ".join(words)))
+    return [
+        "Node types, each its own table: %s." % "; ".join(described),
         "Chosen by %s; TUNEDMPI_NODE_TYPE=<name> overrides."
         % ", ".join(var for _, var in site.node_type_variables()),
         "",
     ]
-    return lines
 
 
 def module_path(site, name, fmt, version=None):
@@ -653,11 +630,8 @@ def render_candidate(site):
     out = render_site(cand)
     default = "%s/%s" % (site.tuned_module, site.mpi_version)
     hidden = "%s/%s" % (site.tuned_module, cand.tuned_version)
-    mark = "GENERATED by `tunedmpi render --site %s`: %s is the default, %s a hidden candidate" % (
-        site.name,
-        default,
-        hidden,
-    )
+    mark = "GENERATED by `tunedmpi render --site %s`" % site.name
+    mark += ": %s is the default, %s a hidden candidate" % (default, hidden)
     folder = "%s/%s/" % (site.name, site.tuned_module)
     for fmt in site.module_formats:
         name, text = WRITERS[fmt].modulerc(mark, default, hidden)
