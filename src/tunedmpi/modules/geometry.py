@@ -178,11 +178,9 @@ def node_type(env, site):
 
 def seen(env, partition_sources=()):
     """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
-    parts = []
-    for name in selector.seen_variables(partition_sources):
-        if env.get(name):
-            parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
-    return ";".join(parts)
+    kept = "[^%s]" % selector.SEEN_CHARS
+    names = [n for n in selector.seen_variables(partition_sources) if env.get(n)]
+    return ";".join("%s=%s" % (n, re.sub(kept, "", env[n])) for n in names)
 
 
 @dataclass
@@ -225,15 +223,9 @@ def choose_row(keys, nodes, ppn):
 def outside(match, nodes, ppn, cores, factor):
     """(ppn over the node's cores, row extrapolated beyond ``factor``): selector's outside rule
     (cores or factor 0: not checked)."""
-    over = bool(cores) and ppn > cores
-    far = (
-        bool(factor)
-        and match.kind == "extrapolated"
-        and (
-            nodes > factor * match.nodes
-            or match.nodes > factor * nodes
-            or ppn > factor * match.ppn
-            or match.ppn > factor * ppn
-        )
-    )
-    return over, far
+
+    def beyond(a, b):
+        return bool(factor) and (a > factor * b or b > factor * a)
+
+    far = match.kind == "extrapolated" and (beyond(nodes, match.nodes) or beyond(ppn, match.ppn))
+    return bool(cores) and ppn > cores, far

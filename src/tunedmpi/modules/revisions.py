@@ -99,7 +99,7 @@ def _validated(site, results):
     validate-results/. InputError when there is none."""
     module = "%s/%s%s" % (site.tuned_module, site.mpi_version, sites.CANDIDATE_SUFFIX)
     baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
-    want = revision(candidate_path(site))
+    want = (module, baseline, revision(candidate_path(site)))
     dirs = [Path(results)] if results else sorted(Path("validate-results").glob(site.name + "-*"))
     found = None
     for d in dirs:
@@ -108,11 +108,7 @@ def _validated(site, results):
         except (OSError, ValueError):
             continue
         mods = doc.get("modules") or {}
-        if (mods.get("tuned"), mods.get("baseline"), doc.get("table_revision")) == (
-            module,
-            baseline,
-            want,
-        ):
+        if (mods.get("tuned"), mods.get("baseline"), doc.get("table_revision")) == want:
             found = (d, doc)
     if found is None:
         raise InputError(
@@ -120,7 +116,7 @@ def _validated(site, results):
             None,
             "results.json",
             "no validate campaign judged %s (table revision %s) against %s"
-            % (module, want, baseline),
+            % (module, want[2], baseline),
             "validate/run.sh --site %s --module %s --full, then promote again"
             % (site.name, module),
         )
@@ -140,17 +136,10 @@ def promote(site, rerender, results=None, root=None):
     where, doc = _validated(site, results)
     lost = [b for b in doc.get("bands", []) if b.get("verdict") == "lose"]
     if lost:
-        return 1, [
-            "promote: refused: %s lost to %s in %s: %s"
-            % (
-                doc["modules"]["tuned"],
-                doc["modules"]["baseline"],
-                where,
-                "; ".join(
-                    "%s %s x%.3f" % (b["benchmark"], b["band"], b["gain"] or 0) for b in lost
-                ),
-            )
-        ]
+        bands = "; ".join("%s %s x%.3f" % (b["benchmark"], b["band"], b["gain"] or 0) for b in lost)
+        mods = doc["modules"]
+        why = "%s lost to %s in %s: %s" % (mods["tuned"], mods["baseline"], where, bands)
+        return 1, ["promote: refused: " + why]
     root = Path(root or paths.project_root() / "modulefiles")
     current = table_path(site)
     old_rev = revision(current)
