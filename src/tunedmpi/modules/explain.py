@@ -189,17 +189,10 @@ def select(site, env, module_file=None):
             threaded_mark = selector.THREADED_MARK
     left_note, left_mark = users_choice(env, values, names, messages)
     notes = rules_note + nps_note + threads_note + left_note
-    selection = head + " row=%s match=%s%s profile=%s component=%s%s" % (
-        "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn),
-        kind,
-        outside_note,
-        profile,
-        row["component"],
-        notes,
-    )
-    for name in names:
-        if name in values:
-            out[name] = values[name]
+    row_name = "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn)
+    chosen = " row=%s match=%s%s profile=%s" % (row_name, kind, outside_note, profile)
+    selection = head + chosen + " component=%s%s" % (row["component"], notes)
+    out.update((name, values[name]) for name in names if name in values)
     marks = untuned_mark + rules_mark + threaded_mark + left_mark
     out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s" % (row_mark, profile, match.nodes, match.ppn, marks)
     out[selector.SEEN] = geometry.seen(env, seen_vars)

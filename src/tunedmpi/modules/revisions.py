@@ -88,9 +88,13 @@ def _tuned_files(site, root):
     """{path relative to modulefiles/: bytes} of the site's tuned module as it is on disk: its
     module files and its __<version>.rules folder (rules files, launch checks)."""
     modules = [Path(root) / render.module_path(site, site.tuned_module, fmt) for fmt in WRITERS]
-    rules = Path(root) / render.side_path(site)
-    side = [p for p in sorted(rules.rglob("*")) if not p.is_symlink()] if rules.is_dir() else []
-    return {str(p.relative_to(root)): read_bytes(p) for p in modules + side if p.is_file()}
+    files = [p for p in modules if p.is_file()] + _files(Path(root) / render.side_path(site))
+    return {str(p.relative_to(root)): read_bytes(p) for p in files}
+
+
+def _files(folder):
+    """The regular files (no symlinks) under ``folder``, sorted (none if it is no folder)."""
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()]
 
 
 def _validated(site, results):
@@ -140,14 +144,14 @@ def promote(site, rerender, results=None, root=None):
         mods = doc["modules"]
         why = "%s lost to %s in %s: %s" % (mods["tuned"], mods["baseline"], where, bands)
         return 1, ["promote: refused: " + why]
-    root = Path(root or paths.project_root() / "modulefiles")
+    root = Path(root or render.modulefiles_dir())
     current = table_path(site)
     old_rev = revision(current)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     keep = revisions_dir(site) / ("%s-%s" % (stamp, old_rev))
     files = {keep / KEPT_TABLE: read_bytes(current)}
     files.update(
-        {keep / "modulefiles" / rel: data for rel, data in _tuned_files(site, root).items()}
+        (keep / "modulefiles" / rel, data) for rel, data in _tuned_files(site, root).items()
     )
     note = dict(
         kept=stamp,
@@ -161,10 +165,10 @@ def promote(site, rerender, results=None, root=None):
     write_all_or_none(files)  # the old revision is kept whole before anything changes
     write_all_or_none({current: read_bytes(cand)})
     os.unlink(cand)
-    lines = ["kept %s (revision %s) in %s" % (current, old_rev, keep)]
-    lines.append(
-        "promoted %s: verdict %s, no band lost (%s)" % (revision(current), doc["verdict"], where)
-    )
+    lines = [
+        "kept %s (revision %s) in %s" % (current, old_rev, keep),
+        "promoted %s: verdict %s, no band lost (%s)" % (revision(current), doc["verdict"], where),
+    ]
     return 0, lines + list(rerender(site.name, root))
 
 
@@ -187,16 +191,12 @@ def rollback(site, rerender, root=None):
             "no kept revision to roll back to",
             "promote keeps one each time it replaces the table",
         )
-    keep, root = revs[-1], Path(root or paths.project_root() / "modulefiles")
+    keep, root = revs[-1], Path(root or render.modulefiles_dir())
     current = table_path(site)
     write_all_or_none({current: read_bytes(keep / KEPT_TABLE)})
     lines = list(rerender(site.name, root))
     mods = keep / "modulefiles"
-    restored = {
-        root / p.relative_to(mods): read_bytes(p)
-        for p in sorted(mods.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+    restored = {root / p.relative_to(mods): read_bytes(p) for p in _files(mods)}
     write_all_or_none(restored)
     for path in restored:
         render.make_executable(path)  # the launch checks
