@@ -99,11 +99,9 @@ def node_type_message(site, env):
     wanted = env.get(selector.NODE_TYPE_EXPLICIT) or ""
     if not wanted or geometry.node_type(env, site)[1] == "explicit":
         return None
-    return "%s=%s is no node type here (%s)" % (
-        selector.NODE_TYPE_EXPLICIT,
-        shown_profile(wanted),
-        ", ".join(nt.name for nt in site.node_types),
-    )
+    shown = shown_profile(wanted)
+    types = ", ".join(nt.name for nt in site.node_types)
+    return "%s=%s is no node type here (%s)" % (selector.NODE_TYPE_EXPLICIT, shown, types)
 
 
 def _of_node_type(site, env, messages):

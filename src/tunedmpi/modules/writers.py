@@ -131,11 +131,8 @@ class LuaWriter(Writer):
 
     def modulerc(self, mark, default, hidden):
         """(file name, text) of the tuned folder's rc file: ``default`` the default, ``hidden`` hidden."""
-        return ".modulerc.lua", '-- %s\nmodule_version(%s, "default")\nhide_version(%s)\n' % (
-            mark,
-            self.string(default),
-            self.string(hidden),
-        )
+        text = '-- %s\nmodule_version(%s, "default")\nhide_version(%s)\n'
+        return ".modulerc.lua", text % (mark, self.string(default), self.string(hidden))
 
     _PAIR = re.compile(r"\{ %s, %s \}" % (_STR, _STR))
     _LITERAL = re.compile(

@@ -83,7 +83,7 @@ def _env():
         keep_trailing_newline=True,
     )
     env.filters.update((w.name, w.string) for w in WRITERS.values())
-    env.globals["tuning_family"] = TUNING_FAMILY
+    env.globals.update(tuning_family=TUNING_FAMILY, rule=selector, rules_vars=RULES_VARS)
     return env
 
 
@@ -320,11 +320,8 @@ def rules_files(site):
                 "sub-communicators: those rules apply with OMPI_MCA_coll_han_priority=0."
                 % ", ".join(han)
             )
-        rules = rulesfile.Rules(
-            nodes * ppn,
-            OrderedDict((c, case.bands) for c, case in colls.items()),
-            comment="\n".join(comment),
-        )
+        bands = OrderedDict((c, case.bands) for c, case in colls.items())
+        rules = rulesfile.Rules(nodes * ppn, bands, comment="\n".join(comment))
         try:
             text = rulesfile.render(rules, site.mpi_version)
         except InputError as exc:
@@ -479,23 +476,23 @@ def render_peers(site, env=None):
     for peer in site.peers:
         ops, kept = mpi_env(peer.flavour)
         label = "%s %s" % (PEER_NAMES[peer.flavour], peer.version)
+        this = "%s/%s" % (peer.module, peer.version)
         for fmt in site.module_formats:
             out[module_path(site, peer.module, fmt, peer.version)] = env.get_template(
                 "baseline.%s.j2" % fmt
             ).render(
                 writer=WRITERS[fmt],
                 site=site,
-                module="%s/%s" % (peer.module, peer.version),
+                module=this,
                 base_module=None,
                 prefix=peer.prefix,
                 mpi_level=None,
                 mpi_env=ops,
                 kept=kept,
                 mpi_label=label,
-                purpose="%s%s/%s); not tuned." % (PEER_MARK, peer.module, peer.version),
+                purpose="%s%s); not tuned." % (PEER_MARK, this),
                 description="%s, a peer for comparison, no tuning (site %s)" % (label, site.name),
-                selection="site=%s peer %s/%s for comparison: no variables set"
-                % (site.name, peer.module, peer.version),
+                selection="site=%s peer %s for comparison: no variables set" % (site.name, this),
                 help_text=_peer_help(site, peer, WRITERS[fmt]),
             )
     return out
@@ -549,7 +546,6 @@ def render_site(site):
         mpi_env=ops,
         kept=kept,
         tuned=tuned,
-        rule=selector,
         mpi_name=MPI_NAMES[site.mpi_flavour],
         mpi_label="%s %s" % (MPI_NAMES[site.mpi_flavour], version),
         seen_names=selector.seen_variables(site.node_type_variables()),
@@ -568,7 +564,6 @@ def render_site(site):
             table_desc=table_desc,
             help_text=_help(site, True, bool(rules), writer),
             has_rules=bool(rules),
-            rules_vars=RULES_VARS,
             origins={name: envmap.origin(name) for name in names},
             node_types=types,
             partitions={p: nt.name for nt in site.node_types for p in nt.partitions},
