@@ -30,9 +30,7 @@ def node_nps(sockets, online="/sys/devices/system/node/online"):
             numa += int(b) - int(a) + 1
         elif part.isdigit():
             numa += 1
-    if numa == 0 or numa % sockets:
-        return None
-    return numa // sockets
+    return numa // sockets if numa and not numa % sockets else None
 
 
 def modulefile(site, root=None, fmt="lua"):

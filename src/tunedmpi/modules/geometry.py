@@ -34,13 +34,10 @@ def max_tasks_per_node(text):
     """Largest count in Slurm's compressed SLURM_TASKS_PER_NODE, e.g. '36(x2),20' -> 36."""
     if not text:
         return None
-    best = None
-    for item in text.split(","):
-        m = re.fullmatch(r"([0-9]+)(\(x([0-9]+)\))?", item)
-        if not m or count(m.group(1)) is None or (m.group(2) and count(m.group(3)) is None):
-            return None
-        best = max(best or 0, int(m.group(1)))
-    return best
+    items = [re.fullmatch(r"([0-9]+)(\(x([0-9]+)\))?", item) for item in text.split(",")]
+    if all(m and count(m.group(1)) and (not m.group(2) or count(m.group(3))) for m in items):
+        return max(int(m.group(1)) for m in items)
+    return None
 
 
 def ceil_div(a, b):
@@ -79,12 +76,11 @@ def lsf_hosts(text):
     words = _WORD.findall(text or "")
     if not words or len(words) % 2:
         return None, None
-    pairs = []
-    for i in range(0, len(words), 2):
-        slots = count(words[i + 1])
-        if slots is None or not _HOST.match(words[i]):  # printable ASCII, as in the twins
-            return None, None
-        pairs.append((words[i], slots))
+    pairs = [(host, count(slots)) for host, slots in zip(words[0::2], words[1::2])]
+    if any(
+        slots is None or not _HOST.match(host) for host, slots in pairs
+    ):  # as in the twins (_HOST)
+        return None, None
     return hosts_and_max(pairs)
 
 
@@ -150,9 +146,7 @@ def detect(env, default_nodes, default_ppn):
 def threads(env, ppn):
     """Threads per rank at ``ppn`` (selector.THREADS): the explicit count, else the largest found, else 1."""
     explicit = count(env.get(selector.THREADS_EXPLICIT))
-    if explicit:
-        return explicit
-    return max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
+    return explicit or max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
 
 
 _PLAIN = re.compile(r"[%s]{1,%d}\Z" % (selector.PLAIN_CHARS, selector.PLAIN_MAX))

@@ -61,9 +61,8 @@ def module_revision(site, module):
     if not site.table_ref:
         return None, None
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
-    path = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: candidate_path(site)}.get(
-        module
-    )
+    tables = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: candidate_path(site)}
+    path = tables.get(module)
     return (path, revision(path)) if path else (None, None)
 
 

@@ -12,6 +12,8 @@ nearest-row choice. tests/test_modules_conformance.py and tests/test_modules_tcl
 hold all three equal on the same grid of environments.
 """
 
+import re
+
 from tunedmpi import argtypes
 
 # A count is 1 to MAX_DIGITS decimal digits (leading zeros are decimal: Tcl would read "010" as
@@ -197,8 +199,6 @@ def seen_variables(partition_sources=()):
 
 def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
-    import re
-
     ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
     names = variables() + [name for name, _ in SOURCES] + list(UNPLACED) + [BINDING[0]]
     names += [NODE_TYPE_EXPLICIT] + [n for pair_ in PARTITIONS for n in pair_]

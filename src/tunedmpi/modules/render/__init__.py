@@ -127,13 +127,12 @@ RULES_FILE_NAME = re.compile(r"^([A-Za-z0-9_]+\.)?[1-9][0-9]*x[1-9][0-9]*\.rules
 
 def stale_rules(out, site, files):
     """Paths relative to ``out`` of files render no longer produces for ``site``: its modules
-    render no longer writes (_stale_modules: an old mpi.version, a format dropped from
-    module_formats, a peer or module name gone) and rules files (its table lost bands for a
-    geometry, or all of them): <n>x<p>.rules regular files in the __<v>.rules folders of
-    out/<site>/<tuned>/, for v = the site's version or a version whose <v>.lua and <v> (Tcl) are
-    gone or stale (nothing points at those), and the launch checks of bin/ there that render
-    wrote. Folders of another version whose module is still there are that module's; symlinks
-    and any other name are never touched. ``files``: what render_site made."""
+    (_stale_modules) and rules files (its table lost bands for a geometry, or all of them):
+    <n>x<p>.rules regular files in the __<v>.rules folders of out/<site>/<tuned>/, for v = the
+    site's version or a version whose <v>.lua and <v> (Tcl) are gone or stale (nothing points at
+    those), and the launch checks of bin/ there that render wrote. Folders of another version
+    whose module is still there are that module's; symlinks and any other name are never
+    touched. ``files``: what render_site made."""
     base = Path(out) / site.name / site.tuned_module
     found = _stale_modules(out, site, files)
     if not base.is_dir():
