@@ -77,9 +77,7 @@ def lsf_hosts(text):
     if not words or len(words) % 2:
         return None, None
     pairs = [(host, count(slots)) for host, slots in zip(words[0::2], words[1::2])]
-    if any(
-        slots is None or not _HOST.match(host) for host, slots in pairs
-    ):  # as in the twins (_HOST)
+    if any(slots is None or not _HOST.match(host) for host, slots in pairs):
         return None, None
     return hosts_and_max(pairs)
 
@@ -90,7 +88,7 @@ def per_node(text, nodes):
     return ceil_div(total, nodes) if total else None
 
 
-HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.HOSTS
+HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.hosts() readers
 
 
 def _value(expr, env, nodes, ppn=None):

@@ -7,7 +7,7 @@ render gives the templates the constants below. So the order of the sources, the
 reads, how it falls back and the limits of a valid count exist only here.
 
 Each language still writes its few primitives by hand, as small as possible (they are the
-reading of one value, not the rule): count, tasks, per_node, the host readers (HOSTS), and the
+reading of one value, not the rule): count, tasks, per_node, the host readers (hosts()), and the
 nearest-row choice. tests/test_modules_conformance.py and tests/test_modules_tcl.py
 hold all three equal on the same grid of environments.
 """
@@ -67,13 +67,11 @@ def pair(nodes, ppn):
 
 
 def hosts(reader, var):
-    """A way: (distinct hosts, most slots on one host) from a host list; HOSTS names the readers."""
+    """A way: (distinct hosts, most slots on one host) from a host list, by ``reader``:
+    "nodefile" = the file named by the variable, one line per slot (PBS); "slots" = "host slots
+    host slots ..." in the variable (LSF; a host listed twice adds up)."""
     return ("hosts", reader, var)
 
-
-# The host-list readers: "nodefile" = the file named by the variable, one line per slot (PBS);
-# "slots" = "host slots host slots ..." in the variable (LSF; a host listed twice adds up).
-HOSTS = ("nodefile", "slots")
 
 # The scheduler sources in priority order: (name, ways). A source applies with the first of its
 # ways that yields both a node count and a ppn; else the next source is tried; if none applies,

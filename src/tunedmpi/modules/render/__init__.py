@@ -202,9 +202,8 @@ def remove_stale_rules(out, stale):
     for rel in stale:
         path = Path(out) / rel
         path.unlink(missing_ok=True)
-        for folder in (path.parent, path.parent.parent)[
-            : 2 if path.parent.name == selector.LAUNCH_DIR else 1
-        ]:
+        launcher = path.parent.name == selector.LAUNCH_DIR  # bin/ and its __<v>.rules folder
+        for folder in (path.parent, path.parent.parent)[: 2 if launcher else 1]:
             try:
                 folder.rmdir()  # only when empty: anything else in it stays
             except OSError:
