@@ -137,15 +137,13 @@ def select(site, env, module_file=None):
     site, type_note, row_mark, seen_vars = _of_node_type(site, env, messages)
     geo = geometry.detect(env, site.default_nodes, site.default_ppn)
     data, names = rows_for(site) if site.table else ({}, [])
-    profile = env.get("TUNEDMPI_PROFILE") or ""
-    if profile == "":
-        profile = site.default_profile
-    elif profile not in data:
+    asked = env.get("TUNEDMPI_PROFILE")
+    profile = asked if asked in data else site.default_profile
+    if asked and asked not in data:
         messages.append(
             "TUNEDMPI_PROFILE=%s has no table rows here; using %s"
-            % (shown_profile(profile), site.default_profile)
+            % (shown_profile(asked), site.default_profile)
         )
-        profile = site.default_profile
     found = "nodes=%d ppn=%d source=%s" % (geo.nodes, geo.ppn, geo.source)
     head = "site=%s%s %s" % (site.name, type_note, found)
     out = OrderedDict()

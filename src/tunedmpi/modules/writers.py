@@ -112,18 +112,16 @@ class LuaWriter(Writer):
         """A Lua string literal that is inert whatever ``value`` holds: every byte outside a small
         safe set becomes a decimal escape, so quotes, ]], newlines, $(...) and backticks are data."""
         data = str(value).encode("utf-8")
-        return (
-            '"' + "".join(chr(b) if self._SAFE.match(chr(b)) else "\\%03d" % b for b in data) + '"'
-        )
+        escaped = "".join(chr(b) if self._SAFE.match(chr(b)) else "\\%03d" % b for b in data)
+        return '"' + escaped + '"'
 
     def unquote(self, s):
         return re.sub(r"\\([0-9]{3})", lambda m: chr(int(m.group(1))), s)
 
     def relative(self, prefix):
         # Relative to the checkout that holds modulefiles/<site>/<name>/<version>.lua
-        return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % self.string(
-            prefix
-        )
+        checkout = 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)'
+        return checkout % self.string(prefix)
 
     def swap(self, loaded, other):
         """module help's command from module ``loaded`` to module ``other``."""

@@ -358,17 +358,17 @@ def _help(site, tuned, rules=False, writer=LUA):
     """module help's text of the site's tuned module (``rules``: it has rules files), or of its
     baseline."""
     tuned_module = "%s/%s" % (site.tuned_module, site.tuned_version)
+    default = "%s/%s" % (site.tuned_module, site.mpi_version)  # tuned_module but on a candidate
     baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
     this = tuned_module if tuned else baseline
     lines = ["%s for site %s (%s)." % (this, site.name, site.description), ""]
     if not tuned:
-        swap = writer.swap(baseline, "%s/%s" % (site.tuned_module, site.mpi_version))
-        return "\n".join(lines + ["No tuning variables are set. Tuned: module " + swap])
+        swap = "No tuning variables are set. Tuned: module " + writer.swap(baseline, default)
+        return "\n".join(lines + [swap])
     if site.candidate:
         lines += [
             "A CANDIDATE on trial (tunedmpi retune): load it by name to try it; everyone else",
-            "gets %s/%s until the site runs tunedmpi promote."
-            % (site.tuned_module, site.mpi_version),
+            "gets %s until the site runs tunedmpi promote." % default,
             "",
         ]
     if site.table:
