@@ -49,9 +49,7 @@ def hosts_and_max(hosts):
     per = {}
     for host, slots in hosts:
         per[host] = per.get(host, 0) + slots
-    if not per:
-        return None, None
-    return len(per), max(per.values())
+    return (len(per), max(per.values())) if per else (None, None)
 
 
 def read_nodefile(path):

@@ -225,9 +225,8 @@ class TclWriter(Writer):
                 out += list(zip(words[0::2], words[1::2]))
         names = re.search(r"^set NAMES \[list (.*)\]$", text, re.M)
         out += [(n, None) for n in re.findall(_STR, names.group(1))] if names else []
-        out += [
-            (n, None) for n in re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
-        ]
+        rules = re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
+        out += [(n, None) for n in rules]
         return out + [(n, None) for n in self._LITERAL.findall(text)]
 
 
