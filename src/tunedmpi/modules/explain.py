@@ -10,9 +10,10 @@ import re
 from collections import OrderedDict
 
 from tunedmpi import paths
+from tunedmpi.errors import InputError
 from tunedmpi.files import read_text
 from tunedmpi.modules import envmap, geometry, selector
-from tunedmpi.modules.render import RULES_VARS, module_path, rows_for
+from tunedmpi.modules.render import RULES_VARS, module_path, rows_for, rules_dir
 from tunedmpi.modules.writers import of_file
 
 
@@ -29,9 +30,7 @@ def node_nps(sockets, online="/sys/devices/system/node/online"):
             numa += int(b) - int(a) + 1
         elif part.isdigit():
             numa += 1
-    if numa == 0 or numa % sockets:
-        return None
-    return numa // sockets
+    return numa // sockets if numa and not numa % sockets else None
 
 
 def modulefile(site, root=None, fmt="lua"):
@@ -46,7 +45,7 @@ def rules_path(module_file, name):
     myFileName(); Tcl: from $ModulesCurrentModulefile): .../<tuned>/<version>.lua or
     .../<tuned>/<version> -> .../<tuned>/__<version>.rules/<name>."""
     head, base = os.path.split(module_file)
-    return os.path.join(head, "__%s.rules" % of_file(base)[1], name)
+    return os.path.join(head, rules_dir(of_file(base)[1]), name)
 
 
 def mpi(site, tuned=None):
@@ -55,8 +54,6 @@ def mpi(site, tuned=None):
     for one in site.mpis():
         if tuned in (None, one.tuned_module):
             return one
-    from tunedmpi.errors import InputError
-
     raise InputError(
         site.path,
         None,
@@ -100,11 +97,9 @@ def node_type_message(site, env):
     wanted = env.get(selector.NODE_TYPE_EXPLICIT) or ""
     if not wanted or geometry.node_type(env, site)[1] == "explicit":
         return None
-    return "%s=%s is no node type here (%s)" % (
-        selector.NODE_TYPE_EXPLICIT,
-        shown_profile(wanted),
-        ", ".join(nt.name for nt in site.node_types),
-    )
+    shown = shown_profile(wanted)
+    types = ", ".join(nt.name for nt in site.node_types)
+    return "%s=%s is no node type here (%s)" % (selector.NODE_TYPE_EXPLICIT, shown, types)
 
 
 def _of_node_type(site, env, messages):
@@ -115,12 +110,8 @@ def _of_node_type(site, env, messages):
     name, source = geometry.node_type(env, site)
     note = node_type_message(site, env)
     messages += [note] if note else []
-    return (
-        site.of_type(name),
-        " node_type=%s:%s" % (name, source),
-        name + selector.NODE_TYPE_MARK,
-        site.node_type_variables(),
-    )
+    type_note = " node_type=%s:%s" % (name, source)
+    return site.of_type(name), type_note, name + selector.NODE_TYPE_MARK, site.node_type_variables()
 
 
 def _outside(site, geo, match, row):
@@ -132,12 +123,8 @@ def _outside(site, geo, match, row):
     )
     then = site.outside_then if over or far else None
     if then == "untuned":
-        return (
-            dict(row, env={}, rules=None, component="none"),
-            "untuned",
-            note,
-            selector.UNTUNED_MARK,
-        )
+        untuned = dict(row, env={}, rules=None, component="none")
+        return untuned, "untuned", note, selector.UNTUNED_MARK
     return row, "nearest" if then == "nearest" else match.kind, note, ""
 
 
@@ -150,34 +137,19 @@ def select(site, env, module_file=None):
     site, type_note, row_mark, seen_vars = _of_node_type(site, env, messages)
     geo = geometry.detect(env, site.default_nodes, site.default_ppn)
     data, names = rows_for(site) if site.table else ({}, [])
-    profile = env.get("TUNEDMPI_PROFILE") or ""
-    if profile == "":
-        profile = site.default_profile
-    elif profile not in data:
+    asked = env.get("TUNEDMPI_PROFILE")
+    profile = asked if asked in data else site.default_profile
+    if asked and asked not in data:
         messages.append(
             "TUNEDMPI_PROFILE=%s has no table rows here; using %s"
-            % (shown_profile(profile), site.default_profile)
+            % (shown_profile(asked), site.default_profile)
         )
-        profile = site.default_profile
-    head = "site=%s%s nodes=%d ppn=%d source=%s" % (
-        site.name,
-        type_note,
-        geo.nodes,
-        geo.ppn,
-        geo.source,
-    )
+    found = "nodes=%d ppn=%d source=%s" % (geo.nodes, geo.ppn, geo.source)
+    head = "site=%s%s %s" % (site.name, type_note, found)
     out = OrderedDict()
     if profile not in data:
-        selection = (
-            head + " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
-        )
-        return {
-            "env": out,
-            "selection": selection,
-            "row": None,
-            "messages": messages,
-            "geometry": geo,
-        }
+        none = " row=none match=none profile=%s (no tuning table: nothing tuned)" % profile
+        return dict(env=out, selection=head + none, row=None, messages=messages, geometry=geo)
     rows = data[profile]
     match = geometry.choose_row([(r["nodes"], r["ppn"]) for r in rows], geo.nodes, geo.ppn)
     row = [r for r in rows if (r["nodes"], r["ppn"]) == (match.nodes, match.ppn)][0]
@@ -210,30 +182,13 @@ def select(site, env, module_file=None):
             threads_note += " placement=launcher"
             threaded_mark = selector.THREADED_MARK
     left_note, left_mark = users_choice(env, values, names, messages)
-    selection = head + " row=%s match=%s%s profile=%s component=%s%s%s%s%s" % (
-        "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn),
-        kind,
-        outside_note,
-        profile,
-        row["component"],
-        rules_note,
-        nps_note,
-        threads_note,
-        left_note,
-    )
-    for name in names:
-        if name in values:
-            out[name] = values[name]
-    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s%s%s%s" % (
-        row_mark,
-        profile,
-        match.nodes,
-        match.ppn,
-        untuned_mark,
-        rules_mark,
-        threaded_mark,
-        left_mark,
-    )
+    notes = rules_note + nps_note + threads_note + left_note
+    row_name = "none" if untuned_mark else "%dx%d" % (match.nodes, match.ppn)
+    chosen = " row=%s match=%s%s profile=%s" % (row_name, kind, outside_note, profile)
+    selection = head + chosen + " component=%s%s" % (row["component"], notes)
+    out.update((name, values[name]) for name in names if name in values)
+    marks = untuned_mark + rules_mark + threaded_mark + left_mark
+    out["TUNEDMPI_ROW"] = "%s%s:%dx%d%s" % (row_mark, profile, match.nodes, match.ppn, marks)
     out[selector.SEEN] = geometry.seen(env, seen_vars)
     why = ["This shell: " + selection, "  evidence: " + row["evidence"]]
     for name, value in out.items():
@@ -241,15 +196,9 @@ def select(site, env, module_file=None):
             text = selector.BINDING_WHY if threaded_mark and name == selector.BINDING[0] else None
             why.append("  %s=%s: %s" % (name, value, text or envmap.origin(name)))
     messages += row["notes"]
-    return {
-        "env": out,
-        "selection": selection,
-        "row": row,
-        "messages": messages,
-        "geometry": geo,
-        "match": match,
-        "why": why,
-    }
+    return dict(
+        env=out, selection=selection, row=row, messages=messages, geometry=geo, match=match, why=why
+    )
 
 
 def describe(result):

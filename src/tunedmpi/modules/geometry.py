@@ -9,6 +9,7 @@ conformance tests require all three to agree on every case.
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from tunedmpi.files import read_bytes
 from tunedmpi.modules import selector
@@ -33,13 +34,10 @@ def max_tasks_per_node(text):
     """Largest count in Slurm's compressed SLURM_TASKS_PER_NODE, e.g. '36(x2),20' -> 36."""
     if not text:
         return None
-    best = None
-    for item in text.split(","):
-        m = re.fullmatch(r"([0-9]+)(\(x([0-9]+)\))?", item)
-        if not m or count(m.group(1)) is None or (m.group(2) and count(m.group(3)) is None):
-            return None
-        best = max(best or 0, int(m.group(1)))
-    return best
+    items = [re.fullmatch(r"([0-9]+)(\(x([0-9]+)\))?", item) for item in text.split(",")]
+    if all(m and count(m.group(1)) and (not m.group(2) or count(m.group(3))) for m in items):
+        return max(int(m.group(1)) for m in items)
+    return None
 
 
 def ceil_div(a, b):
@@ -51,9 +49,7 @@ def hosts_and_max(hosts):
     per = {}
     for host, slots in hosts:
         per[host] = per.get(host, 0) + slots
-    if not per:
-        return None, None
-    return len(per), max(per.values())
+    return (len(per), max(per.values())) if per else (None, None)
 
 
 def read_nodefile(path):
@@ -65,11 +61,7 @@ def read_nodefile(path):
         return None, None
     try:
         data = read_bytes(path, selector.NODEFILE_MAX_BYTES)
-    except (
-        OSError,
-        TypeError,
-        ValueError,
-    ):  # a FIFO, a device, too big: as the twins, no host list
+    except (OSError, TypeError, ValueError):  # a FIFO, a device, too big: no host list
         return None, None
     # Lines end at "\n" only, as Lua's and Tcl's readers split them.
     lines = data.decode("utf-8", errors="surrogateescape").split("\n")
@@ -82,12 +74,9 @@ def lsf_hosts(text):
     words = _WORD.findall(text or "")
     if not words or len(words) % 2:
         return None, None
-    pairs = []
-    for i in range(0, len(words), 2):
-        slots = count(words[i + 1])
-        if slots is None or not _HOST.match(words[i]):  # printable ASCII, as in the twins
-            return None, None
-        pairs.append((words[i], slots))
+    pairs = [(host, count(slots)) for host, slots in zip(words[0::2], words[1::2])]
+    if any(slots is None or not _HOST.match(host) for host, slots in pairs):
+        return None, None
     return hosts_and_max(pairs)
 
 
@@ -97,7 +86,7 @@ def per_node(text, nodes):
     return ceil_div(total, nodes) if total else None
 
 
-HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.HOSTS
+HOSTS = {"nodefile": read_nodefile, "slots": lsf_hosts}  # selector.hosts() readers
 
 
 def _value(expr, env, nodes, ppn=None):
@@ -153,9 +142,7 @@ def detect(env, default_nodes, default_ppn):
 def threads(env, ppn):
     """Threads per rank at ``ppn`` (selector.THREADS): the explicit count, else the largest found, else 1."""
     explicit = count(env.get(selector.THREADS_EXPLICIT))
-    if explicit:
-        return explicit
-    return max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
+    return explicit or max([1] + [_value(e, env, None, ppn) or 1 for e in selector.THREADS])
 
 
 _PLAIN = re.compile(r"[%s]{1,%d}\Z" % (selector.PLAIN_CHARS, selector.PLAIN_MAX))
@@ -181,11 +168,9 @@ def node_type(env, site):
 
 def seen(env, partition_sources=()):
     """selector.SEEN's record of ``env``: NAME=value;... of the variables that are set."""
-    parts = []
-    for name in selector.seen_variables(partition_sources):
-        if env.get(name):
-            parts.append("%s=%s" % (name, re.sub("[^%s]" % selector.SEEN_CHARS, "", env[name])))
-    return ";".join(parts)
+    kept = "[^%s]" % selector.SEEN_CHARS
+    names = [n for n in selector.seen_variables(partition_sources) if env.get(n)]
+    return ";".join("%s=%s" % (n, re.sub(kept, "", env[n])) for n in names)
 
 
 @dataclass
@@ -195,28 +180,14 @@ class Match:
     kind: str  # exact | nearest | extrapolated
 
 
-def _log_nearer(a, b, x):
-    """Is a nearer to x than b on a log2 scale? Compared as ratios, no logarithms (Lmod has none)."""
-    ra = max(a, x) * min(b, x)
-    rb = max(b, x) * min(a, x)
-    return ra < rb
-
-
 def nearest_log2(values, x):
-    """Nearest value on a log2 scale; a tie goes to the smaller value."""
-    best = None
-    for v in sorted(values):
-        if best is None or _log_nearer(v, best, x):
-            best = v
-    return best
+    """Nearest value on a log2 scale; a tie goes to the smaller value. The distance is the ratio
+    max/min as a fraction, no logarithms (Lmod has none)."""
+    return min(sorted(values), key=lambda v: Fraction(max(v, x), min(v, x)))
 
 
 def nearest_linear(values, x):
-    best = None
-    for v in sorted(values):
-        if best is None or abs(v - x) < abs(best - x):
-            best = v
-    return best
+    return min(sorted(values), key=lambda v: abs(v - x))
 
 
 def choose_row(keys, nodes, ppn):
@@ -242,15 +213,9 @@ def choose_row(keys, nodes, ppn):
 def outside(match, nodes, ppn, cores, factor):
     """(ppn over the node's cores, row extrapolated beyond ``factor``): selector's outside rule
     (cores or factor 0: not checked)."""
-    over = bool(cores) and ppn > cores
-    far = (
-        bool(factor)
-        and match.kind == "extrapolated"
-        and (
-            nodes > factor * match.nodes
-            or match.nodes > factor * nodes
-            or ppn > factor * match.ppn
-            or match.ppn > factor * ppn
-        )
-    )
-    return over, far
+
+    def beyond(a, b):
+        return bool(factor) and (a > factor * b or b > factor * a)
+
+    far = match.kind == "extrapolated" and (beyond(nodes, match.nodes) or beyond(ppn, match.ppn))
+    return bool(cores) and ppn > cores, far

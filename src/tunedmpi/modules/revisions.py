@@ -25,7 +25,7 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.errors import InputError
 from tunedmpi.files import read_bytes, read_text, write_all_or_none
-from tunedmpi.modules import sites
+from tunedmpi.modules import render, sites
 from tunedmpi.modules.writers import WRITERS
 from tunedmpi.tables import schema
 
@@ -61,9 +61,8 @@ def module_revision(site, module):
     if not site.table_ref:
         return None, None
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
-    path = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: candidate_path(site)}.get(
-        module
-    )
+    tables = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: candidate_path(site)}
+    path = tables.get(module)
     return (path, revision(path)) if path else (None, None)
 
 
@@ -87,16 +86,14 @@ def candidate_site(site):
 def _tuned_files(site, root):
     """{path relative to modulefiles/: bytes} of the site's tuned module as it is on disk: its
     module files and its __<version>.rules folder (rules files, launch checks)."""
-    base = Path(root) / site.name / site.tuned_module
-    out = {}
-    for name in (w.file_name(site.mpi_version) for w in WRITERS.values()):
-        if (base / name).is_file():
-            out["%s/%s/%s" % (site.name, site.tuned_module, name)] = read_bytes(base / name)
-    rules = base / ("__%s.rules" % site.mpi_version)
-    for path in sorted(rules.rglob("*")) if rules.is_dir() else ():
-        if path.is_file() and not path.is_symlink():
-            out[str(path.relative_to(root))] = read_bytes(path)
-    return out
+    modules = [Path(root) / render.module_path(site, site.tuned_module, fmt) for fmt in WRITERS]
+    files = [p for p in modules if p.is_file()] + _files(Path(root) / render.side_path(site))
+    return {str(p.relative_to(root)): read_bytes(p) for p in files}
+
+
+def _files(folder):
+    """The regular files (no symlinks) under ``folder``, sorted (none if it is no folder)."""
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()]
 
 
 def _validated(site, results):
@@ -105,7 +102,7 @@ def _validated(site, results):
     validate-results/. InputError when there is none."""
     module = "%s/%s%s" % (site.tuned_module, site.mpi_version, sites.CANDIDATE_SUFFIX)
     baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
-    want = revision(candidate_path(site))
+    want = (module, baseline, revision(candidate_path(site)))
     dirs = [Path(results)] if results else sorted(Path("validate-results").glob(site.name + "-*"))
     found = None
     for d in dirs:
@@ -114,11 +111,7 @@ def _validated(site, results):
         except (OSError, ValueError):
             continue
         mods = doc.get("modules") or {}
-        if (mods.get("tuned"), mods.get("baseline"), doc.get("table_revision")) == (
-            module,
-            baseline,
-            want,
-        ):
+        if (mods.get("tuned"), mods.get("baseline"), doc.get("table_revision")) == want:
             found = (d, doc)
     if found is None:
         raise InputError(
@@ -126,7 +119,7 @@ def _validated(site, results):
             None,
             "results.json",
             "no validate campaign judged %s (table revision %s) against %s"
-            % (module, want, baseline),
+            % (module, want[2], baseline),
             "validate/run.sh --site %s --module %s --full, then promote again"
             % (site.name, module),
         )
@@ -146,25 +139,18 @@ def promote(site, rerender, results=None, root=None):
     where, doc = _validated(site, results)
     lost = [b for b in doc.get("bands", []) if b.get("verdict") == "lose"]
     if lost:
-        return 1, [
-            "promote: refused: %s lost to %s in %s: %s"
-            % (
-                doc["modules"]["tuned"],
-                doc["modules"]["baseline"],
-                where,
-                "; ".join(
-                    "%s %s x%.3f" % (b["benchmark"], b["band"], b["gain"] or 0) for b in lost
-                ),
-            )
-        ]
-    root = Path(root or paths.project_root() / "modulefiles")
+        bands = "; ".join("%s %s x%.3f" % (b["benchmark"], b["band"], b["gain"] or 0) for b in lost)
+        mods = doc["modules"]
+        why = "%s lost to %s in %s: %s" % (mods["tuned"], mods["baseline"], where, bands)
+        return 1, ["promote: refused: " + why]
+    root = Path(root or render.modulefiles_dir())
     current = table_path(site)
     old_rev = revision(current)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     keep = revisions_dir(site) / ("%s-%s" % (stamp, old_rev))
     files = {keep / KEPT_TABLE: read_bytes(current)}
     files.update(
-        {keep / "modulefiles" / rel: data for rel, data in _tuned_files(site, root).items()}
+        (keep / "modulefiles" / rel, data) for rel, data in _tuned_files(site, root).items()
     )
     note = dict(
         kept=stamp,
@@ -178,10 +164,10 @@ def promote(site, rerender, results=None, root=None):
     write_all_or_none(files)  # the old revision is kept whole before anything changes
     write_all_or_none({current: read_bytes(cand)})
     os.unlink(cand)
-    lines = ["kept %s (revision %s) in %s" % (current, old_rev, keep)]
-    lines.append(
-        "promoted %s: verdict %s, no band lost (%s)" % (revision(current), doc["verdict"], where)
-    )
+    lines = [
+        "kept %s (revision %s) in %s" % (current, old_rev, keep),
+        "promoted %s: verdict %s, no band lost (%s)" % (revision(current), doc["verdict"], where),
+    ]
     return 0, lines + list(rerender(site.name, root))
 
 
@@ -204,20 +190,15 @@ def rollback(site, rerender, root=None):
             "no kept revision to roll back to",
             "promote keeps one each time it replaces the table",
         )
-    keep, root = revs[-1], Path(root or paths.project_root() / "modulefiles")
+    keep, root = revs[-1], Path(root or render.modulefiles_dir())
     current = table_path(site)
     write_all_or_none({current: read_bytes(keep / KEPT_TABLE)})
     lines = list(rerender(site.name, root))
     mods = keep / "modulefiles"
-    restored = {
-        root / p.relative_to(mods): read_bytes(p)
-        for p in sorted(mods.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+    restored = {root / p.relative_to(mods): read_bytes(p) for p in _files(mods)}
     write_all_or_none(restored)
     for path in restored:
-        if "/__" in str(path) and "/bin/" in str(path):
-            os.chmod(path, 0o755)  # the launch checks
+        render.make_executable(path)  # the launch checks
     shutil.rmtree(keep)
     if not any(keep.parent.iterdir()):
         keep.parent.rmdir()

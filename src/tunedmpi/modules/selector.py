@@ -7,10 +7,12 @@ render gives the templates the constants below. So the order of the sources, the
 reads, how it falls back and the limits of a valid count exist only here.
 
 Each language still writes its few primitives by hand, as small as possible (they are the
-reading of one value, not the rule): count, tasks, per_node, the host readers (HOSTS), and the
-nearest-row choice (NEAREST). tests/test_modules_conformance.py and tests/test_modules_tcl.py
+reading of one value, not the rule): count, tasks, per_node, the host readers (hosts()), and the
+nearest-row choice. tests/test_modules_conformance.py and tests/test_modules_tcl.py
 hold all three equal on the same grid of environments.
 """
+
+import re
 
 from tunedmpi import argtypes
 
@@ -65,13 +67,11 @@ def pair(nodes, ppn):
 
 
 def hosts(reader, var):
-    """A way: (distinct hosts, most slots on one host) from a host list; HOSTS names the readers."""
+    """A way: (distinct hosts, most slots on one host) from a host list, by ``reader``:
+    "nodefile" = the file named by the variable, one line per slot (PBS); "slots" = "host slots
+    host slots ..." in the variable (LSF; a host listed twice adds up)."""
     return ("hosts", reader, var)
 
-
-# The host-list readers: "nodefile" = the file named by the variable, one line per slot (PBS);
-# "slots" = "host slots host slots ..." in the variable (LSF; a host listed twice adds up).
-HOSTS = ("nodefile", "slots")
 
 # The scheduler sources in priority order: (name, ways). A source applies with the first of its
 # ways that yields both a node count and a ppn; else the next source is tried; if none applies,
@@ -101,7 +101,6 @@ SOURCES = (
 # The row: the nearest measured node count on a log2 scale, then the nearest ppn measured at that
 # node count on a linear scale; a tie goes to the smaller; "exact", else "extrapolated" when the
 # geometry lies outside the measured node counts or that node count's ppns, else "nearest".
-NEAREST = (("nodes", "log2"), ("ppn", "linear"))
 
 # Outside the table (site.yaml outside: {factor, then}; issue 50): a geometry is outside when its
 # ppn exceeds the node's cores (hardware: sockets x cores_per_socket), or when its row is
@@ -139,24 +138,14 @@ THREAD_VARIABLES = [THREADS_EXPLICIT] + [e[1] for e in THREADS]
 def variables():
     """Every environment variable the rule reads (for tests and docs): EXPLICIT, the sources', then
     THREAD_VARIABLES."""
-    out = list(EXPLICIT)
 
-    def walk(expr):
-        if expr[0] == "first":
-            for e in expr[1:]:
-                walk(e)
-        elif expr[0] == "pair":
-            walk(expr[1])
-            walk(expr[2])
-        elif expr[0] == "hosts":
-            out.append(expr[2])
-        else:
-            out.append(expr[1])
+    def names(expr):  # a variable is the last item of a primitive or a hosts way
+        if expr[0] in ("first", "pair"):
+            return [n for e in expr[1:] for n in names(e)]
+        return [expr[-1]]
 
-    for _, ways in SOURCES:
-        for way in ways:
-            walk(way)
-    return out + THREAD_VARIABLES
+    read = [n for _, ways in SOURCES for way in ways for n in names(way)]
+    return list(EXPLICIT) + read + THREAD_VARIABLES
 
 
 # Users in control: a name in SKIP (words separated by "," or blanks) is left alone, and so is
@@ -208,8 +197,6 @@ def seen_variables(partition_sources=()):
 
 def _check():
     """The names above reach Lua and Tcl code unquoted: they must be plain identifiers."""
-    import re
-
     ident = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
     names = variables() + [name for name, _ in SOURCES] + list(UNPLACED) + [BINDING[0]]
     names += [NODE_TYPE_EXPLICIT] + [n for pair_ in PARTITIONS for n in pair_]

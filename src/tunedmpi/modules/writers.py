@@ -14,8 +14,8 @@ _STR = r'"((?:[^"\\]|\\.)*)"'
 
 class Writer:
     """A format. Its subclass gives string (the escaping) and unquote, relative (a path from the
-    module file), swap (help's wording), modulerc, the emitters chain, threads and node_type, and
-    read (the module's data as written)."""
+    module file), swap (help's wording), modulerc, WORDS (of the code chain, threads and node_type
+    emit from selector's rule) and read (the module's data as written)."""
 
     name = ""  # as site.yaml's module_formats names it; the templates' suffix
     suffix = ""  # of the module file after its version
@@ -38,6 +38,34 @@ class Writer:
             return self.FIRST[0] % self.FIRST[1].join(self.expr(e) for e in expr[1:])
         return self.PRIMITIVES[expr[0]] % expr[1]
 
+    def chain(self):
+        """The scheduler chain: (nodes, ppn, source) of the first of selector.SOURCES that applies."""
+        w = self.WORDS
+        lines = [w["chain"]]
+        for name, ways in selector.SOURCES:
+            for way in ways:
+                if way[0] == "pair":
+                    lines.append(w["pair"] % (self.expr(way[1]), self.expr(way[2])))
+                else:
+                    lines.append(w["hosts"] % (self.HOSTS[way[1]], way[2]))
+                lines.append(w["found"] % name)
+        return "\n".join(lines + [w["chain_end"]])
+
+    def threads(self):
+        """The threads per rank at ppn p (selector.THREADS_EXPLICIT, else the largest of THREADS)."""
+        w = self.WORDS
+        lines = [w["threads"] % selector.THREADS_EXPLICIT]
+        lines += [w["thread"] % self.expr(e) for e in selector.THREADS]
+        return "\n".join(lines + [w["threads_end"]])
+
+    def node_type(self, site_variable):
+        """(node type, source) by selector's rule; the module's own plain, TYPES, PARTITION and
+        DEFAULT_TYPE hold the names."""
+        w = self.WORDS
+        lines = [w["node_type"] % selector.NODE_TYPE_EXPLICIT]
+        lines += [w["partition"] % (v, s) for s, v in selector.node_type_variables(site_variable)]
+        return "\n".join(lines + [w["node_type_end"]])
+
     def variables(self, text):
         """[(name, value or None)] a rendered module can set: every row's pairs, the NAMES list,
         the rules variables and the literal names of its path and environment commands."""
@@ -58,6 +86,24 @@ class LuaWriter(Writer):
         "per_rank": 'per_node(getenv("%s"), p)',
     }
     HOSTS = {"nodefile": "read_nodefile", "slots": "lsf_hosts"}
+    # The code chain, threads and node_type emit: each function's head and end, and a line per
+    # way, source, thread count and partition variable.
+    WORDS = {
+        "chain": "local function from_scheduler()\n  local getenv, n, p = os.getenv, nil, nil",
+        "pair": "  n = %s\n  p = n and %s",
+        "hosts": '  n, p = %s(getenv("%s"))',
+        "found": '  if n and p then return n, p, "%s" end',
+        "chain_end": "  return nil\nend",
+        "threads": "local function threads(p)\n  local getenv = os.getenv\n"
+        '  local t = count(getenv("%s"))\n  if t then return t end\n  t = 1',
+        "thread": "  t = math.max(t, %s or 1)",
+        "threads_end": "  return t\nend",
+        "node_type": "local function node_type()\n  local getenv = os.getenv\n"
+        '  local v = plain(getenv("%s"))\n  if v and TYPES[v] then return v, "explicit" end',
+        "partition": '  v = plain(getenv("%s"))\n'
+        '  if v and PARTITION[v] then return PARTITION[v], "%s" end',
+        "node_type_end": '  return DEFAULT_TYPE, "default"\nend',
+    }
     _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-\[\]<>@#%*!?]")
     # The tuned module's line that finds its rules folder from where the module is (tuned.lua.j2).
     RULES_DIR_LINE = 'local RULES_DIR = (myFileName():gsub("([^/]+)%.lua$", "__%1.rules"))'
@@ -66,18 +112,16 @@ class LuaWriter(Writer):
         """A Lua string literal that is inert whatever ``value`` holds: every byte outside a small
         safe set becomes a decimal escape, so quotes, ]], newlines, $(...) and backticks are data."""
         data = str(value).encode("utf-8")
-        return (
-            '"' + "".join(chr(b) if self._SAFE.match(chr(b)) else "\\%03d" % b for b in data) + '"'
-        )
+        escaped = "".join(chr(b) if self._SAFE.match(chr(b)) else "\\%03d" % b for b in data)
+        return '"' + escaped + '"'
 
     def unquote(self, s):
         return re.sub(r"\\([0-9]{3})", lambda m: chr(int(m.group(1))), s)
 
     def relative(self, prefix):
         # Relative to the checkout that holds modulefiles/<site>/<name>/<version>.lua
-        return 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)' % self.string(
-            prefix
-        )
+        checkout = 'pathJoin((myFileName():gsub("/[^/]+/[^/]+/[^/]+/[^/]+$", "")), %s)'
+        return checkout % self.string(prefix)
 
     def swap(self, loaded, other):
         """module help's command from module ``loaded`` to module ``other``."""
@@ -85,50 +129,8 @@ class LuaWriter(Writer):
 
     def modulerc(self, mark, default, hidden):
         """(file name, text) of the tuned folder's rc file: ``default`` the default, ``hidden`` hidden."""
-        return ".modulerc.lua", '-- %s\nmodule_version(%s, "default")\nhide_version(%s)\n' % (
-            mark,
-            self.string(default),
-            self.string(hidden),
-        )
-
-    def chain(self):
-        """The function from_scheduler(): (nodes, ppn, source) of the first source that applies."""
-        lines = ["local function from_scheduler()", "  local getenv, n, p = os.getenv, nil, nil"]
-        for name, ways in selector.SOURCES:
-            for way in ways:
-                if way[0] == "pair":
-                    lines.append("  n = %s" % self.expr(way[1]))
-                    lines.append("  p = n and %s" % self.expr(way[2]))
-                else:
-                    lines.append('  n, p = %s(getenv("%s"))' % (self.HOSTS[way[1]], way[2]))
-                lines.append('  if n and p then return n, p, "%s" end' % name)
-        return "\n".join(lines + ["  return nil", "end"])
-
-    def threads(self):
-        """The function threads(p): threads per rank at ppn p."""
-        lines = [
-            "local function threads(p)",
-            "  local getenv = os.getenv",
-            '  local t = count(getenv("%s"))' % selector.THREADS_EXPLICIT,
-            "  if t then return t end",
-            "  t = 1",
-        ]
-        lines += ["  t = math.max(t, %s or 1)" % self.expr(e) for e in selector.THREADS]
-        return "\n".join(lines + ["  return t", "end"])
-
-    def node_type(self, site_variable):
-        """The function node_type(): (node type, source) by selector's rule; plain(), TYPES,
-        PARTITION and DEFAULT_TYPE are the module's."""
-        lines = [
-            "local function node_type()",
-            "  local getenv = os.getenv",
-            '  local v = plain(getenv("%s"))' % selector.NODE_TYPE_EXPLICIT,
-            '  if v and TYPES[v] then return v, "explicit" end',
-        ]
-        for source, var in selector.node_type_variables(site_variable):
-            lines.append('  v = plain(getenv("%s"))' % var)
-            lines.append('  if v and PARTITION[v] then return PARTITION[v], "%s" end' % source)
-        return "\n".join(lines + ['  return DEFAULT_TYPE, "default"', "end"])
+        text = '-- %s\nmodule_version(%s, "default")\nhide_version(%s)\n'
+        return ".modulerc.lua", text % (mark, self.string(default), self.string(hidden))
 
     _PAIR = re.compile(r"\{ %s, %s \}" % (_STR, _STR))
     _LITERAL = re.compile(
@@ -156,6 +158,24 @@ class TclWriter(Writer):
         "per_rank": "[tm_per_node [tm_getenv %s] $p]",
     }
     HOSTS = {"nodefile": "tm_nodefile", "slots": "tm_slots"}
+    # Absent values are "" (Tcl has no nil); every name emitted is a plain identifier.
+    WORDS = {
+        "chain": "proc tm_from_scheduler {} {",
+        "pair": '   set n %s\n   set p ""\n   if {$n ne ""} {set p %s}',
+        "hosts": "   lassign [%s [tm_getenv %s]] n p",
+        "found": '   if {$n ne "" && $p ne ""} {return [list $n $p %s]}',
+        "chain_end": "   return {}\n}",
+        "threads": "proc tm_threads {p} {\n   set t [tm_count [tm_getenv %s]]\n"
+        '   if {$t ne ""} {return $t}\n   set t 1',
+        "thread": '   set v %s\n   if {$v ne "" && $v > $t} {set t $v}',
+        "threads_end": "   return $t\n}",
+        "node_type": "proc tm_node_type {} {\n   set v [tm_plain [tm_getenv %s]]\n"
+        '   if {$v ne "" && [dict exists $::TYPES $v]} {return [list $v explicit]}',
+        "partition": "   set v [tm_plain [tm_getenv %s]]\n"
+        '   if {$v ne "" && [dict exists $::PARTITION $v]} '
+        "{return [list [dict get $::PARTITION $v] %s]}",
+        "node_type_end": "   return [list $::DEFAULT_TYPE default]\n}",
+    }
     # No [ ] (command substitution), $ (variables), \ " { } (quoting), no control characters.
     _SAFE = re.compile(r"[A-Za-z0-9 _.,:;=/+()\-<>@#%*!?'^~|&`]")
 
@@ -164,12 +184,10 @@ class TclWriter(Writer):
         character outside a small safe set is a \\uXXXX escape, so [exec ...], $var, braces,
         backslashes, quotes and newlines are plain data. Characters beyond U+FFFF (which Tcl 8.6's
         \\u cannot write) become U+FFFD."""
-        out = []
-        for ch in str(value):
-            if self._SAFE.match(ch):
-                out.append(ch)
-            else:
-                out.append("\\u%04x" % (ord(ch) if ord(ch) <= 0xFFFF else 0xFFFD))
+        out = (
+            ch if self._SAFE.match(ch) else "\\u%04x" % (ord(ch) if ord(ch) <= 0xFFFF else 0xFFFD)
+            for ch in str(value)
+        )
         return '"' + "".join(out) + '"'
 
     def unquote(self, s):
@@ -194,52 +212,6 @@ class TclWriter(Writer):
             % (mark, self.string(default), self.string(hidden))
         )
 
-    def chain(self):
-        """The proc tm_from_scheduler: {nodes ppn source} of the first source that applies, or {}.
-        Absent values are "" (Tcl has no nil); every name emitted here is a plain identifier."""
-        lines = ["proc tm_from_scheduler {} {"]
-        for name, ways in selector.SOURCES:
-            for way in ways:
-                if way[0] == "pair":
-                    lines.append("   set n %s" % self.expr(way[1]))
-                    lines.append('   set p ""')
-                    lines.append('   if {$n ne ""} {set p %s}' % self.expr(way[2]))
-                else:
-                    lines.append(
-                        "   lassign [%s [tm_getenv %s]] n p" % (self.HOSTS[way[1]], way[2])
-                    )
-                lines.append('   if {$n ne "" && $p ne ""} {return [list $n $p %s]}' % name)
-        return "\n".join(lines + ["   return {}", "}"])
-
-    def threads(self):
-        """The proc tm_threads p: threads per rank at ppn p."""
-        lines = [
-            "proc tm_threads {p} {",
-            "   set t [tm_count [tm_getenv %s]]" % selector.THREADS_EXPLICIT,
-            '   if {$t ne ""} {return $t}',
-            "   set t 1",
-        ]
-        for e in selector.THREADS:
-            lines.append("   set v %s" % self.expr(e))
-            lines.append('   if {$v ne "" && $v > $t} {set t $v}')
-        return "\n".join(lines + ["   return $t", "}"])
-
-    def node_type(self, site_variable):
-        """The proc tm_node_type: {node type, source} by selector's rule; tm_plain and the globals
-        TYPES, PARTITION and DEFAULT_TYPE are the module's."""
-        lines = [
-            "proc tm_node_type {} {",
-            "   set v [tm_plain [tm_getenv %s]]" % selector.NODE_TYPE_EXPLICIT,
-            '   if {$v ne "" && [dict exists $::TYPES $v]} {return [list $v explicit]}',
-        ]
-        for source, var in selector.node_type_variables(site_variable):
-            lines.append("   set v [tm_plain [tm_getenv %s]]" % var)
-            lines.append(
-                '   if {$v ne "" && [dict exists $::PARTITION $v]} '
-                "{return [list [dict get $::PARTITION $v] %s]}" % source
-            )
-        return "\n".join(lines + ["   return [list $::DEFAULT_TYPE default]", "}"])
-
     _LIST = re.compile(r'\[list ((?:"(?:[^"\\]|\\.)*"\s*)+)\]')
     _LITERAL = re.compile(
         r"^\s*(?:setenv|pushenv|prepend-path|append-path)\s+([A-Za-z_][A-Za-z0-9_]*)\s", re.M
@@ -253,9 +225,8 @@ class TclWriter(Writer):
                 out += list(zip(words[0::2], words[1::2]))
         names = re.search(r"^set NAMES \[list (.*)\]$", text, re.M)
         out += [(n, None) for n in re.findall(_STR, names.group(1))] if names else []
-        out += [
-            (n, None) for n in re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
-        ]
+        rules = re.findall(r"^set (?:USE_RULES|RULES_FILE) %s$" % _STR, text, re.M)
+        out += [(n, None) for n in rules]
         return out + [(n, None) for n in self._LITERAL.findall(text)]
 
 
