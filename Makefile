@@ -52,7 +52,7 @@ test: system-packages-test $(BIN)/tunedmpi peers mca-params  ## the whole test s
 	$(BIN)/tunedmpi render --check
 	$(BIN)/ruff format --check .     # formatting and lint: [tool.ruff] in pyproject.toml
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -rs -n 2 -m parallel   # -rs: each skip says what it needs
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile -m parallel   # -rs: each skip says what it needs
 	$(BIN)/python -m pytest -q -rs -m "not parallel"  # measurements, clusters: one at a time
 
 # A Slurm cluster of namespace hosts on this machine, to try multi-node jobs (root; docs/slurm.md,

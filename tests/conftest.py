@@ -85,9 +85,9 @@ def run_cli(capsys):
 
 
 # Files that start no MPI job, Slurm cluster or namespace host and measure nothing: `make test` runs
-# them on both cores (pytest-xdist, `-m parallel`), then everything else one test at a time, so no
-# measurement shares the machine and no two clusters or hosts share a port or a name. A new file
-# runs alone until it is named here.
+# them on both cores (pytest-xdist `-m parallel`, a file on one worker so its module fixtures run
+# once), then everything else one test at a time, so no measurement shares the machine and no two
+# clusters or hosts share a port or a name. A new file runs alone until it is named here.
 PARALLEL_FILES = {
     "test_bcastmodel.py", "test_check_corpus.py", "test_check_fuzz.py", "test_cli_tables.py",
     "test_coverage.py", "test_dashboard.py", "test_docs.py", "test_easybuild.py",
