@@ -129,11 +129,8 @@ def _spark(bands, marked):
 
 def _series(series, campaigns, found, plots, out):
     site, tuned, baseline, nodes, ppn, set_name, suite = series
-    flags = trend.by_band(found)
     rows = []
-    for key in trend.band_keys(campaigns):
-        marked = {d.index for d in flags.get(key, [])}
-        bands = [c.bands.get(key) for c in campaigns]
+    for key, bands, marked, why in trend.band_rows(campaigns, found):
         rows.append(
             {
                 "bench": key[0],
@@ -147,7 +144,7 @@ def _series(series, campaigns, found, plots, out):
                     }
                     for i, b in enumerate(bands)
                 ],
-                "why": trend.why(flags.get(key, [])),
+                "why": why,
             }
         )
     links = (("report", "report.md"), ("results.json", "results.json"), ("plots", "plots"))

@@ -87,32 +87,23 @@ class Drift:
 
 def _need(res, key, path, kind=None, where=""):
     """res[key], refused with an InputError naming the file and the key when it is not there."""
-    if (
-        not isinstance(res, dict)
-        or key not in res
-        or (kind is not None and not isinstance(res[key], kind))
-    ):
-        raise InputError(
-            path,
-            None,
-            where + key,
-            "unknown results format: no %s%s"
-            % (key, "" if kind is None else " (%s)" % kind.__name__),
-            FORMAT_HELP,
-        )
+    if not isinstance(res, dict) or key not in res or not isinstance(res[key], kind or object):
+        what = "" if kind is None else " (%s)" % kind.__name__
+        problem = "unknown results format: no %s%s" % (key, what)
+        raise InputError(path, None, where + key, problem, FORMAT_HELP)
     return res[key]
 
 
 def _reps(value, path, key):
     """Per-run {size: value} from JSON (sizes are strings there)."""
-    if not isinstance(value, list):
-        raise InputError(path, None, key, "unknown results format: not a list of runs", FORMAT_HELP)
-    try:
-        return [{int(s): float(v) for s, v in run.items()} for run in value]
-    except (AttributeError, TypeError, ValueError):
-        raise InputError(
-            path, None, key, "unknown results format: a run is not {size: value}", FORMAT_HELP
-        )
+    problem = "not a list of runs"
+    if isinstance(value, list):
+        problem = "a run is not {size: value}"
+        try:
+            return [{int(s): float(v) for s, v in run.items()} for run in value]
+        except (AttributeError, TypeError, ValueError):
+            pass
+    raise InputError(path, None, key, "unknown results format: " + problem, FORMAT_HELP)
 
 
 REVISION = re.compile(r"^[0-9a-f]{12}\Z")  # modules/revisions.revision: printed, so checked
@@ -129,15 +120,10 @@ def load_campaign(directory):
         raise InputError(
             path, None, None, "not JSON (%s): a results.json cut short?" % exc, FORMAT_HELP
         )
-    if not isinstance(res, dict) or res.get("tool") != "tunedmpi validate":
-        raise InputError(
-            path,
-            None,
-            "tool",
-            "not a validation result (tool is %r, not 'tunedmpi validate')"
-            % (res.get("tool") if isinstance(res, dict) else None),
-            FORMAT_HELP,
-        )
+    tool = res.get("tool") if isinstance(res, dict) else None
+    if tool != "tunedmpi validate":
+        problem = "not a validation result (tool is %r, not 'tunedmpi validate')" % (tool,)
+        raise InputError(path, None, "tool", problem, FORMAT_HELP)
     results.check_schema(res, path)
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
@@ -191,15 +177,9 @@ def load_campaign(directory):
     bands = {}
     for b in rows:
         metric, base, tuned = data.get(b["benchmark"], (None, [], []))
-        bands[(b["benchmark"], b["band"])] = Band(
-            b["gain"],
-            b["verdict"],
-            list(b["sizes"]),
-            metric,
-            base,
-            tuned,
-            bool(b.get("undecided")),
-        )
+        undecided = bool(b.get("undecided"))
+        band = Band(b["gain"], b["verdict"], list(b["sizes"]), metric, base, tuned, undecided)
+        bands[(b["benchmark"], b["band"])] = band
     verdict = stats.module_verdict(list(bands.values())) if rejudged else res["verdict"]
     if rejudged and verdict != res["verdict"]:
         verdict = "%s (stored %s)" % (verdict, res["verdict"])
@@ -229,22 +209,13 @@ def load(paths, site=None):
     seen, found = set(), []
     for p in map(Path, paths):
         if not p.is_dir():
-            raise InputError(
-                p,
-                None,
-                None,
-                "no such directory",
-                "give validate result directories (validate-results/<site>-<time>/) or folders of them",
-            )
+            fix = "give validate result directories (validate-results/<site>-<time>/) or folders of them"
+            raise InputError(p, None, None, "no such directory", fix)
         dirs = _result_dirs(p, 2)
         if not dirs:
-            raise InputError(
-                p,
-                None,
-                None,
-                "no validation result here (no results.json in it or below it)",
-                "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories",
-            )
+            fix = "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories"
+            problem = "no validation result here (no results.json in it or below it)"
+            raise InputError(p, None, None, problem, fix)
         for d in dirs:
             if d.resolve() not in seen:
                 seen.add(d.resolve())
@@ -271,13 +242,9 @@ def load(paths, site=None):
     for exc in refused:
         sys.stderr.write("history: %s: left out\n" % exc.format())
     if not campaigns:
-        raise InputError(
-            " ".join(map(str, paths)),
-            None,
-            "--site" if site else None,
-            "no campaign with data%s" % (" for site %s" % site if site else ""),
-            "check --site, or give other directories",
-        )
+        problem = "no campaign with data%s" % (" for site %s" % site if site else "")
+        fix = "check --site, or give other directories"
+        raise InputError(" ".join(map(str, paths)), None, "--site" if site else None, problem, fix)
     out = {}
     for c in sorted(campaigns, key=lambda c: (c.started, str(c.path))):
         out.setdefault(c.series, []).append(c)
@@ -330,31 +297,17 @@ def table(series, campaigns, found):
         % (trend.describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")
     ]
     for i, c in enumerate(campaigns):
-        lines.append(
-            "  #%d  %s  %-4s  table %-12s  %s%s"
-            % (
-                i + 1,
-                c.started,
-                c.verdict,
-                c.revision,
-                c.path,
-                "  (older results format: re-judged)" if c.rejudged else "",
-            )
-        )
-    flags = trend.by_band(found)
+        note = "  (older results format: re-judged)" if c.rejudged else ""
+        what = (i + 1, c.started, c.verdict, c.revision, c.path, note)
+        lines.append("  #%d  %s  %-4s  table %-12s  %s%s" % what)
     head = ["benchmark", "band"] + ["#%d" % (i + 1) for i in range(len(campaigns))] + ["drift"]
     rows = []
-    for key in trend.band_keys(campaigns):
-        marked = {d.index for d in flags.get(key, [])}
-        cells = []
-        for i, c in enumerate(campaigns):
-            b = c.bands.get(key)
-            cells.append(
-                ""
-                if b is None
-                else "%s %s%s" % (trend.gain(b.gain), b.verdict, " !" if i in marked else "")
-            )
-        rows.append([key[0], key[1]] + cells + [trend.why(flags.get(key, []))])
+    for key, bands, marked, why in trend.band_rows(campaigns, found):
+        cells = [
+            "%s %s%s" % (trend.gain(b.gain), b.verdict, " !" if i in marked else "") if b else ""
+            for i, b in enumerate(bands)
+        ]
+        rows.append([key[0], key[1]] + cells + [why])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
     for r in [head] + rows:
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
@@ -410,15 +363,11 @@ def plot(series, campaigns, found, outdir):
         ax.set_xticklabels(labels, fontsize=7)
         ax.set_xlim(-0.5, len(campaigns) - 0.5)
         ax.set_ylabel("gain (tuned vs baseline), > 1 better")
-        ax.set_title(
-            "%s [%s]: %s vs %s, %d x %d, %s"
-            % (bench, series[6], series[1], series[2], series[3], series[4], series[5]),
-            fontsize=9,
-        )
+        title = "%s [%s]: %s vs %s, %d x %d, %s" % ((bench, series[6]) + series[1:6])
+        ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(
-            fontsize=8, title="filled win, open tie, X lose, red ring drift", title_fontsize=7
-        )
+        key = "filled win, open tie, X lose, red ring drift"
+        ax.legend(fontsize=8, title=key, title_fontsize=7)
         fig.tight_layout()
         path = Path(outdir) / trend.slug(series) / ("%s.png" % bench)
         report.save_png(fig, path)
@@ -441,14 +390,9 @@ def run(paths, site=None, tolerance=POLICY.tolerance, alpha=POLICY.alpha, plots=
         if written:
             print("  plots: %s" % (Path(plots) / trend.slug(series)))
         newest += [(series, d) for d in found if d.index == len(campaigns) - 1]
-        print(
-            "  drift in the newest campaign (#%d): %s\n"
-            % (
-                len(campaigns),
-                trend.newest(found, len(campaigns))
-                or ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
-            )
-        )
+        none = "none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"
+        drift = trend.newest(found, len(campaigns)) or none
+        print("  drift in the newest campaign (#%d): %s\n" % (len(campaigns), drift))
     rule = "tolerance %.0f%%, alpha %.2g" % (tolerance * 100, alpha)
     if html:
         from tunedmpi.acceptance import dashboard
