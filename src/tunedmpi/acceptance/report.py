@@ -165,19 +165,22 @@ def undecided_rows(results):
             resid += [(x - mean) ** 2 for x in logs]
         dof = len(b["baseline_band"]) + len(b["tuned_band"]) - 2
         sd = math.sqrt(sum(resid) / dof) if dof > 0 else None
-        need = None if sd is None else power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
-        out.append(
-            "| %s | %s | %d+%d | %s | %s |"
-            % (
-                b["benchmark"],
-                b["band"],
-                len(b["baseline_band"]),
-                len(b["tuned_band"]),
-                "-" if sd is None else "%.3f" % sd,
-                "-" if sd is None else need or ">1000",
-            )
-        )
+        runs = "%d+%d" % (len(b["baseline_band"]), len(b["tuned_band"]))
+        cells = ["-", "-"]
+        if sd is not None:
+            need = power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
+            cells = ["%.3f" % sd, need or ">1000"]
+        out.append(md_row([b["benchmark"], b["band"], runs] + cells))
     return out + [""]
+
+
+def md_row(cells):
+    """One row of a markdown table."""
+    return "| %s |" % " | ".join(map(str, cells))
+
+
+def _gain(b):
+    return "-" if b["gain"] is None else "%.3fx" % b["gain"]
 
 
 def _fmt(v, digits=2):
@@ -210,10 +213,9 @@ def verdict_table(results):
             if b["sizes"]
             else "all runs"
         )
-        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
+        verdict = "**%s**" % b["verdict"]
         rows.append(
-            "| %s | %s | %s | %s | %s | **%s** | %s |"
-            % (b["benchmark"], b["band"], sizes, gain, _p(b), b["verdict"], b["reason"])
+            md_row([b["benchmark"], b["band"], sizes, _gain(b), _p(b), verdict, b["reason"]])
         )
     return "\n".join(rows)
 
@@ -367,19 +369,8 @@ def markdown(results):
         ]
         for r in failed:
             first = (r["problems"] or [""])[0].replace("|", "/")[:120]
-            out.append(
-                "| %s | %s | %d | %d | %s | %s | %s | %s |"
-                % (
-                    r["run"],
-                    r["role"],
-                    r["rep"],
-                    r["attempt"],
-                    r["status"],
-                    r["exit_code"],
-                    first,
-                    r["log"],
-                )
-            )
+            cells = [r[k] for k in ("run", "role", "rep", "attempt", "status", "exit_code")]
+            out.append(md_row(cells + [first, r["log"]]))
         out.append("")
     out += ["## Figures per message size", ""]
     for bench, data in results["per_size"].items():
@@ -454,8 +445,7 @@ def host_state(results):
             if b.get("pairs")
             else "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
         )
-        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
-        rows.append(([b["benchmark"], b["band"], gain] + _state_cells(b, data), held))
+        rows.append(([b["benchmark"], b["band"], _gain(b)] + _state_cells(b, data), held))
     # the "held equal" column only when the bands differ in it; else said once
     same = len({held for _, held in rows}) <= 1
     out += [
@@ -468,7 +458,7 @@ def host_state(results):
         "|---|---|---:|" + "---:|" * len(STATES) + ("" if same else "---|"),
     ]
     for cells, held in rows:
-        out.append("| %s |" % " | ".join(cells + ([] if same else [held])))
+        out.append(md_row(cells + ([] if same else [held])))
     return out + [""]
 
 
@@ -502,21 +492,11 @@ def module_variables(results):
     if not seen:
         return []
     out = ["## Variables the modules set", ""]
-    for role in ("baseline", "tuned"):
-        env = seen.get(role, {})
-        out.append(
-            "- **%s** (`%s`): %s"
-            % (
-                role,
-                results["modules"][role],
-                ", ".join(
-                    "`%s=%s`" % kv
-                    for kv in sorted(env.items())
-                    if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN"))
-                )
-                or "nothing",
-            )
-        )
+    for role in ROLES:
+        env = sorted(seen.get(role, {}).items())
+        shown = [kv for kv in env if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN"))]
+        sets = ", ".join("`%s=%s`" % kv for kv in shown) or "nothing"
+        out.append("- **%s** (`%s`): %s" % (role, results["modules"][role], sets))
     tuning = {
         role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")}
         for role, env in seen.items()
@@ -577,17 +557,8 @@ def mark_bands(ax, marks):
         ax.axvspan(left, right, color=colour, alpha=0.15, lw=0)
         for edge in (left, right):
             ax.axvline(edge, color="black", ls="--", lw=0.6, alpha=0.6)
-        ax.text(
-            math.sqrt(left * right),
-            0.98,
-            label,
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="top",
-            fontsize=7,
-            color=colour,
-            fontweight="bold",
-        )
+        style = dict(ha="center", va="top", fontsize=7, color=colour, fontweight="bold")
+        ax.text(math.sqrt(left * right), 0.98, label, transform=ax.get_xaxis_transform(), **style)
 
 
 def write_plots(outdir, results):
@@ -610,22 +581,13 @@ def write_plots(outdir, results):
             if not per_size:
                 continue
             sizes = sorted(per_size)
-            fig_v = [per_size[s] for s in sizes]
+            label = "%s (%s, n=%d)" % (role, results["modules"][role], len(reps))
             ax.plot(
-                sizes,
-                fig_v,
-                marker="o",
-                ms=3,
-                color=colour,
-                label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)),
+                sizes, [per_size[s] for s in sizes], marker="o", ms=3, color=colour, label=label
             )
-            ax.fill_between(
-                sizes,
-                [min(r[s] for r in reps) for s in sizes],
-                [max(r[s] for r in reps) for s in sizes],
-                color=colour,
-                alpha=0.2,
-            )
+            low = [min(r[s] for r in reps) for s in sizes]
+            high = [max(r[s] for r in reps) for s in sizes]
+            ax.fill_between(sizes, low, high, color=colour, alpha=0.2)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         mark_bands(ax, band_marks(results, bench))
@@ -651,7 +613,6 @@ def junit(results):
     skipped case, each with its reason; PASS passes."""
     cases = []
     for b in results["bands"]:
-        body = ""
         if b["verdict"] == "lose":
             body = "<failure message=%s/>" % quoteattr(b["reason"])
         elif b["verdict"] == "no-data":
