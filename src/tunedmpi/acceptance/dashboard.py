@@ -106,8 +106,12 @@ def _spark(bands, marked):
     the row (a trend of 1.5x to 1.2x must show)."""
     step, height, top = SPARK
     pad = 4
-    gains = [b.gain for b in bands if b is not None and isinstance(b.gain, (int, float))]
-    top = max([top] + [max(g, 1 / g) for g in gains if g > 0])
+    shown = [
+        (i, b)
+        for i, b in enumerate(bands)
+        if b is not None and isinstance(b.gain, (int, float)) and b.gain > 0
+    ]
+    top = max([top] + [max(b.gain, 1 / b.gain) for _, b in shown])
 
     def y(gain):
         frac = math.log(min(max(gain, 1 / top), top)) / math.log(top)  # -1 .. 1
@@ -115,8 +119,7 @@ def _spark(bands, marked):
 
     marks = [
         (pad + i * step, y(b.gain), _vclass(b.verdict) + (" drift" if i in marked else ""))
-        for i, b in enumerate(bands)
-        if b is not None and isinstance(b.gain, (int, float)) and b.gain > 0
+        for i, b in shown
     ]
     return {
         "width": 2 * pad + step * max(len(bands) - 1, 1),  # one campaign: still a 1x line

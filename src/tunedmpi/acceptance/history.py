@@ -13,10 +13,6 @@ Result formats (schema_version 1, or no such field; results.check_schema refuses
   with today's statistics, one look at the campaign's own alpha and tolerance (what `validate
   --no-extend` would say), and marked "re-judged";
 - anything else is refused with an InputError naming the file and the missing key.
-
-Drift is a significant fall of a band's gain between a campaign and the one before it, tested
-on the two campaigns' per-run band scores (stats.gain_change, stats.drifted: one definition, the
-policy's alpha and tolerance), never a verdict flipping at the edge of significance.
 """
 
 import json
@@ -117,9 +113,8 @@ def load_campaign(directory):
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror, FORMAT_HELP)
     except ValueError as exc:
-        raise InputError(
-            path, None, None, "not JSON (%s): a results.json cut short?" % exc, FORMAT_HELP
-        )
+        problem = "not JSON (%s): a results.json cut short?" % exc
+        raise InputError(path, None, None, problem, FORMAT_HELP)
     tool = res.get("tool") if isinstance(res, dict) else None
     if tool != "tunedmpi validate":
         problem = "not a validation result (tool is %r, not 'tunedmpi validate')" % (tool,)
@@ -132,15 +127,9 @@ def load_campaign(directory):
     stored = _need(res, "bands", path, list)
     for key in ("site", "set", "suite", "verdict"):
         _need(res, key, path, str)
-    series = (
-        res["site"],
-        _need(modules, "tuned", path, str),
-        _need(modules, "baseline", path, str),
-        _need(geo, "nodes", path, int),
-        _need(geo, "ppn", path, int),
-        res["set"],
-        res["suite"],
-    )
+    tuned, baseline = (_need(modules, key, path, str) for key in ("tuned", "baseline"))
+    nodes, ppn = (_need(geo, key, path, int) for key in ("nodes", "ppn"))
+    series = (res["site"], tuned, baseline, nodes, ppn, res["set"], res["suite"])
     if res["verdict"] in ("COULD-NOT-RUN", "NO-DATA"):
         return None
     data = {}
@@ -153,11 +142,8 @@ def load_campaign(directory):
             raise InputError(
                 path, None, "per_size.%s.metric" % bench, "unknown metric %r" % metric, FORMAT_HELP
             )
-        data[bench] = (
-            metric,
-            _reps(d.get("baseline"), path, "per_size.%s.baseline" % bench),
-            _reps(d.get("tuned"), path, "per_size.%s.tuned" % bench),
-        )
+        runs = (_reps(d.get(r), path, "per_size.%s.%s" % (bench, r)) for r in results.ROLES)
+        data[bench] = (metric, *runs)
     for i, b in enumerate(stored):
         for key in ("benchmark", "band", "verdict", "gain", "sizes"):
             _need(b, key, path, where="bands[%d]." % i)
@@ -166,10 +152,8 @@ def load_campaign(directory):
     rejudged = any(b["band"] != "reliability" and not b.get("test") for b in stored)
     rows = [b for b in stored if b["band"] == "reliability"]
     if rejudged:
-        tol, alpha = (
-            float(res.get("tolerance", POLICY.tolerance)),
-            float(res.get("alpha", POLICY.alpha)),
-        )
+        tol = float(res.get("tolerance", POLICY.tolerance))
+        alpha = float(res.get("alpha", POLICY.alpha))
         for bench, (metric, base, tuned) in data.items():
             rows += [vars(r) for r in stats.compare_bands(bench, metric, base, tuned, tol, alpha)]
     else:
@@ -265,23 +249,22 @@ def drifts(campaigns, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
             a = None if ref is None else campaigns[ref].bands[key]
             if a is None or not (a.gain and b.gain) or key[1] == "reliability":
                 continue
+            sizes = set(a.sizes) & set(b.sizes)
             change = stats.gain_change(
-                (a.baseline, a.tuned), (b.baseline, b.tuned), set(a.sizes) & set(b.sizes), b.metric
+                (a.baseline, a.tuned), (b.baseline, b.tuned), sizes, b.metric
             )
             if change is not None:
-                tested.append((key, ref, b.gain / a.gain, change))
-        judged = stats.drifted([(ratio, t) for _, _, ratio, t in tested], tolerance, alpha)
-        for (key, ref, ratio, t), (level, drift) in zip(tested, judged):
+                tested.append((key, ref, a, b, change))
+        judged = stats.drifted([(b.gain / a.gain, t) for _, _, a, b, t in tested], tolerance, alpha)
+        for (key, ref, a, b, t), (level, drift) in zip(tested, judged):
             if drift:
-                why = "gain fell %s -> %s vs #%d (x%.2f, p=%.2g <= %.2g, Holm over %d bands)" % (
-                    trend.gain(campaigns[ref].bands[key].gain),
-                    trend.gain(now.bands[key].gain),
+                fell = "gain fell %s -> %s vs #%d" % (
+                    trend.gain(a.gain),
+                    trend.gain(b.gain),
                     ref + 1,
-                    math.exp(t.diff),
-                    t.p,
-                    level,
-                    len(tested),
                 )
+                test = (math.exp(t.diff), t.p, level, len(tested))
+                why = fell + " (x%.2f, p=%.2g <= %.2g, Holm over %d bands)" % test
                 out.append(Drift(key[0], key[1], k, why))
     return out
 

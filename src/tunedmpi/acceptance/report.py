@@ -427,24 +427,19 @@ def host_state(results):
         "| module | %s | not known |" % " | ".join(STATES),
         "|---|" + "---:|" * (len(STATES) + 1),
     ]
-    for role in ("baseline", "tuned"):
+    for role in ROLES:
         counts = host.get("runs", {}).get(role, {})
-        out.append(
-            "| %s | %s | %d |"
-            % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0))
-        )
+        out.append(md_row([role] + [counts.get(s, 0) for s in STATES] + [counts.get("None", 0)]))
     rows = []
     for b in results["bands"]:
         data = results["per_size"].get(b["benchmark"], {})
         if not b["sizes"] or not data.get("metric") or "host_states" not in data:
             continue
-        held = (
-            "yes"
-            if b.get("host_strata")
-            else "by pairs (crossover test)"
-            if b.get("pairs")
-            else "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
-        )
+        held = "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
+        if b.get("pairs"):
+            held = "by pairs (crossover test)"
+        if b.get("host_strata"):
+            held = "yes"
         rows.append(([b["benchmark"], b["band"], _gain(b)] + _state_cells(b, data), held))
     # the "held equal" column only when the bands differ in it; else said once
     same = len({held for _, held in rows}) <= 1
@@ -468,7 +463,7 @@ def _state_cells(b, data):
     for state in STATES:
         pick = {
             role: [p for p, label in zip(data[role], data["host_states"][role]) if label == state]
-            for role in ("baseline", "tuned")
+            for role in ROLES
         }
         rel = (
             stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
@@ -575,8 +570,6 @@ def write_plots(outdir, results):
         fig, ax = plt.subplots(figsize=FIGSIZE)
         for role, colour in (("baseline", "tab:gray"), ("tuned", "tab:blue")):
             reps = data[role]
-            if not reps:
-                continue
             per_size = {s: v for s, v in figures(reps).items() if s > 0}  # log axes: no size 0
             if not per_size:
                 continue
@@ -594,10 +587,8 @@ def write_plots(outdir, results):
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(UNIT[data["metric"]])
         label = " [probe]" if data.get("suite") == "probe" else ""
-        ax.set_title(
-            "%s%s: %d x %d"
-            % (bench, label, results["geometry"]["nodes"], results["geometry"]["ppn"])
-        )
+        geo = results["geometry"]
+        ax.set_title("%s%s: %d x %d" % (bench, label, geo["nodes"], geo["ppn"]))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -607,42 +598,35 @@ def write_plots(outdir, results):
     return plots
 
 
+def _testcase(classname, name, kind, text):
+    """A junit test case: a `failure` or `skipped` with `text` its message, else (kind None) a
+    passed case with `text` its output."""
+    body = "<system-out>%s</system-out>" % escape(text)
+    if kind:
+        body = "<%s message=%s/>" % (kind, quoteattr(text))
+    case = '  <testcase classname=%s name=%s time="0">%s</testcase>'
+    return case % (quoteattr(classname), quoteattr(name), body)
+
+
 def junit(results):
     """One test case per benchmark x band (lose = failure, no-data = skipped, win/tie = pass), then
     one for the module's verdict: FAIL and NO-GAIN a failure, INCONCLUSIVE (and no verdict) a
     skipped case, each with its reason; PASS passes."""
     cases = []
     for b in results["bands"]:
-        if b["verdict"] == "lose":
-            body = "<failure message=%s/>" % quoteattr(b["reason"])
-        elif b["verdict"] == "no-data":
-            body = "<skipped message=%s/>" % quoteattr(b["reason"])
-        else:
-            body = "<system-out>%s</system-out>" % escape("%s: %s" % (b["verdict"], b["reason"]))
-        cases.append(
-            '  <testcase classname=%s name=%s time="0">%s</testcase>'
-            % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body)
-        )
+        kind = {"lose": "failure", "no-data": "skipped"}.get(b["verdict"])
+        text = b["reason"] if kind else "%s: %s" % (b["verdict"], b["reason"])
+        cases.append(_testcase("validate.%s" % b["benchmark"], b["band"], kind, text))
     verdict = results["verdict"]
     why = "%s: %s" % (tally(results), MEANS.get(verdict, "no verdict"))
-    module = (
-        "<system-out>%s</system-out>" % escape(why)
-        if verdict == stats.PASS
-        else "<failure message=%s/>" % quoteattr(why)
-        if verdict in (stats.FAIL, stats.NO_GAIN)
-        else "<skipped message=%s/>" % quoteattr(why)
-    )
-    cases.append(
-        '  <testcase classname="validate" name=%s time="0">%s</testcase>'
-        % (quoteattr("module verdict"), module)
-    )
+    kind = None if verdict == stats.PASS else "skipped"
+    if verdict in (stats.FAIL, stats.NO_GAIN):
+        kind = "failure"
+    cases.append(_testcase("validate", "module verdict", kind, why))
     fails = sum(1 for c in cases if "<failure " in c)
     skips = sum(1 for c in cases if "<skipped " in c)
-    name = "validate %s %s vs %s" % (
-        results["site"],
-        results["modules"]["tuned"],
-        results["modules"]["baseline"],
-    )
+    modules = results["modules"]
+    name = "validate %s %s vs %s" % (results["site"], modules["tuned"], modules["baseline"])
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<testsuite name=%s tests="%d" failures="%d" skipped="%d" errors="0" time="%.1f">\n%s\n</testsuite>\n'

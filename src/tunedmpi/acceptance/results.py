@@ -46,12 +46,10 @@ SERIES_FIELDS = (("metric", str), ("suite", str), ("points", dict))
 def looks_of(res):
     """A campaign's looks as its results.json records them ({"first", "final", "extended",
     "order"}): results from before the two looks had one look at all their repetitions."""
-    return res.get("design") or {
-        "first": res["repetitions"],
-        "final": res["repetitions"],
-        "extended": [],
-        "order": "as recorded",
-    }
+    if res.get("design"):
+        return res["design"]
+    n = res["repetitions"]
+    return {"first": n, "final": n, "extended": [], "order": "as recorded"}
 
 
 def design_from(looks, path="results.json"):
@@ -255,15 +253,10 @@ def read(path):
     path = Path(path)
     doc = json.loads(read_text(path))
     check_runs(doc, path, ("per_size",))
-    runs = [
-        RunRecord(
-            **_known(
-                RunRecord,
-                dict(r, series=store.checked_series(r["series"], path, "runs[%d].series" % i, FIX)),
-            )[0]
-        )
-        for i, r in enumerate(doc["runs"])
-    ]
+    runs = []
+    for i, r in enumerate(doc["runs"]):
+        series = store.checked_series(r["series"], path, "runs[%d].series" % i, FIX)
+        runs.append(RunRecord(**_known(RunRecord, dict(r, series=series))[0]))
     bands = [stats.BandResult(**_known(stats.BandResult, b)[0]) for b in doc.get("bands", [])]
     known, extra = _known(Results, dict(doc, runs=runs, bands=bands))
     known.setdefault("verdict", None)

@@ -117,9 +117,8 @@ def new_results_dir(out, site, where="--site"):
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for n in range(1000):
-        path = paths.inside(
-            base, base / ("%s-%s%s" % (site, stamp, "" if n == 0 else "-%d" % n)), where, "site"
-        )
+        name = "%s-%s%s" % (site, stamp, "-%d" % n if n else "")
+        path = paths.inside(base, base / name, where, "site")
         try:
             path.mkdir()
             return path
@@ -433,13 +432,8 @@ def reanalyse(source, out):
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
     runs = [suites.Run(name, "", b, (), None) for name, b in suites.programs(sorted(res.per_size))]
-    opts = Options(
-        site=res.site,
-        tuned=res.modules["tuned"],
-        baseline=res.modules["baseline"],
-        tolerance=res.tolerance,
-        alpha=res.alpha,
-    )
+    tuned, baseline = res.modules["tuned"], res.modules["baseline"]
+    opts = Options(res.site, tuned, baseline, tolerance=res.tolerance, alpha=res.alpha)
     looks = results.looks_of(res.to_json())
     design = results.design_from(looks, src / "results.json")
     # what each later look measured: a budget design records it per look, two looks as "extended"
@@ -512,22 +506,13 @@ def analyse(opts, runs, records, design=None, extend=None):
         pts = {role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()}
         pairs = None
         if paired:
-            pairs = stats.pairs_of(
-                [r.rep for r in used["baseline"]],
-                [r.rep for r in used["tuned"]],
-                lambda rep: first[(run_of[bench], rep)] == "baseline",
-            )
+            keys = [[r.rep for r in used[role]] for role in ROLES]
+            pairs = stats.pairs_of(*keys, lambda rep: first[(run_of[bench], rep)] == "baseline")
         out = []
         if series:
+            when = dict(design=design, previous=previous, pairs=pairs, look=look)
             out = stats.test_bands(
-                bench,
-                series[0]["metric"],
-                pts["baseline"],
-                pts["tuned"],
-                design=design,
-                previous=previous,
-                pairs=pairs,
-                look=look,
+                bench, series[0]["metric"], pts["baseline"], pts["tuned"], **when
             )
         failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
         counts = [n for role in ROLES for n in (failed[role], len(reps[role]))]
@@ -546,8 +531,7 @@ def analyse(opts, runs, records, design=None, extend=None):
         per_size[bench] = {
             "metric": series[0]["metric"] if series else None,
             "suite": series[0]["suite"] if series else None,
-            "baseline": [r.series[bench]["points"] for r in used["baseline"]],
-            "tuned": [r.series[bench]["points"] for r in used["tuned"]],
+            **{role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()},
             "host_states": {
                 role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()
             },

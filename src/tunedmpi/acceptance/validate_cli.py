@@ -155,9 +155,8 @@ def options_from_args(args):
     require_local_mpi(site)
     tuned = args.module or "%s/%s" % (site.tuned_module, site.mpi_version)
     baseline = args.baseline or "%s/%s" % (site.baseline_module, site.mpi_version)
-    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)] + list(
-        args.modulepath or []
-    )
+    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)]
+    modulepaths += args.modulepath or []
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
     known = set(BENCHMARKS)
     if only and not set(only) <= known:
