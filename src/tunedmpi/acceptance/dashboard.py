@@ -106,8 +106,12 @@ def _spark(bands, marked):
     the row (a trend of 1.5x to 1.2x must show)."""
     step, height, top = SPARK
     pad = 4
-    gains = [b.gain for b in bands if b is not None and isinstance(b.gain, (int, float))]
-    top = max([top] + [max(g, 1 / g) for g in gains if g > 0])
+    shown = [
+        (i, b)
+        for i, b in enumerate(bands)
+        if b is not None and isinstance(b.gain, (int, float)) and b.gain > 0
+    ]
+    top = max([top] + [max(b.gain, 1 / b.gain) for _, b in shown])
 
     def y(gain):
         frac = math.log(min(max(gain, 1 / top), top)) / math.log(top)  # -1 .. 1
@@ -115,8 +119,7 @@ def _spark(bands, marked):
 
     marks = [
         (pad + i * step, y(b.gain), _vclass(b.verdict) + (" drift" if i in marked else ""))
-        for i, b in enumerate(bands)
-        if b is not None and isinstance(b.gain, (int, float)) and b.gain > 0
+        for i, b in shown
     ]
     return {
         "width": 2 * pad + step * max(len(bands) - 1, 1),  # one campaign: still a 1x line
@@ -129,11 +132,8 @@ def _spark(bands, marked):
 
 def _series(series, campaigns, found, plots, out):
     site, tuned, baseline, nodes, ppn, set_name, suite = series
-    flags = trend.by_band(found)
     rows = []
-    for key in trend.band_keys(campaigns):
-        marked = {d.index for d in flags.get(key, [])}
-        bands = [c.bands.get(key) for c in campaigns]
+    for key, bands, marked, why in trend.band_rows(campaigns, found):
         rows.append(
             {
                 "bench": key[0],
@@ -147,7 +147,7 @@ def _series(series, campaigns, found, plots, out):
                     }
                     for i, b in enumerate(bands)
                 ],
-                "why": trend.why(flags.get(key, [])),
+                "why": why,
             }
         )
     links = (("report", "report.md"), ("results.json", "results.json"), ("plots", "plots"))

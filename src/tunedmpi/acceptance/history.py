@@ -13,10 +13,6 @@ Result formats (schema_version 1, or no such field; results.check_schema refuses
   with today's statistics, one look at the campaign's own alpha and tolerance (what `validate
   --no-extend` would say), and marked "re-judged";
 - anything else is refused with an InputError naming the file and the missing key.
-
-Drift is a significant fall of a band's gain between a campaign and the one before it, tested
-on the two campaigns' per-run band scores (stats.gain_change, stats.drifted: one definition, the
-policy's alpha and tolerance), never a verdict flipping at the edge of significance.
 """
 
 import json
@@ -87,32 +83,23 @@ class Drift:
 
 def _need(res, key, path, kind=None, where=""):
     """res[key], refused with an InputError naming the file and the key when it is not there."""
-    if (
-        not isinstance(res, dict)
-        or key not in res
-        or (kind is not None and not isinstance(res[key], kind))
-    ):
-        raise InputError(
-            path,
-            None,
-            where + key,
-            "unknown results format: no %s%s"
-            % (key, "" if kind is None else " (%s)" % kind.__name__),
-            FORMAT_HELP,
-        )
+    if not isinstance(res, dict) or key not in res or not isinstance(res[key], kind or object):
+        what = "" if kind is None else " (%s)" % kind.__name__
+        problem = "unknown results format: no %s%s" % (key, what)
+        raise InputError(path, None, where + key, problem, FORMAT_HELP)
     return res[key]
 
 
 def _reps(value, path, key):
     """Per-run {size: value} from JSON (sizes are strings there)."""
-    if not isinstance(value, list):
-        raise InputError(path, None, key, "unknown results format: not a list of runs", FORMAT_HELP)
-    try:
-        return [{int(s): float(v) for s, v in run.items()} for run in value]
-    except (AttributeError, TypeError, ValueError):
-        raise InputError(
-            path, None, key, "unknown results format: a run is not {size: value}", FORMAT_HELP
-        )
+    problem = "not a list of runs"
+    if isinstance(value, list):
+        problem = "a run is not {size: value}"
+        try:
+            return [{int(s): float(v) for s, v in run.items()} for run in value]
+        except (AttributeError, TypeError, ValueError):
+            pass
+    raise InputError(path, None, key, "unknown results format: " + problem, FORMAT_HELP)
 
 
 REVISION = re.compile(r"^[0-9a-f]{12}\Z")  # modules/revisions.revision: printed, so checked
@@ -126,18 +113,12 @@ def load_campaign(directory):
     except OSError as exc:
         raise InputError(path, None, None, "cannot read: %s" % exc.strerror, FORMAT_HELP)
     except ValueError as exc:
-        raise InputError(
-            path, None, None, "not JSON (%s): a results.json cut short?" % exc, FORMAT_HELP
-        )
-    if not isinstance(res, dict) or res.get("tool") != "tunedmpi validate":
-        raise InputError(
-            path,
-            None,
-            "tool",
-            "not a validation result (tool is %r, not 'tunedmpi validate')"
-            % (res.get("tool") if isinstance(res, dict) else None),
-            FORMAT_HELP,
-        )
+        problem = "not JSON (%s): a results.json cut short?" % exc
+        raise InputError(path, None, None, problem, FORMAT_HELP)
+    tool = res.get("tool") if isinstance(res, dict) else None
+    if tool != "tunedmpi validate":
+        problem = "not a validation result (tool is %r, not 'tunedmpi validate')" % (tool,)
+        raise InputError(path, None, "tool", problem, FORMAT_HELP)
     results.check_schema(res, path)
     started = _need(res, "started", path, str)
     modules = _need(res, "modules", path, dict)
@@ -146,15 +127,9 @@ def load_campaign(directory):
     stored = _need(res, "bands", path, list)
     for key in ("site", "set", "suite", "verdict"):
         _need(res, key, path, str)
-    series = (
-        res["site"],
-        _need(modules, "tuned", path, str),
-        _need(modules, "baseline", path, str),
-        _need(geo, "nodes", path, int),
-        _need(geo, "ppn", path, int),
-        res["set"],
-        res["suite"],
-    )
+    tuned, baseline = (_need(modules, key, path, str) for key in ("tuned", "baseline"))
+    nodes, ppn = (_need(geo, key, path, int) for key in ("nodes", "ppn"))
+    series = (res["site"], tuned, baseline, nodes, ppn, res["set"], res["suite"])
     if res["verdict"] in ("COULD-NOT-RUN", "NO-DATA"):
         return None
     data = {}
@@ -167,11 +142,8 @@ def load_campaign(directory):
             raise InputError(
                 path, None, "per_size.%s.metric" % bench, "unknown metric %r" % metric, FORMAT_HELP
             )
-        data[bench] = (
-            metric,
-            _reps(d.get("baseline"), path, "per_size.%s.baseline" % bench),
-            _reps(d.get("tuned"), path, "per_size.%s.tuned" % bench),
-        )
+        runs = (_reps(d.get(r), path, "per_size.%s.%s" % (bench, r)) for r in results.ROLES)
+        data[bench] = (metric, *runs)
     for i, b in enumerate(stored):
         for key in ("benchmark", "band", "verdict", "gain", "sizes"):
             _need(b, key, path, where="bands[%d]." % i)
@@ -180,10 +152,8 @@ def load_campaign(directory):
     rejudged = any(b["band"] != "reliability" and not b.get("test") for b in stored)
     rows = [b for b in stored if b["band"] == "reliability"]
     if rejudged:
-        tol, alpha = (
-            float(res.get("tolerance", POLICY.tolerance)),
-            float(res.get("alpha", POLICY.alpha)),
-        )
+        tol = float(res.get("tolerance", POLICY.tolerance))
+        alpha = float(res.get("alpha", POLICY.alpha))
         for bench, (metric, base, tuned) in data.items():
             rows += [vars(r) for r in stats.compare_bands(bench, metric, base, tuned, tol, alpha)]
     else:
@@ -191,15 +161,9 @@ def load_campaign(directory):
     bands = {}
     for b in rows:
         metric, base, tuned = data.get(b["benchmark"], (None, [], []))
-        bands[(b["benchmark"], b["band"])] = Band(
-            b["gain"],
-            b["verdict"],
-            list(b["sizes"]),
-            metric,
-            base,
-            tuned,
-            bool(b.get("undecided")),
-        )
+        undecided = bool(b.get("undecided"))
+        band = Band(b["gain"], b["verdict"], list(b["sizes"]), metric, base, tuned, undecided)
+        bands[(b["benchmark"], b["band"])] = band
     verdict = stats.module_verdict(list(bands.values())) if rejudged else res["verdict"]
     if rejudged and verdict != res["verdict"]:
         verdict = "%s (stored %s)" % (verdict, res["verdict"])
@@ -229,22 +193,13 @@ def load(paths, site=None):
     seen, found = set(), []
     for p in map(Path, paths):
         if not p.is_dir():
-            raise InputError(
-                p,
-                None,
-                None,
-                "no such directory",
-                "give validate result directories (validate-results/<site>-<time>/) or folders of them",
-            )
+            fix = "give validate result directories (validate-results/<site>-<time>/) or folders of them"
+            raise InputError(p, None, None, "no such directory", fix)
         dirs = _result_dirs(p, 2)
         if not dirs:
-            raise InputError(
-                p,
-                None,
-                None,
-                "no validation result here (no results.json in it or below it)",
-                "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories",
-            )
+            fix = "give the --out directory of validate/run.sh (default validate-results/) or its subdirectories"
+            problem = "no validation result here (no results.json in it or below it)"
+            raise InputError(p, None, None, problem, fix)
         for d in dirs:
             if d.resolve() not in seen:
                 seen.add(d.resolve())
@@ -271,13 +226,9 @@ def load(paths, site=None):
     for exc in refused:
         sys.stderr.write("history: %s: left out\n" % exc.format())
     if not campaigns:
-        raise InputError(
-            " ".join(map(str, paths)),
-            None,
-            "--site" if site else None,
-            "no campaign with data%s" % (" for site %s" % site if site else ""),
-            "check --site, or give other directories",
-        )
+        problem = "no campaign with data%s" % (" for site %s" % site if site else "")
+        fix = "check --site, or give other directories"
+        raise InputError(" ".join(map(str, paths)), None, "--site" if site else None, problem, fix)
     out = {}
     for c in sorted(campaigns, key=lambda c: (c.started, str(c.path))):
         out.setdefault(c.series, []).append(c)
@@ -298,23 +249,22 @@ def drifts(campaigns, tolerance=POLICY.tolerance, alpha=POLICY.alpha):
             a = None if ref is None else campaigns[ref].bands[key]
             if a is None or not (a.gain and b.gain) or key[1] == "reliability":
                 continue
+            sizes = set(a.sizes) & set(b.sizes)
             change = stats.gain_change(
-                (a.baseline, a.tuned), (b.baseline, b.tuned), set(a.sizes) & set(b.sizes), b.metric
+                (a.baseline, a.tuned), (b.baseline, b.tuned), sizes, b.metric
             )
             if change is not None:
-                tested.append((key, ref, b.gain / a.gain, change))
-        judged = stats.drifted([(ratio, t) for _, _, ratio, t in tested], tolerance, alpha)
-        for (key, ref, ratio, t), (level, drift) in zip(tested, judged):
+                tested.append((key, ref, a, b, change))
+        judged = stats.drifted([(b.gain / a.gain, t) for _, _, a, b, t in tested], tolerance, alpha)
+        for (key, ref, a, b, t), (level, drift) in zip(tested, judged):
             if drift:
-                why = "gain fell %s -> %s vs #%d (x%.2f, p=%.2g <= %.2g, Holm over %d bands)" % (
-                    trend.gain(campaigns[ref].bands[key].gain),
-                    trend.gain(now.bands[key].gain),
+                fell = "gain fell %s -> %s vs #%d" % (
+                    trend.gain(a.gain),
+                    trend.gain(b.gain),
                     ref + 1,
-                    math.exp(t.diff),
-                    t.p,
-                    level,
-                    len(tested),
                 )
+                test = (math.exp(t.diff), t.p, level, len(tested))
+                why = fell + " (x%.2f, p=%.2g <= %.2g, Holm over %d bands)" % test
                 out.append(Drift(key[0], key[1], k, why))
     return out
 
@@ -330,31 +280,17 @@ def table(series, campaigns, found):
         % (trend.describe(series), len(campaigns), "" if len(campaigns) == 1 else "s")
     ]
     for i, c in enumerate(campaigns):
-        lines.append(
-            "  #%d  %s  %-4s  table %-12s  %s%s"
-            % (
-                i + 1,
-                c.started,
-                c.verdict,
-                c.revision,
-                c.path,
-                "  (older results format: re-judged)" if c.rejudged else "",
-            )
-        )
-    flags = trend.by_band(found)
+        note = "  (older results format: re-judged)" if c.rejudged else ""
+        what = (i + 1, c.started, c.verdict, c.revision, c.path, note)
+        lines.append("  #%d  %s  %-4s  table %-12s  %s%s" % what)
     head = ["benchmark", "band"] + ["#%d" % (i + 1) for i in range(len(campaigns))] + ["drift"]
     rows = []
-    for key in trend.band_keys(campaigns):
-        marked = {d.index for d in flags.get(key, [])}
-        cells = []
-        for i, c in enumerate(campaigns):
-            b = c.bands.get(key)
-            cells.append(
-                ""
-                if b is None
-                else "%s %s%s" % (trend.gain(b.gain), b.verdict, " !" if i in marked else "")
-            )
-        rows.append([key[0], key[1]] + cells + [trend.why(flags.get(key, []))])
+    for key, bands, marked, why in trend.band_rows(campaigns, found):
+        cells = [
+            "%s %s%s" % (trend.gain(b.gain), b.verdict, " !" if i in marked else "") if b else ""
+            for i, b in enumerate(bands)
+        ]
+        rows.append([key[0], key[1]] + cells + [why])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
     for r in [head] + rows:
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
@@ -410,15 +346,11 @@ def plot(series, campaigns, found, outdir):
         ax.set_xticklabels(labels, fontsize=7)
         ax.set_xlim(-0.5, len(campaigns) - 0.5)
         ax.set_ylabel("gain (tuned vs baseline), > 1 better")
-        ax.set_title(
-            "%s [%s]: %s vs %s, %d x %d, %s"
-            % (bench, series[6], series[1], series[2], series[3], series[4], series[5]),
-            fontsize=9,
-        )
+        title = "%s [%s]: %s vs %s, %d x %d, %s" % ((bench, series[6]) + series[1:6])
+        ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(
-            fontsize=8, title="filled win, open tie, X lose, red ring drift", title_fontsize=7
-        )
+        key = "filled win, open tie, X lose, red ring drift"
+        ax.legend(fontsize=8, title=key, title_fontsize=7)
         fig.tight_layout()
         path = Path(outdir) / trend.slug(series) / ("%s.png" % bench)
         report.save_png(fig, path)
@@ -441,14 +373,9 @@ def run(paths, site=None, tolerance=POLICY.tolerance, alpha=POLICY.alpha, plots=
         if written:
             print("  plots: %s" % (Path(plots) / trend.slug(series)))
         newest += [(series, d) for d in found if d.index == len(campaigns) - 1]
-        print(
-            "  drift in the newest campaign (#%d): %s\n"
-            % (
-                len(campaigns),
-                trend.newest(found, len(campaigns))
-                or ("none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"),
-            )
-        )
+        none = "none" if len(campaigns) > 1 else "nothing to compare yet (one campaign)"
+        drift = trend.newest(found, len(campaigns)) or none
+        print("  drift in the newest campaign (#%d): %s\n" % (len(campaigns), drift))
     rule = "tolerance %.0f%%, alpha %.2g" % (tolerance * 100, alpha)
     if html:
         from tunedmpi.acceptance import dashboard

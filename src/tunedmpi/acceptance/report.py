@@ -165,19 +165,22 @@ def undecided_rows(results):
             resid += [(x - mean) ** 2 for x in logs]
         dof = len(b["baseline_band"]) + len(b["tuned_band"]) - 2
         sd = math.sqrt(sum(resid) / dof) if dof > 0 else None
-        need = None if sd is None else power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
-        out.append(
-            "| %s | %s | %d+%d | %s | %s |"
-            % (
-                b["benchmark"],
-                b["band"],
-                len(b["baseline_band"]),
-                len(b["tuned_band"]),
-                "-" if sd is None else "%.3f" % sd,
-                "-" if sd is None else need or ">1000",
-            )
-        )
+        runs = "%d+%d" % (len(b["baseline_band"]), len(b["tuned_band"]))
+        cells = ["-", "-"]
+        if sd is not None:
+            need = power.reps_needed(sd, 1 + tol, alpha, tests, limit=1000)
+            cells = ["%.3f" % sd, need or ">1000"]
+        out.append(md_row([b["benchmark"], b["band"], runs] + cells))
     return out + [""]
+
+
+def md_row(cells):
+    """One row of a markdown table."""
+    return "| %s |" % " | ".join(map(str, cells))
+
+
+def _gain(b):
+    return "-" if b["gain"] is None else "%.3fx" % b["gain"]
 
 
 def _fmt(v, digits=2):
@@ -210,10 +213,9 @@ def verdict_table(results):
             if b["sizes"]
             else "all runs"
         )
-        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
+        verdict = "**%s**" % b["verdict"]
         rows.append(
-            "| %s | %s | %s | %s | %s | **%s** | %s |"
-            % (b["benchmark"], b["band"], sizes, gain, _p(b), b["verdict"], b["reason"])
+            md_row([b["benchmark"], b["band"], sizes, _gain(b), _p(b), verdict, b["reason"]])
         )
     return "\n".join(rows)
 
@@ -367,19 +369,8 @@ def markdown(results):
         ]
         for r in failed:
             first = (r["problems"] or [""])[0].replace("|", "/")[:120]
-            out.append(
-                "| %s | %s | %d | %d | %s | %s | %s | %s |"
-                % (
-                    r["run"],
-                    r["role"],
-                    r["rep"],
-                    r["attempt"],
-                    r["status"],
-                    r["exit_code"],
-                    first,
-                    r["log"],
-                )
-            )
+            cells = [r[k] for k in ("run", "role", "rep", "attempt", "status", "exit_code")]
+            out.append(md_row(cells + [first, r["log"]]))
         out.append("")
     out += ["## Figures per message size", ""]
     for bench, data in results["per_size"].items():
@@ -436,26 +427,20 @@ def host_state(results):
         "| module | %s | not known |" % " | ".join(STATES),
         "|---|" + "---:|" * (len(STATES) + 1),
     ]
-    for role in ("baseline", "tuned"):
+    for role in ROLES:
         counts = host.get("runs", {}).get(role, {})
-        out.append(
-            "| %s | %s | %d |"
-            % (role, " | ".join(str(counts.get(s, 0)) for s in STATES), counts.get("None", 0))
-        )
+        out.append(md_row([role] + [counts.get(s, 0) for s in STATES] + [counts.get("None", 0)]))
     rows = []
     for b in results["bands"]:
         data = results["per_size"].get(b["benchmark"], {})
         if not b["sizes"] or not data.get("metric") or "host_states" not in data:
             continue
-        held = (
-            "yes"
-            if b.get("host_strata")
-            else "by pairs (crossover test)"
-            if b.get("pairs")
-            else "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
-        )
-        gain = "-" if b["gain"] is None else "%.3fx" % b["gain"]
-        rows.append(([b["benchmark"], b["band"], gain] + _state_cells(b, data), held))
+        held = "no: %s" % (data.get("host_note") or "no state has 2 runs of each module")
+        if b.get("pairs"):
+            held = "by pairs (crossover test)"
+        if b.get("host_strata"):
+            held = "yes"
+        rows.append(([b["benchmark"], b["band"], _gain(b)] + _state_cells(b, data), held))
     # the "held equal" column only when the bands differ in it; else said once
     same = len({held for _, held in rows}) <= 1
     out += [
@@ -468,7 +453,7 @@ def host_state(results):
         "|---|---|---:|" + "---:|" * len(STATES) + ("" if same else "---|"),
     ]
     for cells, held in rows:
-        out.append("| %s |" % " | ".join(cells + ([] if same else [held])))
+        out.append(md_row(cells + ([] if same else [held])))
     return out + [""]
 
 
@@ -478,7 +463,7 @@ def _state_cells(b, data):
     for state in STATES:
         pick = {
             role: [p for p, label in zip(data[role], data["host_states"][role]) if label == state]
-            for role in ("baseline", "tuned")
+            for role in ROLES
         }
         rel = (
             stats.relative_times(pick["baseline"], pick["tuned"], data["metric"])
@@ -502,21 +487,11 @@ def module_variables(results):
     if not seen:
         return []
     out = ["## Variables the modules set", ""]
-    for role in ("baseline", "tuned"):
-        env = seen.get(role, {})
-        out.append(
-            "- **%s** (`%s`): %s"
-            % (
-                role,
-                results["modules"][role],
-                ", ".join(
-                    "`%s=%s`" % kv
-                    for kv in sorted(env.items())
-                    if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN"))
-                )
-                or "nothing",
-            )
-        )
+    for role in ROLES:
+        env = sorted(seen.get(role, {}).items())
+        shown = [kv for kv in env if not kv[0].startswith(("TUNEDMPI_NODES", "TUNEDMPI_PPN"))]
+        sets = ", ".join("`%s=%s`" % kv for kv in shown) or "nothing"
+        out.append("- **%s** (`%s`): %s" % (role, results["modules"][role], sets))
     tuning = {
         role: {k: v for k, v in env.items() if not k.startswith("TUNEDMPI_")}
         for role, env in seen.items()
@@ -577,17 +552,8 @@ def mark_bands(ax, marks):
         ax.axvspan(left, right, color=colour, alpha=0.15, lw=0)
         for edge in (left, right):
             ax.axvline(edge, color="black", ls="--", lw=0.6, alpha=0.6)
-        ax.text(
-            math.sqrt(left * right),
-            0.98,
-            label,
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="top",
-            fontsize=7,
-            color=colour,
-            fontweight="bold",
-        )
+        style = dict(ha="center", va="top", fontsize=7, color=colour, fontweight="bold")
+        ax.text(math.sqrt(left * right), 0.98, label, transform=ax.get_xaxis_transform(), **style)
 
 
 def write_plots(outdir, results):
@@ -604,38 +570,25 @@ def write_plots(outdir, results):
         fig, ax = plt.subplots(figsize=FIGSIZE)
         for role, colour in (("baseline", "tab:gray"), ("tuned", "tab:blue")):
             reps = data[role]
-            if not reps:
-                continue
             per_size = {s: v for s, v in figures(reps).items() if s > 0}  # log axes: no size 0
             if not per_size:
                 continue
             sizes = sorted(per_size)
-            fig_v = [per_size[s] for s in sizes]
+            label = "%s (%s, n=%d)" % (role, results["modules"][role], len(reps))
             ax.plot(
-                sizes,
-                fig_v,
-                marker="o",
-                ms=3,
-                color=colour,
-                label="%s (%s, n=%d)" % (role, results["modules"][role], len(reps)),
+                sizes, [per_size[s] for s in sizes], marker="o", ms=3, color=colour, label=label
             )
-            ax.fill_between(
-                sizes,
-                [min(r[s] for r in reps) for s in sizes],
-                [max(r[s] for r in reps) for s in sizes],
-                color=colour,
-                alpha=0.2,
-            )
+            low = [min(r[s] for r in reps) for s in sizes]
+            high = [max(r[s] for r in reps) for s in sizes]
+            ax.fill_between(sizes, low, high, color=colour, alpha=0.2)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         mark_bands(ax, band_marks(results, bench))
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(UNIT[data["metric"]])
         label = " [probe]" if data.get("suite") == "probe" else ""
-        ax.set_title(
-            "%s%s: %d x %d"
-            % (bench, label, results["geometry"]["nodes"], results["geometry"]["ppn"])
-        )
+        geo = results["geometry"]
+        ax.set_title("%s%s: %d x %d" % (bench, label, geo["nodes"], geo["ppn"]))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -645,43 +598,35 @@ def write_plots(outdir, results):
     return plots
 
 
+def _testcase(classname, name, kind, text):
+    """A junit test case: a `failure` or `skipped` with `text` its message, else (kind None) a
+    passed case with `text` its output."""
+    body = "<system-out>%s</system-out>" % escape(text)
+    if kind:
+        body = "<%s message=%s/>" % (kind, quoteattr(text))
+    case = '  <testcase classname=%s name=%s time="0">%s</testcase>'
+    return case % (quoteattr(classname), quoteattr(name), body)
+
+
 def junit(results):
     """One test case per benchmark x band (lose = failure, no-data = skipped, win/tie = pass), then
     one for the module's verdict: FAIL and NO-GAIN a failure, INCONCLUSIVE (and no verdict) a
     skipped case, each with its reason; PASS passes."""
     cases = []
     for b in results["bands"]:
-        body = ""
-        if b["verdict"] == "lose":
-            body = "<failure message=%s/>" % quoteattr(b["reason"])
-        elif b["verdict"] == "no-data":
-            body = "<skipped message=%s/>" % quoteattr(b["reason"])
-        else:
-            body = "<system-out>%s</system-out>" % escape("%s: %s" % (b["verdict"], b["reason"]))
-        cases.append(
-            '  <testcase classname=%s name=%s time="0">%s</testcase>'
-            % (quoteattr("validate.%s" % b["benchmark"]), quoteattr(b["band"]), body)
-        )
+        kind = {"lose": "failure", "no-data": "skipped"}.get(b["verdict"])
+        text = b["reason"] if kind else "%s: %s" % (b["verdict"], b["reason"])
+        cases.append(_testcase("validate.%s" % b["benchmark"], b["band"], kind, text))
     verdict = results["verdict"]
     why = "%s: %s" % (tally(results), MEANS.get(verdict, "no verdict"))
-    module = (
-        "<system-out>%s</system-out>" % escape(why)
-        if verdict == stats.PASS
-        else "<failure message=%s/>" % quoteattr(why)
-        if verdict in (stats.FAIL, stats.NO_GAIN)
-        else "<skipped message=%s/>" % quoteattr(why)
-    )
-    cases.append(
-        '  <testcase classname="validate" name=%s time="0">%s</testcase>'
-        % (quoteattr("module verdict"), module)
-    )
+    kind = None if verdict == stats.PASS else "skipped"
+    if verdict in (stats.FAIL, stats.NO_GAIN):
+        kind = "failure"
+    cases.append(_testcase("validate", "module verdict", kind, why))
     fails = sum(1 for c in cases if "<failure " in c)
     skips = sum(1 for c in cases if "<skipped " in c)
-    name = "validate %s %s vs %s" % (
-        results["site"],
-        results["modules"]["tuned"],
-        results["modules"]["baseline"],
-    )
+    modules = results["modules"]
+    name = "validate %s %s vs %s" % (results["site"], modules["tuned"], modules["baseline"])
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<testsuite name=%s tests="%d" failures="%d" skipped="%d" errors="0" time="%.1f">\n%s\n</testsuite>\n'

@@ -46,12 +46,10 @@ SERIES_FIELDS = (("metric", str), ("suite", str), ("points", dict))
 def looks_of(res):
     """A campaign's looks as its results.json records them ({"first", "final", "extended",
     "order"}): results from before the two looks had one look at all their repetitions."""
-    return res.get("design") or {
-        "first": res["repetitions"],
-        "final": res["repetitions"],
-        "extended": [],
-        "order": "as recorded",
-    }
+    if res.get("design"):
+        return res["design"]
+    n = res["repetitions"]
+    return {"first": n, "final": n, "extended": [], "order": "as recorded"}
 
 
 def design_from(looks, path="results.json"):
@@ -85,6 +83,14 @@ def check_runs(doc, path, mappings=()):
         if not ok:
             raise InputError(path, None, key, problem, FIX)
 
+    def need_fields(obj, table, where):
+        for key, kind in table:
+            need(
+                isinstance(obj.get(key), kind),
+                where + "." + key,
+                "missing or not a " + kind.__name__,
+            )
+
     need(isinstance(doc, dict), None, "not a JSON object")
     runs, modules = doc.get("runs"), doc.get("modules")
     need(isinstance(runs, list), "runs", "runs must be a list")
@@ -97,22 +103,12 @@ def check_runs(doc, path, mappings=()):
     )
     for i, r in enumerate(runs):
         need(isinstance(r, dict), "runs[%d]" % i, "a run must be a mapping")
-        for key, kind in RUN_FIELDS:
-            need(
-                isinstance(r.get(key), kind),
-                "runs[%d].%s" % (i, key),
-                "missing or not a %s" % kind.__name__,
-            )
+        need_fields(r, RUN_FIELDS, "runs[%d]" % i)
         need(r["role"] in ROLES, "runs[%d].role" % i, "role must be baseline or tuned")
         for bench, series in r["series"].items():
             where = "runs[%d].series.%s" % (i, bench)
             need(isinstance(series, dict), where, "not a result series")
-            for key, kind in SERIES_FIELDS:
-                need(
-                    isinstance(series.get(key), kind),
-                    where + "." + key,
-                    "missing or not a %s" % kind.__name__,
-                )
+            need_fields(series, SERIES_FIELDS, where)
 
 
 @dataclass
@@ -233,9 +229,8 @@ class Results:
 
 def _known(cls, doc):
     names = {f.name for f in fields(cls)}
-    return {k: v for k, v in doc.items() if k in names}, {
-        k: v for k, v in doc.items() if k not in names
-    }
+    known = {k: v for k, v in doc.items() if k in names}
+    return known, {k: v for k, v in doc.items() if k not in names}
 
 
 def load_doc(directory, fix="give the --out directory of a finished validate/run.sh"):
@@ -258,15 +253,10 @@ def read(path):
     path = Path(path)
     doc = json.loads(read_text(path))
     check_runs(doc, path, ("per_size",))
-    runs = [
-        RunRecord(
-            **_known(
-                RunRecord,
-                dict(r, series=store.checked_series(r["series"], path, "runs[%d].series" % i, FIX)),
-            )[0]
-        )
-        for i, r in enumerate(doc["runs"])
-    ]
+    runs = []
+    for i, r in enumerate(doc["runs"]):
+        series = store.checked_series(r["series"], path, "runs[%d].series" % i, FIX)
+        runs.append(RunRecord(**_known(RunRecord, dict(r, series=series))[0]))
     bands = [stats.BandResult(**_known(stats.BandResult, b)[0]) for b in doc.get("bands", [])]
     known, extra = _known(Results, dict(doc, runs=runs, bands=bands))
     known.setdefault("verdict", None)

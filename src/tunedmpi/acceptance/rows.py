@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tunedmpi import paths
-from tunedmpi.acceptance import report, validate, validate_cli
+from tunedmpi.acceptance import report, trend, validate, validate_cli
 from tunedmpi.argtypes import argv_without
 from tunedmpi.bench.runner import CannotRun
 from tunedmpi.files import read_bytes, read_text, write_atomic
@@ -247,25 +247,19 @@ def markdown(doc, heatmap):
         "|---|---|---|---|",
     ]
     for r in doc["rows"]:
-        out.append(
-            "| %s | **%s** (%d) | %s | %s |"
-            % (
-                r["row"],
-                r["verdict"],
-                r["exit_code"],
-                (r.get("tally") or r.get("reason", "").replace("|", "/"))
-                + (" (**host too noisy**)" if (r.get("noise") or {}).get("too_noisy") else ""),
-                "[report.md](%s/report.md)" % r["dir"] if r.get("dir") else "-",
-            )
-        )
+        verdict = "**%s** (%d)" % (r["verdict"], r["exit_code"])
+        tally = r.get("tally") or r.get("reason", "").replace("|", "/")
+        if (r.get("noise") or {}).get("too_noisy"):
+            tally += " (**host too noisy**)"
+        link = "[report.md](%s/report.md)" % r["dir"] if r.get("dir") else "-"
+        out.append(report.md_row([r["row"], verdict, tally, link]))
     out += ["", "## Rows x bands: gain (tuned vs baseline) and verdict", ""]
     out += ["| row | %s |" % " | ".join("%s %s" % c for c in cols), "|---|" + "---|" * len(cols)]
     for r in doc["rows"]:
-        cells = []
-        for gain, word in (cell(r, c) for c in cols):
-            cells.append(
-                "-" if not word else "%s %s" % ("-" if gain is None else "%.2fx" % gain, word)
-            )
+        cells = [
+            "%s %s" % (trend.gain(gain), word) if word else "-"
+            for gain, word in (cell(r, c) for c in cols)
+        ]
         out.append("| %s | %s |" % (r["row"], " | ".join(cells)))
     if heatmap:
         out += ["", "![rows x bands](%s)" % heatmap]

@@ -8,16 +8,7 @@ from tunedmpi import stats
 
 
 def describe(series):
-    site, tuned, baseline, nodes, ppn, set_name, suite = series
-    return "%s: %s vs %s, %d x %d, %s set, %s" % (
-        site,
-        tuned,
-        baseline,
-        nodes,
-        ppn,
-        set_name,
-        suite,
-    )
+    return "%s: %s vs %s, %d x %d, %s set, %s" % series
 
 
 def slug(series):
@@ -42,6 +33,15 @@ def band_keys(campaigns):
         if k[1] != "reliability"
         or any(c.bands.get(k) and c.bands[k].verdict != "tie" for c in campaigns)
     ]
+
+
+def band_rows(campaigns, found):
+    """Each row of a series: its key, its band in each campaign (None: not measured), the
+    campaigns it drifted in and its drifts in words."""
+    flags = by_band(found)
+    for key in band_keys(campaigns):
+        drifts = flags.get(key, [])
+        yield key, [c.bands.get(key) for c in campaigns], {d.index for d in drifts}, why(drifts)
 
 
 def by_band(found):

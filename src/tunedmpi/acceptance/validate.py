@@ -9,6 +9,7 @@ module set, its output, exit code and wall time go to a log of their own. Result
 directory that is never reused (report.py).
 """
 
+import contextlib
 import datetime
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import List, Optional
 
 from tunedmpi import paths, stats
 from tunedmpi.acceptance import report, results
-from tunedmpi.acceptance.results import RunRecord
+from tunedmpi.acceptance.results import ROLES, RunRecord
 from tunedmpi.bench import build, suites
 from tunedmpi.bench.runner import CannotRun, Runner, progress
 from tunedmpi.errors import one_line
@@ -95,33 +96,17 @@ def run_once(runner, binaries, run, role, module, rep, logdir):
     def log_for(attempt):
         return logdir / ("rep%d_%s_%s_try%d.log" % (rep, run.name, role, attempt))
 
-    def title_for(attempt):
-        return "tunedmpi validate run: %s, %s module %s, repetition %d, attempt %d" % (
-            run.name,
-            role,
-            module,
-            rep,
-            attempt,
-        )
+    what = "tunedmpi validate run: %s, %s module %s, repetition %d" % (run.name, role, module, rep)
 
-    return [
-        RunRecord(
-            run.name,
-            role,
-            module,
-            rep,
-            attempt,
-            m["status"],
-            m["exit_code"],
-            m["wall_s"],
-            str(log_for(attempt).relative_to(logdir.parent)),
-            m["problems"],
-            m["series"],
-            m["env"],
-            m["host"],
-        )
-        for attempt, m in runner.attempts(binaries, run, module, {}, log_for, title_for)
-    ]
+    def title_for(attempt):
+        return "%s, attempt %d" % (what, attempt)
+
+    def record(attempt, m):
+        log = str(log_for(attempt).relative_to(logdir.parent))
+        kept = {k: m[k] for k in ("status", "exit_code", "wall_s", "problems", "series", "env")}
+        return RunRecord(run.name, role, module, rep, attempt, log=log, host=m["host"], **kept)
+
+    return [record(*a) for a in runner.attempts(binaries, run, module, {}, log_for, title_for)]
 
 
 def new_results_dir(out, site, where="--site"):
@@ -132,9 +117,8 @@ def new_results_dir(out, site, where="--site"):
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for n in range(1000):
-        path = paths.inside(
-            base, base / ("%s-%s%s" % (site, stamp, "" if n == 0 else "-%d" % n)), where, "site"
-        )
+        name = "%s-%s%s" % (site, stamp, "-%d" % n if n else "")
+        path = paths.inside(base, base / name, where, "site")
         try:
             path.mkdir()
             return path
@@ -184,20 +168,20 @@ def incomplete(directory):
     return status
 
 
-class signals_interrupt:
+@contextlib.contextmanager
+def signals_interrupt():
     """While in the block, SIGTERM and SIGHUP raise Interrupted (SIGINT raises KeyboardInterrupt):
     validate then marks its directory and exits 2 instead of dying without a word."""
 
-    def __enter__(self):
-        def handler(signum, frame):
-            raise Interrupted(signal.Signals(signum).name)
+    def handler(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
 
-        self.old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self.old.items():
-            signal.signal(sig, old)
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 def guarded(outdir, work):
@@ -268,40 +252,21 @@ def side_record(runner, module, binaries, runs):
 
 def _announce(opts, design, sides, notes, outdir):
     """The campaign's first lines on stderr: modules, geometry, set, looks, benchmarks, notes."""
-    binaries = sides["tuned"]
-    sys.stderr.write(
-        "validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions%s, %s; results in %s\n"
-        % (
-            opts.tuned,
-            opts.baseline,
-            opts.nodes,
-            opts.ppn,
-            opts.set_name,
-            opts.repetitions,
-            " (+ up to %d for undecided bands%s)"
-            % (
-                design.final - design.first,
-                ", looks at %s, budget %s"
-                % (
-                    "/".join(map(str, design.sizes())),
-                    "%gs" % opts.budget_s if opts.budget_s else "none",
-                )
-                if design.schedule
-                else "",
-            )
-            if design.final > design.first
-            else "",
-            "benchmarks: "
-            + (
-                binaries.suite
-                if sides["baseline"] is binaries
-                else ", ".join(
-                    "%s %s (%s)" % (role, sides[role].suite, sides[role].mpi["name"])
-                    for role in ("baseline", "tuned")
-                )
-            ),
-            outdir,
+    more = looks = ""
+    if design.schedule:
+        budget = "%gs" % opts.budget_s if opts.budget_s else "none"
+        looks = ", looks at %s, budget %s" % ("/".join(map(str, design.sizes())), budget)
+    if design.final > design.first:
+        more = " (+ up to %d for undecided bands%s)" % (design.final - design.first, looks)
+    benchmarks = sides["tuned"].suite
+    if sides["baseline"] is not sides["tuned"]:
+        benchmarks = ", ".join(
+            "%s %s (%s)" % (r, sides[r].suite, sides[r].mpi["name"]) for r in ROLES
         )
+    what = (opts.tuned, opts.baseline, opts.nodes, opts.ppn, opts.set_name, opts.repetitions)
+    sys.stderr.write(
+        "validate: %s vs %s, %d node(s) x %d ppn, %s set, %d repetitions" % what
+        + "%s, benchmarks: %s; results in %s\n" % (more, benchmarks, outdir)
     )
     for note in notes:
         sys.stderr.write("validate: %s\n" % note)
@@ -315,7 +280,6 @@ def _campaign(opts, runner, sides, notes, outdir):
     plans = {role: suites.plan(b, opts.set_name, runner.np, opts.only) for role, b in sides.items()}
     runs = plans["tuned"]
     run_of = {role: {r.name: r for r in plan} for role, plan in plans.items()}
-    binaries = sides["tuned"]
     # which hosts the ranks land on under each module (the tuned one may set the placement)
     placement = {
         role: runner.placement(module, sides[role].modules, sides[role].flavour)
@@ -337,21 +301,10 @@ def _campaign(opts, runner, sides, notes, outdir):
                     )
                     records.extend(tries)
                     done += 1
-                    progress(
-                        done,
-                        total,
-                        started,
-                        "rep %d/%d %-15s %-8s %s (%.1fs%s)"
-                        % (
-                            rep,
-                            last,
-                            run.name,
-                            role,
-                            tries[-1].status,
-                            tries[-1].wall_s,
-                            ", %d attempts" % len(tries) if len(tries) > 1 else "",
-                        ),
-                    )
+                    what = "rep %d/%d %-15s %-8s" % (rep, last, run.name, role)
+                    more = ", %d attempts" % len(tries) if len(tries) > 1 else ""
+                    what += " %s (%.1fs%s)" % (tries[-1].status, tries[-1].wall_s, more)
+                    progress(done, total, started, what)
 
     measure_reps(runs, 1, design.first)
     extended = []
@@ -374,15 +327,11 @@ def _campaign(opts, runner, sides, notes, outdir):
             )
             sys.stderr.write("validate: %s; judged at look %d\n" % (stopped[-1], look - 1))
             return []
+        benches = "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items()))
+        names = ", ".join(r.name for r in todo)
         sys.stderr.write(
             "validate: undecided after %d repetitions: %s; measuring repetitions %d-%d of %s\n"
-            % (
-                done,
-                "; ".join("%s %s" % (b, ", ".join(v)) for b, v in sorted(undecided.items())),
-                done + 1,
-                upto,
-                ", ".join(r.name for r in todo),
-            )
+            % (done, benches, done + 1, upto, names)
         )
         measure_reps(todo, done + 1, upto)
         extended.extend(run for run in todo if run not in extended)
@@ -390,13 +339,16 @@ def _campaign(opts, runner, sides, notes, outdir):
         return [bench for run in todo for bench in run.expect]
 
     judged = analyse(opts, runs, records, design, extend)
+    side_of = {
+        role: side_record(runner, module_of[role], sides[role], plans[role]) for role in ROLES
+    }
     judged = replace(
         judged,
         started=t0.isoformat(timespec="seconds"),
         finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         elapsed_s=round(time.monotonic() - started, 1),
         site=opts.site,
-        modules={"baseline": opts.baseline, "tuned": opts.tuned},
+        modules=module_of,
         table_revision=revisions.module_revision(sites.load_named(opts.site), opts.tuned)[1],
         build=build.identity(runner, opts.tuned),
         geometry={
@@ -412,15 +364,12 @@ def _campaign(opts, runner, sides, notes, outdir):
         timeout_s=opts.timeout,
         tolerance=opts.tolerance,
         alpha=opts.alpha,
-        suite=binaries.suite,
+        suite=sides["tuned"].suite,
         design=_design_record(design, extended, looks, stopped, opts.budget_s),
         # the tuned module's (both modules' when they are one MPI); each side's in `sides`
-        binaries={k: v for k, v in asdict(binaries).items() if k not in ("suite", "mpi")},
-        commands={r.name: " ".join(runner.mpirun_line(r, binaries.flavour)) for r in runs},
-        sides={
-            role: side_record(runner, module_of[role], sides[role], plans[role])
-            for role in ("baseline", "tuned")
-        },
+        binaries=side_of["tuned"]["binaries"],
+        commands=side_of["tuned"]["commands"],
+        sides=side_of,
         same_mpi=sides["baseline"] is sides["tuned"],
         suite_notes=notes,
         osu_options={"window": suites.WINDOW, "sync": suites.SYNC},
@@ -483,13 +432,8 @@ def reanalyse(source, out):
         )
     # the source's plan, in the order suites.plan made it (results.json keeps its keys sorted)
     runs = [suites.Run(name, "", b, (), None) for name, b in suites.programs(sorted(res.per_size))]
-    opts = Options(
-        site=res.site,
-        tuned=res.modules["tuned"],
-        baseline=res.modules["baseline"],
-        tolerance=res.tolerance,
-        alpha=res.alpha,
-    )
+    tuned, baseline = res.modules["tuned"], res.modules["baseline"]
+    opts = Options(res.site, tuned, baseline, tolerance=res.tolerance, alpha=res.alpha)
     looks = results.looks_of(res.to_json())
     design = results.design_from(looks, src / "results.json")
     # what each later look measured: a budget design records it per look, two looks as "extended"
@@ -515,9 +459,6 @@ def reanalyse(source, out):
         return report.write_all(outdir, rejudged), outdir
 
     return guarded(outdir, write)
-
-
-ROLES = ("baseline", "tuned")
 
 
 def attempts(records, upto=None):
@@ -565,22 +506,13 @@ def analyse(opts, runs, records, design=None, extend=None):
         pts = {role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()}
         pairs = None
         if paired:
-            pairs = stats.pairs_of(
-                [r.rep for r in used["baseline"]],
-                [r.rep for r in used["tuned"]],
-                lambda rep: first[(run_of[bench], rep)] == "baseline",
-            )
+            keys = [[r.rep for r in used[role]] for role in ROLES]
+            pairs = stats.pairs_of(*keys, lambda rep: first[(run_of[bench], rep)] == "baseline")
         out = []
         if series:
+            when = dict(design=design, previous=previous, pairs=pairs, look=look)
             out = stats.test_bands(
-                bench,
-                series[0]["metric"],
-                pts["baseline"],
-                pts["tuned"],
-                design=design,
-                previous=previous,
-                pairs=pairs,
-                look=look,
+                bench, series[0]["metric"], pts["baseline"], pts["tuned"], **when
             )
         failed = {role: sum(1 for r in recs if r.status != "ok") for role, recs in reps.items()}
         counts = [n for role in ROLES for n in (failed[role], len(reps[role]))]
@@ -599,8 +531,7 @@ def analyse(opts, runs, records, design=None, extend=None):
         per_size[bench] = {
             "metric": series[0]["metric"] if series else None,
             "suite": series[0]["suite"] if series else None,
-            "baseline": [r.series[bench]["points"] for r in used["baseline"]],
-            "tuned": [r.series[bench]["points"] for r in used["tuned"]],
+            **{role: [r.series[bench]["points"] for r in recs] for role, recs in used.items()},
             "host_states": {
                 role: [state[(r.run, r.role, r.rep)] for r in recs] for role, recs in used.items()
             },

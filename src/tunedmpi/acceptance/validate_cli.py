@@ -36,14 +36,10 @@ def one(args):
         with machine.measuring(args.wait):  # one measurement per machine
             results, outdir = validate.campaign(options_from_args(args))
     print(report.verdict_table(results))
+    modules = results["modules"]
     print(
         "\nverdict: %s  (%s vs %s; report: %s)"
-        % (
-            results["verdict"],
-            results["modules"]["tuned"],
-            results["modules"]["baseline"],
-            outdir / "report.md",
-        )
+        % (results["verdict"], modules["tuned"], modules["baseline"], outdir / "report.md")
     )
     return results["exit_code"]
 
@@ -159,9 +155,8 @@ def options_from_args(args):
     require_local_mpi(site)
     tuned = args.module or "%s/%s" % (site.tuned_module, site.mpi_version)
     baseline = args.baseline or "%s/%s" % (site.baseline_module, site.mpi_version)
-    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)] + list(
-        args.modulepath or []
-    )
+    modulepaths = [str(paths.project_root() / "modulefiles" / site.name)]
+    modulepaths += args.modulepath or []
     only = [b.strip() for b in args.benchmarks.split(",") if b.strip()] if args.benchmarks else None
     known = set(BENCHMARKS)
     if only and not set(only) <= known:
@@ -172,16 +167,11 @@ def options_from_args(args):
     set_name = "full" if args.full else "short" if args.short else "quick"
     repetitions = args.repetitions or POLICY.first_look[set_name]
     if repetitions < POLICY.min_pairs:
+        least, default = POLICY.min_pairs, POLICY.first_look[set_name]
         raise CannotRun(
             "--repetitions %d: the verdict needs at least %d runs per module (the seed figure drops "
             "the largest and the smallest run); use --repetitions %d or more (default %d for --%s)"
-            % (
-                repetitions,
-                POLICY.min_pairs,
-                POLICY.min_pairs,
-                POLICY.first_look[set_name],
-                set_name,
-            )
+            % (repetitions, least, least, default, set_name)
         )
     if (args.budget or args.max_pairs) and args.no_extend:
         raise CannotRun("--budget/--max-pairs measure more pairs; --no-extend forbids it: drop one")
@@ -228,35 +218,21 @@ def submit(args):
     run_sh = paths.project_root() / "validate" / "run.sh"
     # The job records the validation's own exit code: sbatch --wait says 0 for a job cancelled
     # before it started and 1 for one killed or out of time, which would read as PASS or FAIL.
+    command = [str(run_sh)] + cleaned + ["--out", str(out)]
     job = [
         "#!/bin/bash",
         "# written by tunedmpi validate --submit",
-        "%s %s --out %s"
-        % (
-            shlex.quote(str(run_sh)),
-            " ".join(shlex.quote(a) for a in cleaned),
-            shlex.quote(str(out)),
-        ),
+        " ".join(shlex.quote(a) for a in command),
         "code=$?",
         'echo "$code" > %s/.exit-"$SLURM_JOB_ID"' % shlex.quote(str(out)),
         'exit "$code"',
     ]
     script = out / (".submit-%d.sh" % os.getpid())
     write_atomic(script, "\n".join(job) + "\n")
-    cmd = [
-        "sbatch",
-        "--wait",
-        "--parsable",
-        "--job-name",
-        "tunedmpi-validate",
-        "--nodes",
-        str(nodes),
-        "--ntasks-per-node",
-        str(ppn),
-        "--output",
-        str(out / "slurm-%j.out"),
-    ]
-    cmd += shlex.split(args.sbatch_args or "") + [str(script)]
+    cmd = ["sbatch", "--wait", "--parsable", "--job-name", "tunedmpi-validate"]
+    cmd += ["--nodes", str(nodes), "--ntasks-per-node", str(ppn)]
+    cmd += ["--output", str(out / "slurm-%j.out")] + shlex.split(args.sbatch_args or "")
+    cmd += [str(script)]
     sys.stderr.write("validate: submitting: %s\n" % " ".join(shlex.quote(c) for c in cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     script.unlink()
@@ -281,15 +257,11 @@ def submit(args):
         % (job_id, proc.returncode, "none" if code is None else code)
     )
     if code not in set(validate.EXIT_CODES.values()) | {validate.EXIT_CANNOT}:
+        why = "no exit code recorded: cancelled, out of time or killed"
+        if code is not None:
+            why = "validation exited %d" % code
         raise CannotRun(
             "job %s ended without a verdict (%s); see `scontrol show job %s` and %s"
-            % (
-                job_id,
-                "no exit code recorded: cancelled, out of time or killed"
-                if code is None
-                else "validation exited %d" % code,
-                job_id,
-                log,
-            )
+            % (job_id, why, job_id, log)
         )
     return code
