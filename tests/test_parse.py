@@ -148,11 +148,13 @@ def test_imb_msglog_0_20_gives_22_rows():
     parsed = parse("imb-mpi1_oci-flags_mem2.3G_ucx_rndv32kb.txt")
     assert [s.benchmark for s in parsed.series] == ["alltoall", "allgather", "allreduce"]
     alltoall = one(parsed, "alltoall")
-    assert alltoall.sizes == (0,) + tuple(2**i for i in range(21))  # 0, 1, 2, ..., 1048576
+    assert tuple(size for size, _ in alltoall.points) == (0,) + tuple(
+        2**i for i in range(21)
+    )  # 0, 1, 2, ..., 1048576
     assert alltoall.points[0] == (0, 0.04) and alltoall.points[-1] == (1048576, 2925.67)
     assert one(parsed, "allgather").points[-1] == (1048576, 951.99)
     allreduce = one(parsed, "allreduce")  # MPI_FLOAT reductions start at 4 bytes
-    assert allreduce.sizes == (0,) + tuple(2**i for i in range(2, 21))
+    assert tuple(size for size, _ in allreduce.points) == (0,) + tuple(2**i for i in range(2, 21))
     assert allreduce.points[-1] == (1048576, 575.22)
     assert parsed.problems == []  # "[vm:19733] SET UCX_RNDV_THRESH=32kb" is not a problem
 

@@ -50,14 +50,6 @@ class Series:
     options: dict = field(default_factory=dict, hash=False)
     columns: dict = field(default_factory=dict, hash=False)
 
-    @property
-    def sizes(self):
-        return tuple(size for size, _ in self.points)
-
-    @property
-    def values(self):
-        return tuple(value for _, value in self.points)
-
 
 @dataclass
 class Parsed:
