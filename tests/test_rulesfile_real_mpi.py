@@ -224,7 +224,7 @@ def runs(program, tmp_path_factory):
         path = tmp / ("rules%d.txt" % k)
         text = rulesfile.render(file_rules(k), VERSION)
         path.write_text(text)
-        files.append((rulesfile.check(path, VERSION), text))
+        files.append((rulesfile.check(text, VERSION), text))
         res["file%d" % k] = fingerprints(program, tmp, rulesfile.environment(path), "file%d" % k)[0]
     # The first file with its last collective's first message size made 1: Open MPI drops it all.
     lines = files[0][1].splitlines(keepends=True)
@@ -379,7 +379,7 @@ def test_a_broken_file_is_ignored_silently_and_check_refuses_it(runs):
     assert any(fp["file0"][i] != fp["default"][i] for i in full)  # the good twin was obeyed
     assert not re.search(r"rule|tuned|dynamic", proc.stdout + proc.stderr, re.I)  # not a word
     with pytest.raises(InputError) as err:
-        rulesfile.check(Path(path), VERSION)
+        rulesfile.check(Path(path).read_text(), VERSION, name=str(path))
     assert err.value.path == str(path) and err.value.line == line
     assert "first message size is 1, not 0" in err.value.problem
 

@@ -61,13 +61,11 @@ The 5.0.0 - 5.0.10 sources have the same COLLTYPE enum, algorithm tables and mes
 (compared tag by tag); only the version line is new in 5.0.7.
 """
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text
 from tunedmpi.tables.knobs import KnobError, version_tuple
 from tunedmpi.tables.units import SizeError, format_human, parse_size
 
@@ -429,17 +427,6 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     last: the previous band's lo."""
     v = vinfo[0]
     key = "%s band %d" % (coll, i)
-    if isinstance(band, (tuple, list)):
-        band = Band(*band)
-    elif isinstance(band, dict):
-        band = Band(**band)
-    if not isinstance(band, Band):
-        raise _refused(
-            where,
-            key,
-            "%r is not a Band" % (band,),
-            "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
-        )
     try:
         lo = parse_size(band.lo)
     except SizeError as exc:
@@ -475,25 +462,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
             "%s has no algorithm %r in Open MPI %s" % (coll, band.algorithm, ".".join(map(str, v))),
             "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
         )
-    for name in ("segsize", "faninout"):
-        val = getattr(band, name)
-        if isinstance(val, bool) or not isinstance(val, int):
-            raise _refused(
-                where,
-                "%s %s" % (key, name),
-                "%s must be a whole number, not %r" % (name, val),
-                "give a number of %s" % ("bytes" if name == "segsize" else "children"),
-            )
-    mr = band.max_requests
-    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-        raise _refused(
-            where,
-            key + " max_requests",
-            "max_requests must be a whole number or None, not %r" % (mr,),
-            "give a number of requests, or None",
-        )
     crange = (rules.comm_size, rules.comm_size)
-    bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
+    bad = _rule_problem(coll, alg, band.segsize, band.faninout, band.max_requests, vinfo, crange)
     if bad:
         raise _refused(where, "%s %s" % (key, bad[0]), bad[1], bad[2])
     msg = message_size(coll, lo, rules.comm_size)
@@ -651,28 +621,6 @@ def environment(path):
 
 _NUMBER = re.compile(r"^(0|[1-9][0-9]*)\Z")
 _VERSION_LINE = re.compile(r"^rule-file-version-([0-9]+)[ \t]*(#.*)?\Z")
-
-
-def _text_of(source, name):
-    """(text, name) of check()'s source: the text itself, or the file a path names."""
-    if isinstance(source, os.PathLike):
-        name = name or str(source)
-        try:
-            text = read_text(source)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _refused(
-                name,
-                None,
-                "cannot read the rules file: %s" % exc,
-                "give a readable UTF-8 text file",
-            )
-    elif isinstance(source, str):
-        text, name = source, name or "<rules>"
-    else:
-        raise TypeError(
-            "check() takes the text (str) or a path (os.PathLike), not %r" % type(source)
-        )
-    return text, name
 
 
 def _version_line(raw, text, v, vtext, fail):
@@ -854,16 +802,14 @@ def _comm_entries(coll, heads, vinfo, fail):
     return entries
 
 
-def check(source, mpi_version, name=None):
-    """Parse a rules file strictly; return a RulesFile or raise InputError (file, line, key, fix).
-
-    ``source``: the text (str), or a path (os.PathLike) to read. Refuses anything Open MPI would
-    read differently from how it looks (hex/octal spellings, stray characters, counts that do not
-    match), that it would drop silently (first message size not 0, too many collectives, a
-    version line it does not know), that its look-up would never reach (unsorted or duplicate
-    sizes, unreachable entries) or that would fail at run time (unknown algorithm numbers,
-    two_proc beyond 2 ranks), and tuning fields the chosen algorithm ignores."""
-    text, name = _text_of(source, name)
+def check(text, mpi_version, name="<rules>"):
+    """Parse the text of the rules file ``name`` strictly; return a RulesFile or raise InputError
+    (file, line, key, fix). Refuses anything Open MPI would read differently from how it looks
+    (hex/octal spellings, stray characters, counts that do not match), that it would drop
+    silently (first message size not 0, too many collectives, a version line it does not know),
+    that its look-up would never reach (unsorted or duplicate sizes, unreachable entries) or that
+    would fail at run time (unknown algorithm numbers, two_proc beyond 2 ranks), and tuning
+    fields the chosen algorithm ignores."""
     vinfo = _version(mpi_version)
     v, algs, _ = vinfo
     vtext = ".".join(map(str, v))
