@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 LATENCY = "latency_us"  # lower is better
 BANDWIDTH = "bandwidth_MBps"  # higher is better
@@ -40,7 +39,6 @@ class Series:
     benchmark: str  # lower case: "allreduce", "unidir_put", "put_latency", ...
     metric: str  # LATENCY or BANDWIDTH
     points: tuple
-    nprocs: Optional[int] = None  # IMB prints it; OSU does not
 
 
 @dataclass
@@ -72,7 +70,6 @@ _NUM = re.compile(r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 _NONFINITE = re.compile(r"^[-+]?(inf|infinity|nan)\Z", re.I)
 _IMB_BENCH = re.compile(r"^#\s*Benchmarking\s+(\S+)")
-_IMB_NPROCS = re.compile(r"^#\s*#processes\s*=\s*([0-9]{1,9})")
 _IMB_HEADER = re.compile(r"^#(bytes|repetitions)\s")
 _IMB_LISTED = re.compile(r"^#\s+(\w+)\Z")
 _IMB_END = "All processes entering MPI_Finalize"
@@ -148,8 +145,8 @@ class _Problems:
 
 
 class _Table:
-    def __init__(self, benchmark, nprocs, cols):
-        self.benchmark, self.nprocs, self.cols = benchmark, nprocs, cols
+    def __init__(self, benchmark, cols):
+        self.benchmark, self.cols = benchmark, cols
         self.size_i = 0 if cols[0] in ("#bytes", "Size") else None  # IMB Barrier: no size column
         self.rows = []
         self.bad = []  # (line, column, token) of rows refused for an impossible number
@@ -212,7 +209,7 @@ class _Table:
             return None
         metric = BANDWIDTH if re.search(r"MB/s|Mbytes/sec", self.cols[vi], re.I) else LATENCY
         points = tuple((self.size(r), r[vi]) for r in rows)
-        return Series(suite, self.benchmark, metric, points, self.nprocs)
+        return Series(suite, self.benchmark, metric, points)
 
 
 def _osu_name(separator, title):
@@ -235,7 +232,7 @@ def _lines(text):
 def _scan(lines, fmt):
     """The single pass: tables, IMB's benchmark list, whether IMB finished, problems."""
     tables, listed, problems = [], [], _Problems()
-    bench, nprocs, table = None, None, None
+    bench = table = None
     probe = finished = listing = in_backtrace = False
     box = None
     for lineno, raw in enumerate(lines, 1):
@@ -268,11 +265,9 @@ def _scan(lines, fmt):
                     listed.append(m.group(1).lower())
                 listing = not line.startswith("#-") and not _IMB_BENCH.match(line)
             if m := _IMB_BENCH.match(line):
-                bench, nprocs, table = m.group(1).lower(), None, None
-            elif m := _IMB_NPROCS.match(line):
-                nprocs = int(m.group(1))
+                bench, table = m.group(1).lower(), None
             elif _IMB_HEADER.match(line) and bench:
-                table = _Table(bench, nprocs, line.split())
+                table = _Table(bench, line.split())
                 tables.append(table)
             elif "List of Benchmarks to run" in line:
                 listing = True
@@ -282,7 +277,7 @@ def _scan(lines, fmt):
             if m := _OSU_TITLE.match(line):
                 bench, table = _osu_name(*m.groups()), None
             elif _OSU_HEADER.match(line) and bench:
-                table = _Table(bench, None, re.split(r"\s{2,}", line.lstrip("#").strip()))
+                table = _Table(bench, re.split(r"\s{2,}", line.lstrip("#").strip()))
                 tables.append(table)
     if box:  # output cut inside a framed message
         problems.note(" ".join(box))
