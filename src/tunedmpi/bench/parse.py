@@ -2,12 +2,11 @@
 
 One line-by-line pass reads both formats (``fmt`` says which table markers it looks for):
 
-- IMB: ``# Benchmarking <Name>``, ``# #processes = N``, for IMB-RMA ``MODE: AGGREGATE`` or
-  ``NON-AGGREGATE``, then a ``#bytes #repetitions t_min[usec] ...`` header and rows (Barrier has no
-  ``#bytes`` column: size 0). The value kept is a time: ``t_avg[usec]`` (collectives), else
-  ``t_ovrl[usec]`` (IMB-NBC's overall time, IMB-RMA Truly_passive_put), else ``t[usec]`` (PingPong,
-  IMB-RMA put/get/accumulate); Mbytes/sec is bytes/time, so comparing times ranks runs the same
-  way.
+- IMB: ``# Benchmarking <Name>`` (a table per process count, per IMB-RMA mode), then a ``#bytes
+  #repetitions t_min[usec] ...`` header and rows (Barrier has no ``#bytes`` column: size 0). The
+  value kept is a time: ``t_avg[usec]`` (collectives), else ``t_ovrl[usec]`` (IMB-NBC's overall
+  time, IMB-RMA Truly_passive_put), else ``t[usec]`` (PingPong, IMB-RMA put/get/accumulate);
+  Mbytes/sec is bytes/time, so comparing times ranks runs the same way.
 - OSU: ``# OSU MPI_Put Latency Test v7.4`` names the benchmark, ``# Size  Latency (us)`` is the
   header (its columns are separated by two or more spaces). The value is the first column after
   Size.
