@@ -181,9 +181,6 @@ def test_a_band_wide_winner_whose_per_size_wins_alternate_is_kept_by_the_second_
         {(1, 0): runs(first, seed=105, spread=0.25), (2, 0): runs(second, seed=205, spread=0.25)},
         "latency_us",
     )
-    assert (
-        len({k for s, k, _ in got["winners"] if 1 <= s <= 1024}) == 2
-    )  # the per-size winners alternate
     assert got["bands"] == [(0, 2048, (1, 0)), (2048, None, None)]
     kept = [t for t in got["tests"] if t[6]]
     assert [(t[0], t[1], t[2]) for t in kept] == [(1, 1024, (1, 0))] and kept[0][3] > 1.3

@@ -1,20 +1,20 @@
 """tunedmpi.tables.rulesfile without an MPI: render/check round trips, every refusal with its message,
-the look-up model, and atomic writes. The proof that Open MPI obeys what we write is in
+the look-up model. The proof that Open MPI obeys what we write is in
 tests/test_rulesfile_real_mpi.py."""
 
-import os
 import re
 
 import pytest
 
+from ompi_lookup import select
 from tunedmpi.errors import InputError
 from tunedmpi.tables import rulesfile
-from tunedmpi.tables.rulesfile import Band, Rules, check, render, select, write
+from tunedmpi.tables.rulesfile import Band, Rules, check, render
 
 V = "5.0.8"
 
 
-def sample(comm_size=4, exact=True):
+def sample(comm_size=4):
     return Rules(
         comm_size,
         {
@@ -26,7 +26,6 @@ def sample(comm_size=4, exact=True):
             "bcast": [Band(0, 6), Band("1MB", "chain", segsize=8192, faninout=2)],
             "barrier": [Band(0, "tree")],
         },
-        exact=exact,
         comment="table oci/openmpi-5.0.6.yaml row 1x4",
     )
 
@@ -126,13 +125,9 @@ def test_render_check_round_trip():
     assert render(sample(), V) == text  # deterministic
 
 
-def test_layouts_for_two_ranks_and_for_every_size():
+def test_layout_for_two_ranks():
     two = check(render(sample(2), V), V)
     assert [c.comm_size for c in two.collectives["bcast"]] == [2, 3]  # no unreachable 0 entry
-    every = check(render(sample(4, exact=False), V), V)
-    assert [c.comm_size for c in every.collectives["bcast"]] == [0]
-    assert select(every, "bcast", 64, 1 << 20).algorithm == 2
-    assert select(every, "alltoall", 64, 1024).msgsize == 4096  # scaled by 4, not by 64 ranks
 
 
 def test_select_models_open_mpis_look_up():
@@ -428,7 +423,7 @@ def test_every_refusal_names_line_key_problem_and_fix(text, line, key, problem):
     assert problem in e.problem, str(e)
 
 
-def test_refusals_of_versions_and_sources(tmp_path):
+def test_refusals_of_versions_and_the_files_name():
     for bad, problem in (
         ("4.1.6", "no coll_tuned algorithm table for Open MPI 4.1.6"),
         ("6.0.0", "no coll_tuned algorithm table"),
@@ -438,13 +433,7 @@ def test_refusals_of_versions_and_sources(tmp_path):
         with pytest.raises(InputError) as err:
             check(GOOD, bad)
         assert problem in err.value.problem and err.value.key == "mpi_version" and err.value.fix
-    with pytest.raises(InputError) as err:
-        check(tmp_path / "missing.txt", V)
-    assert err.value.path == str(tmp_path / "missing.txt") and "cannot read" in err.value.problem
-    (tmp_path / "good.txt").write_text(GOOD)
-    assert check(tmp_path / "good.txt", V).path == str(tmp_path / "good.txt")
-    with pytest.raises(TypeError):
-        check(b"1\n", V)
+    assert check(GOOD, V, name="good.txt").path == "good.txt"
 
 
 def test_comments_may_say_anything_after_a_hash():
@@ -459,12 +448,6 @@ def test_two_proc_only_where_the_entry_serves_exactly_two_ranks():
     assert (
         select(parsed, "alltoall", 2, 64).algorithm == 5
         and select(parsed, "alltoall", 3, 64) is None
-    )
-    with pytest.raises(InputError) as err:
-        render(Rules(2, {"alltoall": [Band(0, "two_proc")]}, exact=False), V)
-    assert (
-        err.value.key == "alltoall band 1 algorithm"
-        and "communicators of 2 and more" in err.value.problem
     )
     with pytest.raises(InputError):
         render(Rules(4, {"barrier": [Band(0, "two_proc")]}), V)
@@ -486,7 +469,6 @@ def test_two_proc_only_where_the_entry_serves_exactly_two_ranks():
             "not a collective coll_tuned reads rules for",
         ),
         (Rules(4, {"bcast": []}), "bcast", "bcast has no bands"),
-        (Rules(4, {"bcast": ["x"]}), "bcast band 1", "is not a Band"),
         (
             Rules(4, {"bcast": [Band(64, 1)]}),
             "bcast band 1 lo",
@@ -526,11 +508,6 @@ def test_two_proc_only_where_the_entry_serves_exactly_two_ranks():
             "takes no fan-out",
         ),
         (
-            Rules(4, {"bcast": [Band(0, "binomial", segsize="8k")]}),
-            "bcast band 1 segsize",
-            "must be a whole number",
-        ),
-        (
             Rules(4, {"bcast": [Band(0, "binomial", max_requests=4)]}),
             "bcast band 1 max_requests",
             "takes no max requests",
@@ -552,11 +529,11 @@ def test_render_refuses_rules_open_mpi_would_not_follow(rules, key, problem):
     assert e.path.startswith("rules for ")
 
 
-def test_render_accepts_tuples_dicts_names_and_sizes():
+def test_render_accepts_names_and_sizes():
     rules = Rules(
         8,
         {
-            "allgather": [(0, "ring"), {"lo": "16KB", "algorithm": "bruck"}],
+            "allgather": [Band(0, "ring"), Band("16KB", "bruck")],
             "reduce": [Band(0, "chain", segsize=0, faninout=4, max_requests=0)],
         },
     )
@@ -576,7 +553,7 @@ def test_render_never_returns_text_check_refuses(monkeypatch):
         render(sample(), V)
 
 
-# --- write(): atomic, and only after check passes.
+# --- environment(): what makes Open MPI read the file.
 
 
 def test_environment_names_the_file():
@@ -584,35 +561,3 @@ def test_environment_names_the_file():
         "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
         "OMPI_MCA_coll_tuned_dynamic_rules_filename": "/x/r.txt",
     }
-
-
-def test_write_writes_what_render_returns(tmp_path):
-    path = tmp_path / "sub" / "rules-1x4.txt"
-    text = write(path, sample(), V)
-    assert path.read_text() == text == render(sample(), V)
-    assert check(path, V).collectives["bcast"][1].comm_size == 4
-    assert sorted(os.listdir(path.parent)) == ["rules-1x4.txt"]
-
-
-def test_a_refused_write_leaves_no_file_and_the_old_one_untouched(tmp_path):
-    path = tmp_path / "rules.txt"
-    with pytest.raises(InputError):
-        write(path, Rules(4, {"bcast": [Band(64, 1)]}), V)
-    assert os.listdir(tmp_path) == []
-    path.write_text("old\n")
-    with pytest.raises(InputError):
-        write(path, Rules(4, {"bcast": [Band(0, 99)]}), V)
-    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["rules.txt"]
-
-
-def test_a_failing_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    path = tmp_path / "rules.txt"
-    path.write_text("old\n")
-
-    def boom(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        write(path, sample(), V)
-    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["rules.txt"]

@@ -13,7 +13,7 @@ every algorithm testable on 4 ranks:
                two bands per collective: one algorithm below BOUNDARY, another from BOUNDARY up
 
 and the file run's fingerprint at each size must equal the forced run of the algorithm the file
-names for that size (computed by rulesfile.select, our model of Open MPI's look-up). Phases at
+names for that size (computed by ompi_lookup.select, our model of Open MPI's look-up). Phases at
 BOUNDARY - 4 and exactly BOUNDARY pin down how Open MPI measures the message size (IMB #bytes
 times the ranks for alltoall, allgather, gather, scatter, reduce_scatter(_block)) and that a band
 starts at its lo inclusively. Phases on a 3-rank sub-communicator show that the file for 4 ranks
@@ -42,6 +42,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from ompi_lookup import select
 from tunedmpi.errors import InputError
 from tunedmpi.tables import rulesfile
 from tunedmpi.tables.rulesfile import Band, Rules
@@ -221,8 +222,9 @@ def runs(program, tmp_path_factory):
     files = []
     for k in range(NFILES):
         path = tmp / ("rules%d.txt" % k)
-        text = rulesfile.write(path, file_rules(k), VERSION)
-        files.append((rulesfile.check(path, VERSION), text))
+        text = rulesfile.render(file_rules(k), VERSION)
+        path.write_text(text)
+        files.append((rulesfile.check(text, VERSION), text))
         res["file%d" % k] = fingerprints(program, tmp, rulesfile.environment(path), "file%d" % k)[0]
     # The first file with its last collective's first message size made 1: Open MPI drops it all.
     lines = files[0][1].splitlines(keepends=True)
@@ -308,7 +310,7 @@ def test_every_band_of_every_file_runs_the_algorithm_it_names(runs):
         for i, (coll, size, n) in enumerate(PHASES):
             if n != NP:
                 continue
-            rule = rulesfile.select(parsed, coll, n, size)
+            rule = select(parsed, coll, n, size)
             assert rule is not None, (k, coll, size)
             alg = rule.algorithm
             assert alg == named(k, coll, size), (k, coll, size)  # our model of the look-up
@@ -363,7 +365,7 @@ def test_other_communicator_sizes_keep_the_fixed_decision(runs):
         if n != SUB:
             continue
         for k, (parsed, _) in enumerate(runs["files"]):
-            assert rulesfile.select(parsed, coll, n, size) is None
+            assert select(parsed, coll, n, size) is None
             assert fp["file%d" % k][i] == fp["default"][i], (coll, k)
         differs += [coll for alg in runnable(coll) if fp[alg][i] != fp["default"][i]]
     assert differs  # forcing does change 3-rank traffic, so the equality above can fail
@@ -377,7 +379,7 @@ def test_a_broken_file_is_ignored_silently_and_check_refuses_it(runs):
     assert any(fp["file0"][i] != fp["default"][i] for i in full)  # the good twin was obeyed
     assert not re.search(r"rule|tuned|dynamic", proc.stdout + proc.stderr, re.I)  # not a word
     with pytest.raises(InputError) as err:
-        rulesfile.check(Path(path), VERSION)
+        rulesfile.check(Path(path).read_text(), VERSION, name=str(path))
     assert err.value.path == str(path) and err.value.line == line
     assert "first message size is 1, not 0" in err.value.problem
 

@@ -1157,7 +1157,7 @@ def test_spack_install_puts_rules_files_where_its_module_finds_them(
     for rel, text in want.items():
         installed = share / "modulefiles" / rel
         assert installed.read_text() == text
-        rulesfile.check(installed, version)  # as Open MPI will read it
+        rulesfile.check(installed.read_text(), version)  # as Open MPI will read it
 
     core = spack_core(tmp_path, spack_text, version)
     g = lambda n, p, **kw: dict(TUNEDMPI_NODES=str(n), TUNEDMPI_PPN=str(p), **kw)  # noqa: E731

@@ -80,8 +80,8 @@ def one_line(exc):
     return None
 
 
-def boundary(work, prog="tunedmpi"):
-    """The one exception boundary of a command (cli.main, the tools): run work() and return its exit
+def boundary(work):
+    """The one exception boundary of a command (cli.main): run work() and return its exit
     code; bad input and errors of the outside world are one line on stderr and exit 2 (could not
     run), never a traceback with exit 1 (which is validate's FAIL). A bug still prints its traceback,
     also with exit 2: a crash is no verdict either."""
@@ -100,7 +100,7 @@ def boundary(work, prog="tunedmpi"):
         if line is None:
             traceback.print_exc()
             print(
-                "%s: internal error (a bug: please report the traceback above)" % prog,
+                "tunedmpi: internal error (a bug: please report the traceback above)",
                 file=sys.stderr,
             )
         else:

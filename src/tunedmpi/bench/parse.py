@@ -2,15 +2,14 @@
 
 One line-by-line pass reads both formats (``fmt`` says which table markers it looks for):
 
-- IMB: ``# Benchmarking <Name>``, ``# #processes = N``, for IMB-RMA ``MODE: AGGREGATE`` or
-  ``NON-AGGREGATE``, then a ``#bytes #repetitions t_min[usec] ...`` header and rows (Barrier has no
-  ``#bytes`` column: size 0). The value kept is a time: ``t_avg[usec]`` (collectives), else
-  ``t_ovrl[usec]`` (IMB-NBC's overall time, IMB-RMA Truly_passive_put), else ``t[usec]`` (PingPong,
-  IMB-RMA put/get/accumulate). Every other column (t_min, t_max, Mbytes/sec, t_pure, ...) is kept in
-  ``Series.columns``; Mbytes/sec is bytes/time, so comparing times ranks runs the same way.
-- OSU: ``# OSU MPI_Put Latency Test v7.4`` names the benchmark, ``# Window creation:``,
-  ``# Synchronization:`` and ``# Datatype:`` are options, ``# Size  Latency (us)`` is the header
-  (its columns are separated by two or more spaces). The value is the first column after Size.
+- IMB: ``# Benchmarking <Name>`` (a table per process count, per IMB-RMA mode), then a ``#bytes
+  #repetitions t_min[usec] ...`` header and rows (Barrier has no ``#bytes`` column: size 0). The
+  value kept is a time: ``t_avg[usec]`` (collectives), else ``t_ovrl[usec]`` (IMB-NBC's overall
+  time, IMB-RMA Truly_passive_put), else ``t[usec]`` (PingPong, IMB-RMA put/get/accumulate);
+  Mbytes/sec is bytes/time, so comparing times ranks runs the same way.
+- OSU: ``# OSU MPI_Put Latency Test v7.4`` names the benchmark, ``# Size  Latency (us)`` is the
+  header (its columns are separated by two or more spaces). The value is the first column after
+  Size.
 
 Other lines never end a table: MPI warnings printed between rows (``osc_ucx_component.c:369 ...
 query failed`` before every one-sided window), crash backtraces, mpirun's boxed messages. Lines
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 LATENCY = "latency_us"  # lower is better
 BANDWIDTH = "bandwidth_MBps"  # higher is better
@@ -34,29 +32,12 @@ PROBE_MARK = "# tunedmpi-probe"
 
 @dataclass(frozen=True)
 class Series:
-    """One result table: ``points`` = ((size_bytes, value), ...) in file order.
-
-    ``columns`` holds the table's other columns by their header name (``"t_min[usec]"``,
-    ``"Mbytes/sec"``, ``"Validation"``, ...), one entry per point. ``options``: IMB
-    ``calling_sequence``, ``datatype``, ``reduction_datatype``, ``op``, ``mode`` (IMB-RMA);
-    OSU ``window``, ``sync``, ``datatype``.
-    """
+    """One result table: ``points`` = ((size_bytes, value), ...) in file order."""
 
     suite: str  # "imb" | "osu" | "probe"
     benchmark: str  # lower case: "allreduce", "unidir_put", "put_latency", ...
     metric: str  # LATENCY or BANDWIDTH
     points: tuple
-    nprocs: Optional[int] = None  # IMB prints it; OSU does not
-    options: dict = field(default_factory=dict, hash=False)
-    columns: dict = field(default_factory=dict, hash=False)
-
-    @property
-    def sizes(self):
-        return tuple(size for size, _ in self.points)
-
-    @property
-    def values(self):
-        return tuple(value for _, value in self.points)
 
 
 @dataclass
@@ -88,8 +69,6 @@ _NUM = re.compile(r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 _NONFINITE = re.compile(r"^[-+]?(inf|infinity|nan)\Z", re.I)
 _IMB_BENCH = re.compile(r"^#\s*Benchmarking\s+(\S+)")
-_IMB_NPROCS = re.compile(r"^#\s*#processes\s*=\s*([0-9]{1,9})")
-_IMB_MODE = re.compile(r"^#\s*MODE:\s*(\S+)")
 _IMB_HEADER = re.compile(r"^#(bytes|repetitions)\s")
 _IMB_LISTED = re.compile(r"^#\s+(\w+)\Z")
 _IMB_END = "All processes entering MPI_Finalize"
@@ -98,19 +77,6 @@ _IMB_TEXT = re.compile(
 )
 _OSU_TITLE = re.compile(r"^#\s*OSU\s+MPI([\s_])(.*?)\s+Test\b", re.I)
 _OSU_HEADER = re.compile(r"^#\s*Size\s{2,}\S")
-_OPTION = re.compile(
-    r"^#\s*(window creation|synchronization|datatype|mpi_datatype for reductions|"
-    r"mpi_datatype|mpi_op)\s*:\s*(\S+?)\.?\s*\Z",
-    re.I,
-)
-_OPTION_KEYS = {
-    "window creation": "window",
-    "synchronization": "sync",
-    "datatype": "datatype",
-    "mpi_datatype": "datatype",
-    "mpi_datatype for reductions": "reduction_datatype",
-    "mpi_op": "op",
-}
 # Column holding the reported time, best first; otherwise the first column after the size.
 _VALUE_COLUMNS = ("t_avg[usec]", "t_ovrl[usec]", "t[usec]")
 _NOT_VALUES = ("#bytes", "Size", "#repetitions", "Iterations", "Validation")
@@ -178,8 +144,8 @@ class _Problems:
 
 
 class _Table:
-    def __init__(self, benchmark, nprocs, options, cols):
-        self.benchmark, self.nprocs, self.options, self.cols = benchmark, nprocs, options, cols
+    def __init__(self, benchmark, cols):
+        self.benchmark, self.cols = benchmark, cols
         self.size_i = 0 if cols[0] in ("#bytes", "Size") else None  # IMB Barrier: no size column
         self.rows = []
         self.bad = []  # (line, column, token) of rows refused for an impossible number
@@ -241,20 +207,8 @@ class _Table:
         if not rows:
             return None
         metric = BANDWIDTH if re.search(r"MB/s|Mbytes/sec", self.cols[vi], re.I) else LATENCY
-        columns = {
-            c: tuple(r[i] for r in rows)
-            for i, c in enumerate(self.cols)
-            if i not in (vi, self.size_i)
-        }
-        return Series(
-            suite,
-            self.benchmark,
-            metric,
-            tuple((self.size(r), r[vi]) for r in rows),
-            self.nprocs,
-            self.options,
-            columns,
-        )
+        points = tuple((self.size(r), r[vi]) for r in rows)
+        return Series(suite, self.benchmark, metric, points)
 
 
 def _osu_name(separator, title):
@@ -277,8 +231,8 @@ def _lines(text):
 def _scan(lines, fmt):
     """The single pass: tables, IMB's benchmark list, whether IMB finished, problems."""
     tables, listed, problems = [], [], _Problems()
-    bench, nprocs, opts, table = None, None, {}, None
-    probe = finished = listing = want_command = in_backtrace = False
+    bench = table = None
+    probe = finished = listing = in_backtrace = False
     box = None
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -309,35 +263,21 @@ def _scan(lines, fmt):
                 if m := _IMB_LISTED.match(line):
                     listed.append(m.group(1).lower())
                 listing = not line.startswith("#-") and not _IMB_BENCH.match(line)
-            if want_command and line.lstrip("#").strip():
-                opts["calling_sequence"] = line.lstrip("#").strip()
-                want_command = False
             if m := _IMB_BENCH.match(line):
-                bench, nprocs, table = m.group(1).lower(), None, None
-                opts.pop("mode", None)
-            elif m := _IMB_NPROCS.match(line):
-                nprocs = int(m.group(1))
-            elif m := _IMB_MODE.match(line):
-                opts["mode"] = m.group(1).lower()
+                bench, table = m.group(1).lower(), None
             elif _IMB_HEADER.match(line) and bench:
-                table = _Table(bench, nprocs, dict(opts), line.split())
+                table = _Table(bench, line.split())
                 tables.append(table)
-            elif "Calling sequence was" in line:
-                want_command = True
             elif "List of Benchmarks to run" in line:
                 listing = True
             elif _IMB_END in line:
                 finished, table = True, None
         else:  # osu
             if m := _OSU_TITLE.match(line):
-                bench, opts, table = _osu_name(*m.groups()), {}, None
+                bench, table = _osu_name(*m.groups()), None
             elif _OSU_HEADER.match(line) and bench:
-                table = _Table(
-                    bench, None, dict(opts), re.split(r"\s{2,}", line.lstrip("#").strip())
-                )
+                table = _Table(bench, re.split(r"\s{2,}", line.lstrip("#").strip()))
                 tables.append(table)
-        if m := _OPTION.match(line):
-            opts[_OPTION_KEYS[" ".join(m.group(1).lower().split())]] = m.group(2)
     if box:  # output cut inside a framed message
         problems.note(" ".join(box))
     return tables, listed, finished, probe, problems

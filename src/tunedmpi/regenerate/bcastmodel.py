@@ -133,7 +133,7 @@ def bands(
         raise _bad("faninout", "bcast %d (%s) %s" % (number, names[number], problem), fix)
     ordered = sorted(set(int(s) for s in sizes))
     if not ordered:
-        raise _bad("sizes", "no message sizes", "give the IMB sizes measured, e.g. Series.sizes")
+        raise _bad("sizes", "no message sizes", "give the IMB sizes measured")
     out = []
     for size in ordered:
         seg = segment_size(L, B, size, k)

@@ -130,14 +130,13 @@ def choose_bands(
     with key a tuple such as (algorithm, segsize); confirm: None, or (reference, candidates) of a
     confirmation campaign, on which the bands are tested. Returns a dict:
       bands:   [(lo, hi or None, key or None)], None = the reference (algorithm 0)
-      winners: [(size, key or None, {key or None: figure})] per size, before the test
       tests:   [BandTest] for every band a candidate won
     Sizes: those every run of the reference and of every candidate has (size 0 included: it is
     a message size the rules file covers too, but it never decides a test alone)."""
     sets = [set(r) for r in reference] + [set(r) for reps in candidates.values() for r in reps]
     sizes = sorted(set.intersection(*sets)) if sets else []
     if len(reference) < 2 or not sizes:
-        return {"bands": [], "winners": [], "tests": []}
+        return {"bands": [], "tests": []}
     figs = {None: _figures(reference, sizes)}
     figs.update((key, _figures(reps, sizes)) for key, reps in candidates.items() if len(reps) >= 2)
     sign = 1 if stats.LOWER_IS_BETTER[metric] else -1
@@ -146,8 +145,8 @@ def choose_bands(
     for s in sizes:
         at = {k: f[s] for k, f in figs.items() if f[s] is not None and f[s] > 0}
         best = min(at, key=lambda k: (sign * at[k], k is not None, str(k))) if at else None
-        winners.append((s, best, at))
-    segments = _merge([(s, k) for s, k, _ in winners])
+        winners.append((s, best))
+    segments = _merge(winners)
     # the test: each candidate-won segment against the reference, over its sizes >= 1 (size 0
     # alone moves no data: never a reason for a band); the winner was picked among k candidates
     # before it was tested (see _tester)
@@ -190,4 +189,4 @@ def choose_bands(
     bands = [(lo, hi, key) for (key, _), lo, hi in zip(final, starts, starts[1:] + [None])]
     if all(k is None for _, _, k in bands):
         bands = []
-    return {"bands": bands, "winners": winners, "tests": tests}
+    return {"bands": bands, "tests": tests}

@@ -10,7 +10,7 @@ here that :func:`check` would refuse.
     rules = Rules(comm_size=72, collectives={
         "allreduce": [Band(0, "recursive_doubling"), Band("64KB", "rabenseifner")],
         "bcast": [Band(0, 6, segsize=0), Band("1MB", "pipeline", segsize=128 * 1024)]})
-    write("modulefiles/x/rules-2x36.txt", rules, "5.0.8")     # render, check, write atomically
+    text = render(rules, "5.0.8")     # refuses what Open MPI would not follow; passes check()
 
 Band boundaries are in the bytes of IMB's ``#bytes`` column for that collective; render converts
 them to the message size Open MPI computes (see MESSAGE_SIZE). Where a study's band is not tuned,
@@ -61,13 +61,11 @@ The 5.0.0 - 5.0.10 sources have the same COLLTYPE enum, algorithm tables and mes
 (compared tag by tag); only the version line is new in 5.0.7.
 """
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 from tunedmpi.errors import InputError
-from tunedmpi.files import read_text, write_atomic
 from tunedmpi.tables.knobs import KnobError, version_tuple
 from tunedmpi.tables.units import SizeError, format_human, parse_size
 
@@ -282,14 +280,13 @@ class Band:
 
 @dataclass
 class Rules:
-    """The rules of one job geometry: for ``comm_size`` ranks (nodes x ppn), per collective its
-    bands in ascending ``lo``. ``exact``: communicators of any other size (sub-communicators,
-    han's per-node pieces) keep Open MPI's fixed decision; False lets the rules apply to every
-    size, as Open MPI's nearest-smaller look-up does. ``comment``: provenance lines for the file."""
+    """The rules of one job geometry: for exactly ``comm_size`` ranks (nodes x ppn), per
+    collective its bands in ascending ``lo``; communicators of any other size (sub-communicators,
+    han's per-node pieces) keep Open MPI's fixed decision. ``comment``: provenance lines for the
+    file."""
 
     comm_size: int
     collectives: Dict[str, List[Band]] = field(default_factory=dict)
-    exact: bool = True
     comment: str = ""
 
 
@@ -319,28 +316,6 @@ class RulesFile:
     path: str
     version: int  # 1 = classic, 2 = with max requests
     collectives: Dict[str, Tuple[CommRule, ...]]  # in file order
-
-
-def select(parsed, collective, comm_size, imb_bytes):
-    """The rule Open MPI uses for a call (Python twin of coll_tuned_dynamic_rules.c:289-391), or
-    None when it keeps its fixed decision (no rules, or algorithm 0)."""
-    entries = parsed.collectives.get(collective)
-    if not entries:
-        return None
-    best = entries[0]
-    for entry in entries:
-        if entry.comm_size > comm_size:
-            break
-        best = entry
-    msg = message_size(collective, imb_bytes, comm_size)
-    chosen = None
-    for rule in best.rules:
-        if rule.msgsize > msg:
-            break
-        chosen = rule
-    if chosen is None:
-        chosen = best.rules[0]
-    return chosen if chosen.algorithm else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,17 +427,6 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
     last: the previous band's lo."""
     v = vinfo[0]
     key = "%s band %d" % (coll, i)
-    if isinstance(band, (tuple, list)):
-        band = Band(*band)
-    elif isinstance(band, dict):
-        band = Band(**band)
-    if not isinstance(band, Band):
-        raise _refused(
-            where,
-            key,
-            "%r is not a Band" % (band,),
-            "build bands with tunedmpi.tables.rulesfile.Band(lo, algorithm, ...)",
-        )
     try:
         lo = parse_size(band.lo)
     except SizeError as exc:
@@ -498,25 +462,8 @@ def _band_row(where, coll, i, band, names, last, rules, vinfo):
             "%s has no algorithm %r in Open MPI %s" % (coll, band.algorithm, ".".join(map(str, v))),
             "use one of: %s" % ", ".join("%d %s" % kv for kv in sorted(names.items())),
         )
-    for name in ("segsize", "faninout"):
-        val = getattr(band, name)
-        if isinstance(val, bool) or not isinstance(val, int):
-            raise _refused(
-                where,
-                "%s %s" % (key, name),
-                "%s must be a whole number, not %r" % (name, val),
-                "give a number of %s" % ("bytes" if name == "segsize" else "children"),
-            )
-    mr = band.max_requests
-    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int)):
-        raise _refused(
-            where,
-            key + " max_requests",
-            "max_requests must be a whole number or None, not %r" % (mr,),
-            "give a number of requests, or None",
-        )
-    crange = (rules.comm_size, rules.comm_size) if rules.exact else (2, None)
-    bad = _rule_problem(coll, alg, band.segsize, band.faninout, mr, vinfo, crange)
+    crange = (rules.comm_size, rules.comm_size)
+    bad = _rule_problem(coll, alg, band.segsize, band.faninout, band.max_requests, vinfo, crange)
     if bad:
         raise _refused(where, "%s %s" % (key, bad[0]), bad[1], bad[2])
     msg = message_size(coll, lo, rules.comm_size)
@@ -603,8 +550,8 @@ def render(rules, mpi_version):
     if version > 1:
         lines.append("rule-file-version-%d" % version)  # must be the very first bytes (file.c:127)
     lines.append(
-        "# Open MPI %s coll_tuned dynamic rules for communicators of %s%d ranks, written by "
-        "tunedmpi" % (".".join(map(str, v)), "exactly " if rules.exact else "", n)
+        "# Open MPI %s coll_tuned dynamic rules for communicators of exactly %d ranks, written by "
+        "tunedmpi" % (".".join(map(str, v)), n)
     )
     lines.append(
         "# use: OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
@@ -617,18 +564,12 @@ def render(rules, mpi_version):
     lines.append(_line([len(colls)], "collectives"))
     for coll, rows in colls:
         names = algorithms(coll, mpi_version)
-        entries = []
-        if rules.exact and n > 2:  # an entry at 2 would serve nothing below it
-            entries.append((0, "below %d ranks: Open MPI's fixed decision" % n, None))
-        entries.append(
-            (
-                n if rules.exact else 0,
-                ("of %d ranks" % n) if rules.exact else "of any size (tuned for %d ranks)" % n,
-                rows,
-            )
-        )
-        if rules.exact:
-            entries.append((n + 1, "above %d ranks: Open MPI's fixed decision" % n, None))
+        entries = [
+            (n, "of %d ranks" % n, rows),
+            (n + 1, "above %d ranks: Open MPI's fixed decision" % n, None),
+        ]
+        if n > 2:  # an entry at 2 would serve nothing below it
+            entries.insert(0, (0, "below %d ranks: Open MPI's fixed decision" % n, None))
         lines.append(_line([COLLTYPE[coll]], "collective id %d: %s" % (COLLTYPE[coll], coll)))
         lines.append(_line([len(entries)], "communicator sizes"))
         for size, what, rws in entries:
@@ -675,40 +616,11 @@ def environment(path):
     }
 
 
-def write(path, rules, mpi_version):
-    """Render and write ``path`` atomically (readers never see half a file); returns the text."""
-    text = render(rules, mpi_version)
-    write_atomic(path, text)
-    return text
-
-
 # ---------------------------------------------------------------------------------------------
 # check
 
 _NUMBER = re.compile(r"^(0|[1-9][0-9]*)\Z")
 _VERSION_LINE = re.compile(r"^rule-file-version-([0-9]+)[ \t]*(#.*)?\Z")
-
-
-def _text_of(source, name):
-    """(text, name) of check()'s source: the text itself, or the file a path names."""
-    if isinstance(source, os.PathLike):
-        name = name or str(source)
-        try:
-            text = read_text(source)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _refused(
-                name,
-                None,
-                "cannot read the rules file: %s" % exc,
-                "give a readable UTF-8 text file",
-            )
-    elif isinstance(source, str):
-        text, name = source, name or "<rules>"
-    else:
-        raise TypeError(
-            "check() takes the text (str) or a path (os.PathLike), not %r" % type(source)
-        )
-    return text, name
 
 
 def _version_line(raw, text, v, vtext, fail):
@@ -890,16 +802,14 @@ def _comm_entries(coll, heads, vinfo, fail):
     return entries
 
 
-def check(source, mpi_version, name=None):
-    """Parse a rules file strictly; return a RulesFile or raise InputError (file, line, key, fix).
-
-    ``source``: the text (str), or a path (os.PathLike) to read. Refuses anything Open MPI would
-    read differently from how it looks (hex/octal spellings, stray characters, counts that do not
-    match), that it would drop silently (first message size not 0, too many collectives, a
-    version line it does not know), that its look-up would never reach (unsorted or duplicate
-    sizes, unreachable entries) or that would fail at run time (unknown algorithm numbers,
-    two_proc beyond 2 ranks), and tuning fields the chosen algorithm ignores."""
-    text, name = _text_of(source, name)
+def check(text, mpi_version, name="<rules>"):
+    """Parse the text of the rules file ``name`` strictly; return a RulesFile or raise InputError
+    (file, line, key, fix). Refuses anything Open MPI would read differently from how it looks
+    (hex/octal spellings, stray characters, counts that do not match), that it would drop
+    silently (first message size not 0, too many collectives, a version line it does not know),
+    that its look-up would never reach (unsorted or duplicate sizes, unreachable entries) or that
+    would fail at run time (unknown algorithm numbers, two_proc beyond 2 ranks), and tuning
+    fields the chosen algorithm ignores."""
     vinfo = _version(mpi_version)
     v, algs, _ = vinfo
     vtext = ".".join(map(str, v))
