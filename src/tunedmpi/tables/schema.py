@@ -88,10 +88,7 @@ class Table:
     cases: List[Case]
 
     def case(self, nodes, ppn, collective):
-        for c in self.cases:
-            if c.key == (nodes, ppn, collective):
-                return c
-        return None
+        return next((c for c in self.cases if c.key == (nodes, ppn, collective)), None)
 
     @property
     def name(self):
@@ -578,11 +575,7 @@ def _check_choice(ck, raw, kp, settings, nfindings):
                 "name the findings the choice comes from, e.g. basis: [0, 2]",
             )
             basis = []
-        if (
-            band
-            and out
-            and band.lo < (out[-1].band.hi if out[-1].band.hi is not None else float("inf"))
-        ):
+        if band and out and (out[-1].band.hi is None or band.lo < out[-1].band.hi):
             ck.err(
                 ckp,
                 "choice bands overlap or are out of order",
@@ -600,54 +593,38 @@ _RULES_KEY = re.compile(
 
 
 def _band_range(ck, rb, bkp, i, expect):
-    """(from, to, where the next band must start) of an algorithm band, the bands' continuity
+    """(Band or None, where the next band must start) of an algorithm band, the bands' continuity
     checked; expect: where this band must start, "end" after to: null, None when unknown."""
-    lo = hi = False
     fix = "give every band from: and to: (to: null on the last band)"
-    for key in ("from", "to"):
-        ck.missing(rb, key, bkp, fix)
-    if "from" in rb:
-        lo = ck.size(rb["from"], bkp + ("from",))
-    if "to" in rb:
-        hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
-    empty = isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
-    if empty:
+    missing = [key for key in ("from", "to") if ck.missing(rb, key, bkp, fix)]
+    band = None if missing else _check_band(ck, rb, bkp)
+    if band is None:
+        return None, None
+    if expect == "end":
         ck.err(
-            bkp,
-            "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
-            "'to' is exclusive and must be larger than 'from'",
+            bkp + ("from",),
+            "a band after the band that reaches to: null",
+            "only the last band may have to: null; give the one before an upper end",
         )
-    elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
-        if expect == "end":
-            ck.err(
-                bkp + ("from",),
-                "a band after the band that reaches to: null",
-                "only the last band may have to: null; give the one before an upper end",
-            )
-        elif i == 0 and lo != 0:
-            ck.err(
-                bkp + ("from",),
-                "the first band starts at %s, not 0" % format_size(lo),
-                "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
-            )
-        elif lo > expect:
-            ck.err(
-                bkp + ("from",),
-                "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
-                "start this band where the previous one ends (from: %s)" % format_size(expect),
-            )
-        elif lo < expect:
-            ck.err(
-                bkp + ("from",),
-                "overlaps the previous band, which ends at %s" % format_size(expect),
-                "start this band where the previous one ends (from: %s)" % format_size(expect),
-            )
-    expect = (
-        "end"
-        if hi is None
-        else (hi if isinstance(hi, int) and not isinstance(hi, bool) and not empty else None)
-    )
-    return lo, hi, expect
+    elif i == 0 and band.lo != 0:
+        ck.err(
+            bkp + ("from",),
+            "the first band starts at %s, not 0" % format_size(band.lo),
+            "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
+        )
+    elif expect is not None and band.lo > expect:
+        ck.err(
+            bkp + ("from",),
+            "a gap: no band covers %s up to %s" % (format_size(expect), format_size(band.lo)),
+            "start this band where the previous one ends (from: %s)" % format_size(expect),
+        )
+    elif expect is not None and band.lo < expect:
+        ck.err(
+            bkp + ("from",),
+            "overlaps the previous band, which ends at %s" % format_size(expect),
+            "start this band where the previous one ends (from: %s)" % format_size(expect),
+        )
+    return band, "end" if band.hi is None else band.hi
 
 
 def _band_algorithm(ck, rb, bkp, coll, names, version, geometry):
@@ -758,13 +735,13 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
             expect = None
             continue
         ck.unknown_keys(rb, ALGORITHM_BAND_KEYS, bkp, "an algorithm band")
-        lo, hi, expect = _band_range(ck, rb, bkp, i, expect)
+        band, expect = _band_range(ck, rb, bkp, i, expect)
         alg, seg, fan, mr = _band_algorithm(ck, rb, bkp, coll, names, version, (nodes, ppn))
-        if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
+        if alg is not None and band:
             out.append(
                 rulesfile.Band(
-                    lo=lo,
-                    hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
+                    lo=band.lo,
+                    hi=band.hi,
                     algorithm=alg,
                     name=names[alg],
                     segsize=seg,
@@ -773,7 +750,7 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
                     line=ck.src.line(bkp),
                 )
             )
-    if isinstance(expect, int) and raw:
+    if isinstance(expect, int):
         last = kp + (len(raw) - 1,)
         ck.err(
             last + ("to",),
