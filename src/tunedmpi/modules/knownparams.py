@@ -252,12 +252,8 @@ class Checker:
         """Check one variable's name (a problem goes into the report) and return what is wrong
         with its value as (what the name is of, problem, list source), or None."""
         lib = next((lib for prefix, lib in LIBRARY_OF if name.startswith(prefix)), None)
-        key = (
-            site.name,
-            mpi.tuned_module,
-            where if where.startswith("modulefiles/") else "envmap",
-            name,
-        )
+        source = where if where.startswith("modulefiles/") else "envmap"
+        key = (site.name, mpi.tuned_module, source, name)
         if lib is None:
             if not NOT_A_LIBRARY.match(name):
                 self.problem(

@@ -317,14 +317,7 @@ VERSION_LINE = {
 
 def _run(argv, env=None):
     try:
-        done = subprocess.run(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            universal_newlines=True,
-            timeout=300,
-            env=env,
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
             argv[0],

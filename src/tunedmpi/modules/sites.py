@@ -130,9 +130,7 @@ class Site:
 
     def node_type_variables(self):
         """(source, variable) the module reads to pick a node type; [] for one node type."""
-        if not self.node_types:
-            return []
-        return selector.node_type_variables(self.node_type_variable)
+        return selector.node_type_variables(self.node_type_variable) if self.node_types else []
 
     def of_type(self, name):
         """The Site of node type ``name``."""
