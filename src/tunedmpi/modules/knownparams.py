@@ -45,14 +45,7 @@ LIBRARY_OF = (
 NOT_A_LIBRARY = re.compile(
     r"^(PATH|LD_LIBRARY_PATH|MANPATH|PKG_CONFIG_PATH|MPI_HOME|TUNEDMPI_[A-Z_]+)\Z"
 )
-LABEL = {
-    "openmpi": "Open MPI",
-    "hpcx": "HPC-X",
-    "ucx": "UCX",
-    "ucc": "UCC",
-    "hcoll": "HCOLL",
-    "slurm": "Slurm",
-}
+LABEL = dict(openmpi="Open MPI", hpcx="HPC-X", ucx="UCX", ucc="UCC", hcoll="HCOLL", slurm="Slurm")
 STAND_INS = "STAND-INS.yaml"
 
 
@@ -75,12 +68,7 @@ class StandIn:
 
     def describe(self):
         what = "known-params/%s" % self.list if self.list else ", ".join(self.names)
-        return "%s for %s (%s; confirm: %s)" % (
-            what,
-            ", ".join(self.covers),
-            self.why,
-            self.confirm,
-        )
+        return f"{what} for {', '.join(self.covers)} ({self.why}; confirm: {self.confirm})"
 
 
 def load_stand_ins(folder=None):
@@ -131,10 +119,7 @@ class Known:
     extra: List[StandIn]
 
     def label(self):
-        return "%s %s" % (
-            LABEL.get(self.library, self.library),
-            self.version or "(no version named)",
-        )
+        return f"{LABEL.get(self.library, self.library)} {self.version or '(no version named)'}"
 
     def source(self, stand_in=None):
         where = ["known-params/%s" % Path(self.base.path).name] if self.base else []
@@ -176,13 +161,6 @@ def resolve(library, version, folder=None, stand_ins=None):
         s for s in stand_ins if s.names and any(_matches(c, library, version) for c in s.covers)
     ]
     return Known(library, version, base, used, extra)
-
-
-def library_of(name):
-    for prefix, lib in LIBRARY_OF:
-        if name.startswith(prefix):
-            return lib
-    return None
 
 
 def site_versions(mpi):
@@ -227,11 +205,7 @@ def check_value(value, kind, known):
             return None
         bad = [v for v in (w.strip().lstrip("\\") for w in value.split(",")) if v not in legal]
         if bad:
-            return "%s has no %s (it lists: %s)" % (
-                known.label(),
-                ", ".join(bad),
-                " ".join(sorted(legal)),
-            )
+            return f"{known.label()} has no {', '.join(bad)} (it lists: {' '.join(sorted(legal))})"
         return None
     # one-of: the number or the name; PRRTE policies may carry ':modifiers'
     head = value.split(":", 1)[0]
@@ -277,13 +251,9 @@ class Checker:
     def name(self, site, mpi, where, name, value=None):
         """Check one variable's name (a problem goes into the report) and return what is wrong
         with its value as (what the name is of, problem, list source), or None."""
-        lib = library_of(name)
-        key = (
-            site.name,
-            mpi.tuned_module,
-            where if where.startswith("modulefiles/") else "envmap",
-            name,
-        )
+        lib = next((lib for prefix, lib in LIBRARY_OF if name.startswith(prefix)), None)
+        source = where if where.startswith("modulefiles/") else "envmap"
+        key = (site.name, mpi.tuned_module, source, name)
         if lib is None:
             if not NOT_A_LIBRARY.match(name):
                 self.problem(
@@ -382,15 +352,8 @@ class Checker:
                 if listed is not None and listed != ours:
                     self.problem(
                         site,
-                        "tables/rulesfile.py: %s algorithms for Open MPI %s are %s, but %s lists %s (%s)"
-                        % (
-                            coll,
-                            mpi.mpi_version,
-                            _enum(ours),
-                            known.label(),
-                            _enum(listed),
-                            known.source(),
-                        ),
+                        f"tables/rulesfile.py: {coll} algorithms for Open MPI {mpi.mpi_version} are "
+                        f"{_enum(ours)}, but {known.label()} lists {_enum(listed)} ({known.source()})",
                     )
 
 
@@ -511,24 +474,17 @@ def describe(report):
     """The report as lines for people: counts per site, problems, stand-ins used, notes."""
     lines = []
     for site, c in report.counts.items():
-        lines.append(
-            "%s %s: %d variables in %d module files (%d settings), %d envmap names (%d settings)"
-            % (
-                "ok  " if not any(s == site for s, _ in report.problems) else "FAIL",
-                site,
-                c.get("module_variables", 0),
-                c.get("module_files", 0),
-                c.get("module_settings", 0),
-                c.get("envmap_names", 0),
-                c.get("envmap_settings", 0),
-            )
+        ok = "FAIL" if any(s == site for s, _ in report.problems) else "ok  "
+        lines.append(  # check counts every site's modules and envmap names
+            f"{ok} {site}: {c['module_variables']} variables in {c['module_files']} module files "
+            f"({c['module_settings']} settings), {c['envmap_names']} envmap names "
+            f"({c['envmap_settings']} settings)"
         )
     lines += ["error: " + p for _, p in report.problems]
     for s in report.stand_in_list:
         if s.index in report.stand_ins:
             lines.append(
-                "stand-in used (%s): %s"
-                % (", ".join(sorted(report.stand_ins[s.index])), s.describe())
+                f"stand-in used ({', '.join(sorted(report.stand_ins[s.index]))}): {s.describe()}"
             )
     lines += ["note: %s" % n for n in report.notes]
     return "\n".join(lines) + "\n"

@@ -52,10 +52,6 @@ def known_params_dir():
     return paths.project_root() / "known-params"
 
 
-def list_path(library, version, folder=None):
-    return Path(folder or known_params_dir()) / ("%s-%s.txt" % (library, version))
-
-
 def read(path):
     """A list file -> ParamList; InputError naming the line of anything it cannot read."""
     path = str(path)
@@ -321,14 +317,7 @@ VERSION_LINE = {
 
 def _run(argv, env=None):
     try:
-        done = subprocess.run(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            universal_newlines=True,
-            timeout=300,
-            env=env,
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
             argv[0],
@@ -419,6 +408,6 @@ def _write(library, version, names, header, out):
             "the tool did not print its version",
             "run it by hand: is it the library's own tool?",
         )
-    path = list_path(library, version, out)
+    path = out / ("%s-%s.txt" % (library, version))
     write_atomic(path, render(library, version, names, header))
     return path

@@ -26,30 +26,11 @@ PREFIX = re.compile(r"^[A-Za-z0-9._+/-]+\Z")
 USERS_PAGE = re.compile(r"^(https?://[A-Za-z0-9._~:/?#@!&+,;=%-]+|/[A-Za-z0-9._+/-]+)\Z")
 # A Spack spec as spack.depends_on lists it: a package name, then variants, flags, dependencies.
 SPACK_SPEC = re.compile(r"^([a-z0-9][a-z0-9_-]*)([@+~%^\s].*)?\Z")
-TOP_KEYS = {
-    "schema",
-    "site",
-    "description",
-    "table",
-    "mpi",
-    "ucx_version",
-    "interconnect",
-    "hardware",
-    "components",
-    "default_profile",
-    "default_geometry",
-    "modules",
-    "module_formats",
-    "hpcx",
-    "spack",
-    "peers",
-    "notes",
-    "hierarchy",
-    "node_types",
-    "users_page",
-    "outside",
-    "other_versions",
-}
+TOP_KEYS = set(
+    "schema site description table mpi ucx_version interconnect hardware components "
+    "default_profile default_geometry modules module_formats hpcx spack peers notes hierarchy "
+    "node_types users_page outside other_versions".split()
+)
 HPCX_KEYS = {"version", "base_module", "prefix", "ucx_version", "modules"}
 PEER_KEYS = {"module", "version", "flavour", "prefix", "description", "pypi"}
 # MPIs a site may name as peers (render/__init__.py FLAVOUR_ENV says what each module sets).
@@ -149,9 +130,7 @@ class Site:
 
     def node_type_variables(self):
         """(source, variable) the module reads to pick a node type; [] for one node type."""
-        if not self.node_types:
-            return []
-        return selector.node_type_variables(self.node_type_variable)
+        return selector.node_type_variables(self.node_type_variable) if self.node_types else []
 
     def of_type(self, name):
         """The Site of node type ``name``."""
@@ -277,8 +256,7 @@ def _table_of(ck, doc, at=(), version=None, label=""):
     version at keypath ``at``, whose table must be of Open MPI ``version``, named as ``label``);
     problems go to ck."""
     ref, where = doc.get("table"), at + ("table",)
-    if "table" not in doc:
-        ck.err(where, "missing key 'table'", "add table: <platform>/<mpi>-<version>, or null")
+    ck.missing(doc, "table", at, "add table: <platform>/<mpi>-<version>, or null")
     if ref is None:
         return None, None
     if not isinstance(ref, str) or not re.match(r"^[a-z0-9._-]+/[a-z0-9._-]+\Z", ref):
@@ -375,9 +353,7 @@ def _outside(ck, doc):
     block = ck.mapping(block, ("outside",), "outside") or {}
     ck.unknown_keys(block, {"factor", "then"}, ("outside",), "outside")
     factor = block.get("factor", 0)
-    if factor != 0 and (
-        isinstance(factor, bool) or not isinstance(factor, int) or not 2 <= factor <= 1000
-    ):
+    if factor != 0 and not schema._whole(factor, 2, 1000):
         ck.err(
             ("outside", "factor"),
             "outside.factor must be a whole number from 2 to 1000, not %r" % (factor,),
@@ -404,7 +380,7 @@ def _version_text(ck, value, keypath, problem, fix):
     except knobs.KnobError as exc:
         ck.err(keypath, exc.problem, exc.fix)
         return ""
-    if not re.match(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z", str(value or "")):
+    if not VERSION.match(str(value or "")):
         ck.err(keypath, problem, fix)
         return ""
     return value

@@ -88,10 +88,7 @@ class Table:
     cases: List[Case]
 
     def case(self, nodes, ppn, collective):
-        for c in self.cases:
-            if c.key == (nodes, ppn, collective):
-                return c
-        return None
+        return next((c for c in self.cases if c.key == (nodes, ppn, collective)), None)
 
     @property
     def name(self):
@@ -578,11 +575,7 @@ def _check_choice(ck, raw, kp, settings, nfindings):
                 "name the findings the choice comes from, e.g. basis: [0, 2]",
             )
             basis = []
-        if (
-            band
-            and out
-            and band.lo < (out[-1].band.hi if out[-1].band.hi is not None else float("inf"))
-        ):
+        if band and out and (out[-1].band.hi is None or band.lo < out[-1].band.hi):
             ck.err(
                 ckp,
                 "choice bands overlap or are out of order",
@@ -600,61 +593,46 @@ _RULES_KEY = re.compile(
 
 
 def _band_range(ck, rb, bkp, i, expect):
-    """(from, to, where the next band must start) of an algorithm band, the bands' continuity
+    """(Band or None, where the next band must start) of an algorithm band, the bands' continuity
     checked; expect: where this band must start, "end" after to: null, None when unknown."""
-    lo = hi = False
     fix = "give every band from: and to: (to: null on the last band)"
-    for key in ("from", "to"):
-        ck.missing(rb, key, bkp, fix)
-    if "from" in rb:
-        lo = ck.size(rb["from"], bkp + ("from",))
-    if "to" in rb:
-        hi = ck.size(rb["to"], bkp + ("to",), allow_none=True)
-    empty = isinstance(lo, int) and isinstance(hi, int) and not isinstance(hi, bool) and hi <= lo
-    if empty:
+    missing = [key for key in ("from", "to") if ck.missing(rb, key, bkp, fix)]
+    band = None if missing else _check_band(ck, rb, bkp)
+    if band is None:
+        return None, None
+    if expect == "end":
         ck.err(
-            bkp,
-            "band from %s to %s is empty" % (format_size(lo), format_size(hi)),
-            "'to' is exclusive and must be larger than 'from'",
+            bkp + ("from",),
+            "a band after the band that reaches to: null",
+            "only the last band may have to: null; give the one before an upper end",
         )
-    elif isinstance(lo, int) and not isinstance(lo, bool) and expect is not None:
-        if expect == "end":
-            ck.err(
-                bkp + ("from",),
-                "a band after the band that reaches to: null",
-                "only the last band may have to: null; give the one before an upper end",
-            )
-        elif i == 0 and lo != 0:
-            ck.err(
-                bkp + ("from",),
-                "the first band starts at %s, not 0" % format_size(lo),
-                "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
-            )
-        elif lo > expect:
-            ck.err(
-                bkp + ("from",),
-                "a gap: no band covers %s up to %s" % (format_size(expect), format_size(lo)),
-                "start this band where the previous one ends (from: %s)" % format_size(expect),
-            )
-        elif lo < expect:
-            ck.err(
-                bkp + ("from",),
-                "overlaps the previous band, which ends at %s" % format_size(expect),
-                "start this band where the previous one ends (from: %s)" % format_size(expect),
-            )
-    expect = (
-        "end"
-        if hi is None
-        else (hi if isinstance(hi, int) and not isinstance(hi, bool) and not empty else None)
-    )
-    return lo, hi, expect
+    elif i == 0 and band.lo != 0:
+        ck.err(
+            bkp + ("from",),
+            "the first band starts at %s, not 0" % format_size(band.lo),
+            "start the first band at from: 0 (algorithm: 0 keeps Open MPI's fixed decision there)",
+        )
+    elif expect is not None and band.lo > expect:
+        ck.err(
+            bkp + ("from",),
+            "a gap: no band covers %s up to %s" % (format_size(expect), format_size(band.lo)),
+            "start this band where the previous one ends (from: %s)" % format_size(expect),
+        )
+    elif expect is not None and band.lo < expect:
+        ck.err(
+            bkp + ("from",),
+            "overlaps the previous band, which ends at %s" % format_size(expect),
+            "start this band where the previous one ends (from: %s)" % format_size(expect),
+        )
+    return band, "end" if band.hi is None else band.hi
 
 
-def _band_algorithm(ck, rb, bkp, coll, names, version, ranks, geometry):
-    """An algorithm band's algorithm number, or None (problems go to ck)."""
+def _band_algorithm(ck, rb, bkp, coll, names, version, geometry):
+    """(algorithm, segsize, faninout, max_requests) of an algorithm band, each checked against
+    what the algorithm takes in this Open MPI version (segsize and faninout by rulesfile's own
+    rule); the algorithm None when anything is wrong (problems go to ck)."""
     listing = ", ".join("%d %s" % kv for kv in sorted(names.items()))
-    nodes, ppn = geometry
-    alg = None
+    ranks, before, alg = geometry[0] * geometry[1], len(ck.errors), None
     if not ck.missing(rb, "algorithm", bkp, "give its number or name: %s" % listing):
         alg = rulesfile.algorithm_number(rb["algorithm"], names)
         if alg is None:
@@ -668,88 +646,42 @@ def _band_algorithm(ck, rb, bkp, coll, names, version, ranks, geometry):
                 bkp + ("algorithm",),
                 "%s algorithm %d (%s) runs only on 2 ranks, but this row has "
                 "%d x %d = %d (MPI_ERR_UNSUPPORTED_OPERATION at run time)"
-                % (coll, alg, names[alg], nodes, ppn, ranks),
+                % ((coll, alg, names[alg]) + geometry + (ranks,)),
                 "choose another algorithm for this band",
             )
-    return alg
+    seg = ck.size(rb["segsize"], bkp + ("segsize",)) if "segsize" in rb else 0
+    fan, mr = rb.get("faninout", 0), rb.get("max_requests")
+    if not _whole(fan, 0, rulesfile.INT_MAX):
+        ck.err(
+            bkp + ("faninout",),
+            "faninout must be a whole number from 1 to %d, not %r" % (rulesfile.MAX_FANINOUT, fan),
+            "write e.g. faninout: 2",
+        )
+    if mr is not None and not _whole(mr, 0, rulesfile.INT_MAX):
+        ck.err(
+            bkp + ("max_requests",),
+            "max_requests must be a whole number >= 0, not %r" % (mr,),
+            "write e.g. max_requests: 8 (0 = no limit)",
+        )
+    if len(ck.errors) > before:
+        return None, seg, fan, mr
+    vinfo = rulesfile._version(version)
+    bad = rulesfile._rule_problem(coll, alg, seg, fan, mr, vinfo, (ranks, ranks))
+    if mr is not None and "max_requests" not in rulesfile.takes(coll, alg, version):
+        # before rulesfile's "Open MPI < 5.0.7 reads none": no Open MPI would read it here
+        ck.err(
+            bkp + ("max_requests",),
+            "%s %d (%s) takes no max requests: it would be ignored" % (coll, alg, names[alg]),
+            "remove max_requests from this band",
+        )
+    elif bad:
+        ck.err(bkp + (bad[0],), bad[1], bad[2])
+    return alg, seg, fan, mr
 
 
 def _whole(value, lo, hi):
     """A whole number (not a bool) from lo to hi."""
     return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
-
-
-def _band_tuning(ck, rb, bkp, coll, alg, names, version, vt):
-    """(segsize, faninout, max_requests) of an algorithm band, each checked against what the
-    algorithm takes in this Open MPI version."""
-    used = rulesfile.takes(coll, alg, version) if alg is not None else None
-    label = "%s %d (%s)" % (coll, alg, names[alg]) if alg is not None else coll
-    seg, fan, mr = 0, 0, None
-    if "segsize" in rb:
-        value = ck.size(rb["segsize"], bkp + ("segsize",))
-        if value is False:
-            pass
-        elif used is not None and "segsize" not in used:
-            ck.err(
-                bkp + ("segsize",),
-                "%s does not segment: segsize would be ignored" % label,
-                "remove segsize from this band",
-            )
-        elif value > rulesfile.INT_MAX:
-            ck.err(
-                bkp + ("segsize",),
-                "segsize %d is out of range" % value,
-                "give 0 (no segmentation) up to %s" % format_size(rulesfile.INT_MAX),
-            )
-        else:
-            seg = value
-    if used is not None and "faninout" in used and "faninout" not in rb:
-        ck.err(
-            bkp,
-            "%s needs faninout, its chain fan-out (1-%d)" % (label, rulesfile.MAX_FANINOUT),
-            "add faninout: 2 (or another number from 1 to %d)" % rulesfile.MAX_FANINOUT,
-        )
-    if "faninout" in rb:
-        value = rb["faninout"]
-        if used is not None and "faninout" not in used:
-            ck.err(
-                bkp + ("faninout",),
-                "%s takes no fan-out: faninout would be ignored" % label,
-                "remove faninout from this band",
-            )
-        elif not _whole(value, 1, rulesfile.MAX_FANINOUT):
-            ck.err(
-                bkp + ("faninout",),
-                "faninout must be a whole number from 1 to %d, not %r"
-                % (rulesfile.MAX_FANINOUT, value),
-                "write e.g. faninout: 2",
-            )
-        else:
-            fan = value
-    if "max_requests" in rb:
-        value = rb["max_requests"]
-        if not _whole(value, 0, rulesfile.INT_MAX):
-            ck.err(
-                bkp + ("max_requests",),
-                "max_requests must be a whole number >= 0, not %r" % (value,),
-                "write e.g. max_requests: 8 (0 = no limit)",
-            )
-        elif used is not None and "max_requests" not in used:
-            ck.err(
-                bkp + ("max_requests",),
-                "%s takes no max requests: it would be ignored" % label,
-                "remove max_requests from this band",
-            )
-        elif vt < rulesfile.VERSION_LINE_SINCE:
-            ck.err(
-                bkp + ("max_requests",),
-                "Open MPI %s reads no max requests from a rules file "
-                "(that came in 5.0.7)" % version,
-                "remove max_requests from this band",
-            )
-        else:
-            mr = value
-    return seg, fan, mr
 
 
 def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
@@ -792,7 +724,6 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
     version = str(version)
     try:
         names = rulesfile.algorithms(coll, version)
-        vt = rulesfile._version(version)[0]
     except InputError as exc:
         ck.err(kp, exc.problem, exc.fix)
         return []
@@ -804,14 +735,13 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
             expect = None
             continue
         ck.unknown_keys(rb, ALGORITHM_BAND_KEYS, bkp, "an algorithm band")
-        lo, hi, expect = _band_range(ck, rb, bkp, i, expect)
-        alg = _band_algorithm(ck, rb, bkp, coll, names, version, nodes * ppn, (nodes, ppn))
-        seg, fan, mr = _band_tuning(ck, rb, bkp, coll, alg, names, version, vt)
-        if alg is not None and isinstance(lo, int) and not isinstance(lo, bool):
+        band, expect = _band_range(ck, rb, bkp, i, expect)
+        alg, seg, fan, mr = _band_algorithm(ck, rb, bkp, coll, names, version, (nodes, ppn))
+        if alg is not None and band:
             out.append(
                 rulesfile.Band(
-                    lo=lo,
-                    hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
+                    lo=band.lo,
+                    hi=band.hi,
                     algorithm=alg,
                     name=names[alg],
                     segsize=seg,
@@ -820,7 +750,7 @@ def _check_algorithm_bands(ck, raw, kp, coll, nodes, ppn, mpi):
                     line=ck.src.line(bkp),
                 )
             )
-    if isinstance(expect, int) and raw:
+    if isinstance(expect, int):
         last = kp + (len(raw) - 1,)
         ck.err(
             last + ("to",),
