@@ -92,34 +92,21 @@ def split_headings(text):
     return sections
 
 
-def md_tables(lines):
-    """Every markdown table in ``lines`` as (line index of its header, list of rows of cells)."""
-    tables, rows, start = [], [], None
-    for i, line in enumerate(lines + [""]):
-        if line.lstrip().startswith("|"):
-            row = line.strip()
-            row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
-            cells = [plain(c) for c in row.split("|")]
-            if all(re.fullmatch(r":?-+:?", c) for c in cells):
-                continue  # the |:---:|-:| alignment row
-            if start is None:
-                start = i
-            rows.append(cells)
-        elif rows:
-            tables.append((start, rows))
-            rows, start = [], None
-    return tables
-
-
 def table_after(lines, marker, section):
     """The first table after the line containing ``marker``, as {row label: {column: cell}}."""
     marked = [i for i, line in enumerate(lines) if marker in plain(line)]
     if len(marked) != 1:
         raise at(section, "expected one line with %r, found %d" % (marker, len(marked)))
-    for start, rows in md_tables(lines):
-        if start > marked[0]:
-            header = rows[0]
-            return {row[0]: dict(zip(header[1:], row[1:])) for row in rows[1:]}
+    rows = []
+    for line in lines[marked[0] + 1 :] + [""]:
+        if line.lstrip().startswith("|"):
+            row = line.strip()
+            row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
+            cells = [plain(c) for c in row.split("|")]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells):  # not the |:---:|-:| row
+                rows.append(cells)
+        elif rows:
+            return {row[0]: dict(zip(rows[0][1:], row[1:])) for row in rows[1:]}
     raise at(section, "no table after %r" % marker)
 
 
@@ -401,7 +388,7 @@ def read_findings(lines, section):
 # Component choice (tuning-tables/README.md, "How a component choice is derived")
 # ---------------------------------------------------------------------------------------------
 
-SCORE = {"better": 1, "worse": -1, "neutral": 0}
+SCORE = {"better": 1, "worse": -1, "neutral": 0, None: 0}
 
 
 def effect_at(finding, size):
@@ -429,15 +416,18 @@ def derive_choice(findings):
     none scores 0; ucc and hcoll +1/-1/0 from their finding against none; the highest wins; a
     tie with none keeps none; a ucc/hcoll tie above none goes to the one ucc_vs_hcoll favours, or
     to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent.
-    basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it."""
-    ucc, hcoll, versus = findings[0], findings[1], findings[2]
-    rows, notes = [], []
+    basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it.
+    notes: bands where finding 2 orders UCC and HCOLL against findings 0 and 1, then the ties
+    finding 2 cannot break."""
+    rows, bad, ties = [], [], []
     for lo, hi in spans(findings[:3]):
-        score = {
-            "none": 0,
-            "ucc": SCORE.get(effect_at(ucc, lo), 0),
-            "hcoll": SCORE.get(effect_at(hcoll, lo), 0),
-        }
+        ucc, hcoll, said = (effect_at(f, lo) for f in findings[:3])
+        score = {"none": 0, "ucc": SCORE[ucc], "hcoll": SCORE[hcoll]}
+        if SCORE[said] * (score["ucc"] - score["hcoll"]) < 0:  # finding 2 orders them the other way
+            if bad and bad[-1][1] == lo and bad[-1][2] == said:
+                bad[-1] = (bad[-1][0], hi, said)
+            else:
+                bad.append((lo, hi, said))
         best = max(score.values())
         winners = [c for c in COMPONENTS if score[c] == best]
         basis = [0, 1]
@@ -447,14 +437,25 @@ def derive_choice(findings):
             comp = winners[0]
         else:
             basis = [0, 1, 2]
-            tie = effect_at(versus, lo)
-            comp = "ucc" if tie == "better" else "hcoll"
-            if tie not in ("better", "worse"):
-                notes.append((lo, hi, tie))
+            comp = "ucc" if said == "better" else "hcoll"
+            if said not in ("better", "worse"):
+                ties.append((lo, hi, said))
         rows.append(
             {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
         )
-    return merge_choice(rows), tie_notes(notes)
+    notes = [
+        "findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
+        "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
+        "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better", said)
+        for lo, hi, said in bad
+    ]
+    notes += [
+        "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
+        "%s there, so the tie rule takes hcoll, which the untuned default already enables"
+        % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
+        for lo, hi, said in ties
+    ]
+    return merge_choice(rows), notes
 
 
 def merge_choice(rows):
@@ -469,39 +470,8 @@ def merge_choice(rows):
     return out
 
 
-def tie_notes(ties):
-    """One note per band where UCC and HCOLL tie above none and finding 2 cannot break the tie."""
-    return [
-        "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
-        "%s there, so the tie rule takes hcoll, which the untuned default already enables"
-        % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
-        for lo, hi, said in ties
-    ]
-
-
 def band_label(lo, hi):
     return "[%s, %s)" % (format_size(lo), "inf" if hi is None else format_size(hi))
-
-
-def contradiction_notes(findings):
-    """Bands where findings 0 and 1 order UCC and HCOLL one way and finding 2 the other way."""
-    bad = []
-    for lo, hi in spans(findings[:3]):
-        implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(
-            effect_at(findings[1], lo), 0
-        )
-        said = effect_at(findings[2], lo)
-        if (said == "better" and implied < 0) or (said == "worse" and implied > 0):
-            if bad and bad[-1][1] == lo and bad[-1][2] == said:
-                bad[-1] = (bad[-1][0], hi, said)
-            else:
-                bad.append((lo, hi, said))
-    return [
-        "findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
-        "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
-        "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better", said)
-        for lo, hi, said in bad
-    ]
 
 
 SAME_BOTH_SIDES = re.compile(
@@ -536,22 +506,11 @@ def read_baseline(lines, section, expected, notes):
             "the untuned baseline here is %s, elsewhere %s"
             % (", ".join(knobs_said), ", ".join(expected))
         )
-    return knobs_said
 
 
-def one_node_settings(lines, section):
-    """1 node: UCX_RNDV_THRESH, NPS and placement per component from the two tables."""
-    rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", section)
-    place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
-    thresh = per_component(rndv.get("UCX_RNDV_THRESH"), section, "UCX_RNDV_THRESH")
-    return {
-        comp: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[comp], section)}
-        for comp in COMPONENTS
-    }, place
-
-
-def placement(place, settings, section):
+def placement(lines, settings, section):
     """Add nps and mapping per component from the step's NPS/placement table."""
+    place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
     nps = per_component(place.get("NPS"), section, "NPS")
     mapping = per_component(place.get("MPIプロセス分割方法"), section, "MPIプロセス分割方法")
     for comp in COMPONENTS:
@@ -652,8 +611,12 @@ def read_case(sections, n, m, k, one_node):
     notes = []
     case = {"nodes": NODES[n], "ppn": PPN[m], "collective": COLLECTIVES[k], "section": key}
     if NODES[n] == 1:
-        settings, place = one_node_settings(lines, key)
-        read_baseline(lines, key, BASELINE_1NODE, notes)
+        # UCX_RNDV_THRESH per component from its own table
+        rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", key)
+        thresh = per_component(rndv.get("UCX_RNDV_THRESH"), key, "UCX_RNDV_THRESH")
+        settings = {
+            c: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[c], key)} for c in COMPONENTS
+        }
         one_node[key] = settings
     else:
         published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[
@@ -661,9 +624,8 @@ def read_case(sections, n, m, k, one_node):
         ]
         cross_check(lines, key, published, one_node, notes)
         settings = {comp: dict(published) for comp in COMPONENTS}
-        place = table_after(lines, "NPS とMPIプロセス分割方法を下表", key)
-        read_baseline(lines, key, BASELINE_MULTI, notes)
-    placement(place, settings, key)
+    read_baseline(lines, key, BASELINE_1NODE if NODES[n] == 1 else BASELINE_MULTI, notes)
+    placement(lines, settings, key)
     case["settings"] = {
         comp: {name: settings[comp][name] for name in SETTING_ORDER if name in settings[comp]}
         for comp in COMPONENTS
@@ -675,9 +637,9 @@ def read_case(sections, n, m, k, one_node):
             "2+ nodes (note 3)",
         }
     case["findings"] = read_findings(lines, key)
-    choice, ties = derive_choice(case["findings"])
+    choice, choice_notes = derive_choice(case["findings"])
     case["choice"] = choice
-    notes += wording_notes(case["findings"]) + contradiction_notes(case["findings"]) + ties
+    notes += wording_notes(case["findings"]) + choice_notes
     if notes:
         case["notes"] = notes
     return case
