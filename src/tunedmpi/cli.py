@@ -10,7 +10,7 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
 from tunedmpi.errors import InputError, InputErrors, boundary
-from tunedmpi.files import read_text
+from tunedmpi.files import read_text, write_atomic
 from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
 
@@ -64,7 +64,6 @@ def cmd_check(args):
             "ok  %s: site %s, %s %s, %s"
             % (site.path, site.name, site.mpi_flavour, site.mpi_version, tables)
         )
-    return EXIT_OK
 
 
 def cmd_tables(args):
@@ -90,7 +89,6 @@ def cmd_tables(args):
         sys.stdout.write(tablefmt.to_csv(chosen[0]))
     else:
         sys.stdout.write("\n".join(tablefmt.grid(t) for t in chosen))
-    return EXIT_OK
 
 
 def cmd_render(args):
@@ -129,7 +127,6 @@ def cmd_render(args):
         return EXIT_OK
     for line in render.write(loaded, files, out):
         print(line)
-    return EXIT_OK
 
 
 def _read(root, rel):
@@ -146,7 +143,6 @@ def cmd_explain(args):
     env = dict(os.environ, **{"TUNEDMPI_" + k: str(v) for k, v in given.items() if v})
     result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
-    return EXIT_OK
 
 
 def cmd_install_module(args):
@@ -161,7 +157,6 @@ def cmd_install_module(args):
         **_given(args, "mpi_prefix base_module ucx_version modules mpi_version name pinned_copy"),
         mpi_level=args.mpi_level,
     )
-    return EXIT_OK
 
 
 def _given(args, names):
@@ -185,13 +180,23 @@ def cmd_import_params(args):
     for where in args.prefix:
         for path in paramlists.import_install(where, args.out, args.build):
             print("wrote %s" % path)
-    return EXIT_OK
 
 
 def cmd_import_seed(args):
     from tunedmpi.importers import seed000
 
-    return seed000.main([args.seed, args.out])
+    try:
+        table, text = seed000.render_seed_file(args.seed)
+    except seed000.SeedError as exc:  # wording the importer does not know: nothing is guessed
+        print("error: %s" % exc, file=sys.stderr)
+        return EXIT_INPUT
+    write_atomic(args.out, text)
+    cases = table["cases"]
+    noted = sum(1 for c in cases if c.get("notes"))
+    print(
+        "wrote %s: %d cases, %d component settings, %d cases with notes"
+        % (args.out, len(cases), sum(len(c["settings"]) for c in cases), noted)
+    )
 
 
 def cmd_validate(args):
@@ -261,7 +266,6 @@ def cmd_sweep(args):
         % (cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults")
     )
     print("next: tunedmpi tune --site %s" % site.name)
-    return EXIT_OK
 
 
 def cmd_retune(args):
@@ -299,7 +303,6 @@ def cmd_rollback(args):
 
     for line in revisions.rollback(sites.load_named(args.site), _rerender):
         print(line)
-    return EXIT_OK
 
 
 def cmd_sweep_task(args):
@@ -323,7 +326,6 @@ def cmd_ingest(args):
     )
     for log, path, status in written:
         print("%s -> %s (%s)" % (log, path, status))
-    return EXIT_OK
 
 
 def cmd_tune(args):
@@ -333,7 +335,6 @@ def cmd_tune(args):
         args.site, _store(args), args.out, args.campaign, row_checks=args.row_check or ()
     )
     tune.report(target, new, old, decisions)
-    return EXIT_OK
 
 
 def cmd_power(args):
@@ -351,11 +352,8 @@ def cmd_history(args):
 
     return history.run(
         args.dirs or ["validate-results"],
-        site=args.site,
-        tolerance=args.tolerance,
-        alpha=args.alpha,
         plots=args.out,
-        html=args.html,
+        **_given(args, "site tolerance alpha html"),
     )
 
 
@@ -391,13 +389,6 @@ def cmd_regret(args):
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT
     sys.stdout.write(regret.report(rows, what, args.draws))
-    return EXIT_OK
-
-
-def cmd_coverage(args):
-    from tunedmpi.regenerate import coverage
-
-    return coverage.main(args)
 
 
 class Parser(argparse.ArgumentParser):
@@ -783,6 +774,7 @@ def _parser_coverage(sub):
         "and which geometries to measure next",
     )
     coverage.add_arguments(p)
+    p.set_defaults(func=coverage.main)
 
 
 def build_parser():
@@ -800,8 +792,8 @@ def build_parser():
         _parser_coverage,
     ):
         add(sub)
-    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args)
-        p.set_defaults(func=globals()["cmd_" + verb.replace("-", "_")])
+    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args), unless it names its own
+        p.set_defaults(func=p.get_default("func") or globals()["cmd_" + verb.replace("-", "_")])
     return parser
 
 
@@ -809,7 +801,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]  # the verb's own arguments
-    return boundary(lambda: args.func(args))  # the one exception boundary (errors.boundary)
+    # the one exception boundary (errors.boundary); a verb that returns nothing succeeded
+    return boundary(lambda: args.func(args) or EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import sys
 
 import yaml
 
-from tunedmpi.files import read_bytes, write_atomic
+from tunedmpi.files import read_bytes
 from tunedmpi.tables import knobs
 from tunedmpi.tables.units import format_human, format_size, parse_size
 
@@ -811,25 +811,10 @@ def render_seed_file(seed_path):
 
 
 def main(argv=None):
-    """``python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML``: exit 0, or 2 with the reason."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if len(args) != 2 or args[0] in ("-h", "--help"):
-        print("usage: python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML", file=sys.stderr)
-        return 2
-    seed, out = args
-    try:
-        table, text = render_seed_file(seed)
-        write_atomic(out, text)
-    except (OSError, UnicodeDecodeError, SeedError) as exc:
-        print("error: %s" % exc, file=sys.stderr)
-        return 2
-    cases = table["cases"]
-    noted = sum(1 for c in cases if c.get("notes"))
-    print(
-        "wrote %s: %d cases, %d component settings, %d cases with notes"
-        % (out, len(cases), sum(len(c["settings"]) for c in cases), noted)
-    )
-    return 0
+    """``python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML``, as ``tunedmpi import-seed``."""
+    from tunedmpi import cli
+
+    return cli.main(["import-seed", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
