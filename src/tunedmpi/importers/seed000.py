@@ -568,14 +568,11 @@ def cross_check(lines, section, published, one_node, notes):
             "step 1 states the intra-node optimum as %s from %s, but %s's %s table gives %s"
             % (stated, ref_sec, ref_sec, "HCOLL" if comp == "hcoll" else ref_comp, ref_value)
         )
-    steps = (
-        ("ucx_rndv_thresh", r"以上より、 UCX_RNDV_THRESH を (\S+) とした場合", "step 1"),
-        ("ucx_tls", r"以上より、 UCX_TLS を (\S+) とした場合", "step 1"),
-        ("ucx_zcopy_thresh", r"以上より、 UCX_ZCOPY_THRESH を (\S+) とした場合", "step 2"),
-    )
-    for name, pattern, step in steps:
+    for name in ("ucx_rndv_thresh", "ucx_tls", "ucx_zcopy_thresh"):
+        step = "step 2" if name == "ucx_zcopy_thresh" else "step 1"
+        sentence = r"以上より、 %s を (\S+) とした場合" % name.upper()
         said = knob(
-            name, one_match(pattern, lines, section, "%s %s" % (step, name)).group(1), section
+            name, one_match(sentence, lines, section, "%s %s" % (step, name)).group(1), section
         )
         if said != published[name]:
             notes.append(
@@ -743,47 +740,32 @@ def scalar(value):
 def flow(value):
     """Single-line form of a scalar, a list of scalars or a mapping of those; None if not flat."""
     if isinstance(value, dict):
-        parts = []
-        for key, item in value.items():
-            inner = flow(item)
-            if inner is None or isinstance(item, dict):
-                return None
-            parts.append("%s: %s" % (scalar(key), inner))
-        return "{%s}" % ", ".join(parts)
-    if isinstance(value, list):
-        parts = [flow(item) for item in value]
-        if any(p is None or isinstance(i, (dict, list)) for p, i in zip(parts, value)):
+        if any(isinstance(item, dict) or flow(item) is None for item in value.values()):
             return None
-        return "[%s]" % ", ".join(parts)
+        return "{%s}" % ", ".join("%s: %s" % (scalar(k), flow(v)) for k, v in value.items())
+    if isinstance(value, list):
+        if any(isinstance(item, (dict, list)) for item in value):
+            return None
+        return "[%s]" % ", ".join(scalar(item) for item in value)
     return scalar(value)
 
 
 def block(value, indent):
-    """Lines of a mapping or list in block style; flat short members go on one line."""
-    pad = " " * indent
+    """Lines of a mapping or list in block style; a flat member goes on one line, a flat mapping
+    (and a mapping's flat list) only when that line fits in FLOW_WIDTH."""
+    pad, in_map = " " * indent, isinstance(value, dict)
     lines = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            one = flow(item) if isinstance(item, (dict, list)) else scalar(item)
-            if one is not None and (
-                not isinstance(item, (dict, list))
-                or len(pad) + len(str(key)) + len(one) + 2 <= FLOW_WIDTH
-            ):
-                lines.append("%s%s: %s" % (pad, scalar(key), one))
-            else:
-                lines.append("%s%s:" % (pad, scalar(key)))
-                lines += block(item, indent + 2)
-        return lines
-    for item in value:
+    for key, item in value.items() if in_map else ((None, item) for item in value):
+        lead = pad + ("%s: " % scalar(key) if in_map else "- ")
         one = flow(item)
-        if one is not None and (
-            not isinstance(item, dict) or len(pad) + len(one) + 2 <= FLOW_WIDTH
-        ):
-            lines.append("%s- %s" % (pad, one))
-        else:
+        wide = isinstance(item, dict) or (in_map and isinstance(item, list))
+        if one is not None and not (wide and len(lead + one) > FLOW_WIDTH):
+            lines.append(lead + one)
+        elif in_map:
+            lines += [lead.rstrip()] + block(item, indent + 2)
+        else:  # the member's first line goes after the "- "
             inner = block(item, indent + 2)
-            lines.append("%s- %s" % (pad, inner[0].lstrip()))
-            lines += inner[1:]
+            lines += [lead + inner[0].lstrip()] + inner[1:]
     return lines
 
 
