@@ -151,25 +151,16 @@ def read_overview(lines):
             raise SeedError("chapter 0: cannot find the %s" % what)
         return m
 
-    shape = find(
-        r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効", "shape"
-    )
-    os_ver = find(r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS")
-    image = find(r"のイメージ No\.(\d+) です", "image number")
-    ompi = find(r"^- OpenMPI ： (\S+?)（", "Open MPI version")
-    imb = find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version")
     find(
         r"2ノード以上の全ての計測は、 クラスタ・ネットワーク の同一リーフスイッチ配下",
         "leaf-switch note",
     )
-    command = find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command")
     runs = find(
         r"テストケース毎に(\d+)回実施し、その最大値と最小値を除く(\d+)回の算術平均をその結果とします",
         "measurement method",
     )
     if int(runs.group(1)) - 2 != int(runs.group(2)):
         raise SeedError("chapter 0: %s runs minus max and min is not %s" % runs.groups())
-
     msglog = {}
     limits = table_after(lines, "ここで計測するメッセージサイズの上限", "0")
     for coll in COLLECTIVES.values():
@@ -180,12 +171,17 @@ def read_overview(lines):
         if sorted(msglog[coll]) != sorted(NODES.values()):
             raise SeedError("chapter 0: the %s limits do not cover 1, 2, 4 and 8 nodes" % coll)
     return {
-        "shape": shape.group(1),
-        "os": os_ver.group(1),
-        "image": image.group(1),
-        "openmpi": ompi.group(1),
-        "imb": imb.group(1),
-        "command": command.group(1),
+        "shape": find(
+            r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効",
+            "shape",
+        ).group(1),
+        "os": find(
+            r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS"
+        ).group(1),
+        "image": find(r"のイメージ No\.(\d+) です", "image number").group(1),
+        "openmpi": find(r"^- OpenMPI ： (\S+?)（", "Open MPI version").group(1),
+        "imb": find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version").group(1),
+        "command": find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command").group(1),
         "runs": int(runs.group(1)),
         "kept": int(runs.group(2)),
         "msglog_max": msglog,
@@ -224,10 +220,6 @@ MODIFIERS = {"概ね": "mostly ", "大幅に": "much "}
 WHOLE = (0, None)
 
 
-def size_bytes(number, unit):
-    return int(number) * UNITS[unit]
-
-
 def parse_where(where, previous, section, phrase):
     """One 'where' expression -> (list of (lo, hi) bands, English). ``previous``: the bands of the
     statement before it (for それ未満 / それ以上 / それ以外). Sizes are powers of two and inclusive in
@@ -255,7 +247,7 @@ def parse_range(part, previous, section, phrase):
     """One range word -> (bands, English). See parse_where."""
     m = re.fullmatch(SIZE + r"(以上|以下|未満)", part)
     if m:
-        x = size_bytes(m.group(1), m.group(2))
+        x = int(m.group(1)) * UNITS[m.group(2)]
         if m.group(3) == "以上":
             return [(x, None)], "at >= %s" % format_human(x)
         if m.group(3) == "以下":
@@ -263,7 +255,7 @@ def parse_range(part, previous, section, phrase):
         return [(0, x)], "below %s" % format_human(x)
     m = re.fullmatch(SIZE + r"(?:から|と)" + SIZE + r"(?:の間|まで)?", part)
     if m and (m.group(0).find("と") < 0 or part.endswith("の間")):
-        lo, hi = size_bytes(m.group(1), m.group(2)), size_bytes(m.group(3), m.group(4))
+        lo, hi = (int(m.group(i)) * UNITS[m.group(i + 1)] for i in (1, 3))
         if hi < lo:
             raise at(section, "range %r runs backwards in %r" % (part, phrase))
         return [(lo, 2 * hi)], "from %s to %s" % (format_human(lo), format_human(hi))
