@@ -715,17 +715,13 @@ FLOW_WIDTH = 150  # a mapping of scalars shorter than this is written on one lin
 
 
 def scalar(value):
-    """One YAML scalar: plain when it reads back as the same string, else JSON-quoted."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if not isinstance(value, str):
+    """One YAML scalar: a string plain when it reads back as the same string, else JSON, which
+    YAML reads as written (null, true, 5, "quoted")."""
+    if not isinstance(value, (str, int, type(None))):  # a bool is an int
         raise TypeError("cannot write %r" % (value,))
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) and yaml.safe_load(value) == value:
-        return value
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+        if yaml.safe_load(value) == value:
+            return value
     return json.dumps(value, ensure_ascii=False)
 
 
