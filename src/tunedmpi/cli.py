@@ -48,10 +48,7 @@ def cmd_check(args):
         raise InputErrors(errors)
     for t in checked:
         nset = sum(len(c.settings) for c in t.cases)
-        print(
-            "ok  %s: %s %s, %d cases, %d settings"
-            % (t.path, t.platform, t.name, len(t.cases), nset)
-        )
+        print(f"ok  {t.path}: {t.platform} {t.name}, {len(t.cases)} cases, {nset} settings")
     for site in loaded:
         tables = "table %s" % site.table_ref
         if site.node_types:
@@ -60,10 +57,7 @@ def cmd_check(args):
                 "%s (%s%s)" % (nt.name, nt.site.table_ref, default.get(nt.name, ""))
                 for nt in site.node_types
             )
-        print(
-            "ok  %s: site %s, %s %s, %s"
-            % (site.path, site.name, site.mpi_flavour, site.mpi_version, tables)
-        )
+        print(f"ok  {site.path}: site {site.name}, {site.mpi_flavour} {site.mpi_version}, {tables}")
 
 
 def cmd_tables(args):
@@ -109,10 +103,9 @@ def cmd_render(args):
             if _read(out, rel) != text
             or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
         ]
-        problems = ["stale: %s/%s (run: tunedmpi render)" % (out, rel) for rel in stale]
+        problems = [f"stale: {out}/{rel} (run: tunedmpi render)" for rel in stale]
         problems += [
-            "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
-            % (out, rel)
+            f"stale: {out}/{rel} is no longer rendered (run: tunedmpi render, which removes it)"
             for rel in gone
         ]
         problems += [
@@ -261,10 +254,8 @@ def cmd_sweep(args):
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
-    print(
-        "campaign %s complete; the job configuration: %s"
-        % (cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults")
-    )
+    config = ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults"
+    print(f"campaign {cdir} complete; the job configuration: {config}")
     print("next: tunedmpi tune --site %s" % site.name)
 
 

@@ -265,8 +265,7 @@ def parse_range(part, previous, section, phrase):
         if previous == [WHOLE]:
             raise at(section, "%r follows the whole range in %r" % (part, phrase))
         lo = min(b[0] for b in previous)
-        his = [b[1] for b in previous]
-        hi = None if None in his else max(his)
+        hi = None if any(b[1] is None for b in previous) else max(b[1] for b in previous)
         if part in ("それ未満", "それ以下"):
             if lo == 0:
                 raise at(section, "nothing lies below the range before %r in %r" % (part, phrase))
@@ -512,19 +511,17 @@ def placement(lines, settings, section):
         settings[comp]["mapping"] = MAPPINGS[mapping[comp]]
 
 
-def summary_table(lines, section):
-    """N-M-0 (2+ nodes): {collective: {ucx_tls, ucx_rndv_thresh, ucx_zcopy_thresh}}."""
-    table = table_after(lines, "下表は、各MPI集合通信関数の最適な UCX_TLS", section)
-    out = {}
-    for coll in COLLECTIVES.values():
-        row = table.get(coll.capitalize())
-        if row is None:
-            raise at(section, "the summary table has no %s row" % coll)
-        out[coll] = {
-            name: knob(name, row.get(name.upper()), section)
-            for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
-        }
-    return out
+def summary_table(sections, n, m, coll):
+    """The collective's {ucx_tls, ucx_rndv_thresh, ucx_zcopy_thresh} in the N-M-0 table (2+ nodes)."""
+    section = "%d-%d-0" % (n, m)
+    table = table_after(sections[section][1], "下表は、各MPI集合通信関数の最適な UCX_TLS", section)
+    row = table.get(coll.capitalize())
+    if row is None:
+        raise at(section, "the summary table has no %s row" % coll)
+    return {
+        name: knob(name, row.get(name.upper()), section)
+        for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
+    }
 
 
 def cross_check(lines, section, published, one_node, notes):
@@ -608,9 +605,7 @@ def read_case(sections, n, m, k, one_node):
         }
         one_node[key] = settings
     else:
-        published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[
-            COLLECTIVES[k]
-        ]
+        published = summary_table(sections, n, m, COLLECTIVES[k])
         cross_check(lines, key, published, one_node, notes)
         settings = {comp: dict(published) for comp in COMPONENTS}
     read_baseline(lines, key, BASELINE_1NODE if NODES[n] == 1 else BASELINE_MULTI, notes)
