@@ -10,7 +10,7 @@ from pathlib import Path
 from tunedmpi import paths
 from tunedmpi.argtypes import MAX_TIMEOUT_S, add_levels, add_wait, duration, number, whole
 from tunedmpi.errors import InputError, InputErrors, boundary
-from tunedmpi.files import read_text, write_atomic
+from tunedmpi.files import read_text
 from tunedmpi.policy import POLICY
 from tunedmpi.tables import schema, tablefmt
 
@@ -178,18 +178,7 @@ def cmd_import_params(args):
 def cmd_import_seed(args):
     from tunedmpi.importers import seed000
 
-    try:
-        table, text = seed000.render_seed_file(args.seed)
-    except seed000.SeedError as exc:  # wording the importer does not know: nothing is guessed
-        print("error: %s" % exc, file=sys.stderr)
-        return EXIT_INPUT
-    write_atomic(args.out, text)
-    cases = table["cases"]
-    noted = sum(1 for c in cases if c.get("notes"))
-    print(
-        "wrote %s: %d cases, %d component settings, %d cases with notes"
-        % (args.out, len(cases), sum(len(c["settings"]) for c in cases), noted)
-    )
+    return seed000.main([args.seed, args.out])
 
 
 def cmd_validate(args):
@@ -198,12 +187,10 @@ def cmd_validate(args):
 
     try:
         with validate.signals_interrupt():
-            if args.rows or (args.reanalyse and rows.is_rows_campaign(args.reanalyse)):
-                return (
-                    rows.reanalyse(args.reanalyse, args.out)
-                    if args.reanalyse
-                    else rows.run_rows(args)
-                )
+            if args.reanalyse and (args.rows or rows.is_rows_campaign(args.reanalyse)):
+                return rows.reanalyse(args.reanalyse, args.out)
+            if args.rows:
+                return rows.run_rows(args)
             return validate_cli.one(args)
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
@@ -770,8 +757,7 @@ def _parser_coverage(sub):
 
 def build_parser():
     parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    sub.required = True
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for add in (
         _parser_tables,
         _parser_validate,

@@ -16,10 +16,11 @@ import hashlib
 import json
 import re
 import sys
+from itertools import product
 
 import yaml
 
-from tunedmpi.files import read_bytes
+from tunedmpi.files import read_bytes, write_atomic
 from tunedmpi.tables import knobs
 from tunedmpi.tables.units import format_human, format_size, parse_size
 
@@ -114,8 +115,7 @@ def per_component(row, section, what):
     """A component table row {'No COLL': v, 'UCC': v, 'HCOLL': v} -> {'none': v, ...}."""
     if row is None or set(row) != set(COMPONENT_COLUMNS):
         raise at(
-            section,
-            "the %s row does not have the columns %s" % (what, ", ".join(COMPONENT_COLUMNS)),
+            section, f"the {what} row does not have the columns {', '.join(COMPONENT_COLUMNS)}"
         )
     return {COMPONENT_COLUMNS[col]: value for col, value in row.items()}
 
@@ -327,7 +327,10 @@ def parse_finding(phrase, section):
         words.append("%s%s %s" % (how, effect_en, where_en))
         previous = ranges
         rest = rest[s.end() :]
-    check_overlap(bands, section, phrase)
+    # two bands of one finding must not overlap: the study never says two things of one size
+    edges = sorted(band_bytes(b) for b in bands)
+    if any(hi is None or hi > lo for (_, hi), (lo, _) in zip(edges, edges[1:])):
+        raise at(section, "bands overlap in finding %r" % phrase)
     return {"text": phrase, "about": about, "en": label + "; ".join(words), "bands": bands}
 
 
@@ -345,14 +348,6 @@ def size_value(n):
 
 def band_bytes(band):
     return parse_size(band["from"]), (None if band["to"] is None else parse_size(band["to"]))
-
-
-def check_overlap(bands, section, phrase):
-    """Two bands of one finding must not overlap: the study never says two things of one size."""
-    spans = sorted(band_bytes(b) for b in bands)
-    for (lo1, hi1), (lo2, _) in zip(spans, spans[1:]):
-        if hi1 is None or hi1 > lo2:
-            raise at(section, "bands overlap in finding %r" % phrase)
 
 
 def read_findings(lines, section):
@@ -422,18 +417,20 @@ def derive_choice(findings):
         best = max(score.values())
         winners = [c for c in COMPONENTS if score[c] == best]
         basis = [0, 1]
-        if "none" in winners:
-            comp = "none"
-        elif len(winners) == 1:
+        if len(winners) == 1 or "none" in winners:  # COMPONENTS puts none first
             comp = winners[0]
         else:
             basis = [0, 1, 2]
             comp = "ucc" if said == "better" else "hcoll"
             if said not in ("better", "worse"):
                 ties.append((lo, hi, said))
-        rows.append(
-            {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
-        )
+        if rows and rows[-1]["component"] == comp:  # neighbours that choose alike: one band
+            rows[-1]["to"] = size_value(hi)
+            rows[-1]["basis"] = sorted(set(rows[-1]["basis"]) | set(basis))
+        else:
+            rows.append(
+                {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
+            )
     notes = [
         "findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
         "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
@@ -446,19 +443,7 @@ def derive_choice(findings):
         % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
         for lo, hi, said in ties
     ]
-    return merge_choice(rows), notes
-
-
-def merge_choice(rows):
-    """Join neighbouring bands that choose the same component (basis: the union)."""
-    out = []
-    for row in rows:
-        if out and out[-1]["component"] == row["component"]:
-            out[-1]["to"] = row["to"]
-            out[-1]["basis"] = sorted(set(out[-1]["basis"]) | set(row["basis"]))
-        else:
-            out.append(dict(row))
-    return out
+    return rows, notes
 
 
 def band_label(lo, hi):
@@ -621,8 +606,7 @@ def read_case(sections, n, m, k, one_node):
             "2+ nodes (note 3)",
         }
     case["findings"] = read_findings(lines, key)
-    choice, choice_notes = derive_choice(case["findings"])
-    case["choice"] = choice
+    case["choice"], choice_notes = derive_choice(case["findings"])
     notes += wording_notes(case["findings"]) + choice_notes
     if notes:
         case["notes"] = notes
@@ -641,11 +625,8 @@ def import_seed(text):
     if "0" not in sections:
         raise SeedError("the seed has no chapter 0 (概要)")
     ov = read_overview(sections["0"][1])
-    one_node, cases = {}, []
-    for n in sorted(NODES):  # 1-node cases first: 2+ nodes refer back to them
-        for m in sorted(PPN):
-            for k in sorted(COLLECTIVES):
-                cases.append(read_case(sections, n, m, k, one_node))
+    one_node = {}  # in the numbers' order, 1-node cases first: 2+ nodes refer back to them
+    cases = [read_case(sections, *nmk, one_node) for nmk in product(NODES, PPN, COLLECTIVES)]
     platform = (
         "%s (SMT disabled), cluster network (all 2+-node runs on instances under one leaf "
         "switch), Oracle Linux %s-based HPC cluster networking image No.%s"
@@ -776,10 +757,25 @@ def render_seed_file(seed_path):
 
 
 def main(argv=None):
-    """``python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML``, as ``tunedmpi import-seed``."""
-    from tunedmpi import cli
-
-    return cli.main(["import-seed", *(sys.argv[1:] if argv is None else argv)])
+    """``python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML``: exit 0, or 2 with the reason."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) != 2 or args[0] in ("-h", "--help"):
+        print("usage: python -m tunedmpi.importers.seed000 SEED_FILE OUT_YAML", file=sys.stderr)
+        return 2
+    seed, out = args
+    try:
+        table, text = render_seed_file(seed)
+        write_atomic(out, text)
+    except (OSError, UnicodeDecodeError, SeedError) as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 2
+    cases = table["cases"]
+    noted = sum(1 for c in cases if c.get("notes"))
+    print(
+        "wrote %s: %d cases, %d component settings, %d cases with notes"
+        % (out, len(cases), sum(len(c["settings"]) for c in cases), noted)
+    )
+    return 0
 
 
 if __name__ == "__main__":
