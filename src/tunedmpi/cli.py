@@ -48,10 +48,7 @@ def cmd_check(args):
         raise InputErrors(errors)
     for t in checked:
         nset = sum(len(c.settings) for c in t.cases)
-        print(
-            "ok  %s: %s %s, %d cases, %d settings"
-            % (t.path, t.platform, t.name, len(t.cases), nset)
-        )
+        print(f"ok  {t.path}: {t.platform} {t.name}, {len(t.cases)} cases, {nset} settings")
     for site in loaded:
         tables = "table %s" % site.table_ref
         if site.node_types:
@@ -60,11 +57,7 @@ def cmd_check(args):
                 "%s (%s%s)" % (nt.name, nt.site.table_ref, default.get(nt.name, ""))
                 for nt in site.node_types
             )
-        print(
-            "ok  %s: site %s, %s %s, %s"
-            % (site.path, site.name, site.mpi_flavour, site.mpi_version, tables)
-        )
-    return EXIT_OK
+        print(f"ok  {site.path}: site {site.name}, {site.mpi_flavour} {site.mpi_version}, {tables}")
 
 
 def cmd_tables(args):
@@ -90,7 +83,6 @@ def cmd_tables(args):
         sys.stdout.write(tablefmt.to_csv(chosen[0]))
     else:
         sys.stdout.write("\n".join(tablefmt.grid(t) for t in chosen))
-    return EXIT_OK
 
 
 def cmd_render(args):
@@ -111,10 +103,9 @@ def cmd_render(args):
             if _read(out, rel) != text
             or (render.EXECUTABLE.search(rel) and not os.access(os.path.join(out, rel), os.X_OK))
         ]
-        problems = ["stale: %s/%s (run: tunedmpi render)" % (out, rel) for rel in stale]
+        problems = [f"stale: {out}/{rel} (run: tunedmpi render)" for rel in stale]
         problems += [
-            "stale: %s/%s is no longer rendered (run: tunedmpi render, which removes it)"
-            % (out, rel)
+            f"stale: {out}/{rel} is no longer rendered (run: tunedmpi render, which removes it)"
             for rel in gone
         ]
         problems += [
@@ -129,7 +120,6 @@ def cmd_render(args):
         return EXIT_OK
     for line in render.write(loaded, files, out):
         print(line)
-    return EXIT_OK
 
 
 def _read(root, rel):
@@ -146,7 +136,6 @@ def cmd_explain(args):
     env = dict(os.environ, **{"TUNEDMPI_" + k: str(v) for k, v in given.items() if v})
     result = explain.select(explain.mpi(sites.load_named(args.site), args.module), env)
     sys.stdout.write(explain.describe(result))
-    return EXIT_OK
 
 
 def cmd_install_module(args):
@@ -161,7 +150,6 @@ def cmd_install_module(args):
         **_given(args, "mpi_prefix base_module ucx_version modules mpi_version name pinned_copy"),
         mpi_level=args.mpi_level,
     )
-    return EXIT_OK
 
 
 def _given(args, names):
@@ -185,7 +173,6 @@ def cmd_import_params(args):
     for where in args.prefix:
         for path in paramlists.import_install(where, args.out, args.build):
             print("wrote %s" % path)
-    return EXIT_OK
 
 
 def cmd_import_seed(args):
@@ -200,12 +187,10 @@ def cmd_validate(args):
 
     try:
         with validate.signals_interrupt():
-            if args.rows or (args.reanalyse and rows.is_rows_campaign(args.reanalyse)):
-                return (
-                    rows.reanalyse(args.reanalyse, args.out)
-                    if args.reanalyse
-                    else rows.run_rows(args)
-                )
+            if args.reanalyse and (args.rows or rows.is_rows_campaign(args.reanalyse)):
+                return rows.reanalyse(args.reanalyse, args.out)
+            if args.rows:
+                return rows.run_rows(args)
             return validate_cli.one(args)
     except CannotRun as exc:
         print("validate: cannot run: %s" % exc, file=sys.stderr)
@@ -256,12 +241,9 @@ def cmd_sweep(args):
     except CannotRun as exc:
         print("sweep: %s" % exc, file=sys.stderr)
         return EXIT_INPUT
-    print(
-        "campaign %s complete; the job configuration: %s"
-        % (cdir, ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults")
-    )
+    config = ", ".join("%s=%s" % kv for kv in sorted(job.items())) or "MPI defaults"
+    print(f"campaign {cdir} complete; the job configuration: {config}")
     print("next: tunedmpi tune --site %s" % site.name)
-    return EXIT_OK
 
 
 def cmd_retune(args):
@@ -299,7 +281,6 @@ def cmd_rollback(args):
 
     for line in revisions.rollback(sites.load_named(args.site), _rerender):
         print(line)
-    return EXIT_OK
 
 
 def cmd_sweep_task(args):
@@ -323,7 +304,6 @@ def cmd_ingest(args):
     )
     for log, path, status in written:
         print("%s -> %s (%s)" % (log, path, status))
-    return EXIT_OK
 
 
 def cmd_tune(args):
@@ -333,7 +313,6 @@ def cmd_tune(args):
         args.site, _store(args), args.out, args.campaign, row_checks=args.row_check or ()
     )
     tune.report(target, new, old, decisions)
-    return EXIT_OK
 
 
 def cmd_power(args):
@@ -351,11 +330,8 @@ def cmd_history(args):
 
     return history.run(
         args.dirs or ["validate-results"],
-        site=args.site,
-        tolerance=args.tolerance,
-        alpha=args.alpha,
         plots=args.out,
-        html=args.html,
+        **_given(args, "site tolerance alpha html"),
     )
 
 
@@ -391,13 +367,6 @@ def cmd_regret(args):
         print("regret: nothing of %s was measured in the campaign(s)" % source, file=sys.stderr)
         return EXIT_INPUT
     sys.stdout.write(regret.report(rows, what, args.draws))
-    return EXIT_OK
-
-
-def cmd_coverage(args):
-    from tunedmpi.regenerate import coverage
-
-    return coverage.main(args)
 
 
 class Parser(argparse.ArgumentParser):
@@ -783,12 +752,12 @@ def _parser_coverage(sub):
         "and which geometries to measure next",
     )
     coverage.add_arguments(p)
+    p.set_defaults(func=coverage.main)
 
 
 def build_parser():
     parser = Parser(prog="tunedmpi", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    sub.required = True
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for add in (
         _parser_tables,
         _parser_validate,
@@ -800,8 +769,8 @@ def build_parser():
         _parser_coverage,
     ):
         add(sub)
-    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args)
-        p.set_defaults(func=globals()["cmd_" + verb.replace("-", "_")])
+    for verb, p in sub.choices.items():  # each verb runs cmd_<verb>(args), unless it names its own
+        p.set_defaults(func=p.get_default("func") or globals()["cmd_" + verb.replace("-", "_")])
     return parser
 
 
@@ -809,7 +778,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]  # the verb's own arguments
-    return boundary(lambda: args.func(args))  # the one exception boundary (errors.boundary)
+    # the one exception boundary (errors.boundary); a verb that returns nothing succeeded
+    return boundary(lambda: args.func(args) or EXIT_OK)
 
 
 if __name__ == "__main__":

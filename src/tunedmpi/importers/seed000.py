@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import sys
+from itertools import product
 
 import yaml
 
@@ -92,34 +93,21 @@ def split_headings(text):
     return sections
 
 
-def md_tables(lines):
-    """Every markdown table in ``lines`` as (line index of its header, list of rows of cells)."""
-    tables, rows, start = [], [], None
-    for i, line in enumerate(lines + [""]):
-        if line.lstrip().startswith("|"):
-            row = line.strip()
-            row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
-            cells = [plain(c) for c in row.split("|")]
-            if all(re.fullmatch(r":?-+:?", c) for c in cells):
-                continue  # the |:---:|-:| alignment row
-            if start is None:
-                start = i
-            rows.append(cells)
-        elif rows:
-            tables.append((start, rows))
-            rows, start = [], None
-    return tables
-
-
 def table_after(lines, marker, section):
     """The first table after the line containing ``marker``, as {row label: {column: cell}}."""
     marked = [i for i, line in enumerate(lines) if marker in plain(line)]
     if len(marked) != 1:
         raise at(section, "expected one line with %r, found %d" % (marker, len(marked)))
-    for start, rows in md_tables(lines):
-        if start > marked[0]:
-            header = rows[0]
-            return {row[0]: dict(zip(header[1:], row[1:])) for row in rows[1:]}
+    rows = []
+    for line in lines[marked[0] + 1 :] + [""]:
+        if line.lstrip().startswith("|"):
+            row = line.strip()
+            row = row[1:-1] if row.endswith("|") and len(row) > 1 else row[1:]
+            cells = [plain(c) for c in row.split("|")]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells):  # not the |:---:|-:| row
+                rows.append(cells)
+        elif rows:
+            return {row[0]: dict(zip(rows[0][1:], row[1:])) for row in rows[1:]}
     raise at(section, "no table after %r" % marker)
 
 
@@ -127,8 +115,7 @@ def per_component(row, section, what):
     """A component table row {'No COLL': v, 'UCC': v, 'HCOLL': v} -> {'none': v, ...}."""
     if row is None or set(row) != set(COMPONENT_COLUMNS):
         raise at(
-            section,
-            "the %s row does not have the columns %s" % (what, ", ".join(COMPONENT_COLUMNS)),
+            section, f"the {what} row does not have the columns {', '.join(COMPONENT_COLUMNS)}"
         )
     return {COMPONENT_COLUMNS[col]: value for col, value in row.items()}
 
@@ -164,25 +151,16 @@ def read_overview(lines):
             raise SeedError("chapter 0: cannot find the %s" % what)
         return m
 
-    shape = find(
-        r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効", "shape"
-    )
-    os_ver = find(r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS")
-    image = find(r"のイメージ No\.(\d+) です", "image number")
-    ompi = find(r"^- OpenMPI ： (\S+?)（", "Open MPI version")
-    imb = find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version")
     find(
         r"2ノード以上の全ての計測は、 クラスタ・ネットワーク の同一リーフスイッチ配下",
         "leaf-switch note",
     )
-    command = find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command")
     runs = find(
         r"テストケース毎に(\d+)回実施し、その最大値と最小値を除く(\d+)回の算術平均をその結果とします",
         "measurement method",
     )
     if int(runs.group(1)) - 2 != int(runs.group(2)):
         raise SeedError("chapter 0: %s runs minus max and min is not %s" % runs.groups())
-
     msglog = {}
     limits = table_after(lines, "ここで計測するメッセージサイズの上限", "0")
     for coll in COLLECTIVES.values():
@@ -193,12 +171,17 @@ def read_overview(lines):
         if sorted(msglog[coll]) != sorted(NODES.values()):
             raise SeedError("chapter 0: the %s limits do not cover 1, 2, 4 and 8 nodes" % coll)
     return {
-        "shape": shape.group(1),
-        "os": os_ver.group(1),
-        "image": image.group(1),
-        "openmpi": ompi.group(1),
-        "imb": imb.group(1),
-        "command": command.group(1),
+        "shape": find(
+            r"シェイプ： (\S+) （ Simultanious Multi Threading （以降 SMT と呼称します。）無効",
+            "shape",
+        ).group(1),
+        "os": find(
+            r"OS： Oracle Linux (\S+?)ベースのHPC \[?クラスタネットワーキングイメージ", "OS"
+        ).group(1),
+        "image": find(r"のイメージ No\.(\d+) です", "image number").group(1),
+        "openmpi": find(r"^- OpenMPI ： (\S+?)（", "Open MPI version").group(1),
+        "imb": find(r"^- Intel MPI Benchmarks ： (\S+?)（", "IMB version").group(1),
+        "command": find(r"```sh\n\$ (numactl [^\n]+)\n```", "benchmark command").group(1),
         "runs": int(runs.group(1)),
         "kept": int(runs.group(2)),
         "msglog_max": msglog,
@@ -237,10 +220,6 @@ MODIFIERS = {"概ね": "mostly ", "大幅に": "much "}
 WHOLE = (0, None)
 
 
-def size_bytes(number, unit):
-    return int(number) * UNITS[unit]
-
-
 def parse_where(where, previous, section, phrase):
     """One 'where' expression -> (list of (lo, hi) bands, English). ``previous``: the bands of the
     statement before it (for それ未満 / それ以上 / それ以外). Sizes are powers of two and inclusive in
@@ -268,7 +247,7 @@ def parse_range(part, previous, section, phrase):
     """One range word -> (bands, English). See parse_where."""
     m = re.fullmatch(SIZE + r"(以上|以下|未満)", part)
     if m:
-        x = size_bytes(m.group(1), m.group(2))
+        x = int(m.group(1)) * UNITS[m.group(2)]
         if m.group(3) == "以上":
             return [(x, None)], "at >= %s" % format_human(x)
         if m.group(3) == "以下":
@@ -276,7 +255,7 @@ def parse_range(part, previous, section, phrase):
         return [(0, x)], "below %s" % format_human(x)
     m = re.fullmatch(SIZE + r"(?:から|と)" + SIZE + r"(?:の間|まで)?", part)
     if m and (m.group(0).find("と") < 0 or part.endswith("の間")):
-        lo, hi = size_bytes(m.group(1), m.group(2)), size_bytes(m.group(3), m.group(4))
+        lo, hi = (int(m.group(i)) * UNITS[m.group(i + 1)] for i in (1, 3))
         if hi < lo:
             raise at(section, "range %r runs backwards in %r" % (part, phrase))
         return [(lo, 2 * hi)], "from %s to %s" % (format_human(lo), format_human(hi))
@@ -286,8 +265,7 @@ def parse_range(part, previous, section, phrase):
         if previous == [WHOLE]:
             raise at(section, "%r follows the whole range in %r" % (part, phrase))
         lo = min(b[0] for b in previous)
-        his = [b[1] for b in previous]
-        hi = None if None in his else max(his)
+        hi = None if any(b[1] is None for b in previous) else max(b[1] for b in previous)
         if part in ("それ未満", "それ以下"):
             if lo == 0:
                 raise at(section, "nothing lies below the range before %r in %r" % (part, phrase))
@@ -349,7 +327,10 @@ def parse_finding(phrase, section):
         words.append("%s%s %s" % (how, effect_en, where_en))
         previous = ranges
         rest = rest[s.end() :]
-    check_overlap(bands, section, phrase)
+    # two bands of one finding must not overlap: the study never says two things of one size
+    edges = sorted(band_bytes(b) for b in bands)
+    if any(hi is None or hi > lo for (_, hi), (lo, _) in zip(edges, edges[1:])):
+        raise at(section, "bands overlap in finding %r" % phrase)
     return {"text": phrase, "about": about, "en": label + "; ".join(words), "bands": bands}
 
 
@@ -367,14 +348,6 @@ def size_value(n):
 
 def band_bytes(band):
     return parse_size(band["from"]), (None if band["to"] is None else parse_size(band["to"]))
-
-
-def check_overlap(bands, section, phrase):
-    """Two bands of one finding must not overlap: the study never says two things of one size."""
-    spans = sorted(band_bytes(b) for b in bands)
-    for (lo1, hi1), (lo2, _) in zip(spans, spans[1:]):
-        if hi1 is None or hi1 > lo2:
-            raise at(section, "bands overlap in finding %r" % phrase)
 
 
 def read_findings(lines, section):
@@ -401,7 +374,7 @@ def read_findings(lines, section):
 # Component choice (tuning-tables/README.md, "How a component choice is derived")
 # ---------------------------------------------------------------------------------------------
 
-SCORE = {"better": 1, "worse": -1, "neutral": 0}
+SCORE = {"better": 1, "worse": -1, "neutral": 0, None: 0}
 
 
 def effect_at(finding, size):
@@ -429,79 +402,52 @@ def derive_choice(findings):
     none scores 0; ucc and hcoll +1/-1/0 from their finding against none; the highest wins; a
     tie with none keeps none; a ucc/hcoll tie above none goes to the one ucc_vs_hcoll favours, or
     to hcoll (which the untuned default already enables) when ucc_vs_hcoll is neutral or silent.
-    basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it."""
-    ucc, hcoll, versus = findings[0], findings[1], findings[2]
-    rows, notes = [], []
+    basis: findings 0 and 1 (always consulted), plus 2 where the tie-break consulted it.
+    notes: bands where finding 2 orders UCC and HCOLL against findings 0 and 1, then the ties
+    finding 2 cannot break."""
+    rows, bad, ties = [], [], []
     for lo, hi in spans(findings[:3]):
-        score = {
-            "none": 0,
-            "ucc": SCORE.get(effect_at(ucc, lo), 0),
-            "hcoll": SCORE.get(effect_at(hcoll, lo), 0),
-        }
-        best = max(score.values())
-        winners = [c for c in COMPONENTS if score[c] == best]
-        basis = [0, 1]
-        if "none" in winners:
-            comp = "none"
-        elif len(winners) == 1:
-            comp = winners[0]
-        else:
-            basis = [0, 1, 2]
-            tie = effect_at(versus, lo)
-            comp = "ucc" if tie == "better" else "hcoll"
-            if tie not in ("better", "worse"):
-                notes.append((lo, hi, tie))
-        rows.append(
-            {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
-        )
-    return merge_choice(rows), tie_notes(notes)
-
-
-def merge_choice(rows):
-    """Join neighbouring bands that choose the same component (basis: the union)."""
-    out = []
-    for row in rows:
-        if out and out[-1]["component"] == row["component"]:
-            out[-1]["to"] = row["to"]
-            out[-1]["basis"] = sorted(set(out[-1]["basis"]) | set(row["basis"]))
-        else:
-            out.append(dict(row))
-    return out
-
-
-def tie_notes(ties):
-    """One note per band where UCC and HCOLL tie above none and finding 2 cannot break the tie."""
-    return [
-        "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
-        "%s there, so the tie rule takes hcoll, which the untuned default already enables"
-        % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
-        for lo, hi, said in ties
-    ]
-
-
-def band_label(lo, hi):
-    return "[%s, %s)" % (format_size(lo), "inf" if hi is None else format_size(hi))
-
-
-def contradiction_notes(findings):
-    """Bands where findings 0 and 1 order UCC and HCOLL one way and finding 2 the other way."""
-    bad = []
-    for lo, hi in spans(findings[:3]):
-        implied = SCORE.get(effect_at(findings[0], lo), 0) - SCORE.get(
-            effect_at(findings[1], lo), 0
-        )
-        said = effect_at(findings[2], lo)
-        if (said == "better" and implied < 0) or (said == "worse" and implied > 0):
+        ucc, hcoll, said = (effect_at(f, lo) for f in findings[:3])
+        score = {"none": 0, "ucc": SCORE[ucc], "hcoll": SCORE[hcoll]}
+        if SCORE[said] * (score["ucc"] - score["hcoll"]) < 0:  # finding 2 orders them the other way
             if bad and bad[-1][1] == lo and bad[-1][2] == said:
                 bad[-1] = (bad[-1][0], hi, said)
             else:
                 bad.append((lo, hi, said))
-    return [
+        best = max(score.values())
+        winners = [c for c in COMPONENTS if score[c] == best]
+        basis = [0, 1]
+        if len(winners) == 1 or "none" in winners:  # COMPONENTS puts none first
+            comp = winners[0]
+        else:
+            basis = [0, 1, 2]
+            comp = "ucc" if said == "better" else "hcoll"
+            if said not in ("better", "worse"):
+                ties.append((lo, hi, said))
+        if rows and rows[-1]["component"] == comp:  # neighbours that choose alike: one band
+            rows[-1]["to"] = size_value(hi)
+            rows[-1]["basis"] = sorted(set(rows[-1]["basis"]) | set(basis))
+        else:
+            rows.append(
+                {"from": size_value(lo), "to": size_value(hi), "component": comp, "basis": basis}
+            )
+    notes = [
         "findings disagree %s: findings 0 and 1 (UCC and HCOLL against none) make UCC %s than "
         "HCOLL, finding 2 says UCC is %s than HCOLL; transcribed as written, the choice follows "
         "findings 0 and 1" % (band_label(lo, hi), "worse" if said == "better" else "better", said)
         for lo, hi, said in bad
     ]
+    notes += [
+        "choice %s: UCC and HCOLL are both better than none and finding 2 (ucc_vs_hcoll) "
+        "%s there, so the tie rule takes hcoll, which the untuned default already enables"
+        % (band_label(lo, hi), "finds no clear difference" if said == "neutral" else "says nothing")
+        for lo, hi, said in ties
+    ]
+    return rows, notes
+
+
+def band_label(lo, hi):
+    return "[%s, %s)" % (format_size(lo), "inf" if hi is None else format_size(hi))
 
 
 SAME_BOTH_SIDES = re.compile(
@@ -536,22 +482,11 @@ def read_baseline(lines, section, expected, notes):
             "the untuned baseline here is %s, elsewhere %s"
             % (", ".join(knobs_said), ", ".join(expected))
         )
-    return knobs_said
 
 
-def one_node_settings(lines, section):
-    """1 node: UCX_RNDV_THRESH, NPS and placement per component from the two tables."""
-    rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", section)
-    place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
-    thresh = per_component(rndv.get("UCX_RNDV_THRESH"), section, "UCX_RNDV_THRESH")
-    return {
-        comp: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[comp], section)}
-        for comp in COMPONENTS
-    }, place
-
-
-def placement(place, settings, section):
+def placement(lines, settings, section):
     """Add nps and mapping per component from the step's NPS/placement table."""
+    place = table_after(lines, "NPS とMPIプロセス分割方法を下表", section)
     nps = per_component(place.get("NPS"), section, "NPS")
     mapping = per_component(place.get("MPIプロセス分割方法"), section, "MPIプロセス分割方法")
     for comp in COMPONENTS:
@@ -561,19 +496,17 @@ def placement(place, settings, section):
         settings[comp]["mapping"] = MAPPINGS[mapping[comp]]
 
 
-def summary_table(lines, section):
-    """N-M-0 (2+ nodes): {collective: {ucx_tls, ucx_rndv_thresh, ucx_zcopy_thresh}}."""
-    table = table_after(lines, "下表は、各MPI集合通信関数の最適な UCX_TLS", section)
-    out = {}
-    for coll in COLLECTIVES.values():
-        row = table.get(coll.capitalize())
-        if row is None:
-            raise at(section, "the summary table has no %s row" % coll)
-        out[coll] = {
-            name: knob(name, row.get(name.upper()), section)
-            for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
-        }
-    return out
+def summary_table(sections, n, m, coll):
+    """The collective's {ucx_tls, ucx_rndv_thresh, ucx_zcopy_thresh} in the N-M-0 table (2+ nodes)."""
+    section = "%d-%d-0" % (n, m)
+    table = table_after(sections[section][1], "下表は、各MPI集合通信関数の最適な UCX_TLS", section)
+    row = table.get(coll.capitalize())
+    if row is None:
+        raise at(section, "the summary table has no %s row" % coll)
+    return {
+        name: knob(name, row.get(name.upper()), section)
+        for name in ("ucx_tls", "ucx_rndv_thresh", "ucx_zcopy_thresh")
+    }
 
 
 def cross_check(lines, section, published, one_node, notes):
@@ -609,14 +542,11 @@ def cross_check(lines, section, published, one_node, notes):
             "step 1 states the intra-node optimum as %s from %s, but %s's %s table gives %s"
             % (stated, ref_sec, ref_sec, "HCOLL" if comp == "hcoll" else ref_comp, ref_value)
         )
-    steps = (
-        ("ucx_rndv_thresh", r"以上より、 UCX_RNDV_THRESH を (\S+) とした場合", "step 1"),
-        ("ucx_tls", r"以上より、 UCX_TLS を (\S+) とした場合", "step 1"),
-        ("ucx_zcopy_thresh", r"以上より、 UCX_ZCOPY_THRESH を (\S+) とした場合", "step 2"),
-    )
-    for name, pattern, step in steps:
+    for name in ("ucx_rndv_thresh", "ucx_tls", "ucx_zcopy_thresh"):
+        step = "step 2" if name == "ucx_zcopy_thresh" else "step 1"
+        sentence = r"以上より、 %s を (\S+) とした場合" % name.upper()
         said = knob(
-            name, one_match(pattern, lines, section, "%s %s" % (step, name)).group(1), section
+            name, one_match(sentence, lines, section, "%s %s" % (step, name)).group(1), section
         )
         if said != published[name]:
             notes.append(
@@ -652,18 +582,19 @@ def read_case(sections, n, m, k, one_node):
     notes = []
     case = {"nodes": NODES[n], "ppn": PPN[m], "collective": COLLECTIVES[k], "section": key}
     if NODES[n] == 1:
-        settings, place = one_node_settings(lines, key)
-        read_baseline(lines, key, BASELINE_1NODE, notes)
+        # UCX_RNDV_THRESH per component from its own table
+        rndv = table_after(lines, "各集合通信コンポーネントの UCX_RNDV_THRESH を下表", key)
+        thresh = per_component(rndv.get("UCX_RNDV_THRESH"), key, "UCX_RNDV_THRESH")
+        settings = {
+            c: {"ucx_rndv_thresh": knob("ucx_rndv_thresh", thresh[c], key)} for c in COMPONENTS
+        }
         one_node[key] = settings
     else:
-        published = summary_table(sections["%d-%d-0" % (n, m)][1], "%d-%d-0" % (n, m))[
-            COLLECTIVES[k]
-        ]
+        published = summary_table(sections, n, m, COLLECTIVES[k])
         cross_check(lines, key, published, one_node, notes)
         settings = {comp: dict(published) for comp in COMPONENTS}
-        place = table_after(lines, "NPS とMPIプロセス分割方法を下表", key)
-        read_baseline(lines, key, BASELINE_MULTI, notes)
-    placement(place, settings, key)
+    read_baseline(lines, key, BASELINE_1NODE if NODES[n] == 1 else BASELINE_MULTI, notes)
+    placement(lines, settings, key)
     case["settings"] = {
         comp: {name: settings[comp][name] for name in SETTING_ORDER if name in settings[comp]}
         for comp in COMPONENTS
@@ -675,9 +606,8 @@ def read_case(sections, n, m, k, one_node):
             "2+ nodes (note 3)",
         }
     case["findings"] = read_findings(lines, key)
-    choice, ties = derive_choice(case["findings"])
-    case["choice"] = choice
-    notes += wording_notes(case["findings"]) + contradiction_notes(case["findings"]) + ties
+    case["choice"], choice_notes = derive_choice(case["findings"])
+    notes += wording_notes(case["findings"]) + choice_notes
     if notes:
         case["notes"] = notes
     return case
@@ -695,11 +625,8 @@ def import_seed(text):
     if "0" not in sections:
         raise SeedError("the seed has no chapter 0 (概要)")
     ov = read_overview(sections["0"][1])
-    one_node, cases = {}, []
-    for n in sorted(NODES):  # 1-node cases first: 2+ nodes refer back to them
-        for m in sorted(PPN):
-            for k in sorted(COLLECTIVES):
-                cases.append(read_case(sections, n, m, k, one_node))
+    one_node = {}  # in the numbers' order, 1-node cases first: 2+ nodes refer back to them
+    cases = [read_case(sections, *nmk, one_node) for nmk in product(NODES, PPN, COLLECTIVES)]
     platform = (
         "%s (SMT disabled), cluster network (all 2+-node runs on instances under one leaf "
         "switch), Oracle Linux %s-based HPC cluster networking image No.%s"
@@ -764,64 +691,45 @@ FLOW_WIDTH = 150  # a mapping of scalars shorter than this is written on one lin
 
 
 def scalar(value):
-    """One YAML scalar: plain when it reads back as the same string, else JSON-quoted."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if not isinstance(value, str):
+    """One YAML scalar: a string plain when it reads back as the same string, else JSON, which
+    YAML reads as written (null, true, 5, "quoted")."""
+    if not isinstance(value, (str, int, type(None))):  # a bool is an int
         raise TypeError("cannot write %r" % (value,))
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) and yaml.safe_load(value) == value:
-        return value
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+        if yaml.safe_load(value) == value:
+            return value
     return json.dumps(value, ensure_ascii=False)
 
 
 def flow(value):
     """Single-line form of a scalar, a list of scalars or a mapping of those; None if not flat."""
     if isinstance(value, dict):
-        parts = []
-        for key, item in value.items():
-            inner = flow(item)
-            if inner is None or isinstance(item, dict):
-                return None
-            parts.append("%s: %s" % (scalar(key), inner))
-        return "{%s}" % ", ".join(parts)
-    if isinstance(value, list):
-        parts = [flow(item) for item in value]
-        if any(p is None or isinstance(i, (dict, list)) for p, i in zip(parts, value)):
+        if any(isinstance(item, dict) or flow(item) is None for item in value.values()):
             return None
-        return "[%s]" % ", ".join(parts)
+        return "{%s}" % ", ".join("%s: %s" % (scalar(k), flow(v)) for k, v in value.items())
+    if isinstance(value, list):
+        if any(isinstance(item, (dict, list)) for item in value):
+            return None
+        return "[%s]" % ", ".join(scalar(item) for item in value)
     return scalar(value)
 
 
 def block(value, indent):
-    """Lines of a mapping or list in block style; flat short members go on one line."""
-    pad = " " * indent
+    """Lines of a mapping or list in block style; a flat member goes on one line, a flat mapping
+    (and a mapping's flat list) only when that line fits in FLOW_WIDTH."""
+    pad, in_map = " " * indent, isinstance(value, dict)
     lines = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            one = flow(item) if isinstance(item, (dict, list)) else scalar(item)
-            if one is not None and (
-                not isinstance(item, (dict, list))
-                or len(pad) + len(str(key)) + len(one) + 2 <= FLOW_WIDTH
-            ):
-                lines.append("%s%s: %s" % (pad, scalar(key), one))
-            else:
-                lines.append("%s%s:" % (pad, scalar(key)))
-                lines += block(item, indent + 2)
-        return lines
-    for item in value:
+    for key, item in value.items() if in_map else ((None, item) for item in value):
+        lead = pad + ("%s: " % scalar(key) if in_map else "- ")
         one = flow(item)
-        if one is not None and (
-            not isinstance(item, dict) or len(pad) + len(one) + 2 <= FLOW_WIDTH
-        ):
-            lines.append("%s- %s" % (pad, one))
-        else:
+        wide = isinstance(item, dict) or (in_map and isinstance(item, list))
+        if one is not None and not (wide and len(lead + one) > FLOW_WIDTH):
+            lines.append(lead + one)
+        elif in_map:
+            lines += [lead.rstrip()] + block(item, indent + 2)
+        else:  # the member's first line goes after the "- "
             inner = block(item, indent + 2)
-            lines.append("%s- %s" % (pad, inner[0].lstrip()))
-            lines += inner[1:]
+            lines += [lead + inner[0].lstrip()] + inner[1:]
     return lines
 
 
