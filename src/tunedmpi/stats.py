@@ -98,6 +98,10 @@ def normal_cdf(z):
     return float(_scipy()[0].ndtr(z))
 
 
+def normal_pdf(z):
+    return math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+
 def fisher_two_sided(a, b, c, d):
     """Fisher's exact test of the 2 x 2 table [[a, b], [c, d]]: two-sided p (tables at most as likely)."""
     return float(_scipy()[1].fisher_exact([[a, b], [c, d]]).pvalue)
@@ -365,9 +369,7 @@ def _pocock_nominal(alpha, fraction):
     def inside(c):  # P(|Z1| < c and |Z2| < c)
         return simpson(
             lambda z: (
-                math.exp(-z * z / 2)
-                / math.sqrt(2 * math.pi)
-                * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
+                normal_pdf(z) * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
             ),
             -c,
             c,

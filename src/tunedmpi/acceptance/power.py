@@ -244,7 +244,7 @@ def noise(runs, bands):
             continue
         sd = math.sqrt(sum(x * x for x in resid) / dof)
         scale = math.sqrt(len(resid) / dof)
-        mad = 1.4826 * statistics.median(abs(x) * scale for x in resid)
+        mad = _robust_sd(x * scale for x in resid)
         m = len(sizes)
         icc = None
         if m > 1:
@@ -254,6 +254,11 @@ def noise(runs, bands):
             icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
         out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
     return out
+
+
+def _robust_sd(deviations):
+    """The SD of normal noise from its deviations' median absolute value (the MAD's 1.4826)."""
+    return 1.4826 * statistics.median(abs(x) for x in deviations)
 
 
 def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
@@ -285,11 +290,7 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
     if c1 <= lo:
         return first
     return first + stats.simpson(
-        lambda z: (
-            math.exp(-((z - d1) ** 2) / 2)
-            / math.sqrt(2 * math.pi)
-            * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s))
-        ),
+        lambda z: stats.normal_pdf(z - d1) * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s)),
         lo,
         c1,
     )
@@ -709,12 +710,10 @@ def campaign_of(src, design):
                 - stats.band_scores([u[0]], sizes, metric)[0]
                 for u in (rep[bench] for rep in reps)
             ]
-            # robust (MAD) SD: a few slow-state pairs would swamp a plain SD. Welch's t does see
-            # them, so the pairs it is said to need are a lower bound (the report: optimistic)
-            sd[(bench, band)] = None
-            if len(d) > 2:
-                mid = statistics.median(d)
-                sd[(bench, band)] = 1.4826 * statistics.median(abs(x - mid) for x in d)
+            # robust SD: a few slow-state pairs would swamp a plain SD. Welch's t does see them,
+            # so the pairs it is said to need are a lower bound (the report: optimistic)
+            mid = statistics.median(d) if d else None
+            sd[(bench, band)] = _robust_sd(x - mid for x in d) if len(d) > 2 else None
     run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
     return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
