@@ -67,11 +67,9 @@ def band_labels():
 def seed_figure(values):
     """The studies' figure: drop the max and the min, mean of the rest (plain mean below 3 values)."""
     vals = sorted(values)
-    if not vals:
-        return None
     if len(vals) >= 3:
         vals = vals[1:-1]
-    return sum(vals) / len(vals)
+    return sum(vals) / len(vals) if vals else None
 
 
 def geomean(values):
@@ -282,7 +280,6 @@ class RunPoints(dict):
 def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
-
     a, b = ([getattr(r, "state", None) for r in reps] for reps in (reps_a, reps_b))
     return host_strata(a, b, alpha)[0]
 
@@ -491,15 +488,14 @@ def _decide(r, tolerance):
             r.reason = "tuned %s by %.1f%%" % (word, abs(r.gain - 1) * 100)
             r.reason += ", p=%.2g <= %.2g%s" % (r.p_value, r.level, where)
         elif (r.estimate > 1) != (r.gain > 1):
-            r.reason = "the test (x%.3f) and the seed figures (x%.3f) disagree in direction" % (
-                r.estimate,
-                r.gain,
+            r.reason = (
+                f"the test (x{r.estimate:.3f}) and the seed figures (x{r.gain:.3f}) disagree in "
+                "direction"
             )
         else:
-            r.reason = "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)" % (
-                (r.gain - 1) * 100,
-                tolerance * 100,
-                r.p_value,
+            r.reason = (
+                f"real difference {(r.gain - 1) * 100:+.1f}% below the {tolerance * 100:.0f}% "
+                f"tolerance (p={r.p_value:.2g})"
             )
         return r
     lo, hi = r.ci

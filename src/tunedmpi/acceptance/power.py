@@ -442,18 +442,9 @@ def _pool(label, family, runs, unit, bands, design, pairs=None):
         units = [(unit(a), unit(b)) for a, b in pairs]
         states = _states([r for pr in pairs for r in pr]) and [(a.state, b.state) for a, b in pairs]
         first = [a.baseline_first for a, _ in pairs]
+    one, paired = runs[0], pairs is not None
     return Pool(
-        label,
-        family,
-        runs[0].bench,
-        runs[0].metric,
-        runs[0].suite,
-        units,
-        bands,
-        paired=pairs is not None,
-        states=states,
-        design=design,
-        baseline_first=first,
+        label, family, one.bench, one.metric, one.suite, units, bands, paired, states, design, first
     )
 
 

@@ -294,13 +294,8 @@ def _tests_text(tests, name, verb="kept"):
         )
 
     n = sum(t.kept for t in last.values())
-    return "%d of %d band(s) %s (kept: %s; not kept: %s)" % (
-        n,
-        len(last),
-        verb,
-        listed(1) or "none",
-        listed(0) or "none",
-    )
+    kept, left = listed(1) or "none", listed(0) or "none"
+    return "%d of %d band(s) %s (kept: %s; not kept: %s)" % (n, len(last), verb, kept, left)
 
 
 def _stage_note(what, got, how, tail):
@@ -398,15 +393,10 @@ def _op_case(site, nodes, ppn, d, job, cids):
     _component_choice(case, notes, d.get("components"))
     got = d.get("bands")
     _algorithm_bands(case, notes, got, lambda: rulesfile.algorithms(d["op"], site.mpi_version))
+    stage = " (its algorithm stage, the runs that chose)" if got else ""
     notes.append(
-        "regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
-        % (
-            d["benchmarks"][0],
-            regret["sizes"],
-            " (its algorithm stage, the runs that chose)" if got else "",
-            regret["mean_pct"],
-            regret["max_pct"],
-        )
+        f"regret vs the per-size oracle of {d['benchmarks'][0]} over {regret['sizes']:d} sizes"
+        f"{stage}: mean {regret['mean_pct']}%, worst {regret['max_pct']}%"
     )
     case["notes"] = notes
     return case
@@ -684,10 +674,10 @@ def tune(
     confirm_data = choice.collect(confirming)
     decisions = {}
     geometries = {d.name: {(r["nodes"], r["ppn"]) for r in recs} for d, recs in loaded}
-    for (nodes, ppn), geo_data in choice.collect(records).items():
+    for geo, geo_data in choice.collect(records).items():
         # Only this geometry's campaigns say how its stages ran: another geometry's space may
         # name a stage alike with other knobs (2 x 1's transport varies pml alone).
-        here = [m for m in choosers if (nodes, ppn) in geometries[m["campaign"]]]
+        here = [m for m in choosers if geo in geometries[m["campaign"]]]
         # The job configuration the stages build on: where a campaign chose it (has job-wide
         # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
         # only measures more on top of the job configuration the other one chose.
@@ -702,14 +692,9 @@ def tune(
         start = {}
         for m in choosing or here:
             start.update(m.get("job_start") or {})
-        decisions[(nodes, ppn)] = decide(
-            geo_data,
-            stage_order(here, geo_data),
-            tolerance,
-            alpha,
-            start,
-            confirm_data.get((nodes, ppn)),
-            row_lost.get((nodes, ppn)),
+        stages = stage_order(here, geo_data)
+        decisions[geo] = decide(
+            geo_data, stages, tolerance, alpha, start, confirm_data.get(geo), row_lost.get(geo)
         )
     doc = build_table(site, metas, decisions, len(kept), list(left_out) + checked, tolerance, alpha)
     target = (
