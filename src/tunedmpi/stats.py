@@ -43,6 +43,15 @@ def band_of(size):
     return None
 
 
+def by_band(sizes):
+    """{band: its sizes} of ascending sizes, in BANDS' order (size 0 is in none)."""
+    out = {}
+    for s in sizes:
+        if s >= 1:
+            out.setdefault(band_of(s), []).append(s)
+    return out
+
+
 def _size_label(n):
     for unit, scale in (("MB", MB), ("KB", KB)):
         if n >= scale and n % scale == 0:
@@ -552,7 +561,6 @@ def test_bands(
     pairs: pairs_of's pairs: the `crossover` test over them (strata unused).
     design: look 1, or look 2 when `previous` holds this benchmark's look-1 results; `look` names
     a later look of a budget design, `previous` then holding the bands at the look before."""
-    sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     if design is None:
         look = None
@@ -564,10 +572,7 @@ def test_bands(
     test_name = (
         PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
     )
-    for name, _, _ in BANDS:
-        in_band = [s for s in sizes if band_of(s) == name]
-        if not in_band:
-            continue
+    for name, in_band in by_band(common_sizes(baseline_reps, tuned_reps)).items():
         why = "fewer than 2 successful repetitions of a module"
         r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:

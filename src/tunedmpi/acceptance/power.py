@@ -202,13 +202,7 @@ def load(paths):
 
 
 def bands_of(runs):
-    sizes = [s for s in stats.common_sizes([r.points for r in runs], []) if s >= 1]
-    out = OrderedDict()
-    for name, _, _ in stats.BANDS:
-        in_band = [s for s in sizes if stats.band_of(s) == name]
-        if in_band:
-            out[name] = in_band
-    return out
+    return stats.by_band(stats.common_sizes([r.points for r in runs], []))
 
 
 def _by_bench(runs, key=lambda r: r.bench):
@@ -429,7 +423,6 @@ def _pairs(runs):
 
 
 def _design_of(src, design):
-    """The design a source is judged by: `design` (--repetitions), else its own, else the default."""
     return design or src.design or DEFAULT_DESIGN
 
 
@@ -695,12 +688,10 @@ def campaign_of(src, design):
         return None
     sd = {}
     for bench, (metric, bands) in benches.items():
+        units = [rep[bench] for rep in reps]
         for band, sizes in bands.items():
-            d = [
-                stats.band_scores([u[1]], sizes, metric)[0]
-                - stats.band_scores([u[0]], sizes, metric)[0]
-                for u in (rep[bench] for rep in reps)
-            ]
+            a, b = (stats.band_scores([u[k] for u in units], sizes, metric) for k in (0, 1))
+            d = [y - x for x, y in zip(a, b)]
             # robust SD: a few slow-state pairs would swamp a plain SD. Welch's t does see them,
             # so the pairs it is said to need are a lower bound (the report: optimistic)
             mid = statistics.median(d) if d else None
