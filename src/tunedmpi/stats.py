@@ -578,12 +578,10 @@ def test_bands(
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
             out.append((r, None))
             continue
-        a = band_scores(baseline_reps, in_band, metric)
-        b = band_scores(tuned_reps, in_band, metric)
+        a, b = (band_scores(reps, in_band, metric) for reps in (baseline_reps, tuned_reps))
         sign = 1 if LOWER_IS_BETTER[metric] else -1
         r.gain, r.reason = band_gain(rel, in_band), "no positive values to compare"
-        r.baseline_band = [math.exp(sign * x) for x in a]
-        r.tuned_band = [math.exp(sign * x) for x in b]
+        r.baseline_band, r.tuned_band = ([math.exp(sign * x) for x in v] for v in (a, b))
         r.look, r.n_baseline, r.n_tuned = look, len(a), len(b)
         if r.gain is None:
             out.append((r, None))

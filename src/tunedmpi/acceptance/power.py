@@ -342,8 +342,7 @@ def order_effects(source):
                     (_, x1, r1), (_, x2, r2) = sorted(pr, key=lambda t: t[0])
                     pair_x.append(x1)
                     pair_y.append(x2)
-                    raw1 = stats.band_scores([r1.points], sizes, r1.metric)[0]
-                    raw2 = stats.band_scores([r2.points], sizes, r2.metric)[0]
+                    raw1, raw2 = stats.band_scores([r1.points, r2.points], sizes, r1.metric)
                     # second minus first (log cost; > 0: the second run is slower), with who was second
                     second.setdefault(bench, {}).setdefault(rep, []).append((raw2 - raw1, r2.role))
     unit = "minute" if source.timed else "round" if source.kind == "store" else "run"
@@ -766,15 +765,9 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
     n = drawn(camp.design, len(camp.reps))
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
     c = dict.fromkeys(RATES, 0)
-    c.update(
-        n=n,
-        tests=len(keys),
-        bench_false=OrderedDict((b, 0) for b in camp.benches),
-        power=OrderedDict((k, 0) for k in keys),
-        caught=OrderedDict((k, 0) for k in keys),
-        lost=OrderedDict((k, 0) for k in keys),
-        level=OrderedDict((k, []) for k in keys),
-    )
+    c.update(n=n, tests=len(keys), bench_false=dict.fromkeys(camp.benches, 0))
+    c.update({rate: dict.fromkeys(keys, 0) for rate in ("power", "caught", "lost")})
+    c["level"] = {k: [] for k in keys}
     for _ in range(draws):
         draw = _campaign_draw(camp, rng, n)
         cache = {}
@@ -818,9 +811,7 @@ def drift_study(src, rng, draws, tolerance, alpha):
         benches.append((runs[0].metric, bands_of(runs), pairs))
         for a, _ in _pairs(runs):
             orders.setdefault(a.rep, []).append(a.baseline_first)
-    strata = {}
-    for k in sorted(orders):
-        strata.setdefault(tuple(orders[k]), []).append(k)
+    strata = _by_bench(sorted(orders), lambda k: tuple(orders[k]))
     if len(orders) < 2 * POLICY.min_pairs:
         return None
 

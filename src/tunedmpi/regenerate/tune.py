@@ -203,11 +203,9 @@ def decide(
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        for key, components in (("bands", False), ("components", True)):
-            d[key] = (
-                size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, components)
-                if op in COLLECTIVES
-                else None
+        for key, components in (("bands", False), ("components", True)):  # one-sided: None
+            d[key] = size_bands(
+                geo_data, stages, op, job, tolerance, alpha, confirm_geo, components
             )
         comps = d["components"]
         if comps and op in (row_lost or {}) and any(key for _, _, key in comps["bands"] or ()):
