@@ -376,8 +376,7 @@ def second_effect(second, aa):
                 out[bench] = (statistics.mean(vals), se, len(vals))
         elif 0 < signs.count(1) < len(signs):
             # second-minus-first = o + s * (tuned-minus-baseline): o is the mean of the two order groups
-            plus = [v for v, s in zip(vals, signs) if s > 0]
-            minus = [v for v, s in zip(vals, signs) if s < 0]
+            plus, minus = ([v for v, s in zip(vals, signs) if s == side] for side in (1, -1))
             est = (statistics.mean(plus) + statistics.mean(minus)) / 2
             parts = [statistics.variance(v) / len(v) if len(v) > 1 else 0 for v in (plus, minus)]
             se = 0.5 * math.sqrt(parts[0] + parts[1])

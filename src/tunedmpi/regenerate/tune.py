@@ -79,13 +79,8 @@ def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha)
                 )[0]
             ):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score)
-    return dict(
-        op=op,
-        benchmarks=benches,
-        chosen=best,
-        candidates=considered,
-        oracle=stats.per_size_best(measured),
-    )
+    oracle = stats.per_size_best(measured)
+    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=oracle)
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
@@ -486,12 +481,9 @@ def build_table(
             "text": "module load %s with no tuning variable: the MPI's own defaults"
             % first["baseline_module"],
             # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
-            "knobs": {
-                "pml": "default",
-                "osc": "default",
-                "ucx_rndv_thresh": "auto",
-                "ucx_zcopy_thresh": "auto",
-            },
+            "knobs": dict(
+                pml="default", osc="default", ucx_rndv_thresh="auto", ucx_zcopy_thresh="auto"
+            ),
         },
         "cases": cases,
     }
@@ -695,11 +687,8 @@ def tune(
             geo_data, stages, tolerance, alpha, start, confirm_data.get(geo), row_lost.get(geo)
         )
     doc = build_table(site, metas, decisions, len(kept), list(left_out) + checked, tolerance, alpha)
-    target = (
-        Path(out)
-        if out
-        else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
-    )
+    name = "%s-%s.yaml" % (site.mpi_flavour, site.mpi_version)
+    target = Path(out) if out else paths.tables_dir() / site.name / name
     text = _dump(doc)
     new = schema.load_table(str(target), text)  # the checks of any table, before it replaces one
     old = schema.load_table(str(target)) if target.is_file() else None
