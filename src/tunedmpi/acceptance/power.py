@@ -439,34 +439,6 @@ def _pool(label, family, runs, unit, bands, design, pairs=None):
     )
 
 
-def _same_config_pools(sources, design, least):
-    """Pools of every run of one configuration (validate: one module in campaigns of the same suite,
-    set and size; store: one configuration), for the sources whose design is not paired."""
-    out = []
-    same = OrderedDict()
-    for src in sources:
-        d = _design_of(src, design)
-        if stats.paired(d):
-            continue
-        for r in src.runs:
-            same.setdefault((r.config, d), []).append(r)
-    for (config, d), runs in same.items():
-        if len(runs) < least(d):
-            continue
-        bands = bands_of(runs)
-        if not bands:
-            continue
-        names = sorted({r.source for r in runs})
-        if config[0] == "validate":  # suite, set, np, module (campaigns)
-            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
-            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
-        else:  # campaign, configuration id
-            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
-            label = "%s %s" % (config[1], cid)
-        out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
-    return out
-
-
 def pools(sources, minimum=None, design=None):
     """The resampling pools. design: the one every pool is judged by (--repetitions); None: each
     campaign's own (validate's results.json), else DEFAULT_DESIGN. Paired designs
@@ -477,7 +449,27 @@ def pools(sources, minimum=None, design=None):
     def least(d):
         return 2 * d.first if minimum is None else minimum
 
-    out = _same_config_pools(sources, design, least)
+    # every run of one configuration (validate: one module in campaigns of the same suite, set and
+    # size; store: one configuration), for the sources whose design is not paired
+    out, same = [], OrderedDict()
+    for src in sources:
+        d = _design_of(src, design)
+        if stats.paired(d):
+            continue
+        for r in src.runs:
+            same.setdefault((r.config, d), []).append(r)
+    for (config, d), runs in same.items():
+        bands = len(runs) >= least(d) and bands_of(runs)
+        if not bands:
+            continue
+        names = sorted({r.source for r in runs})
+        if config[0] == "validate":  # suite, set, np, module (campaigns)
+            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
+            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
+        else:  # campaign, configuration id
+            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
+            label = "%s %s" % (config[1], cid)
+        out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
     for src in sources:
         if not src.aa:
             continue
