@@ -43,6 +43,15 @@ def band_of(size):
     return None
 
 
+def by_band(sizes):
+    """{band: its sizes} of ascending sizes, in BANDS' order (size 0 is in none)."""
+    out = {}
+    for s in sizes:
+        if s >= 1:
+            out.setdefault(band_of(s), []).append(s)
+    return out
+
+
 def _size_label(n):
     for unit, scale in (("MB", MB), ("KB", KB)):
         if n >= scale and n % scale == 0:
@@ -67,11 +76,9 @@ def band_labels():
 def seed_figure(values):
     """The studies' figure: drop the max and the min, mean of the rest (plain mean below 3 values)."""
     vals = sorted(values)
-    if not vals:
-        return None
     if len(vals) >= 3:
         vals = vals[1:-1]
-    return sum(vals) / len(vals)
+    return sum(vals) / len(vals) if vals else None
 
 
 def geomean(values):
@@ -96,6 +103,10 @@ def t_quantile(p_two_sided, df):
 
 def normal_cdf(z):
     return float(_scipy()[0].ndtr(z))
+
+
+def normal_pdf(z):
+    return math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
 
 
 def fisher_two_sided(a, b, c, d):
@@ -278,7 +289,6 @@ class RunPoints(dict):
 def strata_of(reps_a, reps_b, alpha=POLICY.alpha):
     """host_strata's labels for two sides' runs (RunPoints), or None: plain dicts, no state, or a
     state that depends on the side."""
-
     a, b = ([getattr(r, "state", None) for r in reps] for reps in (reps_a, reps_b))
     return host_strata(a, b, alpha)[0]
 
@@ -365,9 +375,7 @@ def _pocock_nominal(alpha, fraction):
     def inside(c):  # P(|Z1| < c and |Z2| < c)
         return simpson(
             lambda z: (
-                math.exp(-z * z / 2)
-                / math.sqrt(2 * math.pi)
-                * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
+                normal_pdf(z) * (normal_cdf((c - rho * z) / s) - normal_cdf((-c - rho * z) / s))
             ),
             -c,
             c,
@@ -489,15 +497,14 @@ def _decide(r, tolerance):
             r.reason = "tuned %s by %.1f%%" % (word, abs(r.gain - 1) * 100)
             r.reason += ", p=%.2g <= %.2g%s" % (r.p_value, r.level, where)
         elif (r.estimate > 1) != (r.gain > 1):
-            r.reason = "the test (x%.3f) and the seed figures (x%.3f) disagree in direction" % (
-                r.estimate,
-                r.gain,
+            r.reason = (
+                f"the test (x{r.estimate:.3f}) and the seed figures (x{r.gain:.3f}) disagree in "
+                "direction"
             )
         else:
-            r.reason = "real difference %+.1f%% below the %.0f%% tolerance (p=%.2g)" % (
-                (r.gain - 1) * 100,
-                tolerance * 100,
-                r.p_value,
+            r.reason = (
+                f"real difference {(r.gain - 1) * 100:+.1f}% below the {tolerance * 100:.0f}% "
+                f"tolerance (p={r.p_value:.2g})"
             )
         return r
     lo, hi = r.ci
@@ -554,7 +561,6 @@ def test_bands(
     pairs: pairs_of's pairs: the `crossover` test over them (strata unused).
     design: look 1, or look 2 when `previous` holds this benchmark's look-1 results; `look` names
     a later look of a budget design, `previous` then holding the bands at the look before."""
-    sizes = [s for s in common_sizes(baseline_reps, tuned_reps) if s >= 1]
     rel = relative_times(baseline_reps, tuned_reps, metric) if baseline_reps and tuned_reps else {}
     if design is None:
         look = None
@@ -566,21 +572,16 @@ def test_bands(
     test_name = (
         PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
     )
-    for name, _, _ in BANDS:
-        in_band = [s for s in sizes if band_of(s) == name]
-        if not in_band:
-            continue
+    for name, in_band in by_band(common_sizes(baseline_reps, tuned_reps)).items():
         why = "fewer than 2 successful repetitions of a module"
         r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:
             out.append((r, None))
             continue
-        a = band_scores(baseline_reps, in_band, metric)
-        b = band_scores(tuned_reps, in_band, metric)
+        a, b = (band_scores(reps, in_band, metric) for reps in (baseline_reps, tuned_reps))
         sign = 1 if LOWER_IS_BETTER[metric] else -1
         r.gain, r.reason = band_gain(rel, in_band), "no positive values to compare"
-        r.baseline_band = [math.exp(sign * x) for x in a]
-        r.tuned_band = [math.exp(sign * x) for x in b]
+        r.baseline_band, r.tuned_band = ([math.exp(sign * x) for x in v] for v in (a, b))
         r.look, r.n_baseline, r.n_tuned = look, len(a), len(b)
         if r.gain is None:
             out.append((r, None))

@@ -202,13 +202,7 @@ def load(paths):
 
 
 def bands_of(runs):
-    sizes = [s for s in stats.common_sizes([r.points for r in runs], []) if s >= 1]
-    out = OrderedDict()
-    for name, _, _ in stats.BANDS:
-        in_band = [s for s in sizes if stats.band_of(s) == name]
-        if in_band:
-            out[name] = in_band
-    return out
+    return stats.by_band(stats.common_sizes([r.points for r in runs], []))
 
 
 def _by_bench(runs, key=lambda r: r.bench):
@@ -244,7 +238,7 @@ def noise(runs, bands):
             continue
         sd = math.sqrt(sum(x * x for x in resid) / dof)
         scale = math.sqrt(len(resid) / dof)
-        mad = 1.4826 * statistics.median(abs(x) * scale for x in resid)
+        mad = _robust_sd(x * scale for x in resid)
         m = len(sizes)
         icc = None
         if m > 1:
@@ -254,6 +248,11 @@ def noise(runs, bands):
             icc = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else None
         out[name] = dict(sd=sd, mad=mad, icc=icc, sizes=m, runs=len(resid))
     return out
+
+
+def _robust_sd(deviations):
+    """The SD of normal noise from its deviations' median absolute value (the MAD's 1.4826)."""
+    return 1.4826 * statistics.median(abs(x) for x in deviations)
 
 
 def reps_needed(sd, gain, alpha, bands, target=0.8, limit=200):
@@ -285,11 +284,7 @@ def design_power(sd, gain, alpha, bands, design, repetitions):
     if c1 <= lo:
         return first
     return first + stats.simpson(
-        lambda z: (
-            math.exp(-((z - d1) ** 2) / 2)
-            / math.sqrt(2 * math.pi)
-            * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s))
-        ),
+        lambda z: stats.normal_pdf(z - d1) * (1 - stats.normal_cdf((c2 - d2 - rho * (z - d1)) / s)),
         lo,
         c1,
     )
@@ -347,8 +342,7 @@ def order_effects(source):
                     (_, x1, r1), (_, x2, r2) = sorted(pr, key=lambda t: t[0])
                     pair_x.append(x1)
                     pair_y.append(x2)
-                    raw1 = stats.band_scores([r1.points], sizes, r1.metric)[0]
-                    raw2 = stats.band_scores([r2.points], sizes, r2.metric)[0]
+                    raw1, raw2 = stats.band_scores([r1.points, r2.points], sizes, r1.metric)
                     # second minus first (log cost; > 0: the second run is slower), with who was second
                     second.setdefault(bench, {}).setdefault(rep, []).append((raw2 - raw1, r2.role))
     unit = "minute" if source.timed else "round" if source.kind == "store" else "run"
@@ -382,8 +376,7 @@ def second_effect(second, aa):
                 out[bench] = (statistics.mean(vals), se, len(vals))
         elif 0 < signs.count(1) < len(signs):
             # second-minus-first = o + s * (tuned-minus-baseline): o is the mean of the two order groups
-            plus = [v for v, s in zip(vals, signs) if s > 0]
-            minus = [v for v, s in zip(vals, signs) if s < 0]
+            plus, minus = ([v for v, s in zip(vals, signs) if s == side] for side in (1, -1))
             est = (statistics.mean(plus) + statistics.mean(minus)) / 2
             parts = [statistics.variance(v) / len(v) if len(v) > 1 else 0 for v in (plus, minus)]
             se = 0.5 * math.sqrt(parts[0] + parts[1])
@@ -428,7 +421,6 @@ def _pairs(runs):
 
 
 def _design_of(src, design):
-    """The design a source is judged by: `design` (--repetitions), else its own, else the default."""
     return design or src.design or DEFAULT_DESIGN
 
 
@@ -441,47 +433,10 @@ def _pool(label, family, runs, unit, bands, design, pairs=None):
         units = [(unit(a), unit(b)) for a, b in pairs]
         states = _states([r for pr in pairs for r in pr]) and [(a.state, b.state) for a, b in pairs]
         first = [a.baseline_first for a, _ in pairs]
+    one, paired = runs[0], pairs is not None
     return Pool(
-        label,
-        family,
-        runs[0].bench,
-        runs[0].metric,
-        runs[0].suite,
-        units,
-        bands,
-        paired=pairs is not None,
-        states=states,
-        design=design,
-        baseline_first=first,
+        label, family, one.bench, one.metric, one.suite, units, bands, paired, states, design, first
     )
-
-
-def _same_config_pools(sources, design, least):
-    """Pools of every run of one configuration (validate: one module in campaigns of the same suite,
-    set and size; store: one configuration), for the sources whose design is not paired."""
-    out = []
-    same = OrderedDict()
-    for src in sources:
-        d = _design_of(src, design)
-        if stats.paired(d):
-            continue
-        for r in src.runs:
-            same.setdefault((r.config, d), []).append(r)
-    for (config, d), runs in same.items():
-        if len(runs) < least(d):
-            continue
-        bands = bands_of(runs)
-        if not bands:
-            continue
-        names = sorted({r.source for r in runs})
-        if config[0] == "validate":  # suite, set, np, module (campaigns)
-            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
-            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
-        else:  # campaign, configuration id
-            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
-            label = "%s %s" % (config[1], cid)
-        out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
-    return out
 
 
 def pools(sources, minimum=None, design=None):
@@ -494,7 +449,27 @@ def pools(sources, minimum=None, design=None):
     def least(d):
         return 2 * d.first if minimum is None else minimum
 
-    out = _same_config_pools(sources, design, least)
+    # every run of one configuration (validate: one module in campaigns of the same suite, set and
+    # size; store: one configuration), for the sources whose design is not paired
+    out, same = [], OrderedDict()
+    for src in sources:
+        d = _design_of(src, design)
+        if stats.paired(d):
+            continue
+        for r in src.runs:
+            same.setdefault((r.config, d), []).append(r)
+    for (config, d), runs in same.items():
+        bands = len(runs) >= least(d) and bands_of(runs)
+        if not bands:
+            continue
+        names = sorted({r.source for r in runs})
+        if config[0] == "validate":  # suite, set, np, module (campaigns)
+            where = names[0] if len(names) == 1 else "%d campaigns" % len(names)
+            label = "%s %s np=%s %s (%s)" % (config[1:5] + (where,))
+        else:  # campaign, configuration id
+            cid = config[2] if len(config[2]) <= 40 else config[2][:37] + "..."
+            label = "%s %s" % (config[1], cid)
+        out.append(_pool(label, "same-config", runs, lambda r: r.points, bands, d))
     for src in sources:
         if not src.aa:
             continue
@@ -703,18 +678,14 @@ def campaign_of(src, design):
         return None
     sd = {}
     for bench, (metric, bands) in benches.items():
+        units = [rep[bench] for rep in reps]
         for band, sizes in bands.items():
-            d = [
-                stats.band_scores([u[1]], sizes, metric)[0]
-                - stats.band_scores([u[0]], sizes, metric)[0]
-                for u in (rep[bench] for rep in reps)
-            ]
-            # robust (MAD) SD: a few slow-state pairs would swamp a plain SD. Welch's t does see
-            # them, so the pairs it is said to need are a lower bound (the report: optimistic)
-            sd[(bench, band)] = None
-            if len(d) > 2:
-                mid = statistics.median(d)
-                sd[(bench, band)] = 1.4826 * statistics.median(abs(x - mid) for x in d)
+            a, b = (stats.band_scores([u[k] for u in units], sizes, metric) for k in (0, 1))
+            d = [y - x for x, y in zip(a, b)]
+            # robust SD: a few slow-state pairs would swamp a plain SD. Welch's t does see them,
+            # so the pairs it is said to need are a lower bound (the report: optimistic)
+            mid = statistics.median(d) if d else None
+            sd[(bench, band)] = _robust_sd(x - mid for x in d) if len(d) > 2 else None
     run_of = {bench: runs[0].run_name for bench, runs in _by_bench(src.runs).items()}
     return Campaign(src.name, design, benches, reps, src.aa, sd, run_of)
 
@@ -785,15 +756,9 @@ def campaign_study(camp, rng, draws, gain, tolerance, alpha, loss=LOSS):
     n = drawn(camp.design, len(camp.reps))
     keys = [(b, band) for b, (_, bands) in camp.benches.items() for band in bands]
     c = dict.fromkeys(RATES, 0)
-    c.update(
-        n=n,
-        tests=len(keys),
-        bench_false=OrderedDict((b, 0) for b in camp.benches),
-        power=OrderedDict((k, 0) for k in keys),
-        caught=OrderedDict((k, 0) for k in keys),
-        lost=OrderedDict((k, 0) for k in keys),
-        level=OrderedDict((k, []) for k in keys),
-    )
+    c.update(n=n, tests=len(keys), bench_false=dict.fromkeys(camp.benches, 0))
+    c.update({rate: dict.fromkeys(keys, 0) for rate in ("power", "caught", "lost")})
+    c["level"] = {k: [] for k in keys}
     for _ in range(draws):
         draw = _campaign_draw(camp, rng, n)
         cache = {}
@@ -837,9 +802,7 @@ def drift_study(src, rng, draws, tolerance, alpha):
         benches.append((runs[0].metric, bands_of(runs), pairs))
         for a, _ in _pairs(runs):
             orders.setdefault(a.rep, []).append(a.baseline_first)
-    strata = {}
-    for k in sorted(orders):
-        strata.setdefault(tuple(orders[k]), []).append(k)
+    strata = _by_bench(sorted(orders), lambda k: tuple(orders[k]))
     if len(orders) < 2 * POLICY.min_pairs:
         return None
 

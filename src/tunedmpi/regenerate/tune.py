@@ -79,13 +79,8 @@ def choose(geo_data, op, stages, tolerance=POLICY.tolerance, alpha=POLICY.alpha)
                 )[0]
             ):
                 best = dict(stage=st, config_id=cid, config=cand["config"], score=score)
-    return dict(
-        op=op,
-        benchmarks=benches,
-        chosen=best,
-        candidates=considered,
-        oracle=stats.per_size_best(measured),
-    )
+    oracle = stats.per_size_best(measured)
+    return dict(op=op, benchmarks=benches, chosen=best, candidates=considered, oracle=oracle)
 
 
 def _algorithm_runs(geo_data, name, knobs, coll, jobcfg):
@@ -203,11 +198,9 @@ def decide(
         d = choose(geo_data, op, stages, tolerance, alpha)
         if not d:
             continue
-        for key, components in (("bands", False), ("components", True)):
-            d[key] = (
-                size_bands(geo_data, stages, op, job, tolerance, alpha, confirm_geo, components)
-                if op in COLLECTIVES
-                else None
+        for key, components in (("bands", False), ("components", True)):  # one-sided: None
+            d[key] = size_bands(
+                geo_data, stages, op, job, tolerance, alpha, confirm_geo, components
             )
         comps = d["components"]
         if comps and op in (row_lost or {}) and any(key for _, _, key in comps["bands"] or ()):
@@ -294,13 +287,8 @@ def _tests_text(tests, name, verb="kept"):
         )
 
     n = sum(t.kept for t in last.values())
-    return "%d of %d band(s) %s (kept: %s; not kept: %s)" % (
-        n,
-        len(last),
-        verb,
-        listed(1) or "none",
-        listed(0) or "none",
-    )
+    kept, left = listed(1) or "none", listed(0) or "none"
+    return "%d of %d band(s) %s (kept: %s; not kept: %s)" % (n, len(last), verb, kept, left)
 
 
 def _stage_note(what, got, how, tail):
@@ -398,15 +386,10 @@ def _op_case(site, nodes, ppn, d, job, cids):
     _component_choice(case, notes, d.get("components"))
     got = d.get("bands")
     _algorithm_bands(case, notes, got, lambda: rulesfile.algorithms(d["op"], site.mpi_version))
+    stage = " (its algorithm stage, the runs that chose)" if got else ""
     notes.append(
-        "regret vs the per-size oracle of %s over %d sizes%s: mean %s%%, worst %s%%"
-        % (
-            d["benchmarks"][0],
-            regret["sizes"],
-            " (its algorithm stage, the runs that chose)" if got else "",
-            regret["mean_pct"],
-            regret["max_pct"],
-        )
+        f"regret vs the per-size oracle of {d['benchmarks'][0]} over {regret['sizes']:d} sizes"
+        f"{stage}: mean {regret['mean_pct']}%, worst {regret['max_pct']}%"
     )
     case["notes"] = notes
     return case
@@ -498,12 +481,9 @@ def build_table(
             "text": "module load %s with no tuning variable: the MPI's own defaults"
             % first["baseline_module"],
             # no variable set = these defaults (UCX's auto thresholds, Open MPI's own pml/osc)
-            "knobs": {
-                "pml": "default",
-                "osc": "default",
-                "ucx_rndv_thresh": "auto",
-                "ucx_zcopy_thresh": "auto",
-            },
+            "knobs": dict(
+                pml="default", osc="default", ucx_rndv_thresh="auto", ucx_zcopy_thresh="auto"
+            ),
         },
         "cases": cases,
     }
@@ -684,10 +664,10 @@ def tune(
     confirm_data = choice.collect(confirming)
     decisions = {}
     geometries = {d.name: {(r["nodes"], r["ppn"]) for r in recs} for d, recs in loaded}
-    for (nodes, ppn), geo_data in choice.collect(records).items():
+    for geo, geo_data in choice.collect(records).items():
         # Only this geometry's campaigns say how its stages ran: another geometry's space may
         # name a stage alike with other knobs (2 x 1's transport varies pml alone).
-        here = [m for m in choosers if (nodes, ppn) in geometries[m["campaign"]]]
+        here = [m for m in choosers if geo in geometries[m["campaign"]]]
         # The job configuration the stages build on: where a campaign chose it (has job-wide
         # stages), its starting point; a campaign of per-collective stages alone (space `job:`)
         # only measures more on top of the job configuration the other one chose.
@@ -702,21 +682,13 @@ def tune(
         start = {}
         for m in choosing or here:
             start.update(m.get("job_start") or {})
-        decisions[(nodes, ppn)] = decide(
-            geo_data,
-            stage_order(here, geo_data),
-            tolerance,
-            alpha,
-            start,
-            confirm_data.get((nodes, ppn)),
-            row_lost.get((nodes, ppn)),
+        stages = stage_order(here, geo_data)
+        decisions[geo] = decide(
+            geo_data, stages, tolerance, alpha, start, confirm_data.get(geo), row_lost.get(geo)
         )
     doc = build_table(site, metas, decisions, len(kept), list(left_out) + checked, tolerance, alpha)
-    target = (
-        Path(out)
-        if out
-        else paths.tables_dir() / site.name / ("%s-%s.yaml" % (site.mpi_flavour, site.mpi_version))
-    )
+    name = "%s-%s.yaml" % (site.mpi_flavour, site.mpi_version)
+    target = Path(out) if out else paths.tables_dir() / site.name / name
     text = _dump(doc)
     new = schema.load_table(str(target), text)  # the checks of any table, before it replaces one
     old = schema.load_table(str(target)) if target.is_file() else None
