@@ -43,7 +43,7 @@ def band_of(size):
     return None
 
 
-def by_band(sizes):
+def sizes_by_band(sizes):
     """{band: its sizes} of ascending sizes, in BANDS' order (size 0 is in none)."""
     out = {}
     for s in sizes:
@@ -572,7 +572,7 @@ def test_bands(
     test_name = (
         PAIRED_TEST_NAME if pairs is not None else TEST_NAME if strata is None else HOST_TEST_NAME
     )
-    for name, in_band in by_band(common_sizes(baseline_reps, tuned_reps)).items():
+    for name, in_band in sizes_by_band(common_sizes(baseline_reps, tuned_reps)).items():
         why = "fewer than 2 successful repetitions of a module"
         r = BandResult(benchmark, name, in_band, None, None, "no-data", why, test=test_name)
         if len(baseline_reps) < 2 or len(tuned_reps) < 2:

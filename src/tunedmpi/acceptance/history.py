@@ -334,7 +334,7 @@ def plot(series, campaigns, found, outdir):
             for i, b in pts:
                 marker, fill = MARK[b.verdict]
                 ax.plot([i], [b.gain], marker=marker, ms=7, color=colour, fillstyle=fill, ls="")
-            ring = [d.index for d in trend.by_band(found).get((bench, band), [])]
+            ring = [d.index for d in trend.drifts_by_band(found).get((bench, band), [])]
             gains = [campaigns[i].bands[(bench, band)].gain for i in ring]
             ax.plot(ring, gains, marker="o", ms=14, fillstyle="none", color="red", ls="")
         ax.set_yscale("log")

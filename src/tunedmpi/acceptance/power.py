@@ -202,7 +202,7 @@ def load(paths):
 
 
 def bands_of(runs):
-    return stats.by_band(stats.common_sizes([r.points for r in runs], []))
+    return stats.sizes_by_band(stats.common_sizes([r.points for r in runs], []))
 
 
 def _by_bench(runs, key=lambda r: r.bench):

@@ -38,13 +38,13 @@ def band_keys(campaigns):
 def band_rows(campaigns, found):
     """Each row of a series: its key, its band in each campaign (None: not measured), the
     campaigns it drifted in and its drifts in words."""
-    flags = by_band(found)
+    flags = drifts_by_band(found)
     for key in band_keys(campaigns):
         drifts = flags.get(key, [])
         yield key, [c.bands.get(key) for c in campaigns], {d.index for d in drifts}, why(drifts)
 
 
-def by_band(found):
+def drifts_by_band(found):
     """{(benchmark, band): [its drifts]} of a series' drifts."""
     flags = {}
     for d in found:
