@@ -28,6 +28,9 @@ figures are at parity; the fixed figures above come from a quiet period that the
 themselves do not repeat when the host is noisy (their own full campaign a few minutes later:
 0.25-0.27). So the ratio gates only with TUNEDMPI_NOISE_GATE=1 (a quiet machine); otherwise an
 excess is printed and raised as a warning, and the campaign's completeness is still asserted.
+Alternated run by run with OSU 7.4's own osu_get_latency in the same minutes, the get_latency probe
+was at parity (median per-size CV 0.099 against 0.095 over seven blocks; results-archive/notes/
+2026-12-02-get-latency-probe-vs-osu.md).
 """
 
 import json
