@@ -84,30 +84,40 @@ def run_cli(capsys):
     return run
 
 
-# Files that start no MPI job, Slurm cluster or namespace host and measure nothing: `make test` runs
-# them on both cores (pytest-xdist `-m parallel`, a file on one worker so its module fixtures run
-# once), then everything else one test at a time, so no measurement shares the machine and no two
-# clusters or hosts share a port or a name. A new file runs alone until it is named here.
+# `make test` runs in two steps so that no judged measurement shares the machine. First, on both
+# cores (pytest-xdist `--dist loadgroup -m parallel`): PARALLEL_FILES, which start no Slurm cluster
+# or namespace host and judge no measured number (their MPI runs check files, parsing, rules or what
+# a module set), each file on one worker so its module fixtures run once; and CLUSTER_FILES, one at
+# a time on one worker (their clusters and hosts share ports and names; they accept any verdict).
+# Then the rest one at a time. A new file runs alone until it is named here.
 PARALLEL_FILES = {
     "test_bcastmodel.py", "test_check_corpus.py", "test_check_fuzz.py", "test_cli_tables.py",
     "test_coverage.py", "test_dashboard.py", "test_docs.py", "test_easybuild.py",
-    "test_files_fuzz.py", "test_function_length.py", "test_geometry.py", "test_history.py",
-    "test_hostile_input.py", "test_layout.py", "test_mirror_hostile.py",
-    "test_modules_conformance.py", "test_modules_hierarchy.py", "test_modules_hygiene.py",
-    "test_modules_outside.py", "test_modules_tcl.py", "test_modules_tcl_render.py",
-    "test_modules_users.py", "test_node_types.py", "test_parse.py", "test_persize.py",
-    "test_power.py", "test_procedure.py", "test_regret.py", "test_render.py",
-    "test_results_schema.py", "test_rules_install.py", "test_rulesfile.py",
-    "test_seed000.py", "test_seed_combination.py", "test_seed_crosscheck.py",
-    "test_seed_tables.py", "test_spack.py", "test_spack_source_mirror.py", "test_stats.py",
+    "test_files_fuzz.py", "test_files_safe.py", "test_fs_hostile.py", "test_function_length.py",
+    "test_geometry.py", "test_history.py", "test_hostile_input.py", "test_known_params.py",
+    "test_launch_check.py", "test_layout.py", "test_mirror_hostile.py",
+    "test_modules_conformance.py", "test_modules_hierarchy.py", "test_modules_hybrid.py",
+    "test_modules_hygiene.py", "test_modules_outside.py", "test_modules_real_mpi.py",
+    "test_modules_tcl.py", "test_modules_tcl_render.py", "test_modules_users.py",
+    "test_node_types.py", "test_parse.py", "test_peer_modules.py", "test_persize.py",
+    "test_power.py", "test_probes.py", "test_procedure.py", "test_regret.py", "test_render.py",
+    "test_results_schema.py", "test_rules_install.py", "test_rules_render.py",
+    "test_rulesfile.py", "test_rulesfile_real_mpi.py", "test_seed000.py",
+    "test_seed_combination.py", "test_seed_crosscheck.py", "test_seed_tables.py",
+    "test_spack.py", "test_spack_source_mirror.py", "test_stats.py", "test_ucc_routing.py",
     "test_units_knobs.py", "test_validate_defaults.py", "test_verdicts.py",
 }  # fmt: skip
 
 
+CLUSTER_FILES = {"test_coverage_slurm.py", "test_multihost.py", "test_reframe.py", "test_slurm.py"}
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.path.name in PARALLEL_FILES:
+        name = item.path.name
+        if name in PARALLEL_FILES or name in CLUSTER_FILES:
             item.add_marker(pytest.mark.parallel)
+            item.add_marker(pytest.mark.xdist_group("cluster" if name in CLUSTER_FILES else name))
 
 
 @pytest.fixture(scope="session", autouse=True)
