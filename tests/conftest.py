@@ -84,16 +84,16 @@ def run_cli(capsys):
     return run
 
 
-# `make test` runs in two steps so that no judged measurement shares the machine. First, on both
-# cores (pytest-xdist `--dist loadgroup -m parallel`): PARALLEL_FILES, which start no Slurm cluster
-# or namespace host and judge no measured number (their MPI runs check files, parsing, rules or what
-# a module set), each file on one worker so its module fixtures run once; and CLUSTER_FILES, one at
-# a time on one worker (their clusters and hosts share ports and names; they accept any verdict).
-# Then the rest one at a time. A new file runs alone until it is named here.
+# `make test` runs in two steps so that no measurement shares the machine. First, on both cores
+# (pytest-xdist `--dist loadfile -m parallel`, a file on one worker so its module fixtures run
+# once): PARALLEL_FILES, which start no Slurm cluster or namespace host and no validate or sweep
+# that reaches a benchmark (their MPI runs check parsing, rules or what a module set). Then the rest
+# one at a time. A new file runs alone until it is named here. (Tried and dropped: the cluster files
+# beside them; a validate in a cluster job met another test's measurement lock.)
 PARALLEL_FILES = {
     "test_bcastmodel.py", "test_check_corpus.py", "test_check_fuzz.py", "test_cli_tables.py",
     "test_coverage.py", "test_dashboard.py", "test_docs.py", "test_easybuild.py",
-    "test_files_fuzz.py", "test_files_safe.py", "test_fs_hostile.py", "test_function_length.py",
+    "test_files_fuzz.py", "test_function_length.py",
     "test_geometry.py", "test_history.py", "test_hostile_input.py", "test_known_params.py",
     "test_launch_check.py", "test_layout.py", "test_mirror_hostile.py",
     "test_modules_conformance.py", "test_modules_hierarchy.py", "test_modules_hybrid.py",
@@ -109,15 +109,10 @@ PARALLEL_FILES = {
 }  # fmt: skip
 
 
-CLUSTER_FILES = {"test_coverage_slurm.py", "test_multihost.py", "test_reframe.py", "test_slurm.py"}
-
-
 def pytest_collection_modifyitems(items):
     for item in items:
-        name = item.path.name
-        if name in PARALLEL_FILES or name in CLUSTER_FILES:
+        if item.path.name in PARALLEL_FILES:
             item.add_marker(pytest.mark.parallel)
-            item.add_marker(pytest.mark.xdist_group("cluster" if name in CLUSTER_FILES else name))
 
 
 @pytest.fixture(scope="session", autouse=True)
