@@ -306,7 +306,7 @@ def test_an_interrupted_retune_resumes_and_renders_a_candidate(project, probe_ca
     assert (mods / "5.0.8-candidate.lua").is_file() and (mods / ".modulerc.lua").is_file()
     assert {k: v for k, v in digests(mods).items() if k in before} == before
     site = sites.load_named("local")
-    assert revisions.candidate_site(site).table.path == str(cand)
+    assert sites.candidate_site(site).table.path == str(cand)
 
 
 def test_history_names_the_table_revision_each_campaign_judged(project, tmp_path):

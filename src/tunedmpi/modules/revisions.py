@@ -14,7 +14,6 @@ A table's revision is the digest of its bytes: validate records the revision it 
 (results.json `table_revision`), so a verdict can never be applied to another table.
 """
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -27,19 +26,13 @@ from tunedmpi.errors import InputError
 from tunedmpi.files import read_bytes, read_text, write_all_or_none
 from tunedmpi.modules import render, sites
 from tunedmpi.modules.writers import WRITERS
-from tunedmpi.tables import schema
 
-CANDIDATE_EXT = ".candidate.yaml"
 REVISIONS = "revisions"  # beside the tables: tables.find_tables does not walk it
 KEPT_TABLE = "table.yaml"
 
 
 def table_path(site):
     return paths.tables_dir() / (site.table_ref + ".yaml")
-
-
-def candidate_path(site):
-    return paths.tables_dir() / (site.table_ref + CANDIDATE_EXT)
 
 
 def revisions_dir(site):
@@ -61,26 +54,9 @@ def module_revision(site, module):
     if not site.table_ref:
         return None, None
     tuned = "%s/%s" % (site.tuned_module, site.mpi_version)
-    tables = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: candidate_path(site)}
+    tables = {tuned: table_path(site), tuned + sites.CANDIDATE_SUFFIX: sites.candidate_path(site)}
     path = tables.get(module)
     return (path, revision(path)) if path else (None, None)
-
-
-def candidate_site(site):
-    """The Site whose tuned module is the candidate (Site.candidate), or None without a candidate
-    table. A site of several node types or HPC-X has none: retune refuses them."""
-    if site.candidate or site.node_types or not site.table_ref or site.mpi_flavour == "hpcx":
-        return None
-    path = candidate_path(site)
-    if not path.is_file():
-        return None
-    return dataclasses.replace(
-        site,
-        table=schema.load_table(str(path)),
-        table_ref=site.table_ref + CANDIDATE_EXT[: -len(".yaml")],
-        candidate=True,
-        hpcx=None,
-    )
 
 
 def _tuned_files(site, root):
@@ -102,7 +78,7 @@ def _validated(site, results):
     validate-results/. InputError when there is none."""
     module = "%s/%s%s" % (site.tuned_module, site.mpi_version, sites.CANDIDATE_SUFFIX)
     baseline = "%s/%s" % (site.baseline_module, site.mpi_version)
-    want = (module, baseline, revision(candidate_path(site)))
+    want = (module, baseline, revision(sites.candidate_path(site)))
     dirs = [Path(results)] if results else sorted(Path("validate-results").glob(site.name + "-*"))
     found = None
     for d in dirs:
@@ -131,7 +107,7 @@ def promote(site, rerender, results=None, root=None):
     1 when a band of the candidate lost to the baseline (naming each), else 0. rerender(site
     name, modulefiles root) writes the site's modules anew and yields what it did (render.write:
     render is the caller's, it renders the candidate from here)."""
-    cand = candidate_path(site)
+    cand = sites.candidate_path(site)
     if not cand.is_file():
         raise InputError(
             str(cand), None, None, "no candidate table", "run tunedmpi retune --site %s" % site.name

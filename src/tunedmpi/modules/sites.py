@@ -872,3 +872,27 @@ def load_named(name):
             "use one of: %s" % (", ".join(site_names()) or "(none yet)"),
         )
     return load_site(str(path))
+
+
+CANDIDATE_EXT = ".candidate.yaml"  # beside the table: tunedmpi retune writes it
+
+
+def candidate_path(site):
+    return paths.tables_dir() / (site.table_ref + CANDIDATE_EXT)
+
+
+def candidate_site(site):
+    """The Site whose tuned module is the candidate (Site.candidate), or None without a candidate
+    table. A site of several node types or HPC-X has none: retune refuses them."""
+    if site.candidate or site.node_types or not site.table_ref or site.mpi_flavour == "hpcx":
+        return None
+    path = candidate_path(site)
+    if not path.is_file():
+        return None
+    return dataclasses.replace(
+        site,
+        table=schema.load_table(str(path)),
+        table_ref=site.table_ref + CANDIDATE_EXT[: -len(".yaml")],
+        candidate=True,
+        hpcx=None,
+    )

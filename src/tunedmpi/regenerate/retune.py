@@ -214,7 +214,7 @@ def candidate(site, store_root, names, checks=()):
     """Tune the candidate table from the campaigns ``names`` (and the row checks), print its diff
     against the current table, render it; its path."""
     target, new, _, _ = tune.tune(
-        site.name, store_root, revisions.candidate_path(site), names, row_checks=checks
+        site.name, store_root, sites.candidate_path(site), names, row_checks=checks
     )
     print(
         "candidate %s (revision %s); changes against the current table:"

@@ -598,9 +598,7 @@ def render_candidate(site):
     tuned folder's .modulerc files that keep <version> the default and hide the candidate
     (`module avail` lists it with --show_hidden in Lmod, -a in Environment Modules); {} without a
     candidate table."""
-    from tunedmpi.modules import revisions
-
-    cand = revisions.candidate_site(site)
+    cand = sites.candidate_site(site)
     if cand is None:
         return OrderedDict()
     out = render_site(cand)
