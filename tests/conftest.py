@@ -84,35 +84,33 @@ def run_cli(capsys):
     return run
 
 
-# `make test` runs in two steps so that no measurement shares the machine. First, on both cores
-# (pytest-xdist `--dist loadfile -m parallel`, a file on one worker so its module fixtures run
-# once): PARALLEL_FILES, which start no Slurm cluster or namespace host and no validate or sweep
-# that reaches a benchmark (their MPI runs check parsing, rules or what a module set). Then the rest
-# one at a time. A new file runs alone until it is named here. (Tried and dropped: the cluster files
-# beside them; a validate in a cluster job met another test's measurement lock.)
-PARALLEL_FILES = {
-    "test_bcastmodel.py", "test_check_corpus.py", "test_check_fuzz.py", "test_cli_tables.py",
-    "test_coverage.py", "test_dashboard.py", "test_docs.py", "test_easybuild.py",
-    "test_files_fuzz.py", "test_function_length.py",
-    "test_geometry.py", "test_history.py", "test_hostile_input.py", "test_known_params.py",
-    "test_launch_check.py", "test_layout.py", "test_mirror_hostile.py",
-    "test_modules_conformance.py", "test_modules_hierarchy.py", "test_modules_hybrid.py",
-    "test_modules_hygiene.py", "test_modules_outside.py", "test_modules_real_mpi.py",
-    "test_modules_tcl.py", "test_modules_tcl_render.py", "test_modules_users.py",
-    "test_node_types.py", "test_parse.py", "test_peer_modules.py", "test_persize.py",
-    "test_power.py", "test_probes.py", "test_procedure.py", "test_regret.py", "test_render.py",
-    "test_results_schema.py", "test_rules_install.py", "test_rules_render.py",
-    "test_rulesfile.py", "test_rulesfile_real_mpi.py", "test_seed000.py",
-    "test_seed_combination.py", "test_seed_crosscheck.py", "test_seed_tables.py",
-    "test_spack.py", "test_spack_source_mirror.py", "test_stats.py", "test_ucc_routing.py",
-    "test_units_knobs.py", "test_validate_defaults.py", "test_verdicts.py",
-}  # fmt: skip
+# `make test` runs the files on pytest-xdist workers (`-n 3 --dist loadgroup`), each file on one
+# worker so its module fixtures run once. Files that must not run side by side share a lane, which
+# runs them one after another, the longest lanes first: the namespace-host clusters (their hosts
+# share a subnet and names), the one-node clusters, and the files that read the session's probe
+# campaign (so it is measured once). Each worker has its own measurement lock (measure_lock), which
+# reaches its cluster jobs: the suite's validates and sweeps run beside other tests as beside any
+# load, and every test of a real run takes whatever verdict the host's noise gives (assert_verdict)
+# and asserts the wiring. Numbers that are judged (tables, validations, notes) are measured alone,
+# under the machine's lock, never by the test suite.
+LANES = {
+    "test_multihost.py": "hosts",
+    "test_coverage_slurm.py": "hosts",
+    "test_slurm.py": "one-node",
+    "test_reframe.py": "one-node",
+    "test_validate.py": "probe campaign",
+    "test_loop.py": "probe campaign",
+    "test_probe_noise.py": "probe campaign",
+}
+FIRST = ("hosts", "one-node", "probe campaign")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.path.name in PARALLEL_FILES:
-            item.add_marker(pytest.mark.parallel)
+        item.add_marker(pytest.mark.xdist_group(LANES.get(item.path.name, item.path.name)))
+    # stable: within a lane the files keep their order
+    rank = {lane: n for n, lane in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(LANES.get(item.path.name), len(FIRST)))
 
 
 @pytest.fixture(scope="session", autouse=True)

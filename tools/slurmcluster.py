@@ -97,6 +97,9 @@ FOREIGN = (
     "LOADEDMODULES",
     "__LMOD",
 )
+# ...but the machine's measurement lock is the caller's (bench/machine.py): a validate or sweep in
+# one of our jobs must meet the caller's other measurements there, not a lock of its own.
+KEPT = ("TUNEDMPI_MEASURE_LOCK",)
 # The hosts' private network. It exists only inside the cluster's namespaces, so it cannot clash
 # with the machine's own networks or with another cluster's.
 SUBNET = "10.250.0"
@@ -308,7 +311,7 @@ class Cluster:
     def env(self, extra=None):
         """Environment for Slurm client commands and jobs: the caller's, minus foreign job/module
         state, plus SLURM_CONF for this cluster."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)}
+        env = {k: v for k, v in os.environ.items() if k in KEPT or not k.startswith(FOREIGN)}
         env["PATH"] = SBIN_PATH
         env["SLURM_CONF"] = str(self.conf)
         env.update(extra or {})
@@ -400,6 +403,11 @@ class Cluster:
         job_id = proc.stdout.strip().split(";")[0]
         if not wait:
             return job_id, None, None
+        return (job_id, *self.wait(job_id, timeout))
+
+    def wait(self, job_id, timeout=60):
+        """Block until job `job_id` ends: (its JobState, its stdout+stderr); scancel it after timeout."""
+        jobs = self.root / "jobs"
         deadline = time.monotonic() + timeout
         state = None
         while time.monotonic() < deadline:
@@ -413,7 +421,7 @@ class Cluster:
                 "job %s still %s after %ss\n%s" % (job_id, state, timeout, self.diagnostics())
             )
         out = jobs / ("slurm-%s.out" % job_id)
-        return job_id, state, files.read_text(out, errors="replace") if out.exists() else ""
+        return state, files.read_text(out, errors="replace") if out.exists() else ""
 
     def stop(self, timeout=15):
         """Cancel our jobs, stop the slurmds, slurmctld and munged (in that order) by pid, then
