@@ -52,7 +52,7 @@ test: system-packages-test $(BIN)/tunedmpi peers mca-params  ## the whole test s
 	$(BIN)/tunedmpi render --check
 	$(BIN)/ruff format --check .     # formatting and lint: [tool.ruff] in pyproject.toml
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -rs -n 3 --dist loadgroup   # 3 workers, files in lanes (tests/conftest.py); -rs: each skip says what it needs
+	$(BIN)/python -m pytest -q -rs -n 3 --dist loadscope   # 3 workers, files in lanes (tests/conftest.py); -rs: each skip says what it needs
 
 # A Slurm cluster of namespace hosts on this machine, to try multi-node jobs (root; docs/slurm.md,
 # "Several nodes on one machine"). It runs until cluster-down, also after the shell that started it is gone.
