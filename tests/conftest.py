@@ -93,7 +93,7 @@ def run_cli(capsys):
 # load, and every test of a real run takes whatever verdict the host's noise gives (assert_verdict)
 # and asserts the wiring. Numbers that are judged (tables, validations, notes) are measured alone,
 # under the machine's lock, never by the test suite.
-LANES = {
+LANES = {  # longest lane first
     "test_multihost.py": "hosts",
     "test_coverage_slurm.py": "hosts",
     "test_slurm.py": "one-node",
@@ -102,7 +102,7 @@ LANES = {
     "test_loop.py": "probe campaign",
     "test_probe_noise.py": "probe campaign",
 }
-FIRST = ("hosts", "one-node", "probe campaign")
+FIRST = tuple(dict.fromkeys(LANES.values()))  # the order xdist hands the lanes out in
 
 
 def lane(path):
@@ -112,7 +112,7 @@ def lane(path):
 
 
 def pytest_collection_modifyitems(items):
-    rank = {name: n for n, name in enumerate(FIRST)}  # xdist hands out the lanes in this order
+    rank = {name: n for n, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(lane(item.path), len(FIRST)))  # stable: files keep theirs
 
 

@@ -5,6 +5,8 @@ import shlex
 import signal
 import subprocess
 
+from tunedmpi.bench import machine
+
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
 WATCHED = (
     "UCX_",
@@ -56,8 +58,8 @@ def clean_env(**extra):
         if part not in seen:
             seen.append(part)
     env["PATH"] = ":".join(seen)
-    if "TUNEDMPI_MEASURE_LOCK" in os.environ:  # the session's own (conftest): suites side by side
-        env["TUNEDMPI_MEASURE_LOCK"] = os.environ["TUNEDMPI_MEASURE_LOCK"]
+    if machine.ENV in os.environ:  # the session's own (conftest): suites side by side
+        env[machine.ENV] = os.environ[machine.ENV]
     env.update(extra)
     return env
 

@@ -43,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run with any python3
 from tunedmpi import files  # noqa: E402
+from tunedmpi.bench import machine  # noqa: E402
 
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 NEEDED = (
@@ -99,7 +100,7 @@ FOREIGN = (
 )
 # ...but the machine's measurement lock is the caller's (bench/machine.py): a validate or sweep in
 # one of our jobs must meet the caller's other measurements there, not a lock of its own.
-KEPT = ("TUNEDMPI_MEASURE_LOCK",)
+KEPT = (machine.ENV,)
 # The hosts' private network. It exists only inside the cluster's namespaces, so it cannot clash
 # with the machine's own networks or with another cluster's.
 SUBNET = "10.250.0"
